@@ -1,0 +1,44 @@
+# Flotilla — see README.md. `make help` lists the targets.
+GO        ?= go
+TESTBIN   := $(CURDIR)/.testbin
+DEMO_DIR  ?= $(CURDIR)/.demo
+GOTESTFLAGS ?= -race -count=1 -timeout 30m
+
+export FLOTILLA_TESTBIN := $(TESTBIN)
+export QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING := true
+
+.PHONY: help build test unit e2e bench testbin demo vet fmt clean
+
+help: ## list the targets
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+
+build: ## compile every package and the binaries into bin/
+	$(GO) build ./...
+	$(GO) build -o bin/ ./test/cmd/...
+
+testbin: ## build kube-apiserver, controller-manager, scheduler, etcd and KWOK into .testbin/ (cold ~10 min, warm seconds)
+	test/tools/build-testbin.sh $(TESTBIN)
+
+vet: ## go vet and gofmt check of both modules
+	$(GO) vet ./...
+	cd test/tools && $(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+test: testbin vet ## every test, unit and end-to-end against real member clusters, with -race
+	$(GO) test $(GOTESTFLAGS) ./...
+
+unit: ## unit tests only (no member clusters)
+	$(GO) test $(GOTESTFLAGS) $$($(GO) list ./... | grep -v '/test/')
+
+e2e: testbin ## end-to-end tests only (real member clusters)
+	$(GO) test $(GOTESTFLAGS) ./test/...
+
+bench: ## Go benchmarks
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+demo: testbin ## start 3 member clusters and show how to watch them (Ctrl-C stops)
+	$(GO) run ./test/cmd/memberclusters --count 3 --dir $(DEMO_DIR)
+
+clean: ## remove build output and demo state (keeps the testbin cache)
+	rm -rf bin $(DEMO_DIR)

@@ -1,0 +1,214 @@
+package membercluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Cluster is one running member cluster: an API server on the shared etcd,
+// a controller-manager, a scheduler and KWOK with fake nodes.
+type Cluster struct {
+	// Name is the cluster's name from its spec.
+	Name string
+	// Kubeconfig is the path of an admin kubeconfig for the cluster.
+	Kubeconfig string
+	// Server is the API server's URL.
+	Server string
+
+	spec   ClusterSpec
+	dir    string
+	port   int
+	logger *slog.Logger
+
+	mu                                          sync.Mutex // guards the processes against concurrent Stop/Start
+	apiserver, controllerManager, scheduler, kwok *process
+}
+
+// clusterEnv is what every cluster shares.
+type clusterEnv struct {
+	binDir  string
+	etcdURL string
+	logger  *slog.Logger
+}
+
+// startCluster starts one cluster's components and waits until its nodes are
+// Ready and its default service account exists, so Pods can be admitted.
+func startCluster(ctx context.Context, env clusterEnv, spec ClusterSpec, dir string) (*Cluster, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
+	}
+	files := newClusterFiles(dir)
+	creds, err := writeCredentials(spec.Name, files)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
+	}
+	c := &Cluster{Name: spec.Name, Kubeconfig: files.kubeconfig, spec: spec, dir: dir, logger: env.logger.With("cluster", spec.Name)}
+
+	configure := func() (*process, error) {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		c.port = port
+		c.Server = "https://127.0.0.1:" + strconv.Itoa(port)
+		if err := writeKubeconfig(spec.Name, c.Server, files.kubeconfig, creds); err != nil {
+			return nil, err
+		}
+		return c.apiserverProcess(env, files), nil
+	}
+	c.apiserver, err = startReady(ctx, configure, c.apiserverReady)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
+	}
+	c.controllerManager = c.component(env, "kube-controller-manager",
+		"--service-account-private-key-file="+files.saPrivate,
+		"--root-ca-file="+files.caCert,
+		"--cluster-name="+spec.Name,
+		"--use-service-account-credentials=false")
+	c.scheduler = c.component(env, "kube-scheduler")
+	c.kwok = &process{
+		name:   spec.Name + "/kwok",
+		binary: filepath.Join(env.binDir, "kwok"),
+		args: []string{
+			"--kubeconfig=" + files.kubeconfig,
+			"--config=" + filepath.Join(env.binDir, stagesFile),
+			"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
+			"--cidr=10.244.0.0/16",
+		},
+		logPath: filepath.Join(dir, "kwok.log"),
+	}
+	for _, p := range []*process{c.controllerManager, c.scheduler, c.kwok} {
+		if err := p.start(); err != nil {
+			return nil, c.abort(fmt.Errorf("cluster %s: %w", spec.Name, err))
+		}
+	}
+	if err := c.waitWorkloadReady(ctx); err != nil {
+		return nil, c.abort(fmt.Errorf("cluster %s: %w", spec.Name, err))
+	}
+	return c, nil
+}
+
+// component describes a controller-manager or scheduler: admin kubeconfig,
+// no leader election (one replica), no serving port to collide on.
+func (c *Cluster) component(env clusterEnv, name string, extra ...string) *process {
+	kubeconfig := "--kubeconfig=" + c.Kubeconfig
+	args := append([]string{
+		kubeconfig,
+		"--authentication-kubeconfig=" + c.Kubeconfig,
+		"--authorization-kubeconfig=" + c.Kubeconfig,
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--v=1",
+	}, extra...)
+	return &process{
+		name:    c.Name + "/" + name,
+		binary:  filepath.Join(env.binDir, name),
+		args:    args,
+		logPath: filepath.Join(c.dir, name+".log"),
+	}
+}
+
+func (c *Cluster) apiserverProcess(env clusterEnv, files clusterFiles) *process {
+	return &process{
+		name:   c.Name + "/kube-apiserver",
+		binary: filepath.Join(env.binDir, "kube-apiserver"),
+		args: []string{
+			"--etcd-servers=" + env.etcdURL,
+			"--etcd-prefix=/clusters/" + c.Name,
+			"--bind-address=127.0.0.1",
+			"--advertise-address=127.0.0.1",
+			"--secure-port=" + strconv.Itoa(c.port),
+			// The default reconciler refuses a loopback advertise address.
+			"--endpoint-reconciler-type=none",
+			"--service-cluster-ip-range=10.96.0.0/16",
+			"--tls-cert-file=" + files.servingCert,
+			"--tls-private-key-file=" + files.servingKey,
+			"--client-ca-file=" + files.caCert,
+			"--service-account-issuer=https://kubernetes.default.svc",
+			"--service-account-key-file=" + files.saPublic,
+			"--service-account-signing-key-file=" + files.saPrivate,
+			"--authorization-mode=RBAC",
+			"--allow-privileged=true",
+			"--profiling=false",
+			"--v=1",
+		},
+		logPath: filepath.Join(c.dir, "kube-apiserver.log"),
+	}
+}
+
+// RESTConfig returns a fresh admin client configuration for the cluster,
+// with client-side rate limits raised for tests.
+func (c *Cluster) RESTConfig() (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: load kubeconfig: %w", c.Name, err)
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	return cfg, nil
+}
+
+// Clientset returns a typed client for the cluster.
+func (c *Cluster) Clientset() (*kubernetes.Clientset, error) {
+	cfg, err := c.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// StopAPIServer stops the cluster's API server, making the cluster
+// unreachable; its data stays in etcd. The other components keep running
+// and reconnect when it is back.
+func (c *Cluster) StopAPIServer() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.logger.Info("stopping API server")
+	return c.apiserver.stop()
+}
+
+// StartAPIServer starts a stopped API server again on the same address and
+// waits until it is ready.
+func (c *Cluster) StartAPIServer(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.logger.Info("starting API server again")
+	if err := c.apiserver.start(); err != nil {
+		return err
+	}
+	if err := waitReady(ctx, c.apiserver, c.apiserverReady); err != nil {
+		return fmt.Errorf("cluster %s: %w", c.Name, err)
+	}
+	return nil
+}
+
+// stop stops every component, the API server last so the others do not spin
+// on a dead connection.
+func (c *Cluster) stop() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return stopAll(c.kwok, c.scheduler, c.controllerManager, c.apiserver)
+}
+
+// abort stops what started and returns err, joined with any stop failure.
+func (c *Cluster) abort(err error) error {
+	if stopErr := c.stop(); stopErr != nil {
+		return fmt.Errorf("%w (and while stopping: %v)", err, stopErr)
+	}
+	return err
+}
+
+// processes lists the running components, for leak checks.
+func (c *Cluster) processes() []*process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return []*process{c.apiserver, c.controllerManager, c.scheduler, c.kwok}
+}

@@ -1,0 +1,101 @@
+package membercluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Options configure a set of member clusters.
+type Options struct {
+	// Dir holds the shared etcd's data and one folder per cluster with its
+	// kubeconfig, certificates and component logs. It must exist.
+	Dir string
+	// BinDir holds the test binaries; empty means FindBinDir.
+	BinDir string
+	// Clusters to start, at least one.
+	Clusters []ClusterSpec
+	// Logger receives progress lines; nil discards them.
+	Logger *slog.Logger
+}
+
+// ClusterSpec describes one member cluster and its fake nodes.
+type ClusterSpec struct {
+	// Name is a DNS label, unique among the clusters; it also names the
+	// cluster's folder and etcd prefix.
+	Name string
+	// Nodes is the number of KWOK fake nodes (default 3).
+	Nodes int
+	// NodeCPU, NodeMemory and NodePods are each node's allocatable resources
+	// as Kubernetes quantities (defaults "8", "32Gi", "110").
+	NodeCPU, NodeMemory, NodePods string
+}
+
+// Default node shape, the size of a common cloud worker.
+const (
+	DefaultNodes      = 3
+	DefaultNodeCPU    = "8"
+	DefaultNodeMemory = "32Gi"
+	DefaultNodePods   = "110"
+)
+
+// Specs returns count default clusters named member-1 ... member-count.
+func Specs(count int) []ClusterSpec {
+	specs := make([]ClusterSpec, count)
+	for i := range specs {
+		specs[i] = ClusterSpec{Name: fmt.Sprintf("member-%d", i+1)}
+	}
+	return specs
+}
+
+func (s ClusterSpec) withDefaults() ClusterSpec {
+	if s.Nodes == 0 {
+		s.Nodes = DefaultNodes
+	}
+	if s.NodeCPU == "" {
+		s.NodeCPU = DefaultNodeCPU
+	}
+	if s.NodeMemory == "" {
+		s.NodeMemory = DefaultNodeMemory
+	}
+	if s.NodePods == "" {
+		s.NodePods = DefaultNodePods
+	}
+	return s
+}
+
+// validate checks the options after defaults are applied.
+func (o Options) validate() error {
+	if o.Dir == "" {
+		return errors.New("member clusters: Dir is empty")
+	}
+	if len(o.Clusters) == 0 {
+		return errors.New("member clusters: no clusters requested")
+	}
+	seen := map[string]bool{}
+	for i, spec := range o.Clusters {
+		if msgs := validation.IsDNS1123Label(spec.Name); len(msgs) > 0 {
+			return fmt.Errorf("member clusters: clusters[%d].name %q: %v", i, spec.Name, msgs)
+		}
+		if seen[spec.Name] {
+			return fmt.Errorf("member clusters: clusters[%d].name %q: duplicate", i, spec.Name)
+		}
+		seen[spec.Name] = true
+		if spec.Nodes < 1 {
+			return fmt.Errorf("member clusters: clusters[%d] (%s).nodes %d: want at least 1", i, spec.Name, spec.Nodes)
+		}
+		for field, value := range map[string]string{"nodeCPU": spec.NodeCPU, "nodeMemory": spec.NodeMemory, "nodePods": spec.NodePods} {
+			q, err := resource.ParseQuantity(value)
+			if err != nil {
+				return fmt.Errorf("member clusters: clusters[%d] (%s).%s %q: %w", i, spec.Name, field, value, err)
+			}
+			if q.Sign() <= 0 {
+				return fmt.Errorf("member clusters: clusters[%d] (%s).%s %q: want a positive quantity", i, spec.Name, field, value)
+			}
+		}
+	}
+	return nil
+}
