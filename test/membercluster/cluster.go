@@ -165,14 +165,15 @@ func (c *Cluster) Clientset() (*kubernetes.Clientset, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
-// StopAPIServer stops the cluster's API server, making the cluster
-// unreachable; its data stays in etcd. The other components keep running
-// and reconnect when it is back.
+// StopAPIServer kills the cluster's API server, as in a crash, making the
+// cluster unreachable; its data stays in etcd. The other components keep
+// running and reconnect when it is back. (A graceful stop would wait a minute
+// for the other components' watches to drain.)
 func (c *Cluster) StopAPIServer() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.logger.Info("stopping API server")
-	return c.apiserver.stop()
+	return c.apiserver.kill()
 }
 
 // StartAPIServer starts a stopped API server again on the same address and

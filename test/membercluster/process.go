@@ -81,6 +81,14 @@ func (p *process) stop() error {
 		return nil
 	case <-time.After(stopTimeout):
 	}
+	return p.kill()
+}
+
+// kill sends SIGKILL and returns once the process is gone, like a crash.
+func (p *process) kill() error {
+	if p.cmd == nil || p.hasExited() {
+		return nil
+	}
 	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("kill %s: %w", p.name, err)
 	}

@@ -1,0 +1,92 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Cluster is a member cluster as the hub sees it. It is cluster-scoped and
+// registered when the cluster's agent first connects.
+type Cluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ClusterSpec   `json:"spec"`
+	Status ClusterStatus `json:"status,omitempty"`
+}
+
+// ClusterSpec is what operators set on a cluster.
+type ClusterSpec struct {
+	Provider string `json:"provider,omitempty"`
+	Region   string `json:"region,omitempty"`
+	Zone     string `json:"zone,omitempty"`
+	// Taints repel bindings that do not tolerate them. The hub manages the
+	// cluster.flotilla.io/* health taints; operators may add their own.
+	Taints []corev1.Taint `json:"taints,omitempty"`
+	// Unschedulable is set by cordon; it adds the unschedulable taint.
+	Unschedulable bool `json:"unschedulable,omitempty"`
+}
+
+// ClusterStatus is what the hub observed of a cluster.
+type ClusterStatus struct {
+	Conditions        []metav1.Condition `json:"conditions,omitempty"`
+	KubernetesVersion string             `json:"kubernetesVersion,omitempty"`
+	NodeSummary       *NodeSummary       `json:"nodeSummary,omitempty"`
+	ResourceSummary   *ResourceSummary   `json:"resourceSummary,omitempty"`
+	Agent             *AgentStatus       `json:"agent,omitempty"`
+}
+
+// NodeSummary counts the member cluster's nodes.
+type NodeSummary struct {
+	TotalNum int32 `json:"totalNum"`
+	ReadyNum int32 `json:"readyNum"`
+}
+
+// ResourceSummary sums the member cluster's node allocatable resources and
+// what its Pods request of them.
+type ResourceSummary struct {
+	Allocatable corev1.ResourceList `json:"allocatable,omitempty"`
+	Allocated   corev1.ResourceList `json:"allocated,omitempty"`
+}
+
+// AgentStatus says which agent serves the cluster and where it is connected.
+type AgentStatus struct {
+	Version     string       `json:"version,omitempty"`
+	ConnectedTo string       `json:"connectedTo,omitempty"`
+	ConnectedAt *metav1.Time `json:"connectedAt,omitempty"`
+	// ClockSkew is the agent's clock minus the hub's, as last measured.
+	ClockSkew string `json:"clockSkew,omitempty"`
+}
+
+// ClusterList is a list of clusters.
+type ClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Cluster `json:"items"`
+}
+
+// Condition types and reasons on a Cluster.
+const (
+	// ClusterConditionReady is True when the agent renews the lease and its
+	// API server is healthy, False when the API server is not, Unknown when
+	// the lease expired.
+	ClusterConditionReady = "Ready"
+	// ClusterConditionClockSynced is False when the agent's clock is skewed
+	// beyond the tolerated bound.
+	ClusterConditionClockSynced = "ClockSynced"
+
+	ReasonClusterReady          = "ClusterReady"
+	ReasonClusterNotReady       = "ClusterNotReady"
+	ReasonLeaseExpired          = "ClusterStatusUnknown"
+	ReasonClusterNeverConnected = "ClusterNeverConnected"
+	ReasonClockSynced           = "ClockSynced"
+	ReasonClockSkewed           = "ClockSkewed"
+)
+
+// Taint keys the hub manages. Karmada's cluster.karmada.io/* keys map to these.
+const (
+	TaintClusterNotReady      = "cluster.flotilla.io/not-ready"
+	TaintClusterUnreachable   = "cluster.flotilla.io/unreachable"
+	TaintClusterTerminating   = "cluster.flotilla.io/terminating"
+	TaintClusterUnschedulable = "cluster.flotilla.io/unschedulable"
+)

@@ -1,0 +1,30 @@
+// Package v1alpha1 holds Flotilla's object types (API group flotilla.io,
+// version v1alpha1). Objects have Kubernetes shape and use apimachinery's
+// meta types; field names follow Karmada.
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// GroupName and Version of Flotilla's own objects.
+const (
+	GroupName = "flotilla.io"
+	Version   = "v1alpha1"
+)
+
+// APIVersion is the apiVersion field of Flotilla's objects.
+const APIVersion = GroupName + "/" + Version
+
+// Kinds of Flotilla's objects.
+const (
+	KindCluster     = "Cluster"
+	KindClusterList = "ClusterList"
+)
+
+// TypeMeta returns the TypeMeta of a Flotilla kind.
+func TypeMeta(kind string) metav1.TypeMeta {
+	return metav1.TypeMeta{APIVersion: APIVersion, Kind: kind}
+}
+
+// LeaseNamespace holds one coordination.k8s.io/v1 Lease per cluster, named
+// after the cluster.
+const LeaseNamespace = "flotilla-cluster-lease"
