@@ -29,7 +29,7 @@ type Cluster struct {
 	port   int
 	logger *slog.Logger
 
-	mu                                          sync.Mutex // guards the processes against concurrent Stop/Start
+	mu                                            sync.Mutex // guards the processes against concurrent Stop/Start
 	apiserver, controllerManager, scheduler, kwok *process
 }
 
