@@ -1,0 +1,58 @@
+package protocol
+
+import "fmt"
+
+// MessageType is the one-byte type that follows a frame's length.
+type MessageType uint8
+
+// Message types. The numbers are on the wire: never renumber them.
+const (
+	TypeHello         MessageType = 1
+	TypeWelcome       MessageType = 2
+	TypeLeaseRenew    MessageType = 3
+	TypeLeaseAck      MessageType = 4
+	TypeClusterStatus MessageType = 5
+	TypeGoAway        MessageType = 6
+	TypeError         MessageType = 7
+)
+
+var messageTypeNames = map[MessageType]string{
+	TypeHello:         "Hello",
+	TypeWelcome:       "Welcome",
+	TypeLeaseRenew:    "LeaseRenew",
+	TypeLeaseAck:      "LeaseAck",
+	TypeClusterStatus: "ClusterStatus",
+	TypeGoAway:        "GoAway",
+	TypeError:         "Error",
+}
+
+// String returns the message name, or MessageType(n) for unknown numbers.
+func (t MessageType) String() string {
+	if name, ok := messageTypeNames[t]; ok {
+		return name
+	}
+	return fmt.Sprintf("MessageType(%d)", uint8(t))
+}
+
+// newMessage returns a fresh, empty message of type t to decode into.
+// Returning wireMessage makes the compiler check that every message type can
+// be validated.
+func newMessage(t MessageType) (wireMessage, error) {
+	switch t {
+	case TypeHello:
+		return new(Hello), nil
+	case TypeWelcome:
+		return new(Welcome), nil
+	case TypeLeaseRenew:
+		return new(LeaseRenew), nil
+	case TypeLeaseAck:
+		return new(LeaseAck), nil
+	case TypeClusterStatus:
+		return new(ClusterStatus), nil
+	case TypeGoAway:
+		return new(GoAway), nil
+	case TypeError:
+		return new(Error), nil
+	}
+	return nil, fmt.Errorf("%w %d", ErrUnknownMessageType, uint8(t))
+}

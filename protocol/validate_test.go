@@ -1,0 +1,125 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func validStatus() *ClusterStatus {
+	return &ClusterStatus{ObservedAt: testTime, NodesTotal: 3, NodesReady: 3}
+}
+
+func validWelcome() *Welcome {
+	return &Welcome{ProtocolVersion: 1, HubID: "hub-0", HubTime: testTime, LeaseDurationSeconds: 40, RenewIntervalMillis: 10000}
+}
+
+func TestValidateAccepts(t *testing.T) {
+	tests := []struct {
+		name string
+		m    wireMessage
+	}{
+		{"hello lets the hub pick the lease", &Hello{ProtocolVersion: 1, ClusterName: "member-1"}},
+		{"hello with the longest lease", &Hello{ProtocolVersion: 1, ClusterName: "a.b", LeaseDurationSeconds: 3600}},
+		{"hello from a newer agent", &Hello{ProtocolVersion: 9, ClusterName: "member-1"}},
+		{"lease renew with seq 0", &LeaseRenew{AgentTime: testTime}},
+		{"status without resources", validStatus()},
+		{"status with empty cluster", &ClusterStatus{ObservedAt: testTime}},
+		{"status with extended resources", &ClusterStatus{ObservedAt: testTime, Allocatable: map[string]string{
+			"nvidia.com/gpu": "8", "hugepages-2Mi": "1Gi", "ephemeral-storage": "100G", "cpu": "500m"}}},
+		{"goaway without reason", &GoAway{}},
+		{"error with a code from the future", &Error{Code: "RateLimited"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.m.Validate(); err != nil {
+				t.Errorf("Validate() = %v, want nil", err)
+			}
+		})
+	}
+}
+
+func TestValidateRejects(t *testing.T) {
+	long := strings.Repeat("x", maxLongString+1)
+	short := strings.Repeat("x", maxShortString+1)
+	tooMany := map[string]string{}
+	for i := range maxResources + 1 {
+		tooMany["example.com/r"+strings.Repeat("x", i)] = "1"
+	}
+	withStatus := func(edit func(*ClusterStatus)) *ClusterStatus {
+		s := validStatus()
+		edit(s)
+		return s
+	}
+	withWelcome := func(edit func(*Welcome)) *Welcome {
+		w := validWelcome()
+		edit(w)
+		return w
+	}
+	tests := []struct {
+		name     string
+		m        wireMessage
+		wantText string
+	}{
+		{"hello version 0", &Hello{ClusterName: "member-1"}, "protocolVersion 0 must be positive"},
+		{"hello negative version", &Hello{ProtocolVersion: -1, ClusterName: "member-1"}, "protocolVersion"},
+		{"hello without cluster", &Hello{ProtocolVersion: 1}, "clusterName is required"},
+		{"hello cluster not DNS", &Hello{ProtocolVersion: 1, ClusterName: "Member_1"}, "clusterName \"Member_1\""},
+		{"hello cluster too long", &Hello{ProtocolVersion: 1, ClusterName: strings.Repeat("a", 254)}, "clusterName"},
+		{"hello agent version too long", &Hello{ProtocolVersion: 1, ClusterName: "m", AgentVersion: short}, "agentVersion"},
+		{"hello negative lease", &Hello{ProtocolVersion: 1, ClusterName: "m", LeaseDurationSeconds: -1}, "leaseDurationSeconds -1"},
+		{"hello lease over an hour", &Hello{ProtocolVersion: 1, ClusterName: "m", LeaseDurationSeconds: 3601}, "leaseDurationSeconds 3601"},
+		{"hello reports every problem", &Hello{}, "protocolVersion 0 must be positive; clusterName is required"},
+		{"welcome version 0", withWelcome(func(w *Welcome) { w.ProtocolVersion = 0 }), "protocolVersion"},
+		{"welcome without hub", withWelcome(func(w *Welcome) { w.HubID = "" }), "hubID is required"},
+		{"welcome hub too long", withWelcome(func(w *Welcome) { w.HubID = short }), "hubID is 1025 bytes"},
+		{"welcome without time", withWelcome(func(w *Welcome) { w.HubTime = time.Time{} }), "hubTime is required"},
+		{"welcome without lease", withWelcome(func(w *Welcome) { w.LeaseDurationSeconds = 0 }), "leaseDurationSeconds 0"},
+		{"welcome without renew", withWelcome(func(w *Welcome) { w.RenewIntervalMillis = 0 }), "renewIntervalMillis 0"},
+		{"welcome renew as long as lease", withWelcome(func(w *Welcome) { w.RenewIntervalMillis = 40000 }), "renewIntervalMillis 40000 must be in [1, 39999]"},
+		{"lease renew without time", &LeaseRenew{Seq: 1}, "agentTime is required"},
+		{"lease ack without time", &LeaseAck{Seq: 1}, "hubTime is required"},
+		{"status without time", withStatus(func(s *ClusterStatus) { s.ObservedAt = time.Time{} }), "observedAt is required"},
+		{"status version too long", withStatus(func(s *ClusterStatus) { s.KubernetesVersion = short }), "kubernetesVersion"},
+		{"status health message too long", withStatus(func(s *ClusterStatus) { s.HealthMessage = long }), "healthMessage is 4097 bytes"},
+		{"status negative nodes", withStatus(func(s *ClusterStatus) { s.NodesTotal = -1; s.NodesReady = 0 }), "nodesTotal -1"},
+		{"status negative ready", withStatus(func(s *ClusterStatus) { s.NodesReady = -1 }), "nodesReady -1"},
+		{"status more ready than total", withStatus(func(s *ClusterStatus) { s.NodesReady = 4 }), "nodesReady 4 must be in [0, 3]"},
+		{"status bad quantity", withStatus(func(s *ClusterStatus) { s.Allocatable = map[string]string{"cpu": "lots"} }), "allocatable[cpu]: quantity \"lots\""},
+		{"status empty quantity", withStatus(func(s *ClusterStatus) { s.Allocated = map[string]string{"cpu": ""} }), "allocated[cpu]"},
+		{"status negative quantity", withStatus(func(s *ClusterStatus) { s.Allocated = map[string]string{"memory": "-1Gi"} }), "is negative"},
+		{"status quantity too long", withStatus(func(s *ClusterStatus) { s.Allocated = map[string]string{"cpu": strings.Repeat("1", 65)} }), "quantity is 65 bytes"},
+		{"status bad resource name", withStatus(func(s *ClusterStatus) { s.Allocatable = map[string]string{"not a name": "1"} }), "resource name \"not a name\""},
+		{"status empty resource name", withStatus(func(s *ClusterStatus) { s.Allocatable = map[string]string{"": "1"} }), "resource name \"\""},
+		{"status too many resources", withStatus(func(s *ClusterStatus) { s.Allocatable = tooMany }), "allocatable has 257 entries"},
+		{"goaway reason too long", &GoAway{Reason: long}, "reason is 4097 bytes"},
+		{"error without code", &Error{Message: "x"}, "code is required"},
+		{"error code too long", &Error{Code: short}, "code is 1025 bytes"},
+		{"error message too long", &Error{Code: CodeBadMessage, Message: long}, "message is 4097 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkInvalid(t, "Validate()", tt.m.Validate(), tt.wantText)
+			// The same message arriving from a peer is rejected by the reader.
+			payload, err := json.Marshal(tt.m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = NewReader(bytes.NewReader(rawFrame(tt.m.Type(), string(payload))), 0).ReadMessage()
+			checkInvalid(t, "ReadMessage()", err, tt.wantText)
+		})
+	}
+}
+
+func checkInvalid(t *testing.T, what string, err error, wantText string) {
+	t.Helper()
+	if !errors.Is(err, ErrInvalidMessage) {
+		t.Fatalf("%s = %v, want ErrInvalidMessage", what, err)
+	}
+	if !strings.Contains(err.Error(), wantText) {
+		t.Errorf("%s = %q, want it to contain %q", what, err, wantText)
+	}
+}
