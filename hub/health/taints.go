@@ -1,0 +1,58 @@
+package health
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+)
+
+// managedKeys are the taint keys the hub owns; operators own all others.
+var managedKeys = map[string]bool{
+	v1alpha1.TaintClusterNotReady:      true,
+	v1alpha1.TaintClusterUnreachable:   true,
+	v1alpha1.TaintClusterUnschedulable: true,
+}
+
+// IsManaged reports whether the hub owns taints with this key.
+func IsManaged(key string) bool { return managedKeys[key] }
+
+// MergeTaints replaces the managed taints of existing with desired. Taints
+// the cluster keeps keep their timeAdded; new ones are stamped with now;
+// operators' taints are untouched. It returns the merged list and what was
+// added and removed, for events.
+func MergeTaints(existing, desired []corev1.Taint, now time.Time) (merged, added, removed []corev1.Taint) {
+	want := map[corev1.Taint]bool{}
+	for _, t := range desired {
+		want[taintID(t)] = true
+	}
+	have := map[corev1.Taint]bool{}
+	for _, t := range existing {
+		switch {
+		case !IsManaged(t.Key):
+			merged = append(merged, t)
+		case want[taintID(t)]:
+			have[taintID(t)] = true
+			merged = append(merged, t)
+		default:
+			removed = append(removed, t)
+		}
+	}
+	stamp := metav1.NewTime(now)
+	for _, t := range desired {
+		if have[taintID(t)] {
+			continue
+		}
+		t.TimeAdded = &stamp
+		merged = append(merged, t)
+		added = append(added, t)
+	}
+	return merged, added, removed
+}
+
+// taintID is a taint's identity: key and effect.
+func taintID(t corev1.Taint) corev1.Taint {
+	return corev1.Taint{Key: t.Key, Effect: t.Effect}
+}
