@@ -90,3 +90,9 @@ const (
 	TaintClusterTerminating   = "cluster.flotilla.io/terminating"
 	TaintClusterUnschedulable = "cluster.flotilla.io/unschedulable"
 )
+
+// Aliases keep deepcopy.go free of import noise.
+type (
+	corev1Taint     = corev1.Taint
+	metav1Condition = metav1.Condition
+)

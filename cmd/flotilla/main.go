@@ -1,0 +1,20 @@
+// Command flotilla is the operator's client of a Flotilla hub: it lists and
+// describes member clusters and their leases, and taints and cordons them.
+// All of it lives in internal/cli; this file only wires it to the process.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/flotilla-io/flotilla/internal/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/pflag"
+)
+
+const topHelp = `flotilla is the operator's client of a Flotilla hub: it shows the member
+clusters, their leases and events, and taints or cordons clusters.
+
+Usage:
+  flotilla [global flags] COMMAND [ARGS] [flags]
+`
+
+const topExamples = `Examples:
+  # List the clusters with their readiness and taints
+  flotilla get clusters
+
+  # Which agents are late renewing their lease?
+  flotilla get leases
+
+  # Everything the hub knows about one cluster
+  flotilla describe cluster edge-1
+
+  # Stop scheduling onto a cluster, then allow it again
+  flotilla cordon edge-1
+  flotilla uncordon edge-1
+`
+
+const topFooter = `Environment:
+  FLOTILLA_SERVER   default of --server
+  FLOTILLA_TOKEN    sent as "Authorization: Bearer $FLOTILLA_TOKEN" when set
+
+Run 'flotilla COMMAND --help' for more about a command.
+`
+
+// writeTopHelp prints flotilla's own help with the list of commands.
+func writeTopHelp(w io.Writer, global *pflag.FlagSet) {
+	fmt.Fprintf(w, "%s\nCommands:\n", topHelp)
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	for _, c := range commands() {
+		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.short)
+	}
+	fmt.Fprintf(tw, "  help\tShow the help of a command\n")
+	_ = tw.Flush()
+	fmt.Fprintf(w, "\n%s\nGlobal flags:\n", topExamples)
+	writeFlags(w, global)
+	fmt.Fprintf(w, "\n%s", topFooter)
+}
+
+// writeCommandHelp prints the help of one command.
+func writeCommandHelp(w io.Writer, cmd *command, local, global *pflag.FlagSet) {
+	fmt.Fprintf(w, "%s\n\nUsage:\n  flotilla %s\n", cmd.long, cmd.usage)
+	if cmd.example != "" {
+		fmt.Fprintf(w, "\nExamples:\n%s", cmd.example)
+	}
+	if local.HasFlags() {
+		fmt.Fprintf(w, "\nFlags:\n")
+		writeFlags(w, local)
+	}
+	fmt.Fprintf(w, "\nGlobal flags:\n")
+	writeFlags(w, global)
+}
+
+// writeFlags lists flags like "  -o, --output FORMAT   usage (default x)".
+// (pflag's own FlagUsages spells boolean flags as --flag[=true|false].)
+func writeFlags(w io.Writer, fs *pflag.FlagSet) {
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	fs.VisitAll(func(f *pflag.Flag) {
+		name := "    --" + f.Name
+		if f.Shorthand != "" {
+			name = "-" + f.Shorthand + ", --" + f.Name
+		}
+		varname, usage := pflag.UnquoteUsage(f)
+		if varname != "" {
+			name += " " + varname
+		}
+		if f.DefValue != "" && f.DefValue != "false" {
+			usage += " (default " + f.DefValue + ")"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\n", name, usage)
+	})
+	_ = tw.Flush()
+}

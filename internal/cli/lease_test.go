@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+)
+
+func TestLeaseState(t *testing.T) {
+	renewed := func(d time.Duration) coordinationv1.Lease {
+		return coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr(int32(40)), RenewTime: microAgo(d)}}
+	}
+	tests := []struct {
+		name  string
+		lease coordinationv1.Lease
+		want  string
+	}{
+		{"just renewed", renewed(0), leaseFresh},
+		{"renewed by a clock ahead of ours", renewed(-3 * time.Second), leaseFresh},
+		{"one renewal missed", renewed(20 * time.Second), leaseFresh},
+		{"two renewals missed", renewed(20*time.Second + time.Millisecond), leaseLate},
+		{"at the deadline", renewed(40 * time.Second), leaseLate},
+		{"past the deadline", renewed(40*time.Second + time.Millisecond), leaseExpired},
+		{"never renewed", coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr(int32(40))}}, leaseUnknown},
+		{"no duration", coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{RenewTime: microAgo(0)}}, leaseUnknown},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := leaseState(&tt.lease, testNow); got != tt.want {
+				t.Errorf("leaseState = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestAge(t *testing.T) {
+	tests := []struct {
+		t    time.Time
+		want string
+	}{
+		{testNow.Add(-3 * time.Second), "3s"},
+		{testNow.Add(-150 * time.Second), "2m30s"},
+		{testNow.Add(-26 * time.Hour), "26h"},
+		{testNow.Add(10 * time.Second), "0s"}, // ahead of our clock
+		{time.Time{}, "<unknown>"},
+	}
+	for _, tt := range tests {
+		if got := age(testNow, tt.t); got != tt.want {
+			t.Errorf("age(%v) = %q, want %q", tt.t, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,316 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// taintsOf is the stored taints of a cluster, timeAdded left out.
+func taintsOf(t *testing.T, hub *fakeHub, name string) []string {
+	t.Helper()
+	var out []string
+	for _, tt := range hub.cluster(t, name).Spec.Taints {
+		out = append(out, taintString(tt))
+	}
+	return out
+}
+
+func TestTaint(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		wantStdout string
+		wantTaints []string // edge-2's taints afterwards
+		wantPut    bool
+	}{
+		{
+			name:       "add with value",
+			args:       []string{"maintenance=planned:NoSchedule"},
+			wantStdout: "cluster/edge-2 tainted\n",
+			wantTaints: []string{"cluster.flotilla.io/unreachable:NoSchedule", "team=payments:PreferNoSchedule",
+				"maintenance=planned:NoSchedule", "cluster.flotilla.io/unschedulable:NoSchedule"},
+			wantPut: true,
+		},
+		{
+			name:       "add without value, same key with another effect",
+			args:       []string{"team:NoExecute"},
+			wantStdout: "cluster/edge-2 tainted\n",
+			wantTaints: []string{"cluster.flotilla.io/unreachable:NoSchedule", "team=payments:PreferNoSchedule",
+				"team:NoExecute", "cluster.flotilla.io/unschedulable:NoSchedule"},
+			wantPut: true,
+		},
+		{
+			name:       "identical taint is a no-op",
+			args:       []string{"team=payments:PreferNoSchedule"},
+			wantStdout: "cluster/edge-2 already tainted\n",
+			wantTaints: []string{"cluster.flotilla.io/unreachable:NoSchedule", "cluster.flotilla.io/unschedulable:NoSchedule",
+				"team=payments:PreferNoSchedule"},
+		},
+		{
+			name:       "overwrite a value",
+			args:       []string{"team=search:PreferNoSchedule", "--overwrite"},
+			wantStdout: "cluster/edge-2 tainted\n",
+			wantTaints: []string{"cluster.flotilla.io/unreachable:NoSchedule", "team=search:PreferNoSchedule",
+				"cluster.flotilla.io/unschedulable:NoSchedule"},
+			wantPut: true,
+		},
+		{
+			name:       "remove by key and effect",
+			args:       []string{"cluster.flotilla.io/unreachable:NoSchedule-"},
+			wantStdout: "cluster/edge-2 untainted\n",
+			wantTaints: []string{"team=payments:PreferNoSchedule", "cluster.flotilla.io/unschedulable:NoSchedule"},
+			wantPut:    true,
+		},
+		{
+			name:       "remove by key",
+			args:       []string{"team-"},
+			wantStdout: "cluster/edge-2 untainted\n",
+			wantTaints: []string{"cluster.flotilla.io/unreachable:NoSchedule", "cluster.flotilla.io/unschedulable:NoSchedule"},
+			wantPut:    true,
+		},
+		{
+			name:       "add and remove at once",
+			args:       []string{"team-", "maintenance:NoSchedule"},
+			wantStdout: "cluster/edge-2 tainted\n",
+			wantTaints: []string{"cluster.flotilla.io/unreachable:NoSchedule", "maintenance:NoSchedule",
+				"cluster.flotilla.io/unschedulable:NoSchedule"},
+			wantPut: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hub := newFixtureHub(t)
+			r := run(t, hub, append([]string{"taint", "cluster", "edge-2"}, tt.args...)...)
+			wantExit(t, r, 0)
+			if r.stdout != tt.wantStdout {
+				t.Errorf("stdout = %q, want %q", r.stdout, tt.wantStdout)
+			}
+			if diff := cmp.Diff(tt.wantTaints, taintsOf(t, hub, "edge-2")); diff != "" {
+				t.Errorf("taints (-want +got):\n%s", diff)
+			}
+			if got := len(hub.sentPuts()) > 0; got != tt.wantPut {
+				t.Errorf("sent a PUT: %t, want %t", got, tt.wantPut)
+			}
+		})
+	}
+}
+
+// New taints go out without timeAdded for the hub to stamp; the others
+// keep theirs.
+func TestTaintLeavesTimeAddedToHub(t *testing.T) {
+	hub := newFixtureHub(t)
+	r := run(t, hub, "taint", "cluster", "edge-2", "maintenance=planned:NoExecute", "team=search:PreferNoSchedule", "--overwrite")
+	wantExit(t, r, 0)
+	if len(hub.sentPuts()) != 1 {
+		t.Fatalf("sent %d PUTs, want 1", len(hub.sentPuts()))
+	}
+	put := hub.sentPuts()[0]
+	if put.ResourceVersion == "" || put.Kind != v1alpha1.KindCluster || put.APIVersion != v1alpha1.APIVersion {
+		t.Errorf("PUT lacks resourceVersion or type: %+v %q", put.TypeMeta, put.ResourceVersion)
+	}
+	stamped := map[string]bool{}
+	for _, tt := range put.Spec.Taints {
+		stamped[taintString(tt)] = tt.TimeAdded != nil
+	}
+	want := map[string]bool{
+		"cluster.flotilla.io/unreachable:NoSchedule":   true,
+		"cluster.flotilla.io/unschedulable:NoSchedule": true,
+		"team=search:PreferNoSchedule":                 false,
+		"maintenance=planned:NoExecute":                false,
+	}
+	if diff := cmp.Diff(want, stamped); diff != "" {
+		t.Errorf("taints with timeAdded in the PUT (-want +got):\n%s", diff)
+	}
+	for _, tt := range hub.cluster(t, "edge-2").Spec.Taints {
+		if tt.TimeAdded == nil {
+			t.Errorf("hub did not stamp %s", taintString(tt))
+		}
+	}
+}
+
+// Errors that depend on the cluster's taints: exit 1, nothing written.
+func TestTaintStateErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{
+			name: "new value without --overwrite",
+			args: []string{"team=search:PreferNoSchedule"},
+			want: `error: cluster "edge-2" already has taint team=payments:PreferNoSchedule; use --overwrite to replace it with team=search:PreferNoSchedule` + "\n",
+		},
+		{
+			name: "remove an absent key and effect",
+			args: []string{"team:NoSchedule-"},
+			want: `error: cluster "edge-2" has no taint team:NoSchedule (from "team:NoSchedule-")` + "\n",
+		},
+		{
+			name: "remove an absent key",
+			args: []string{"cluster.flotilla.io/unreachable-", "gpu-"},
+			want: `error: cluster "edge-2" has no taint with key "gpu" (from "gpu-")` + "\n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hub := newFixtureHub(t)
+			before := taintsOf(t, hub, "edge-2")
+			r := run(t, hub, append([]string{"taint", "cluster", "edge-2"}, tt.args...)...)
+			wantExit(t, r, 1)
+			if diff := cmp.Diff(tt.want, r.stderr); diff != "" {
+				t.Errorf("stderr (-want +got):\n%s", diff)
+			}
+			if len(hub.sentPuts()) != 0 {
+				t.Errorf("sent %d PUTs, want none", len(hub.sentPuts()))
+			}
+			if diff := cmp.Diff(before, taintsOf(t, hub, "edge-2")); diff != "" {
+				t.Errorf("taints changed (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Bad arguments are usage errors that name the argument and the reason,
+// and nothing is sent to the hub.
+func TestTaintUsageErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string // in stderr
+	}{
+		{"no taints", []string{"cluster", "edge-1"}, "missing taints: give at least one of key=value:Effect, key:Effect, key:Effect- or key-"},
+		{"no name", []string{"cluster"}, "missing the cluster name; expected: cluster NAME"},
+		{"nothing", nil, "missing the resource type and name; expected: cluster NAME"},
+		{"wrong resource", []string{"node", "edge-1", "a:NoSchedule"}, `unknown resource type "node"; supported: cluster`},
+		{"bad name", []string{"cluster", "a/b", "a:NoSchedule"}, `invalid name "a/b": may not contain '/'`},
+		{"bad effect", []string{"cluster", "edge-1", "gpu=yes:Sometimes"}, `invalid taint "gpu=yes:Sometimes": effect "Sometimes" is not one of NoSchedule, PreferNoSchedule, NoExecute`},
+		{"empty effect", []string{"cluster", "edge-1", "gpu=yes:"}, `invalid taint "gpu=yes:": effect "" is not one of NoSchedule, PreferNoSchedule, NoExecute`},
+		{"bad effect on removal", []string{"cluster", "edge-1", "gpu:Never-"}, `invalid taint "gpu:Never-": effect "Never" is not one of`},
+		{"missing effect", []string{"cluster", "edge-1", "gpu=yes"}, `invalid taint "gpu=yes": missing ':Effect' (one of NoSchedule, PreferNoSchedule, NoExecute); to remove every taint with this key write "gpu-"`},
+		{"bad key", []string{"cluster", "edge-1", "bad key:NoSchedule"}, `invalid taint "bad key:NoSchedule": key "bad key": name part must consist of alphanumeric characters`},
+		{"empty key", []string{"cluster", "edge-1", "=x:NoSchedule"}, `invalid taint "=x:NoSchedule": key "": name part must be non-empty`},
+		{"bad value", []string{"cluster", "edge-1", "gpu=no way:NoSchedule"}, `invalid taint "gpu=no way:NoSchedule": value "no way": a valid label must be`},
+		{"two colons", []string{"cluster", "edge-1", "a:b:NoSchedule"}, `invalid taint "a:b:NoSchedule": more than one ':'`},
+		{"two equals", []string{"cluster", "edge-1", "a=b=c:NoSchedule"}, `invalid taint "a=b=c:NoSchedule": more than one '='`},
+		{"value on key removal", []string{"cluster", "edge-1", "a=b-"}, `invalid taint "a=b-": a removal is key:Effect- or key-, without a value`},
+		{"unschedulable key", []string{"cluster", "edge-1", "cluster.flotilla.io/unschedulable:NoSchedule"}, `invalid taint "cluster.flotilla.io/unschedulable:NoSchedule": the hub maintains cluster.flotilla.io/unschedulable from spec.unschedulable: use 'flotilla cordon' or 'flotilla uncordon'`},
+		{"add and remove the same", []string{"cluster", "edge-1", "gpu=yes:NoSchedule", "gpu-"}, `invalid taint "gpu-": "gpu=yes:NoSchedule" changes the same taint; cannot both add and remove it`},
+		{"the same twice", []string{"cluster", "edge-1", "gpu=yes:NoSchedule", "gpu=no:NoSchedule"}, `invalid taint "gpu=no:NoSchedule": "gpu=yes:NoSchedule" already names this key and effect`},
+		{"unknown flag", []string{"cluster", "edge-1", "gpu:NoSchedule", "--force"}, "unknown flag: --force"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hub := newFixtureHub(t)
+			r := run(t, hub, append([]string{"taint"}, tt.args...)...)
+			wantExit(t, r, 2)
+			if !strings.HasPrefix(r.stderr, "error: "+tt.want) {
+				t.Errorf("stderr = %q, want it to start with %q", r.stderr, "error: "+tt.want)
+			}
+			if !strings.HasSuffix(r.stderr, "See 'flotilla taint --help' for usage.\n") {
+				t.Errorf("stderr = %q, want the --help hint", r.stderr)
+			}
+			if sent := hub.sent(); len(sent) != 0 {
+				t.Errorf("sent %q, want no request", sent)
+			}
+		})
+	}
+}
+
+func TestTaintRetriesOnConflict(t *testing.T) {
+	hub := newFixtureHub(t)
+	hub.conflicts = 1
+	hub.onConflict = func(cl *v1alpha1.Cluster) { // a concurrent writer adds a taint
+		cl.Spec.Taints = append(cl.Spec.Taints, corev1.Taint{Key: "other", Effect: corev1.TaintEffectNoSchedule, TimeAdded: &fakeStamp})
+	}
+	r := run(t, hub, "taint", "cluster", "edge-1", "gpu=yes:NoSchedule")
+	wantExit(t, r, 0)
+	if r.stdout != "cluster/edge-1 tainted\n" {
+		t.Errorf("stdout = %q", r.stdout)
+	}
+	path := clustersPath + "/edge-1"
+	if diff := cmp.Diff([]string{"GET " + path, "PUT " + path, "GET " + path, "PUT " + path}, hub.sent()); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"other:NoSchedule", "gpu=yes:NoSchedule"}, taintsOf(t, hub, "edge-1")); diff != "" {
+		t.Errorf("taints (-want +got): the retry must keep the concurrent change\n%s", diff)
+	}
+}
+
+// The re-applied change is checked against the fresh copy: a taint that a
+// concurrent writer removed is reported missing.
+func TestTaintRetryRevalidates(t *testing.T) {
+	hub := newFixtureHub(t)
+	hub.conflicts = 1
+	hub.onConflict = func(cl *v1alpha1.Cluster) { cl.Spec.Taints = nil }
+	r := run(t, hub, "taint", "cluster", "edge-2", "team-")
+	wantExit(t, r, 1)
+	if want := "error: cluster \"edge-2\" has no taint with key \"team\" (from \"team-\")\n"; r.stderr != want {
+		t.Errorf("stderr = %q, want %q", r.stderr, want)
+	}
+}
+
+func TestTaintGivesUpAfterFiveConflicts(t *testing.T) {
+	hub := newFixtureHub(t)
+	hub.conflicts = 5
+	r := run(t, hub, "taint", "cluster", "edge-1", "gpu=yes:NoSchedule")
+	wantExit(t, r, 1)
+	want := `error: cluster "edge-1" kept changing under us: gave up after 5 attempts: Operation cannot be fulfilled on clusters "edge-1"`
+	if !strings.HasPrefix(r.stderr, want) {
+		t.Errorf("stderr = %q, want it to start with %q", r.stderr, want)
+	}
+	if n := len(hub.sentPuts()); n != 5 {
+		t.Errorf("sent %d PUTs, want 5", n)
+	}
+}
+
+func TestApplyTaints(t *testing.T) {
+	stamp := metav1.NewTime(testNow)
+	existing := []corev1.Taint{
+		{Key: "a", Value: "1", Effect: corev1.TaintEffectNoSchedule, TimeAdded: &stamp},
+		{Key: "a", Effect: corev1.TaintEffectNoExecute, TimeAdded: &stamp},
+		{Key: "b", Effect: corev1.TaintEffectNoSchedule, TimeAdded: &stamp},
+	}
+	tests := []struct {
+		name      string
+		args      []string
+		overwrite bool
+		want      []corev1.Taint
+		wantVerb  string
+	}{
+		{"remove key", []string{"a-"}, false, existing[2:], "untainted"},
+		{"remove key and effect", []string{"a:NoExecute-"}, false, []corev1.Taint{existing[0], existing[2]}, "untainted"},
+		{"removal ignores the value", []string{"a=zzz:NoSchedule-"}, false, existing[1:], "untainted"},
+		{"no-op", []string{"a=1:NoSchedule", "b:NoSchedule"}, false, existing, "already tainted"},
+		{"overwrite clears timeAdded", []string{"a=2:NoSchedule"}, true, []corev1.Taint{
+			{Key: "a", Value: "2", Effect: corev1.TaintEffectNoSchedule}, existing[1], existing[2],
+		}, "tainted"},
+		{"add", []string{"c=3:PreferNoSchedule"}, false, append(existing[:3:3],
+			corev1.Taint{Key: "c", Value: "3", Effect: corev1.TaintEffectPreferNoSchedule}), "tainted"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			changes, err := parseTaintArgs(tt.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := applyTaints("c1", existing, changes, tt.overwrite)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got.taints); diff != "" {
+				t.Errorf("taints (-want +got):\n%s", diff)
+			}
+			if got.verb() != tt.wantVerb {
+				t.Errorf("verb = %q, want %q", got.verb(), tt.wantVerb)
+			}
+		})
+	}
+	if existing[0].Value != "1" || len(existing) != 3 {
+		t.Errorf("applyTaints changed its input: %v", existing)
+	}
+}
