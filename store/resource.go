@@ -48,7 +48,7 @@ func For[T any, PT Object[T]](s *Store, kind Kind) *Resource[T, PT] {
 }
 
 func (r *Resource[T, PT]) groupResource() schema.GroupResource {
-	return schema.GroupResource{Group: r.kind.GVK.Group, Resource: r.kind.Resource}
+	return r.kind.GroupResource()
 }
 
 // prefixFor is the key prefix of a namespace ("" for all namespaces, or for
@@ -273,4 +273,9 @@ func (r *Resource[T, PT]) PutBatch(ctx context.Context, objs []PT) (int64, error
 		revision = resp.Header.Revision
 	}
 	return revision, nil
+}
+
+// GroupResource names the kind in errors.
+func (k Kind) GroupResource() schema.GroupResource {
+	return schema.GroupResource{Group: k.GVK.Group, Resource: k.Resource}
 }

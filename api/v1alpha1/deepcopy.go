@@ -21,6 +21,13 @@ func (c *Cluster) DeepCopy() *Cluster {
 	return out
 }
 
+// DeepCopy returns a deep copy of the status.
+func (s *ClusterStatus) DeepCopy() *ClusterStatus {
+	out := &ClusterStatus{}
+	s.deepCopyInto(out)
+	return out
+}
+
 func (s *ClusterStatus) deepCopyInto(out *ClusterStatus) {
 	*out = *s
 	if s.Conditions != nil {

@@ -1,0 +1,269 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub/health"
+	"github.com/flotilla-io/flotilla/lease"
+	"github.com/flotilla-io/flotilla/protocol"
+)
+
+// Connect registers the cluster on its agent's first hello and records the
+// session now serving it.
+func (r *Registry) Connect(ctx context.Context, hello *protocol.Hello, session, remote string) error {
+	r.mu.Lock()
+	_, known := r.entries[hello.ClusterName]
+	r.mu.Unlock()
+	if !known {
+		if _, err := r.submit(ctx, updateOp{register: hello}); err != nil {
+			return fmt.Errorf("register cluster %s: %w", hello.ClusterName, err)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.entries[hello.ClusterName]
+	now := r.clock.Now()
+	e.session = session
+	if hello.LeaseDurationSeconds > 0 {
+		e.obs.LeaseDuration = time.Duration(hello.LeaseDurationSeconds) * time.Second
+	}
+	connectedAt := metav1.NewTime(now)
+	e.obj.Status.Agent = &v1alpha1.AgentStatus{Version: hello.AgentVersion, ConnectedTo: r.cfg.HubID, ConnectedAt: &connectedAt, ClockSkew: agentSkew(e)}
+	r.recordLocked(e.obj, corev1.EventTypeNormal, "AgentConnected", fmt.Sprintf("agent %s connected from %s", hello.AgentVersion, remote), now)
+	r.dirty[hello.ClusterName] = true
+	return nil
+}
+
+func agentSkew(e *entry) string {
+	if e.obj.Status.Agent == nil {
+		return ""
+	}
+	return e.obj.Status.Agent.ClockSkew
+}
+
+// Disconnect records that a session ended. Health does not change here: the
+// lease expiry decides that.
+func (r *Registry) Disconnect(cluster, session, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.entries[cluster]
+	if !ok || e.session != session {
+		return // a newer session already took over
+	}
+	e.session = ""
+	if e.obj.Status.Agent != nil {
+		e.obj.Status.Agent.ConnectedTo = ""
+	}
+	r.recordLocked(e.obj, corev1.EventTypeNormal, "AgentDisconnected", "agent disconnected: "+reason, r.clock.Now())
+	r.dirty[cluster] = true
+}
+
+// Renew stamps a lease renewal with the hub's clock and returns that time
+// for the acknowledgement.
+func (r *Registry) Renew(cluster, holder string, agentTime time.Time) (time.Time, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.entries[cluster]
+	if !ok {
+		return time.Time{}, fmt.Errorf("renew lease of %s: %w", cluster, ErrUnknownCluster)
+	}
+	now := r.clock.Now()
+	duration := e.obs.LeaseDuration
+	if duration == 0 {
+		duration = r.cfg.Health.DefaultLeaseDuration
+	}
+	if e.lease == nil {
+		e.lease = lease.New(cluster, holder, duration, now)
+	} else {
+		lease.Renew(e.lease, holder, duration, now)
+	}
+	e.obs.LastRenewal = now
+	r.dirtyLeas[cluster] = true
+	r.observeSkewLocked(cluster, e, agentTime.Sub(now), now)
+	r.evaluateLocked(cluster, e, now)
+	r.stats.renewals.Add(1)
+	return now, nil
+}
+
+// observeSkewLocked keeps ClockSynced and status.agent.clockSkew current.
+// The skew is kept to whole seconds so that jitter does not cause writes.
+func (r *Registry) observeSkewLocked(cluster string, e *entry, skew time.Duration, now time.Time) {
+	rounded := skew.Round(time.Second)
+	status, reason, message := metav1.ConditionTrue, v1alpha1.ReasonClockSynced, "agent clock is within "+r.cfg.MaxClockSkew.String()+" of the hub's"
+	if skew > r.cfg.MaxClockSkew || -skew > r.cfg.MaxClockSkew {
+		direction := "ahead of"
+		if skew < 0 {
+			direction = "behind"
+		}
+		status, reason = metav1.ConditionFalse, v1alpha1.ReasonClockSkewed
+		message = fmt.Sprintf("agent clock is %v %s the hub's (tolerated: %v); lease times use the hub's clock", skew.Abs().Round(100*time.Millisecond), direction, r.cfg.MaxClockSkew)
+	}
+	cond := metav1.Condition{Type: v1alpha1.ClusterConditionClockSynced, Status: status, Reason: reason, Message: message, LastTransitionTime: metav1.NewTime(now)}
+	prev := meta.FindStatusCondition(e.obj.Status.Conditions, v1alpha1.ClusterConditionClockSynced)
+	if prev == nil || prev.Status != status {
+		meta.SetStatusCondition(&e.obj.Status.Conditions, cond)
+		r.dirty[cluster] = true
+		if status == metav1.ConditionFalse {
+			r.recordLocked(e.obj, corev1.EventTypeWarning, reason, message, now)
+		}
+	}
+	if e.obj.Status.Agent != nil && e.obj.Status.Agent.ClockSkew != rounded.String() {
+		e.obj.Status.Agent.ClockSkew = rounded.String()
+		r.dirty[cluster] = true
+	}
+}
+
+// Status applies a cluster status report from the agent.
+func (r *Registry) Status(cluster string, report *protocol.ClusterStatus) error {
+	allocatable, err := resourceList(report.Allocatable)
+	if err != nil {
+		return fmt.Errorf("status of %s: allocatable: %w", cluster, err)
+	}
+	allocated, err := resourceList(report.Allocated)
+	if err != nil {
+		return fmt.Errorf("status of %s: allocated: %w", cluster, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.entries[cluster]
+	if !ok {
+		return fmt.Errorf("status of %s: %w", cluster, ErrUnknownCluster)
+	}
+	now := r.clock.Now()
+	if !e.obs.ProbeReported || e.obs.ProbeHealthy != report.APIServerHealthy {
+		e.obs.ProbeSince = now
+	}
+	e.obs.ProbeReported, e.obs.ProbeHealthy, e.obs.ProbeMessage = true, report.APIServerHealthy, report.HealthMessage
+
+	next := e.obj.Status.DeepCopy()
+	if report.KubernetesVersion != "" {
+		next.KubernetesVersion = report.KubernetesVersion
+	}
+	if report.NodesTotal > 0 || report.APIServerHealthy {
+		next.NodeSummary = &v1alpha1.NodeSummary{TotalNum: report.NodesTotal, ReadyNum: report.NodesReady}
+		next.ResourceSummary = &v1alpha1.ResourceSummary{Allocatable: allocatable, Allocated: allocated}
+	}
+	if !equality.Semantic.DeepEqual(*next, e.obj.Status) {
+		e.obj.Status = *next
+		r.dirty[cluster] = true
+	}
+	r.stats.statusReports.Add(1)
+	r.evaluateLocked(cluster, e, now)
+	return nil
+}
+
+func resourceList(in map[string]string) (corev1.ResourceList, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := make(corev1.ResourceList, len(in))
+	for name, value := range in {
+		q, err := resource.ParseQuantity(value)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %w", name, value, err)
+		}
+		out[corev1.ResourceName(name)] = q
+	}
+	return out, nil
+}
+
+// ListClusters returns copies of every cluster, sorted by name.
+func (r *Registry) ListClusters() []*v1alpha1.Cluster {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*v1alpha1.Cluster, 0, len(r.entries))
+	for _, name := range r.sortedNamesLocked() {
+		out = append(out, r.entries[name].obj.DeepCopy())
+	}
+	return out
+}
+
+// GetCluster returns a copy of one cluster, or NotFound.
+func (r *Registry) GetCluster(name string) (*v1alpha1.Cluster, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.entries[name]
+	if !ok {
+		return nil, apierrors.NewNotFound(ClusterKind.GroupResource(), name)
+	}
+	return e.obj.DeepCopy(), nil
+}
+
+// ListLeases returns copies of every lease, sorted by name.
+func (r *Registry) ListLeases() []*coordinationv1.Lease {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*coordinationv1.Lease
+	for _, name := range r.sortedNamesLocked() {
+		if l := r.entries[name].lease; l != nil {
+			out = append(out, l.DeepCopy())
+		}
+	}
+	return out
+}
+
+// GetLease returns a copy of one lease, or NotFound.
+func (r *Registry) GetLease(name string) (*coordinationv1.Lease, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.entries[name]
+	if !ok || e.lease == nil {
+		return nil, apierrors.NewNotFound(LeaseKind.GroupResource(), name)
+	}
+	return e.lease.DeepCopy(), nil
+}
+
+// UpdateCluster applies an operator's change to labels, annotations and
+// spec, if obj.resourceVersion is current. Hub-managed taints in the request
+// are ignored: the hub keeps its own.
+func (r *Registry) UpdateCluster(ctx context.Context, obj *v1alpha1.Cluster) (*v1alpha1.Cluster, error) {
+	if err := validateSpec(obj); err != nil {
+		return nil, err
+	}
+	return r.submit(ctx, updateOp{update: obj})
+}
+
+// submit hands an operation to the writer goroutine and waits for it.
+func (r *Registry) submit(ctx context.Context, op updateOp) (*v1alpha1.Cluster, error) {
+	done := make(chan updateOutcome, 1)
+	op.done = done
+	select {
+	case r.updates <- op:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case out := <-done:
+		return out.obj, out.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// operatorTaints returns the request's taints the hub does not manage,
+// stamping timeAdded on new ones.
+func operatorTaints(taints []corev1.Taint, now time.Time) []corev1.Taint {
+	var out []corev1.Taint
+	for _, t := range taints {
+		if health.IsManaged(t.Key) {
+			continue
+		}
+		if t.TimeAdded == nil {
+			stamp := metav1.NewTime(now)
+			t.TimeAdded = &stamp
+		}
+		out = append(out, t)
+	}
+	return out
+}

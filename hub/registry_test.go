@@ -1,0 +1,323 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub/health"
+	"github.com/flotilla-io/flotilla/protocol"
+	"github.com/flotilla-io/flotilla/store"
+)
+
+var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+// registryFixture is a registry on a real embedded store with a fake clock.
+// Deadlines are fired by the test (fireDue) instead of the timer loop, and
+// flushes are explicit, so every step is deterministic.
+type registryFixture struct {
+	t        *testing.T
+	dir      string
+	store    *store.Store
+	clock    *clocktesting.FakeClock
+	reg      *Registry
+	shutdown func() // stops the writer (which flushes) and closes the store; idempotent
+}
+
+func newRegistryFixture(t *testing.T, dir string, clk *clocktesting.FakeClock, hubStarted time.Time) *registryFixture {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
+	s, err := store.Open(t.Context(), store.Config{DataDir: dir, Clock: clk, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := RegistryConfig{Health: health.DefaultConfig(hubStarted), FlushInterval: time.Hour, MaxClockSkew: 2 * time.Second, HubID: "hub-test"}
+	reg, err := NewRegistry(t.Context(), s, cfg, clk, logger)
+	if err != nil {
+		s.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { reg.runWriter(ctx) })
+	var once sync.Once
+	shutdown := func() {
+		once.Do(func() {
+			cancel()
+			wg.Wait()
+			s.Close()
+		})
+	}
+	t.Cleanup(shutdown)
+	return &registryFixture{t: t, dir: dir, store: s, clock: clk, reg: reg, shutdown: shutdown}
+}
+
+func (f *registryFixture) connect(name string) {
+	f.t.Helper()
+	hello := &protocol.Hello{ProtocolVersion: protocol.Version, ClusterName: name, AgentVersion: "v-test", LeaseDurationSeconds: 40}
+	if err := f.reg.Connect(f.t.Context(), hello, "session-"+name, "192.0.2.1:4000"); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *registryFixture) renew(name string) {
+	f.t.Helper()
+	if _, err := f.reg.Renew(name, "agent-"+name, f.clock.Now()); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// advance moves the clock and fires what became due.
+func (f *registryFixture) advance(d time.Duration) {
+	f.clock.Step(d)
+	f.reg.fireDue()
+}
+
+func (f *registryFixture) cluster(name string) *v1alpha1.Cluster {
+	f.t.Helper()
+	c, err := f.reg.GetCluster(name)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return c
+}
+
+func readyOf(c *v1alpha1.Cluster) metav1.ConditionStatus {
+	if cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ClusterConditionReady); cond != nil {
+		return cond.Status
+	}
+	return ""
+}
+
+type taintSummary struct {
+	Key, Effect string
+	Added       time.Duration // since t0
+}
+
+func taintsOf(c *v1alpha1.Cluster) []taintSummary {
+	var out []taintSummary
+	for _, t := range c.Spec.Taints {
+		out = append(out, taintSummary{t.Key, string(t.Effect), t.TimeAdded.Time.Sub(t0)})
+	}
+	return out
+}
+
+func TestRegistryHealthLifecycle(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f := newRegistryFixture(t, t.TempDir(), clk, t0.Add(-time.Hour))
+	f.connect("edge-1")
+	f.renew("edge-1")
+	if got := readyOf(f.cluster("edge-1")); got != metav1.ConditionTrue {
+		t.Fatalf("after first renewal Ready = %q, want True", got)
+	}
+
+	f.advance(40*time.Second - time.Millisecond)
+	if got := readyOf(f.cluster("edge-1")); got != metav1.ConditionTrue {
+		t.Fatalf("just before the grace period Ready = %q, want True", got)
+	}
+	f.advance(time.Millisecond)
+	c := f.cluster("edge-1")
+	want := []taintSummary{{v1alpha1.TaintClusterUnreachable, "NoSchedule", 40 * time.Second}}
+	if readyOf(c) != metav1.ConditionUnknown || !cmp.Equal(want, taintsOf(c)) {
+		t.Fatalf("at the grace period: Ready %q taints %v, want Unknown %v", readyOf(c), taintsOf(c), want)
+	}
+
+	f.advance(5 * time.Minute)
+	want = append(want, taintSummary{v1alpha1.TaintClusterUnreachable, "NoExecute", 40*time.Second + 5*time.Minute})
+	if diff := cmp.Diff(want, taintsOf(f.cluster("edge-1"))); diff != "" {
+		t.Fatalf("after the eviction timeout (-want +got):\n%s", diff)
+	}
+
+	f.renew("edge-1")
+	c = f.cluster("edge-1")
+	if readyOf(c) != metav1.ConditionTrue || len(c.Spec.Taints) != 0 {
+		t.Fatalf("after the agent came back: Ready %q taints %v, want True and none", readyOf(c), taintsOf(c))
+	}
+
+	f.reg.flush(t.Context())
+	stored, err := f.reg.clusters.Get(t.Context(), "", "edge-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if readyOf(stored) != metav1.ConditionTrue || stored.ResourceVersion != f.cluster("edge-1").ResourceVersion {
+		t.Errorf("stored cluster: Ready %q rv %s, want True and the in-memory rv %s", readyOf(stored), stored.ResourceVersion, f.cluster("edge-1").ResourceVersion)
+	}
+	events, _, err := f.reg.events.List(t.Context(), eventNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, ev := range events {
+		reasons = append(reasons, ev.Reason)
+	}
+	for _, reason := range []string{"Registered", "AgentConnected", v1alpha1.ReasonLeaseExpired, "TaintAdded", "TaintRemoved", v1alpha1.ReasonClusterReady} {
+		if !slices.Contains(reasons, reason) {
+			t.Errorf("no %s event among %v", reason, reasons)
+		}
+	}
+}
+
+func TestRegistryAPIServerUnhealthy(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f := newRegistryFixture(t, t.TempDir(), clk, t0.Add(-time.Hour))
+	f.connect("edge-1")
+	f.renew("edge-1")
+	report := &protocol.ClusterStatus{ObservedAt: t0, APIServerHealthy: false, HealthMessage: "readyz: connection refused", NodesTotal: 3, NodesReady: 3}
+	if err := f.reg.Status("edge-1", report); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // keep renewing: the agent is alive, its API server is not
+		f.advance(10 * time.Second)
+		f.renew("edge-1")
+	}
+	c := f.cluster("edge-1")
+	want := []taintSummary{{v1alpha1.TaintClusterNotReady, "NoSchedule", 30 * time.Second}}
+	if readyOf(c) != metav1.ConditionFalse || !cmp.Equal(want, taintsOf(c)) {
+		t.Fatalf("after the failure threshold: Ready %q taints %v, want False %v", readyOf(c), taintsOf(c), want)
+	}
+	if c.Status.NodeSummary == nil || c.Status.NodeSummary.TotalNum != 3 {
+		t.Errorf("node summary = %+v, want 3 nodes", c.Status.NodeSummary)
+	}
+}
+
+func TestRegistryRestartKeepsStateAndGrace(t *testing.T) {
+	dir := t.TempDir()
+	clk := clocktesting.NewFakeClock(t0)
+	first := newRegistryFixture(t, dir, clk, t0.Add(-time.Hour))
+	first.connect("edge-1")
+	first.renew("edge-1")
+	before := first.cluster("edge-1")
+	first.shutdown() // the writer flushes on its way out
+
+	clk.Step(30 * time.Second)
+	second := newRegistryFixture(t, dir, clk, clk.Now())
+	c := second.cluster("edge-1")
+	if readyOf(c) != metav1.ConditionTrue || c.UID != before.UID {
+		t.Fatalf("after restart: Ready %q uid %s, want True and uid %s", readyOf(c), c.UID, before.UID)
+	}
+	if _, err := second.reg.GetLease("edge-1"); err != nil {
+		t.Fatalf("lease after restart: %v", err)
+	}
+	// The lease was renewed at t0, 30 s before the restart: its grace alone
+	// would end at t0+40s, but the restart grace holds until restart+80s.
+	second.advance(80*time.Second - time.Millisecond)
+	if got := readyOf(second.cluster("edge-1")); got != metav1.ConditionTrue {
+		t.Fatalf("during the restart grace Ready = %q, want True", got)
+	}
+	second.advance(time.Millisecond)
+	if got := readyOf(second.cluster("edge-1")); got != metav1.ConditionUnknown {
+		t.Fatalf("after the restart grace Ready = %q, want Unknown", got)
+	}
+}
+
+func TestRegistryUpdateCluster(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f := newRegistryFixture(t, t.TempDir(), clk, t0.Add(-time.Hour))
+	f.connect("edge-1")
+	f.renew("edge-1")
+	f.reg.flush(t.Context())
+	ctx := t.Context()
+
+	c := f.cluster("edge-1")
+	c.Spec.Unschedulable = true
+	c.Spec.Taints = append(c.Spec.Taints,
+		corev1.Taint{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoSchedule},
+		corev1.Taint{Key: v1alpha1.TaintClusterUnreachable, Effect: corev1.TaintEffectNoExecute}) // managed: ignored
+	updated, err := f.reg.UpdateCluster(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []taintSummary{{"example.com/maintenance", "NoSchedule", 0}, {v1alpha1.TaintClusterUnschedulable, "NoSchedule", 0}}
+	if diff := cmp.Diff(want, taintsOf(updated)); diff != "" {
+		t.Errorf("taints after cordon (-want +got):\n%s", diff)
+	}
+	if updated.ResourceVersion == c.ResourceVersion {
+		t.Error("resourceVersion did not change")
+	}
+
+	if _, err := f.reg.UpdateCluster(ctx, c); !apierrors.IsConflict(err) {
+		t.Errorf("update with stale resourceVersion: err = %v, want Conflict", err)
+	}
+	bad := updated.DeepCopy()
+	bad.Spec.Taints = []corev1.Taint{{Key: "bad key!", Effect: "Sometimes"}}
+	_, err = f.reg.UpdateCluster(ctx, bad)
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("invalid taint: err = %v, want Invalid", err)
+	}
+	if diff := cmp.Diff(want, taintsOf(f.cluster("edge-1"))); diff != "" {
+		t.Errorf("a rejected update changed the cluster (-want +got):\n%s", diff)
+	}
+	if _, err := f.reg.UpdateCluster(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "nope", ResourceVersion: "1"}}); !apierrors.IsNotFound(err) {
+		t.Errorf("update of unknown cluster: err = %v, want NotFound", err)
+	}
+}
+
+func TestRegistryClockSkew(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f := newRegistryFixture(t, t.TempDir(), clk, t0.Add(-time.Hour))
+	f.connect("edge-1")
+	if _, err := f.reg.Renew("edge-1", "agent", t0.Add(10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	c := f.cluster("edge-1")
+	cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ClusterConditionClockSynced)
+	if cond == nil || cond.Status != metav1.ConditionFalse || c.Status.Agent.ClockSkew != "10s" {
+		t.Fatalf("ClockSynced = %+v, skew %q; want False and 10s", cond, c.Status.Agent.ClockSkew)
+	}
+	if readyOf(c) != metav1.ConditionTrue {
+		t.Errorf("a skewed clock must not affect Ready (hub time stamps the lease): %q", readyOf(c))
+	}
+}
+
+// TestRegistryBatchesLeaseWrites renews many clusters many times and checks
+// that one flush writes each lease once.
+func TestRegistryBatchesLeaseWrites(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f := newRegistryFixture(t, t.TempDir(), clk, t0.Add(-time.Hour))
+	const clusters, renewals = 50, 10
+	for i := range clusters {
+		f.connect(fmt.Sprintf("edge-%d", i))
+	}
+	f.reg.flush(t.Context())
+	writesBefore := f.reg.stats.storeWrites.Load()
+	for range renewals {
+		for i := range clusters {
+			f.renew(fmt.Sprintf("edge-%d", i))
+		}
+		clk.Step(time.Second)
+	}
+	f.reg.mu.Lock()
+	dirtyLeases := len(f.reg.dirtyLeas)
+	f.reg.mu.Unlock()
+	f.reg.flush(t.Context())
+	leaseWrites := f.reg.stats.storeWrites.Load() - writesBefore
+	if dirtyLeases != clusters {
+		t.Errorf("%d dirty leases after %d renewals of %d clusters, want %d", dirtyLeases, clusters*renewals, clusters, clusters)
+	}
+	// Leases once each, plus each cluster's first-Ready condition and events.
+	if leaseWrites > 3*clusters+clusters {
+		t.Errorf("%d store writes for %d renewals of %d clusters", leaseWrites, clusters*renewals, clusters)
+	}
+	leases, _, err := f.reg.leases.List(t.Context(), v1alpha1.LeaseNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leases) != clusters {
+		t.Fatalf("%d leases stored, want %d", len(leases), clusters)
+	}
+	if got := leases[0].Spec.RenewTime.Time; !got.Equal(t0.Add(time.Duration(renewals-1) * time.Second)) {
+		t.Errorf("stored renewTime = %v, want the last renewal", got.Sub(t0))
+	}
+}

@@ -1,0 +1,239 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub/health"
+)
+
+// finalFlushTimeout bounds the flush on shutdown.
+const finalFlushTimeout = 10 * time.Second
+
+// runWriter is the only goroutine that writes clusters, leases and events:
+// a flush every FlushInterval, and registrations and API updates in between.
+func (r *Registry) runWriter(ctx context.Context) {
+	ticker := r.clock.NewTicker(r.cfg.FlushInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlushTimeout)
+			r.flush(final)
+			cancel()
+			return
+		case <-ticker.C():
+			r.flush(ctx)
+		case op := <-r.updates:
+			obj, err := r.apply(ctx, op)
+			op.done <- updateOutcome{obj: obj, err: err}
+		}
+	}
+}
+
+// flush writes every changed lease, cluster and pending event.
+func (r *Registry) flush(ctx context.Context) {
+	r.mu.Lock()
+	leases := make([]*coordinationv1.Lease, 0, len(r.dirtyLeas))
+	for name := range r.dirtyLeas {
+		leases = append(leases, r.entries[name].lease.DeepCopy())
+	}
+	clusters := make([]*v1alpha1.Cluster, 0, len(r.dirty))
+	for name := range r.dirty {
+		clusters = append(clusters, r.entries[name].obj.DeepCopy())
+	}
+	events := r.pending
+	r.pending = nil
+	clear(r.dirtyLeas)
+	clear(r.dirty)
+	r.mu.Unlock()
+
+	r.flushLeases(ctx, leases)
+	for _, c := range clusters {
+		r.writeCluster(ctx, c)
+	}
+	if len(events) > 0 {
+		if _, err := r.events.PutBatch(ctx, events); err != nil {
+			r.logger.Error("store events", "count", len(events), "err", err)
+		} else {
+			r.countWrites(len(events), txnCount(len(events)))
+		}
+	}
+}
+
+func txnCount(objects int) int { return (objects + 127) / 128 }
+
+func (r *Registry) countWrites(objects, txns int) {
+	r.stats.storeWrites.Add(int64(objects))
+	r.stats.storeTxns.Add(int64(txns))
+}
+
+// flushLeases writes leases in batches and keeps the uid the store stamped
+// on new ones; on failure they are written again next time.
+func (r *Registry) flushLeases(ctx context.Context, leases []*coordinationv1.Lease) {
+	if len(leases) == 0 {
+		return
+	}
+	_, err := r.leases.PutBatch(ctx, leases)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.logger.Error("store leases", "count", len(leases), "err", err)
+		for _, l := range leases {
+			r.dirtyLeas[l.Name] = true
+		}
+		return
+	}
+	r.countWrites(len(leases), txnCount(len(leases)))
+	for _, l := range leases {
+		if e, ok := r.entries[l.Name]; ok && e.lease.UID == "" {
+			e.lease.UID, e.lease.CreationTimestamp = l.UID, l.CreationTimestamp
+		}
+	}
+}
+
+// writeCluster stores one cluster and records the new resourceVersion in
+// memory. A conflict means someone else wrote the store: memory wins, on
+// top of the stored version, at the next flush.
+func (r *Registry) writeCluster(ctx context.Context, c *v1alpha1.Cluster) {
+	updated, err := r.clusters.Update(ctx, c)
+	if apierrors.IsConflict(err) {
+		if stored, getErr := r.clusters.Get(ctx, "", c.Name); getErr == nil {
+			updated, err = nil, fmt.Errorf("%w (retrying on top of resourceVersion %s)", err, stored.ResourceVersion)
+			r.mu.Lock()
+			r.entries[c.Name].obj.ResourceVersion = stored.ResourceVersion
+			r.mu.Unlock()
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.logger.Error("store cluster", "cluster", c.Name, "err", err)
+		r.dirty[c.Name] = true
+		return
+	}
+	r.countWrites(1, 1)
+	r.entries[c.Name].obj.ResourceVersion = updated.ResourceVersion
+}
+
+// apply runs a registration or an API update.
+func (r *Registry) apply(ctx context.Context, op updateOp) (*v1alpha1.Cluster, error) {
+	if op.register != nil {
+		return r.register(ctx, op.register.ClusterName)
+	}
+	return r.update(ctx, op.update)
+}
+
+// register creates the Cluster object of a cluster seen for the first time.
+func (r *Registry) register(ctx context.Context, name string) (*v1alpha1.Cluster, error) {
+	r.mu.Lock()
+	e, known := r.entries[name]
+	r.mu.Unlock()
+	if known {
+		return e.obj, nil // registered by an earlier connection meanwhile
+	}
+	created, err := r.clusters.Create(ctx, &v1alpha1.Cluster{TypeMeta: v1alpha1.TypeMeta(v1alpha1.KindCluster), ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if apierrors.IsAlreadyExists(err) {
+		created, err = r.clusters.Get(ctx, "", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.countWrites(1, 1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.clock.Now()
+	e = &entry{obj: created, obs: health.Observations{Registered: created.CreationTimestamp.Time}}
+	r.entries[name] = e
+	r.recordLocked(created, corev1.EventTypeNormal, "Registered", "cluster registered on its agent's first connection", now)
+	r.logger.Info("cluster registered", "cluster", name)
+	return created.DeepCopy(), nil
+}
+
+// update applies an API update through the store, checking the version.
+func (r *Registry) update(ctx context.Context, req *v1alpha1.Cluster) (*v1alpha1.Cluster, error) {
+	r.mu.Lock()
+	e, ok := r.entries[req.Name]
+	if !ok {
+		r.mu.Unlock()
+		return nil, apierrors.NewNotFound(ClusterKind.GroupResource(), req.Name)
+	}
+	if req.ResourceVersion != e.obj.ResourceVersion {
+		r.mu.Unlock()
+		return nil, apierrors.NewConflict(ClusterKind.GroupResource(), req.Name,
+			errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+	}
+	now := r.clock.Now()
+	wasCordoned := e.obj.Spec.Unschedulable
+	next := e.obj.DeepCopy()
+	next.Labels, next.Annotations = req.Labels, req.Annotations
+	managed := managedTaints(e.obj.Spec.Taints)
+	next.Spec = req.Spec
+	next.Spec.Taints = append(operatorTaints(req.Spec.Taints, now), managed...)
+	e.obj = next
+	e.obs.Cordoned = next.Spec.Unschedulable
+	if wasCordoned != next.Spec.Unschedulable {
+		reason := map[bool]string{true: "Cordoned", false: "Uncordoned"}[next.Spec.Unschedulable]
+		r.recordLocked(next, corev1.EventTypeNormal, reason, "cluster marked "+map[bool]string{true: "unschedulable", false: "schedulable"}[next.Spec.Unschedulable], now)
+	}
+	r.evaluateLocked(req.Name, e, now)
+	toStore := e.obj.DeepCopy()
+	delete(r.dirty, req.Name)
+	r.mu.Unlock()
+
+	updated, err := r.clusters.Update(ctx, toStore)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.dirty[req.Name] = true
+		return nil, err
+	}
+	r.countWrites(1, 1)
+	e.obj.ResourceVersion = updated.ResourceVersion
+	return e.obj.DeepCopy(), nil
+}
+
+func managedTaints(taints []corev1.Taint) []corev1.Taint {
+	var out []corev1.Taint
+	for _, t := range taints {
+		if health.IsManaged(t.Key) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// validateSpec rejects an update the hub cannot store, naming the field.
+func validateSpec(c *v1alpha1.Cluster) error {
+	var errs field.ErrorList
+	taints := field.NewPath("spec", "taints")
+	for i, t := range c.Spec.Taints {
+		p := taints.Index(i)
+		for _, msg := range validation.IsQualifiedName(t.Key) {
+			errs = append(errs, field.Invalid(p.Child("key"), t.Key, msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(t.Value) {
+			errs = append(errs, field.Invalid(p.Child("value"), t.Value, msg))
+		}
+		switch t.Effect {
+		case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+		default:
+			errs = append(errs, field.NotSupported(p.Child("effect"), t.Effect, []string{"NoSchedule", "PreferNoSchedule", "NoExecute"}))
+		}
+	}
+	if len(errs) > 0 {
+		return apierrors.NewInvalid(schema.GroupKind{Group: v1alpha1.GroupName, Kind: v1alpha1.KindCluster}, c.Name, errs)
+	}
+	return nil
+}
