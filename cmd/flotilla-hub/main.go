@@ -1,0 +1,144 @@
+// Command flotilla-hub runs Flotilla's control plane: the store (embedded
+// etcd by default), the QUIC endpoint agents dial, cluster health and taints,
+// and the HTTP API. `flotilla-hub certs issue` writes an agent certificate.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/flotilla-io/flotilla/hub"
+	"github.com/flotilla-io/flotilla/hub/health"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "flotilla-hub:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) >= 2 && args[0] == "certs" && args[1] == "issue" {
+		return issueCerts(args[2:], stdout, stderr)
+	}
+	if len(args) >= 1 && args[0] == "certs" {
+		return fmt.Errorf("unknown command %q: the only certs command is `certs issue`", args)
+	}
+	return serve(ctx, args, stderr)
+}
+
+func serve(ctx context.Context, args []string, stderr io.Writer) error {
+	defaults := health.DefaultConfig(time.Time{})
+	hostname, _ := os.Hostname()
+	flags := pflag.NewFlagSet("flotilla-hub", pflag.ContinueOnError)
+	flags.SetOutput(stderr)
+	var cfg hub.Config
+	flags.StringVar(&cfg.DataDir, "data-dir", "flotilla-data", "folder for the embedded etcd and the hub CA (pki/ca.crt, pki/ca.key)")
+	flags.StringSliceVar(&cfg.EtcdEndpoints, "etcd-endpoints", nil, "external etcd endpoints (comma-separated) instead of the embedded etcd")
+	flags.StringVar(&cfg.QUICAddr, "quic-addr", ":7443", "UDP address agents dial (QUIC, ALPN flotilla/1)")
+	flags.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:7080", "TCP address of the HTTP API used by the flotilla CLI")
+	flags.DurationVar(&cfg.Health.GracePeriod, "cluster-monitor-grace-period", defaults.GracePeriod, "time without a lease renewal before a cluster's Ready goes Unknown")
+	flags.DurationVar(&cfg.Health.StartupGracePeriod, "cluster-startup-grace-period", defaults.StartupGracePeriod, "time a registered cluster that never renewed gets before it goes Unknown")
+	flags.DurationVar(&cfg.Health.EvictionTimeout, "failover-eviction-timeout", defaults.EvictionTimeout, "time not Ready before the NoSchedule health taint is joined by NoExecute")
+	flags.DurationVar(&cfg.Health.FailureThreshold, "cluster-failure-threshold", defaults.FailureThreshold, "time the agent must report its API server unhealthy before Ready goes False")
+	flags.DurationVar(&cfg.Health.SuccessThreshold, "cluster-success-threshold", defaults.SuccessThreshold, "time the agent must report it healthy again before Ready goes back to True")
+	flags.DurationVar(&cfg.Health.DefaultLeaseDuration, "default-lease-duration", defaults.DefaultLeaseDuration, "lease duration for agents that do not propose one")
+	flags.DurationVar(&cfg.FlushInterval, "store-flush-interval", time.Second, "how often changed leases, clusters and events are written to the store in batches")
+	flags.DurationVar(&cfg.MaxClockSkew, "max-clock-skew", 2*time.Second, "agent clock skew beyond which condition ClockSynced goes False")
+	flags.StringVar(&cfg.HubID, "hub-id", hostname, "name of this hub replica, shown in status.agent.connectedTo")
+	flags.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra DNS names or IPs for the hub's QUIC certificate (localhost, 127.0.0.1 and the hostname are always included)")
+	logLevel := flags.String("log-level", "info", "log level: debug, info, warn or error")
+	flags.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: flotilla-hub [flags]\n       flotilla-hub certs issue --data-dir DIR --cluster NAME --out DIR\n\n"+
+			"Runs the Flotilla hub: agents dial --quic-addr over QUIC with a client certificate\n"+
+			"signed by the hub CA (see `certs issue`); the flotilla CLI talks to --http-addr.\n\nFlags:\n")
+		flags.PrintDefaults()
+	}
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
+	if flags.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q (see --help)", flags.Args())
+	}
+	if err := validateDurations(cfg); err != nil {
+		return err
+	}
+	logger, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = logger
+	return hub.Run(ctx, cfg, nil)
+}
+
+func validateDurations(cfg hub.Config) error {
+	for name, d := range map[string]time.Duration{
+		"--cluster-monitor-grace-period": cfg.Health.GracePeriod,
+		"--cluster-startup-grace-period": cfg.Health.StartupGracePeriod,
+		"--default-lease-duration":       cfg.Health.DefaultLeaseDuration,
+		"--store-flush-interval":         cfg.FlushInterval,
+	} {
+		if d <= 0 {
+			return fmt.Errorf("%s %v: want a positive duration", name, d)
+		}
+	}
+	for name, d := range map[string]time.Duration{
+		"--failover-eviction-timeout": cfg.Health.EvictionTimeout,
+		"--cluster-failure-threshold": cfg.Health.FailureThreshold,
+		"--cluster-success-threshold": cfg.Health.SuccessThreshold,
+		"--max-clock-skew":            cfg.MaxClockSkew,
+	} {
+		if d < 0 {
+			return fmt.Errorf("%s %v: want zero or a positive duration", name, d)
+		}
+	}
+	return nil
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func issueCerts(args []string, stdout, stderr io.Writer) error {
+	flags := pflag.NewFlagSet("flotilla-hub certs issue", pflag.ContinueOnError)
+	flags.SetOutput(stderr)
+	dataDir := flags.String("data-dir", "flotilla-data", "hub data folder; its CA (pki/ca.crt, pki/ca.key) is created if missing")
+	cluster := flags.String("cluster", "", "cluster name the certificate identifies (CommonName cluster:NAME)")
+	out := flags.String("out", "", "folder to write ca.crt, tls.crt and tls.key into, for the agent's --cert-dir")
+	flags.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: flotilla-hub certs issue --data-dir DIR --cluster NAME --out DIR\n\n"+
+			"Signs a client certificate for the agent of cluster NAME with the hub CA.\n\nFlags:\n")
+		flags.PrintDefaults()
+	}
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
+	if *cluster == "" || *out == "" {
+		flags.Usage()
+		return errors.New("--cluster and --out are required")
+	}
+	if err := hub.IssueAgentCertificate(*dataDir, *cluster, *out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote ca.crt, tls.crt and tls.key for cluster %s to %s\n", *cluster, *out)
+	return nil
+}

@@ -1,0 +1,310 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"k8s.io/utils/clock"
+
+	"github.com/flotilla-io/flotilla/protocol"
+)
+
+// helloTimeout bounds how long a new connection may take to say hello.
+const helloTimeout = 10 * time.Second
+
+// agentServer terminates agent connections: it checks identity, answers
+// hello, stamps lease renewals and passes status reports to the registry.
+type agentServer struct {
+	registry *Registry
+	hubID    string
+	clock    clock.PassiveClock
+	logger   *slog.Logger
+	nextID   atomic.Uint64
+
+	mu       sync.Mutex
+	sessions map[*agentSession]struct{}
+	rejected atomic.Int64 // connections refused: identity, hello or frames
+}
+
+// agentSession is one live agent connection.
+type agentSession struct {
+	id      string
+	cluster string
+	conn    *quic.Conn
+	writeMu sync.Mutex // serialises writes on the control stream
+	control *quic.Stream
+}
+
+func newAgentServer(registry *Registry, hubID string, clk clock.PassiveClock, logger *slog.Logger) *agentServer {
+	return &agentServer{registry: registry, hubID: hubID, clock: clk, logger: logger, sessions: map[*agentSession]struct{}{}}
+}
+
+// serve accepts connections until ctx ends, then says goodbye to every
+// agent. It returns once all connection handlers have finished.
+func (s *agentServer) serve(ctx context.Context, ln *quic.Listener) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		conn, err := ln.Accept(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.logger.Error("agent listener stopped", "err", err)
+			}
+			s.goAwayAll("hub shutting down")
+			return
+		}
+		wg.Go(func() { s.handle(ctx, conn) })
+	}
+}
+
+// goAwayAll tells every connected agent to reconnect later and closes its
+// connection.
+func (s *agentServer) goAwayAll(reason string) {
+	s.mu.Lock()
+	sessions := make([]*agentSession, 0, len(s.sessions))
+	for sess := range s.sessions {
+		sessions = append(sessions, sess)
+	}
+	s.mu.Unlock()
+	for _, sess := range sessions {
+		_ = sess.write(&protocol.GoAway{Reason: reason})
+		_ = sess.conn.CloseWithError(protocol.CloseGoingAway, reason)
+	}
+}
+
+func (sess *agentSession) write(m protocol.Message) error {
+	sess.writeMu.Lock()
+	defer sess.writeMu.Unlock()
+	return protocol.WriteMessage(sess.control, m)
+}
+
+// handle runs one connection from handshake to close.
+func (s *agentServer) handle(ctx context.Context, conn *quic.Conn) {
+	remote := conn.RemoteAddr().String()
+	cluster, err := protocol.ClusterFromConnectionState(conn.ConnectionState().TLS)
+	if err != nil {
+		s.reject(conn, nil, remote, protocol.CloseUnauthorized, protocol.CodeUnauthorized, err)
+		return
+	}
+	sess, reader, err := s.greet(ctx, conn, cluster, remote)
+	if err != nil {
+		return // greet rejected the connection and logged why
+	}
+	s.mu.Lock()
+	s.sessions[sess] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.sessions, sess)
+		s.mu.Unlock()
+	}()
+
+	sessionCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { s.acceptStreams(sessionCtx, sess) })
+
+	reason := s.controlLoop(sess, reader, remote)
+	s.registry.Disconnect(cluster, sess.id, reason)
+	s.logger.Info("agent disconnected", "cluster", cluster, "remote", remote, "reason", reason)
+}
+
+// greet reads the hello on the first stream, registers the session and
+// answers welcome.
+func (s *agentServer) greet(ctx context.Context, conn *quic.Conn, cluster, remote string) (*agentSession, *protocol.Reader, error) {
+	helloCtx, cancel := context.WithTimeout(ctx, helloTimeout)
+	defer cancel()
+	stream, err := conn.AcceptStream(helloCtx)
+	if err != nil {
+		s.reject(conn, nil, remote, protocol.CloseProtocolError, protocol.CodeBadMessage, fmt.Errorf("no control stream: %w", err))
+		return nil, nil, err
+	}
+	_ = stream.SetReadDeadline(s.clock.Now().Add(helloTimeout))
+	kind, err := protocol.ReadStreamKind(stream)
+	if err == nil && kind != protocol.StreamControl {
+		err = fmt.Errorf("first stream is %v, want %v", kind, protocol.StreamControl)
+	}
+	if err != nil {
+		s.reject(conn, stream, remote, protocol.CloseProtocolError, protocol.CodeBadMessage, err)
+		return nil, nil, err
+	}
+	reader := protocol.NewReader(stream, protocol.DefaultMaxFrameSize)
+	hello, err := readHello(reader, cluster)
+	if err != nil {
+		code := protocol.CodeBadMessage
+		var peerErr *protocol.Error
+		if errors.As(err, &peerErr) {
+			code = peerErr.Code
+		}
+		s.reject(conn, stream, remote, protocol.CloseProtocolError, code, err)
+		return nil, nil, err
+	}
+	_ = stream.SetReadDeadline(time.Time{})
+
+	sess := &agentSession{id: fmt.Sprintf("%s/%d", s.hubID, s.nextID.Add(1)), cluster: cluster, conn: conn, control: stream}
+	if err := s.registry.Connect(ctx, hello, sess.id, remote); err != nil {
+		s.reject(conn, stream, remote, protocol.CloseGoingAway, protocol.CodeBadMessage, fmt.Errorf("hub cannot register the cluster now: %w", err))
+		return nil, nil, err
+	}
+	leaseSeconds := hello.LeaseDurationSeconds
+	if leaseSeconds == 0 {
+		leaseSeconds = int32(s.registry.cfg.Health.DefaultLeaseDuration / time.Second)
+	}
+	welcome := &protocol.Welcome{
+		ProtocolVersion: protocol.Version, HubID: s.hubID, HubTime: s.clock.Now(),
+		LeaseDurationSeconds: leaseSeconds, RenewIntervalMillis: int64(leaseSeconds) * 1000 / 4,
+	}
+	if err := sess.write(welcome); err != nil {
+		s.registry.Disconnect(cluster, sess.id, "welcome not delivered")
+		_ = conn.CloseWithError(protocol.CloseProtocolError, "welcome not delivered")
+		return nil, nil, err
+	}
+	s.logger.Info("agent connected", "cluster", cluster, "remote", remote, "agentVersion", hello.AgentVersion, "session", sess.id)
+	return sess, reader, nil
+}
+
+// readHello reads and checks the first message.
+func readHello(reader *protocol.Reader, cluster string) (*protocol.Hello, error) {
+	msg, err := reader.ReadMessage()
+	if err != nil {
+		return nil, fmt.Errorf("read hello: %w", err)
+	}
+	hello, ok := msg.(*protocol.Hello)
+	switch {
+	case !ok:
+		return nil, &protocol.Error{Code: protocol.CodeBadMessage, Message: fmt.Sprintf("expected Hello, got %v", msg.Type())}
+	case hello.ProtocolVersion != protocol.Version:
+		return nil, &protocol.Error{Code: protocol.CodeUnsupportedVersion,
+			Message: fmt.Sprintf("hub speaks protocol version %d, agent sent version %d", protocol.Version, hello.ProtocolVersion)}
+	case hello.ClusterName != cluster:
+		return nil, &protocol.Error{Code: protocol.CodeClusterMismatch,
+			Message: fmt.Sprintf("certificate is for cluster %q, hello names %q", cluster, hello.ClusterName)}
+	}
+	return hello, nil
+}
+
+// reject tells the peer why (as an Error message if there is a stream to
+// send it on), closes the connection and logs.
+func (s *agentServer) reject(conn *quic.Conn, stream *quic.Stream, remote string, closeCode quic.ApplicationErrorCode, code string, cause error) {
+	s.rejected.Add(1)
+	message := cause.Error()
+	var peerErr *protocol.Error
+	if errors.As(cause, &peerErr) {
+		message = peerErr.Message
+	}
+	if stream != nil {
+		_ = protocol.WriteMessage(stream, &protocol.Error{Code: code, Message: truncate(message, 1024)})
+	}
+	_ = conn.CloseWithError(closeCode, truncate(code+": "+message, 256))
+	s.logger.Warn("agent connection rejected", "remote", remote, "code", code, "err", message)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// controlLoop serves the control stream until the agent leaves or breaks
+// the protocol, and returns why it ended.
+func (s *agentServer) controlLoop(sess *agentSession, reader *protocol.Reader, remote string) string {
+	for {
+		msg, err := reader.ReadMessage()
+		if err != nil {
+			return s.endOnReadError(sess, remote, err)
+		}
+		switch m := msg.(type) {
+		case *protocol.LeaseRenew:
+			hubTime, err := s.registry.Renew(sess.cluster, remote, m.AgentTime)
+			if err != nil {
+				s.reject(sess.conn, sess.control, remote, protocol.CloseProtocolError, protocol.CodeBadMessage, err)
+				return err.Error()
+			}
+			if err := sess.write(&protocol.LeaseAck{Seq: m.Seq, HubTime: hubTime}); err != nil {
+				return "ack not delivered: " + err.Error()
+			}
+		case *protocol.GoAway:
+			_ = sess.conn.CloseWithError(protocol.CloseNormal, "goodbye")
+			return "agent said goodbye: " + m.Reason
+		case *protocol.Error:
+			_ = sess.conn.CloseWithError(protocol.CloseNormal, "peer error")
+			return "agent reported an error: " + m.Error()
+		default:
+			err := fmt.Errorf("unexpected %v on the control stream", msg.Type())
+			s.reject(sess.conn, sess.control, remote, protocol.CloseProtocolError, protocol.CodeBadMessage, err)
+			return err.Error()
+		}
+	}
+}
+
+// endOnReadError closes the connection after a failed read: politely for a
+// protocol violation, silently for a connection that is already gone.
+func (s *agentServer) endOnReadError(sess *agentSession, remote string, err error) string {
+	var appErr *quic.ApplicationError
+	var idleErr *quic.IdleTimeoutError
+	switch {
+	case errors.Is(err, io.EOF), errors.As(err, &appErr), errors.As(err, &idleErr):
+		_ = sess.conn.CloseWithError(protocol.CloseNormal, "stream closed")
+		return "connection closed: " + err.Error()
+	case errors.Is(err, protocol.ErrFrameTooLarge), errors.Is(err, protocol.ErrBadPayload),
+		errors.Is(err, protocol.ErrInvalidMessage), errors.Is(err, protocol.ErrUnknownMessageType), errors.Is(err, protocol.ErrEmptyFrame):
+		s.reject(sess.conn, sess.control, remote, protocol.CloseProtocolError, protocol.CodeBadMessage, err)
+		return "protocol violation: " + err.Error()
+	default:
+		_ = sess.conn.CloseWithError(protocol.CloseProtocolError, "read failed")
+		return "read failed: " + err.Error()
+	}
+}
+
+// acceptStreams serves the streams the agent opens after hello: status
+// streams now, Work streams later.
+func (s *agentServer) acceptStreams(ctx context.Context, sess *agentSession) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		stream, err := sess.conn.AcceptStream(ctx)
+		if err != nil {
+			return
+		}
+		wg.Go(func() { s.serveStream(sess, stream) })
+	}
+}
+
+func (s *agentServer) serveStream(sess *agentSession, stream *quic.Stream) {
+	remote := sess.conn.RemoteAddr().String()
+	kind, err := protocol.ReadStreamKind(stream)
+	if err == nil && kind != protocol.StreamStatus {
+		err = fmt.Errorf("unexpected %v stream", kind)
+	}
+	if err != nil {
+		s.reject(sess.conn, sess.control, remote, protocol.CloseProtocolError, protocol.CodeBadMessage, err)
+		return
+	}
+	reader := protocol.NewReader(stream, protocol.DefaultMaxFrameSize)
+	for {
+		msg, err := reader.ReadMessage()
+		if err != nil {
+			if !errors.Is(err, io.EOF) && sess.conn.Context().Err() == nil {
+				s.endOnReadError(sess, remote, err)
+			}
+			return
+		}
+		report, ok := msg.(*protocol.ClusterStatus)
+		if !ok {
+			s.reject(sess.conn, sess.control, remote, protocol.CloseProtocolError, protocol.CodeBadMessage, fmt.Errorf("unexpected %v on the status stream", msg.Type()))
+			return
+		}
+		if err := s.registry.Status(sess.cluster, report); err != nil {
+			s.logger.Warn("cluster status rejected", "cluster", sess.cluster, "err", err)
+		}
+	}
+}

@@ -1,0 +1,126 @@
+// Package hub wires Flotilla's control plane: the store, the cluster
+// registry with its health decisions, the QUIC endpoint agents dial, and the
+// HTTP API.
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"k8s.io/utils/clock"
+
+	"github.com/flotilla-io/flotilla/hub/health"
+	"github.com/flotilla-io/flotilla/protocol"
+	"github.com/flotilla-io/flotilla/store"
+)
+
+// Config is everything the hub needs to run.
+type Config struct {
+	// DataDir holds the embedded etcd and the CA.
+	DataDir string
+	// EtcdEndpoints of an external etcd; empty means embedded.
+	EtcdEndpoints []string
+	// QUICAddr is the UDP address agents dial.
+	QUICAddr string
+	// HTTPAddr serves the API.
+	HTTPAddr string
+	// Health thresholds; HubStarted is set by Run.
+	Health health.Config
+	// FlushInterval between batched store writes.
+	FlushInterval time.Duration
+	// MaxClockSkew tolerated before ClockSynced goes False.
+	MaxClockSkew time.Duration
+	// HubID names this hub replica.
+	HubID string
+	// TLSSANs are extra names or addresses for the QUIC serving certificate.
+	TLSSANs []string
+	Logger  *slog.Logger
+	Clock   clock.WithTicker
+}
+
+// Run runs the hub until ctx ends, then says goodbye to the agents, stores
+// what changed and stops. ready, if not nil, is called with the bound
+// addresses once everything serves.
+func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr)) error {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	logger := cfg.Logger
+	s, err := store.Open(ctx, store.Config{DataDir: cfg.DataDir, Endpoints: cfg.EtcdEndpoints, Clock: cfg.Clock, Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+
+	ca, err := EnsureCA(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	cert, err := servingCertificate(ca, cfg.TLSSANs)
+	if err != nil {
+		return fmt.Errorf("hub serving certificate: %w", err)
+	}
+	cfg.Health.HubStarted = cfg.Clock.Now()
+	registry, err := NewRegistry(ctx, s, RegistryConfig{Health: cfg.Health, FlushInterval: cfg.FlushInterval, MaxClockSkew: cfg.MaxClockSkew, HubID: cfg.HubID}, cfg.Clock, logger)
+	if err != nil {
+		return err
+	}
+
+	ln, err := quic.ListenAddr(cfg.QUICAddr, protocol.ServerTLSConfig(cert, caPool(ca)), protocol.QUICConfig())
+	if err != nil {
+		return fmt.Errorf("listen for agents on %s (UDP): %w", cfg.QUICAddr, err)
+	}
+	httpLn, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("listen for the API on %s: %w", cfg.HTTPAddr, err)
+	}
+	agents := newAgentServer(registry, cfg.HubID, cfg.Clock, logger)
+	api := &apiServer{registry: registry, agents: agents, logger: logger}
+	httpServer := &http.Server{Handler: api.handler(), ReadHeaderTimeout: 10 * time.Second}
+
+	registryCtx, stopRegistry := context.WithCancel(context.WithoutCancel(ctx))
+	agentsCtx, stopAgents := context.WithCancel(ctx)
+	defer stopAgents()
+	agentsDone := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { registry.Run(registryCtx) })
+	wg.Go(func() { agents.serve(agentsCtx, ln); close(agentsDone) })
+	httpErr := make(chan error, 1)
+	wg.Go(func() { httpErr <- httpServer.Serve(httpLn) })
+
+	logger.Info("hub ready", "hubID", cfg.HubID, "quic", ln.Addr().String(), "http", httpLn.Addr().String(),
+		"gracePeriod", cfg.Health.GracePeriod, "evictionTimeout", cfg.Health.EvictionTimeout)
+	if ready != nil {
+		ready(ln.Addr(), httpLn.Addr())
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-httpErr:
+		runErr = fmt.Errorf("API server: %w", err)
+	}
+	logger.Info("hub shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_ = httpServer.Shutdown(shutdownCtx)
+	// Agents get a goaway while the listener still runs (serve sends it when
+	// its context ends); only then does the listener close.
+	stopAgents()
+	<-agentsDone
+	ln.Close()
+	stopRegistry() // the writer's final flush runs on its way out
+	wg.Wait()
+	if errors.Is(runErr, http.ErrServerClosed) {
+		runErr = nil
+	}
+	return runErr
+}
