@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/flotilla-io/flotilla/test/process"
 )
 
 // Cluster is one running member cluster: an API server on the shared etcd,
@@ -30,7 +32,7 @@ type Cluster struct {
 	logger *slog.Logger
 
 	mu                                            sync.Mutex // guards the processes against concurrent Stop/Start
-	apiserver, controllerManager, scheduler, kwok *process
+	apiserver, controllerManager, scheduler, kwok *process.Process
 }
 
 // clusterEnv is what every cluster shares.
@@ -53,7 +55,7 @@ func startCluster(ctx context.Context, env clusterEnv, spec ClusterSpec, dir str
 	}
 	c := &Cluster{Name: spec.Name, Kubeconfig: files.kubeconfig, spec: spec, dir: dir, logger: env.logger.With("cluster", spec.Name)}
 
-	configure := func() (*process, error) {
+	configure := func() (*process.Process, error) {
 		port, err := freePort()
 		if err != nil {
 			return nil, err
@@ -75,19 +77,19 @@ func startCluster(ctx context.Context, env clusterEnv, spec ClusterSpec, dir str
 		"--cluster-name="+spec.Name,
 		"--use-service-account-credentials=false")
 	c.scheduler = c.component(env, "kube-scheduler")
-	c.kwok = &process{
-		name:   spec.Name + "/kwok",
-		binary: filepath.Join(env.binDir, "kwok"),
-		args: []string{
+	c.kwok = &process.Process{
+		Name:   spec.Name + "/kwok",
+		Binary: filepath.Join(env.binDir, "kwok"),
+		Args: []string{
 			"--kubeconfig=" + files.kubeconfig,
 			"--config=" + filepath.Join(env.binDir, stagesFile),
 			"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
 			"--cidr=10.244.0.0/16",
 		},
-		logPath: filepath.Join(dir, "kwok.log"),
+		LogPath: filepath.Join(dir, "kwok.log"),
 	}
-	for _, p := range []*process{c.controllerManager, c.scheduler, c.kwok} {
-		if err := p.start(); err != nil {
+	for _, p := range []*process.Process{c.controllerManager, c.scheduler, c.kwok} {
+		if err := p.Start(); err != nil {
 			return nil, c.abort(fmt.Errorf("cluster %s: %w", spec.Name, err))
 		}
 	}
@@ -99,7 +101,7 @@ func startCluster(ctx context.Context, env clusterEnv, spec ClusterSpec, dir str
 
 // component describes a controller-manager or scheduler: admin kubeconfig,
 // no leader election (one replica), no serving port to collide on.
-func (c *Cluster) component(env clusterEnv, name string, extra ...string) *process {
+func (c *Cluster) component(env clusterEnv, name string, extra ...string) *process.Process {
 	kubeconfig := "--kubeconfig=" + c.Kubeconfig
 	args := append([]string{
 		kubeconfig,
@@ -109,19 +111,19 @@ func (c *Cluster) component(env clusterEnv, name string, extra ...string) *proce
 		"--secure-port=0",
 		"--v=1",
 	}, extra...)
-	return &process{
-		name:    c.Name + "/" + name,
-		binary:  filepath.Join(env.binDir, name),
-		args:    args,
-		logPath: filepath.Join(c.dir, name+".log"),
+	return &process.Process{
+		Name:    c.Name + "/" + name,
+		Binary:  filepath.Join(env.binDir, name),
+		Args:    args,
+		LogPath: filepath.Join(c.dir, name+".log"),
 	}
 }
 
-func (c *Cluster) apiserverProcess(env clusterEnv, files clusterFiles) *process {
-	return &process{
-		name:   c.Name + "/kube-apiserver",
-		binary: filepath.Join(env.binDir, "kube-apiserver"),
-		args: []string{
+func (c *Cluster) apiserverProcess(env clusterEnv, files clusterFiles) *process.Process {
+	return &process.Process{
+		Name:   c.Name + "/kube-apiserver",
+		Binary: filepath.Join(env.binDir, "kube-apiserver"),
+		Args: []string{
 			"--etcd-servers=" + env.etcdURL,
 			"--etcd-prefix=/clusters/" + c.Name,
 			"--bind-address=127.0.0.1",
@@ -141,7 +143,7 @@ func (c *Cluster) apiserverProcess(env clusterEnv, files clusterFiles) *process 
 			"--profiling=false",
 			"--v=1",
 		},
-		logPath: filepath.Join(c.dir, "kube-apiserver.log"),
+		LogPath: filepath.Join(c.dir, "kube-apiserver.log"),
 	}
 }
 
@@ -173,7 +175,7 @@ func (c *Cluster) StopAPIServer() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.logger.Info("stopping API server")
-	return c.apiserver.kill()
+	return c.apiserver.Kill()
 }
 
 // StartAPIServer starts a stopped API server again on the same address and
@@ -182,7 +184,7 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.logger.Info("starting API server again")
-	if err := c.apiserver.start(); err != nil {
+	if err := c.apiserver.Start(); err != nil {
 		return err
 	}
 	if err := waitReady(ctx, c.apiserver, c.apiserverReady); err != nil {
@@ -208,8 +210,8 @@ func (c *Cluster) abort(err error) error {
 }
 
 // processes lists the running components, for leak checks.
-func (c *Cluster) processes() []*process {
+func (c *Cluster) processes() []*process.Process {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return []*process{c.apiserver, c.controllerManager, c.scheduler, c.kwok}
+	return []*process.Process{c.apiserver, c.controllerManager, c.scheduler, c.kwok}
 }

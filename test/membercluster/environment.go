@@ -17,6 +17,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/flotilla-io/flotilla/test/process"
 )
 
 // Environment is a running set of member clusters.
@@ -124,7 +126,7 @@ func (e *Environment) Stop() error {
 		}
 		wg.Wait()
 		if e.etcd != nil {
-			errs[len(e.clusters)] = e.etcd.proc.stop()
+			errs[len(e.clusters)] = e.etcd.proc.Stop()
 		}
 		e.stopErr = errors.Join(errs...)
 	})
@@ -134,14 +136,14 @@ func (e *Environment) Stop() error {
 // Resources lists the process ids and TCP ports the environment uses now,
 // so a test can check that Stop left none of them behind.
 func (e *Environment) Resources() (pids, ports []int) {
-	procs := []*process{e.etcd.proc}
+	procs := []*process.Process{e.etcd.proc}
 	ports = append(ports, e.etcd.ports...)
 	for _, c := range e.clusters {
 		procs = append(procs, c.processes()...)
 		ports = append(ports, c.port)
 	}
 	for _, p := range procs {
-		if pid := p.pid(); pid != 0 {
+		if pid := p.Pid(); pid != 0 {
 			pids = append(pids, pid)
 		}
 	}

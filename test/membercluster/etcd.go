@@ -7,19 +7,21 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+
+	"github.com/flotilla-io/flotilla/test/process"
 )
 
 // sharedEtcd is the one etcd every member cluster stores its data in, each
 // under its own --etcd-prefix.
 type sharedEtcd struct {
-	proc      *process
+	proc      *process.Process
 	clientURL string
 	ports     []int
 }
 
 func startEtcd(ctx context.Context, binDir, dir string) (*sharedEtcd, error) {
 	e := &sharedEtcd{}
-	configure := func() (*process, error) {
+	configure := func() (*process.Process, error) {
 		clientPort, err := freePort()
 		if err != nil {
 			return nil, err
@@ -31,10 +33,10 @@ func startEtcd(ctx context.Context, binDir, dir string) (*sharedEtcd, error) {
 		e.clientURL = fmt.Sprintf("http://127.0.0.1:%d", clientPort)
 		e.ports = []int{clientPort, peerPort}
 		peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
-		return &process{
-			name:   "etcd",
-			binary: filepath.Join(binDir, "etcd"),
-			args: []string{
+		return &process.Process{
+			Name:   "etcd",
+			Binary: filepath.Join(binDir, "etcd"),
+			Args: []string{
 				"--name=members",
 				"--data-dir=" + filepath.Join(dir, "etcd"),
 				"--listen-client-urls=" + e.clientURL,
@@ -46,7 +48,7 @@ func startEtcd(ctx context.Context, binDir, dir string) (*sharedEtcd, error) {
 				"--unsafe-no-fsync",
 				"--log-level=warn",
 			},
-			logPath: filepath.Join(dir, "etcd.log"),
+			LogPath: filepath.Join(dir, "etcd.log"),
 		}, nil
 	}
 	proc, err := startReady(ctx, configure, e.healthy)

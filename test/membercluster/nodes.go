@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/flotilla-io/flotilla/test/process"
 )
 
 // kwokNodeAnnotation marks the nodes KWOK manages. The nodes carry no KWOK
@@ -51,9 +53,9 @@ func (c *Cluster) waitWorkloadReady(ctx context.Context) error {
 		if err != nil {
 			return false, err
 		}
-		for _, p := range []*process{c.controllerManager, c.scheduler, c.kwok} {
-			if p.hasExited() {
-				return false, p.exitError()
+		for _, p := range []*process.Process{c.controllerManager, c.scheduler, c.kwok} {
+			if p.HasExited() {
+				return false, p.ExitError()
 			}
 		}
 		return waitingFor == "", nil

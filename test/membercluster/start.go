@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/flotilla-io/flotilla/test/process"
 )
 
 // Start-up limits. A component that is not ready by then has failed; the
@@ -21,22 +23,22 @@ const (
 // startReady starts a component made by configure, which picks fresh ports
 // each time it is called, and waits until ready reports success. A component
 // that lost the race for its port is started again on new ports.
-func startReady(ctx context.Context, configure func() (*process, error), ready func(context.Context) error) (*process, error) {
+func startReady(ctx context.Context, configure func() (*process.Process, error), ready func(context.Context) error) (*process.Process, error) {
 	var lastErr error
 	for range bindAttempts {
 		p, err := configure()
 		if err != nil {
 			return nil, err
 		}
-		if err := p.start(); err != nil {
+		if err := p.Start(); err != nil {
 			return nil, err
 		}
 		err = waitReady(ctx, p, ready)
 		if err == nil {
 			return p, nil
 		}
-		_ = p.stop()
-		if !p.hasExited() || !logContains(p.logPath, bindErrorMessage) {
+		_ = p.Stop()
+		if !p.HasExited() || !logContains(p.LogPath, bindErrorMessage) {
 			return nil, err
 		}
 		lastErr = err
@@ -46,7 +48,7 @@ func startReady(ctx context.Context, configure func() (*process, error), ready f
 
 // waitReady polls ready until it succeeds, the process exits, or the
 // start-up limit passes.
-func waitReady(ctx context.Context, p *process, ready func(context.Context) error) error {
+func waitReady(ctx context.Context, p *process.Process, ready func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	ticker := time.NewTicker(readyPollPeriod)
@@ -57,10 +59,10 @@ func waitReady(ctx context.Context, p *process, ready func(context.Context) erro
 			return nil
 		}
 		select {
-		case <-p.exited:
-			return p.exitError()
+		case <-p.Exited():
+			return p.ExitError()
 		case <-ctx.Done():
-			return fmt.Errorf("%s not ready after %v: %w (log: %s)", p.name, readyTimeout, err, p.logPath)
+			return fmt.Errorf("%s not ready after %v: %w (log: %s)", p.Name, readyTimeout, err, p.LogPath)
 		case <-ticker.C:
 		}
 	}
@@ -72,11 +74,11 @@ func logContains(path, text string) bool {
 }
 
 // stopAll stops processes in order and joins their errors.
-func stopAll(procs ...*process) error {
+func stopAll(procs ...*process.Process) error {
 	var errs []error
 	for _, p := range procs {
 		if p != nil {
-			errs = append(errs, p.stop())
+			errs = append(errs, p.Stop())
 		}
 	}
 	return errors.Join(errs...)
