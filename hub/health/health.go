@@ -132,7 +132,13 @@ func readiness(cfg Config, obs Observations, prev State, now time.Time) (status 
 		// Never connected, still within the startup grace: no verdict yet.
 		return "", "", "", expiry
 	}
-	if !now.Before(expiry) {
+	// An Unknown cluster stays Unknown until it renews again, whatever grace
+	// a hub restart gives the others.
+	stillUnknown := prev.Ready == metav1.ConditionUnknown && !obs.LastRenewal.After(prev.Since)
+	if !now.Before(expiry) || stillUnknown {
+		if stillUnknown && now.Before(expiry) {
+			return prev.Ready, prev.Reason, prev.Message, expiry
+		}
 		if obs.LastRenewal.IsZero() {
 			return metav1.ConditionUnknown, v1alpha1.ReasonClusterNeverConnected,
 				fmt.Sprintf("cluster agent has not renewed its lease within the startup grace period (%v)", cfg.StartupGracePeriod), time.Time{}

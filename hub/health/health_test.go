@@ -56,14 +56,18 @@ func healthy(obs Observations, since time.Duration) Observations {
 	return obs
 }
 
+// restoredUnknown is the state of a cluster that was Unknown when the hub restarted.
+var restoredUnknown = State{Ready: metav1.ConditionUnknown, Reason: v1alpha1.ReasonLeaseExpired, Since: at(-time.Minute), NotReadySince: at(-time.Minute)}
+
 func TestEvaluateScenarios(t *testing.T) {
 	longAgo := t0.Add(-time.Hour) // the hub's restart grace is long over
 	tests := []struct {
 		name       string
 		hubStarted time.Time
+		initial    State // as restored after a hub restart
 		steps      []step
 	}{
-		{"renewing cluster is Ready until the grace period ends, then Unknown, then NoExecute", longAgo, []step{
+		{"renewing cluster is Ready until the grace period ends, then Unknown, then NoExecute", longAgo, State{}, []step{
 			{at(0), renewedAt(0), metav1.ConditionTrue, v1alpha1.ReasonClusterReady, nil, at(40 * s)},
 			{at(40*s - time.Millisecond), renewedAt(0), metav1.ConditionTrue, v1alpha1.ReasonClusterReady, nil, at(40 * s)},
 			{at(40 * s), renewedAt(0), metav1.ConditionUnknown, v1alpha1.ReasonLeaseExpired, []corev1.Taint{unreachableNoSchedule}, at(40*s + 5*m)},
@@ -71,38 +75,44 @@ func TestEvaluateScenarios(t *testing.T) {
 			// The agent comes back: Ready at once, taints gone.
 			{at(6 * m), renewedAt(6 * m), metav1.ConditionTrue, v1alpha1.ReasonClusterReady, nil, at(6*m + 40*s)},
 		}},
-		{"a renewal moves the deadline", longAgo, []step{
+		{"a renewal moves the deadline", longAgo, State{}, []step{
 			{at(0), renewedAt(0), metav1.ConditionTrue, v1alpha1.ReasonClusterReady, nil, at(40 * s)},
 			{at(10 * s), renewedAt(10 * s), metav1.ConditionTrue, v1alpha1.ReasonClusterReady, nil, at(50 * s)},
 		}},
-		{"unhealthy API server goes False after the failure threshold, recovers after the success threshold", longAgo, []step{
+		{"unhealthy API server goes False after the failure threshold, recovers after the success threshold", longAgo, State{}, []step{
 			{at(0), healthy(renewedAt(0), 0), metav1.ConditionTrue, v1alpha1.ReasonClusterReady, nil, at(40 * s)},
 			{at(10 * s), unhealthy(renewedAt(10*s), 10*s), metav1.ConditionTrue, v1alpha1.ReasonClusterReady, nil, at(40 * s)},
 			{at(40 * s), unhealthy(renewedAt(30*s), 10*s), metav1.ConditionFalse, v1alpha1.ReasonClusterNotReady, []corev1.Taint{notReadyNoSchedule}, at(70 * s)},
 			{at(50 * s), healthy(renewedAt(50*s), 50*s), metav1.ConditionFalse, v1alpha1.ReasonClusterNotReady, []corev1.Taint{notReadyNoSchedule}, at(80 * s)},
 			{at(80 * s), healthy(renewedAt(80*s), 50*s), metav1.ConditionTrue, v1alpha1.ReasonClusterReady, nil, at(120 * s)},
 		}},
-		{"not ready long enough adds NoExecute, counted from when Ready was lost even across False to Unknown", longAgo, []step{
+		{"not ready long enough adds NoExecute, counted from when Ready was lost even across False to Unknown", longAgo, State{}, []step{
 			{at(0), unhealthy(renewedAt(0), 0), metav1.ConditionFalse, v1alpha1.ReasonClusterNotReady, []corev1.Taint{notReadyNoSchedule}, at(40 * s)},
 			{at(40 * s), unhealthy(renewedAt(0), 0), metav1.ConditionUnknown, v1alpha1.ReasonLeaseExpired, []corev1.Taint{unreachableNoSchedule}, at(5 * m)},
 			{at(5 * m), unhealthy(renewedAt(0), 0), metav1.ConditionUnknown, v1alpha1.ReasonLeaseExpired, []corev1.Taint{unreachableNoSchedule, unreachableNoExecute}, time.Time{}},
 		}},
-		{"a never-connected cluster gets the startup grace, then goes Unknown", longAgo, []step{
+		{"a never-connected cluster gets the startup grace, then goes Unknown", longAgo, State{}, []step{
 			{at(0), Observations{Registered: t0}, "", "", nil, at(60 * s)},
 			{at(60 * s), Observations{Registered: t0}, metav1.ConditionUnknown, v1alpha1.ReasonClusterNeverConnected, []corev1.Taint{unreachableNoSchedule}, at(60*s + 5*m)},
 		}},
-		{"after a hub restart nothing goes Unknown before grace + lease duration", t0, []step{
+		{"after a hub restart nothing goes Unknown before grace + lease duration", t0, State{}, []step{
 			{at(0), renewedAt(-30 * s), metav1.ConditionTrue, v1alpha1.ReasonClusterReady, nil, at(80 * s)},
 			{at(80*s - time.Millisecond), renewedAt(-30 * s), metav1.ConditionTrue, v1alpha1.ReasonClusterReady, nil, at(80 * s)},
 			{at(80 * s), renewedAt(-30 * s), metav1.ConditionUnknown, v1alpha1.ReasonLeaseExpired, []corev1.Taint{unreachableNoSchedule}, at(80*s + 5*m)},
 		}},
-		{"cordon adds the unschedulable taint whatever the health", longAgo, []step{
+		{"an Unknown cluster stays Unknown through a hub restart until it renews", t0, restoredUnknown, []step{
+			// Restored state: Unknown since t0-1m, last renewal t0-2m; the
+			// restart grace (until t0+80s) must not make it Ready.
+			{at(0), renewedAt(-2 * m), metav1.ConditionUnknown, v1alpha1.ReasonLeaseExpired, []corev1.Taint{unreachableNoSchedule}, at(80 * s)},
+			{at(10 * s), renewedAt(10 * s), metav1.ConditionTrue, v1alpha1.ReasonClusterReady, nil, at(80 * s)},
+		}},
+		{"cordon adds the unschedulable taint whatever the health", longAgo, State{}, []step{
 			{at(0), func() Observations { o := renewedAt(0); o.Cordoned = true; return o }(), metav1.ConditionTrue, v1alpha1.ReasonClusterReady, []corev1.Taint{cordonTaint}, at(40 * s)},
 		}},
-		{"first report unhealthy is False at once", longAgo, []step{
+		{"first report unhealthy is False at once", longAgo, State{}, []step{
 			{at(0), unhealthy(renewedAt(0), 0), metav1.ConditionFalse, v1alpha1.ReasonClusterNotReady, []corev1.Taint{notReadyNoSchedule}, at(40 * s)},
 		}},
-		{"notReady NoExecute after the eviction timeout", longAgo, []step{
+		{"notReady NoExecute after the eviction timeout", longAgo, State{}, []step{
 			{at(0), unhealthy(renewedAt(0), 0), metav1.ConditionFalse, v1alpha1.ReasonClusterNotReady, []corev1.Taint{notReadyNoSchedule}, at(40 * s)},
 			{at(5 * m), unhealthy(renewedAt(5*m-time.Second), 0), metav1.ConditionFalse, v1alpha1.ReasonClusterNotReady, []corev1.Taint{notReadyNoSchedule, notReadyNoExecute}, at(5*m + 39*s)},
 		}},
@@ -110,7 +120,7 @@ func TestEvaluateScenarios(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := DefaultConfig(tt.hubStarted)
-			var state State
+			state := tt.initial
 			for i, st := range tt.steps {
 				var decision Decision
 				state, decision = Evaluate(cfg, st.obs, state, st.now)
