@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/quic-go/quic-go"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/flotilla-io/flotilla/internal/pki"
@@ -123,4 +125,34 @@ func IssueAgentCertificate(dataDir, cluster, outDir string) error {
 		filepath.Join(outDir, "tls.crt"): kp.CertPEM,
 		filepath.Join(outDir, "tls.key"): kp.KeyPEM,
 	})
+}
+
+// loadStatelessResetKey reads DATA/pki/stateless-reset.key, creating it on
+// first use. With the same key after a restart (and on every replica), the
+// hub answers packets of connections it no longer knows with a stateless
+// reset, so agents notice at once and reconnect instead of waiting for
+// their idle timeout.
+func loadStatelessResetKey(dataDir string) (*quic.StatelessResetKey, error) {
+	path := filepath.Join(pkiDir(dataDir), "stateless-reset.key")
+	var key quic.StatelessResetKey
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil && len(data) == len(key):
+		copy(key[:], data)
+		return &key, nil
+	case err == nil:
+		return nil, fmt.Errorf("%s: %d bytes, want %d", path, len(data), len(key))
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("stateless reset key: %w", err)
+	}
+	if _, err := rand.Read(key[:]); err != nil {
+		return nil, fmt.Errorf("stateless reset key: %w", err)
+	}
+	if err := os.MkdirAll(pkiDir(dataDir), 0o700); err != nil {
+		return nil, fmt.Errorf("stateless reset key: %w", err)
+	}
+	if err := writeFiles(map[string][]byte{path: key[:]}); err != nil {
+		return nil, fmt.Errorf("stateless reset key: %w", err)
+	}
+	return &key, nil
 }

@@ -73,7 +73,22 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		return err
 	}
 
-	ln, err := quic.ListenAddr(cfg.QUICAddr, protocol.ServerTLSConfig(cert, caPool(ca)), protocol.QUICConfig())
+	resetKey, err := loadStatelessResetKey(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	udpAddr, err := net.ResolveUDPAddr("udp", cfg.QUICAddr)
+	if err != nil {
+		return fmt.Errorf("--quic-addr %q: %w", cfg.QUICAddr, err)
+	}
+	udpConn, err := net.ListenUDP("udp", udpAddr)
+	if err != nil {
+		return fmt.Errorf("listen for agents on %s (UDP): %w", cfg.QUICAddr, err)
+	}
+	defer udpConn.Close()
+	transport := &quic.Transport{Conn: udpConn, StatelessResetKey: resetKey}
+	defer transport.Close()
+	ln, err := transport.Listen(protocol.ServerTLSConfig(cert, caPool(ca)), protocol.QUICConfig())
 	if err != nil {
 		return fmt.Errorf("listen for agents on %s (UDP): %w", cfg.QUICAddr, err)
 	}

@@ -1,0 +1,281 @@
+// Package e2e runs the real flotilla-hub, flotilla-agent and flotilla
+// binaries against real member clusters, over QUIC on loopback.
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/test/membercluster"
+	"github.com/flotilla-io/flotilla/test/process"
+)
+
+// binDir holds the binaries built for this test run.
+var binDir string
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "flotilla-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	build := exec.Command("go", "build", "-o", dir+"/", "../../cmd/flotilla-hub", "../../cmd/flotilla-agent", "../../cmd/flotilla")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: build binaries:", err)
+		return 1
+	}
+	binDir = dir
+	return m.Run()
+}
+
+// Short timings for tests; the defaults are in DESIGN §3.
+const (
+	testGrace           = 4 * time.Second
+	testLeaseDuration   = 2 * time.Second
+	testEvictionTimeout = 3 * time.Second
+)
+
+// hub is a running flotilla-hub process.
+type hub struct {
+	*process.Process
+	dataDir, quicAddr, httpAddr string
+	readyAt                     time.Time // when it first answered /healthz
+}
+
+func freeUDPPort(t *testing.T) int {
+	t.Helper()
+	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	return conn.LocalAddr().(*net.UDPAddr).Port
+}
+
+func freeTCPPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startHub starts a hub with test timings on free loopback ports.
+func startHub(t *testing.T, extraFlags ...string) *hub {
+	t.Helper()
+	dir := t.TempDir()
+	h := &hub{
+		dataDir:  filepath.Join(dir, "data"),
+		quicAddr: "127.0.0.1:" + strconv.Itoa(freeUDPPort(t)),
+		httpAddr: "127.0.0.1:" + strconv.Itoa(freeTCPPort(t)),
+	}
+	args := append([]string{
+		"--data-dir=" + h.dataDir, "--quic-addr=" + h.quicAddr, "--http-addr=" + h.httpAddr, "--hub-id=e2e-hub",
+		"--cluster-monitor-grace-period=" + testGrace.String(),
+		"--cluster-startup-grace-period=10s",
+		"--failover-eviction-timeout=" + testEvictionTimeout.String(),
+		"--cluster-failure-threshold=2s", "--cluster-success-threshold=1s",
+		"--store-flush-interval=200ms",
+	}, extraFlags...)
+	h.Process = &process.Process{Name: "flotilla-hub", Binary: filepath.Join(binDir, "flotilla-hub"), Args: args,
+		LogPath: filepath.Join(dir, "hub.log"), Env: []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"}}
+	t.Cleanup(func() {
+		if err := h.Stop(); err != nil {
+			t.Errorf("stop hub: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("hub log:\n%s", process.TailFile(h.LogPath, 60))
+		}
+	})
+	h.start(t)
+	return h
+}
+
+// start starts (or restarts) the hub process and waits for its API.
+func (h *hub) start(t *testing.T) {
+	t.Helper()
+	if err := h.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "hub API", func() (bool, string) {
+		if h.HasExited() {
+			t.Fatalf("hub exited: %v", h.ExitError())
+		}
+		resp, err := http.Get("http://" + h.httpAddr + "/healthz")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+	h.readyAt = time.Now()
+}
+
+// issueCert runs `flotilla-hub certs issue` for a cluster and returns the folder.
+func (h *hub) issueCert(t *testing.T, cluster string) string {
+	t.Helper()
+	out := filepath.Join(filepath.Dir(h.dataDir), "certs-"+cluster)
+	cmd := exec.Command(filepath.Join(binDir, "flotilla-hub"), "certs", "issue", "--data-dir", h.dataDir, "--cluster", cluster, "--out", out)
+	if output, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("certs issue %s: %v\n%s", cluster, err, output)
+	}
+	return out
+}
+
+// getJSON decodes GET http://hub/path into v and returns the status code.
+func (h *hub) getJSON(t *testing.T, path string, v any) int {
+	t.Helper()
+	resp, err := http.Get("http://" + h.httpAddr + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(body, v); err != nil {
+			t.Fatalf("GET %s: %v\n%s", path, err, body)
+		}
+	}
+	return resp.StatusCode
+}
+
+func (h *hub) cluster(t *testing.T, name string) *v1alpha1.Cluster {
+	t.Helper()
+	var c v1alpha1.Cluster
+	if code := h.getJSON(t, "/apis/flotilla.io/v1alpha1/clusters/"+name, &c); code != http.StatusOK {
+		return nil
+	}
+	return &c
+}
+
+func (h *hub) lease(t *testing.T, name string) *coordinationv1.Lease {
+	t.Helper()
+	var l coordinationv1.Lease
+	if code := h.getJSON(t, "/apis/coordination.k8s.io/v1/namespaces/flotilla-cluster-lease/leases/"+name, &l); code != http.StatusOK {
+		return nil
+	}
+	return &l
+}
+
+// agent is a running flotilla-agent process.
+type agent struct{ *process.Process }
+
+// startAgent runs an agent for a member cluster against the hub.
+func startAgent(t *testing.T, h *hub, c *membercluster.Cluster) *agent {
+	t.Helper()
+	certDir := h.issueCert(t, c.Name)
+	a := &agent{&process.Process{
+		Name:   "flotilla-agent/" + c.Name,
+		Binary: filepath.Join(binDir, "flotilla-agent"),
+		Args: []string{"--hub=" + h.quicAddr, "--cluster-name=" + c.Name, "--kubeconfig=" + c.Kubeconfig,
+			"--cert-dir=" + certDir, "--lease-duration=" + testLeaseDuration.String(), "--status-interval=500ms"},
+		LogPath: filepath.Join(filepath.Dir(certDir), "agent-"+c.Name+".log"),
+		Env:     []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"},
+	}}
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := a.Stop(); err != nil {
+			t.Errorf("stop agent: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("agent %s log:\n%s", c.Name, process.TailFile(a.LogPath, 30))
+		}
+	})
+	return a
+}
+
+// waitFor polls cond every 50 ms until it holds or the timeout passes. The
+// processes under test run on their own clocks, so observing them means
+// polling; no test step waits for a fixed time.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	ticker := time.NewTicker(50 * time.Millisecond)
+	defer ticker.Stop()
+	last := ""
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out after %v waiting for %s; last seen: %s", timeout, what, last)
+		case <-ticker.C:
+		}
+	}
+}
+
+func readyOf(c *v1alpha1.Cluster) metav1.ConditionStatus {
+	if c == nil {
+		return "<absent>"
+	}
+	if cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ClusterConditionReady); cond != nil {
+		return cond.Status
+	}
+	return "<none>"
+}
+
+func hasTaint(c *v1alpha1.Cluster, key string, effect corev1.TaintEffect) bool {
+	if c == nil {
+		return false
+	}
+	for _, t := range c.Spec.Taints {
+		if t.Key == key && t.Effect == effect {
+			return true
+		}
+	}
+	return false
+}
+
+func describe(c *v1alpha1.Cluster) string {
+	if c == nil {
+		return "<absent>"
+	}
+	var taints []string
+	for _, t := range c.Spec.Taints {
+		taints = append(taints, t.Key+":"+string(t.Effect))
+	}
+	return fmt.Sprintf("Ready=%s taints=[%s]", readyOf(c), strings.Join(taints, ","))
+}
+
+// waitReady waits until the cluster is Ready with no health taints.
+func waitReady(t *testing.T, h *hub, name string, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, name+" Ready", func() (bool, string) {
+		c := h.cluster(t, name)
+		return readyOf(c) == metav1.ConditionTrue && len(c.Spec.Taints) == 0, describe(c)
+	})
+}
