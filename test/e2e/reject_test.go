@@ -57,6 +57,7 @@ func TestHubRejectsBadAgents(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := exchange(t, h.quicAddr, tt.tls, tt.send)
+			t.Logf("client sees: %v", err)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error = %v, want it to mention %q", err, tt.want)
 			}
