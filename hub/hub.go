@@ -33,8 +33,10 @@ type Config struct {
 	HTTPAddr string
 	// Health thresholds; HubStarted is set by Run.
 	Health health.Config
-	// FlushInterval between batched store writes.
+	// FlushInterval between batched writes of clusters and events.
 	FlushInterval time.Duration
+	// LeaseFlushInterval between batched writes of renewed leases.
+	LeaseFlushInterval time.Duration
 	// MaxClockSkew tolerated before ClockSynced goes False.
 	MaxClockSkew time.Duration
 	// HubID names this hub replica.
@@ -68,7 +70,7 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		return fmt.Errorf("hub serving certificate: %w", err)
 	}
 	cfg.Health.HubStarted = cfg.Clock.Now()
-	registry, err := NewRegistry(ctx, s, RegistryConfig{Health: cfg.Health, FlushInterval: cfg.FlushInterval, MaxClockSkew: cfg.MaxClockSkew, HubID: cfg.HubID}, cfg.Clock, logger)
+	registry, err := NewRegistry(ctx, s, RegistryConfig{Health: cfg.Health, FlushInterval: cfg.FlushInterval, LeaseFlushInterval: cfg.LeaseFlushInterval, MaxClockSkew: cfg.MaxClockSkew, HubID: cfg.HubID}, cfg.Clock, logger)
 	if err != nil {
 		return err
 	}

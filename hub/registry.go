@@ -58,8 +58,10 @@ type Registry struct {
 // RegistryConfig tunes the registry.
 type RegistryConfig struct {
 	Health health.Config
-	// FlushInterval is how often changed leases and clusters are written.
+	// FlushInterval is how often changed clusters and events are written.
 	FlushInterval time.Duration
+	// LeaseFlushInterval is how often renewed leases are written.
+	LeaseFlushInterval time.Duration
 	// MaxClockSkew beyond which ClockSynced goes False.
 	MaxClockSkew time.Duration
 	// HubID names this hub in Cluster status.agent.connectedTo.
@@ -256,6 +258,8 @@ func (r *Registry) recordLocked(c *v1alpha1.Cluster, eventType, reason, message 
 		Reason: reason, Message: message, Type: eventType,
 		Source:         corev1.EventSource{Component: "flotilla-hub"},
 		FirstTimestamp: stamp, LastTimestamp: stamp, Count: 1,
+		// EventTime keeps microseconds, so detection latency can be measured.
+		EventTime: metav1.NewMicroTime(now),
 		ReportingController: "flotilla.io/hub", ReportingInstance: r.cfg.HubID,
 	})
 	r.stats.eventsRecorded.Add(1)

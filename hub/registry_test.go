@@ -43,7 +43,7 @@ func newRegistryFixture(t *testing.T, dir string, clk *clocktesting.FakeClock, h
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := RegistryConfig{Health: health.DefaultConfig(hubStarted), FlushInterval: time.Hour, MaxClockSkew: 2 * time.Second, HubID: "hub-test"}
+	cfg := RegistryConfig{Health: health.DefaultConfig(hubStarted), FlushInterval: time.Hour, LeaseFlushInterval: time.Hour, MaxClockSkew: 2 * time.Second, HubID: "hub-test"}
 	reg, err := NewRegistry(t.Context(), s, cfg, clk, logger)
 	if err != nil {
 		s.Close()
@@ -146,6 +146,7 @@ func TestRegistryHealthLifecycle(t *testing.T) {
 		t.Fatalf("after the agent came back: Ready %q taints %v, want True and none", readyOf(c), taintsOf(c))
 	}
 
+	f.reg.flushLeases(t.Context())
 	f.reg.flush(t.Context())
 	stored, err := f.reg.clusters.Get(t.Context(), "", "edge-1")
 	if err != nil {
@@ -301,6 +302,7 @@ func TestRegistryBatchesLeaseWrites(t *testing.T) {
 	f.reg.mu.Lock()
 	dirtyLeases := len(f.reg.dirtyLeas)
 	f.reg.mu.Unlock()
+	f.reg.flushLeases(t.Context())
 	f.reg.flush(t.Context())
 	leaseWrites := f.reg.stats.storeWrites.Load() - writesBefore
 	if dirtyLeases != clusters {

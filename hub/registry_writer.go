@@ -23,18 +23,29 @@ const finalFlushTimeout = 10 * time.Second
 
 // runWriter is the only goroutine that writes clusters, leases and events:
 // a flush every FlushInterval, and registrations and API updates in between.
+//
+// Leases have their own, longer interval: each is written at most once per
+// LeaseFlushInterval however often its agent renews, so lease writes grow
+// with the number of clusters, not with the heartbeat rate. Health is
+// decided in memory; the stored renewTime only matters after a restart,
+// which gets its own grace.
 func (r *Registry) runWriter(ctx context.Context) {
 	ticker := r.clock.NewTicker(r.cfg.FlushInterval)
 	defer ticker.Stop()
+	leaseTicker := r.clock.NewTicker(r.cfg.LeaseFlushInterval)
+	defer leaseTicker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlushTimeout)
+			r.flushLeases(final)
 			r.flush(final)
 			cancel()
 			return
 		case <-ticker.C():
 			r.flush(ctx)
+		case <-leaseTicker.C():
+			r.flushLeases(ctx)
 		case op := <-r.updates:
 			obj, err := r.apply(ctx, op)
 			op.done <- updateOutcome{obj: obj, err: err}
@@ -42,24 +53,18 @@ func (r *Registry) runWriter(ctx context.Context) {
 	}
 }
 
-// flush writes every changed lease, cluster and pending event.
+// flush writes every changed cluster and pending event.
 func (r *Registry) flush(ctx context.Context) {
 	r.mu.Lock()
-	leases := make([]*coordinationv1.Lease, 0, len(r.dirtyLeas))
-	for name := range r.dirtyLeas {
-		leases = append(leases, r.entries[name].lease.DeepCopy())
-	}
 	clusters := make([]*v1alpha1.Cluster, 0, len(r.dirty))
 	for name := range r.dirty {
 		clusters = append(clusters, r.entries[name].obj.DeepCopy())
 	}
 	events := r.pending
 	r.pending = nil
-	clear(r.dirtyLeas)
 	clear(r.dirty)
 	r.mu.Unlock()
 
-	r.flushLeases(ctx, leases)
 	for _, c := range clusters {
 		r.writeCluster(ctx, c)
 	}
@@ -79,9 +84,16 @@ func (r *Registry) countWrites(objects, txns int) {
 	r.stats.storeTxns.Add(int64(txns))
 }
 
-// flushLeases writes leases in batches and keeps the uid the store stamped
-// on new ones; on failure they are written again next time.
-func (r *Registry) flushLeases(ctx context.Context, leases []*coordinationv1.Lease) {
+// flushLeases writes the renewed leases in batches and keeps the uid the
+// store stamped on new ones; on failure they are written again next time.
+func (r *Registry) flushLeases(ctx context.Context) {
+	r.mu.Lock()
+	leases := make([]*coordinationv1.Lease, 0, len(r.dirtyLeas))
+	for name := range r.dirtyLeas {
+		leases = append(leases, r.entries[name].lease.DeepCopy())
+	}
+	clear(r.dirtyLeas)
+	r.mu.Unlock()
 	if len(leases) == 0 {
 		return
 	}

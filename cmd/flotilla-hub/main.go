@@ -58,7 +58,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	flags.DurationVar(&cfg.Health.FailureThreshold, "cluster-failure-threshold", defaults.FailureThreshold, "time the agent must report its API server unhealthy before Ready goes False")
 	flags.DurationVar(&cfg.Health.SuccessThreshold, "cluster-success-threshold", defaults.SuccessThreshold, "time the agent must report it healthy again before Ready goes back to True")
 	flags.DurationVar(&cfg.Health.DefaultLeaseDuration, "default-lease-duration", defaults.DefaultLeaseDuration, "lease duration for agents that do not propose one")
-	flags.DurationVar(&cfg.FlushInterval, "store-flush-interval", time.Second, "how often changed leases, clusters and events are written to the store in batches")
+	flags.DurationVar(&cfg.FlushInterval, "store-flush-interval", time.Second, "how often changed clusters and events are written to the store in batches")
+	flags.DurationVar(&cfg.LeaseFlushInterval, "lease-flush-interval", 10*time.Second, "how often renewed leases are written to the store in batches: each lease at most once per interval, whatever the heartbeat rate")
 	flags.DurationVar(&cfg.MaxClockSkew, "max-clock-skew", 2*time.Second, "agent clock skew beyond which condition ClockSynced goes False")
 	flags.StringVar(&cfg.HubID, "hub-id", hostname, "name of this hub replica, shown in status.agent.connectedTo")
 	flags.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra DNS names or IPs for the hub's QUIC certificate (localhost, 127.0.0.1 and the hostname are always included)")
@@ -92,6 +93,7 @@ func validateDurations(cfg hub.Config) error {
 		"--cluster-startup-grace-period": cfg.Health.StartupGracePeriod,
 		"--default-lease-duration":       cfg.Health.DefaultLeaseDuration,
 		"--store-flush-interval":         cfg.FlushInterval,
+		"--lease-flush-interval":         cfg.LeaseFlushInterval,
 	} {
 		if d <= 0 {
 			return fmt.Errorf("%s %v: want a positive duration", name, d)

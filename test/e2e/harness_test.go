@@ -100,7 +100,7 @@ func startHub(t *testing.T, extraFlags ...string) *hub {
 		"--cluster-startup-grace-period=10s",
 		"--failover-eviction-timeout=" + testEvictionTimeout.String(),
 		"--cluster-failure-threshold=2s", "--cluster-success-threshold=1s",
-		"--store-flush-interval=200ms",
+		"--store-flush-interval=200ms", "--lease-flush-interval=1s",
 	}, extraFlags...)
 	h.Process = &process.Process{Name: "flotilla-hub", Binary: filepath.Join(binDir, "flotilla-hub"), Args: args,
 		LogPath: filepath.Join(dir, "hub.log"), Env: []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"}}

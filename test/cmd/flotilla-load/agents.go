@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/flotilla-io/flotilla/internal/pki"
+	"github.com/flotilla-io/flotilla/protocol"
+)
+
+// simAgent is a simulated agent: a real QUIC connection with a real client
+// certificate, lease renewals at the agreed interval and synthetic status.
+type simAgent struct {
+	name    string
+	tlsConf *tls.Config
+	cancel  context.CancelFunc
+	done    chan struct{}
+	acks    atomic.Int64
+}
+
+// fleet is the set of simulated agents, spread over a few UDP sockets.
+type fleet struct {
+	hubAddr        string
+	transports     []*quic.Transport
+	agents         []*simAgent
+	statusInterval time.Duration
+	leaseDuration  time.Duration
+	errors         atomic.Int64
+}
+
+func newFleet(hubAddr string, ca *pki.CA, count, sockets int, leaseDuration, statusInterval time.Duration) (*fleet, error) {
+	f := &fleet{hubAddr: hubAddr, leaseDuration: leaseDuration, statusInterval: statusInterval}
+	for range sockets {
+		conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			return nil, err
+		}
+		f.transports = append(f.transports, &quic.Transport{Conn: conn})
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	for i := range count {
+		name := fmt.Sprintf("load-%05d", i)
+		kp, err := ca.Issue(pki.Request{CommonName: protocol.ClusterCommonName(name), Usage: pki.ClientAuth, ValidFor: 24 * time.Hour})
+		if err != nil {
+			return nil, err
+		}
+		cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+		if err != nil {
+			return nil, err
+		}
+		f.agents = append(f.agents, &simAgent{name: name, tlsConf: protocol.ClientTLSConfig(cert, roots, "127.0.0.1")})
+	}
+	return f, nil
+}
+
+// connect starts every agent, at most parallel handshakes at a time, and
+// returns once all got their welcome.
+func (f *fleet) connect(ctx context.Context, parallel int, progress func(done int)) error {
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	var connected atomic.Int64
+	errs := make(chan error, len(f.agents))
+	for i, a := range f.agents {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			welcomed := make(chan error, 1)
+			agentCtx, cancel := context.WithCancel(ctx)
+			a.cancel, a.done = cancel, make(chan struct{})
+			go func() {
+				defer close(a.done)
+				f.run(agentCtx, a, f.transports[i%len(f.transports)], welcomed)
+			}()
+			if err := <-welcomed; err != nil {
+				errs <- fmt.Errorf("%s: %w", a.name, err)
+				return
+			}
+			if n := connected.Add(1); n%500 == 0 {
+				progress(int(n))
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs // nil when every agent connected
+}
+
+// run is one agent's session: hello, welcome, then renewals and status
+// until ctx ends. Stopping it abruptly (ctx) models a crashed agent: no
+// goodbye is sent, the hub only sees the renewals stop.
+func (f *fleet) run(ctx context.Context, a *simAgent, tr *quic.Transport, welcomed chan<- error) {
+	conn, err := tr.Dial(ctx, udpAddr(f.hubAddr), a.tlsConf, protocol.QUICConfig())
+	if err != nil {
+		welcomed <- err
+		return
+	}
+	defer conn.CloseWithError(protocol.CloseNormal, "load agent stopped")
+	control, err := conn.OpenStreamSync(ctx)
+	if err == nil {
+		err = protocol.WriteStreamKind(control, protocol.StreamControl)
+	}
+	if err == nil {
+		err = protocol.WriteMessage(control, &protocol.Hello{ProtocolVersion: protocol.Version, ClusterName: a.name, AgentVersion: "load", LeaseDurationSeconds: int32(f.leaseDuration / time.Second)})
+	}
+	if err != nil {
+		welcomed <- err
+		return
+	}
+	reader := protocol.NewReader(control, 0)
+	msg, err := reader.ReadMessage()
+	welcome, ok := msg.(*protocol.Welcome)
+	if err != nil || !ok {
+		welcomed <- fmt.Errorf("no welcome: %v %v", err, msg)
+		return
+	}
+	welcomed <- nil
+	go func() { // acks: count them, and end the session on any read error
+		for {
+			if _, err := reader.ReadMessage(); err != nil {
+				return
+			}
+			a.acks.Add(1)
+		}
+	}()
+	status, err := conn.OpenStreamSync(ctx)
+	if err == nil {
+		err = protocol.WriteStreamKind(status, protocol.StreamStatus)
+	}
+	if err != nil {
+		f.errors.Add(1)
+		return
+	}
+	f.loop(ctx, a, control, status, time.Duration(welcome.RenewIntervalMillis)*time.Millisecond)
+}
+
+// loop renews and reports on jittered tickers, like real agents whose
+// start times are spread out.
+func (f *fleet) loop(ctx context.Context, a *simAgent, control, status *quic.Stream, renewEvery time.Duration) {
+	renew := time.NewTimer(time.Duration(rand.Int64N(int64(renewEvery))))
+	defer renew.Stop()
+	report := time.NewTimer(0)
+	defer report.Stop()
+	var seq uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-renew.C:
+			seq++
+			if err := protocol.WriteMessage(control, &protocol.LeaseRenew{Seq: seq, AgentTime: time.Now()}); err != nil {
+				f.errors.Add(1)
+				return
+			}
+			renew.Reset(renewEvery)
+		case <-report.C:
+			if err := protocol.WriteMessage(status, syntheticStatus()); err != nil {
+				f.errors.Add(1)
+				return
+			}
+			report.Reset(f.statusInterval)
+		}
+	}
+}
+
+func syntheticStatus() *protocol.ClusterStatus {
+	return &protocol.ClusterStatus{
+		ObservedAt: time.Now(), KubernetesVersion: "v1.37.2", APIServerHealthy: true, HealthMessage: "ok",
+		NodesTotal: 3, NodesReady: 3,
+		Allocatable: map[string]string{"cpu": "24", "memory": "96Gi", "pods": "330"},
+		Allocated:   map[string]string{"cpu": "3", "memory": "8Gi", "pods": "12"},
+	}
+}
+
+func udpAddr(hostPort string) *net.UDPAddr {
+	addr, err := net.ResolveUDPAddr("udp", hostPort)
+	if err != nil {
+		return &net.UDPAddr{}
+	}
+	return addr
+}
+
+// stop ends the sessions of the given agents at once and waits for them.
+func stopAgents(agents []*simAgent) {
+	for _, a := range agents {
+		a.cancel()
+	}
+	for _, a := range agents {
+		<-a.done
+	}
+}
+
+func (f *fleet) close() {
+	stopAgents(f.agents)
+	for _, tr := range f.transports {
+		tr.Close()
+	}
+}

@@ -1,0 +1,219 @@
+// Command flotilla-load measures a hub under many agents: it starts a real
+// flotilla-hub, connects N simulated agents over real QUIC (real client
+// certificates, lease renewals, synthetic status, no member clusters),
+// measures hub CPU, RSS, heartbeats/s and store writes/s, then stops a
+// fraction of the agents at once and reports how exactly the hub detected
+// it (time of Unknown minus last renewal plus grace period, p50/p99).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/flotilla-io/flotilla/hub"
+	"github.com/flotilla-io/flotilla/test/process"
+)
+
+type options struct {
+	agents         int
+	leaseDuration  time.Duration
+	grace          time.Duration
+	statusInterval time.Duration
+	measure        time.Duration
+	stopFraction   float64
+	sockets        int
+	parallel       int
+	hubBin         string
+	dir            string
+}
+
+func main() {
+	var o options
+	flags := pflag.NewFlagSet("flotilla-load", pflag.ExitOnError)
+	flags.IntVar(&o.agents, "agents", 1000, "number of simulated agents")
+	flags.DurationVar(&o.leaseDuration, "lease-duration", 40*time.Second, "agents' lease duration; they renew every quarter of it")
+	flags.DurationVar(&o.grace, "grace", 40*time.Second, "hub --cluster-monitor-grace-period")
+	flags.DurationVar(&o.statusInterval, "status-interval", 10*time.Second, "how often each agent reports status")
+	flags.DurationVar(&o.measure, "measure", 30*time.Second, "length of the steady-state measurement window")
+	flags.Float64Var(&o.stopFraction, "stop-fraction", 0.1, "fraction of agents stopped at once for the detection measurement")
+	flags.IntVar(&o.sockets, "sockets", 0, "client UDP sockets the agents share (default: one per 250 agents)")
+	flags.IntVar(&o.parallel, "parallel", 32, "handshakes in flight while connecting")
+	flags.StringVar(&o.hubBin, "hub-bin", "", "flotilla-hub binary (default: built from this checkout)")
+	flags.StringVar(&o.dir, "dir", "", "working folder for the hub's data and log (default: a temporary folder)")
+	_ = flags.Parse(os.Args[1:])
+	if o.sockets == 0 {
+		o.sockets = max(1, o.agents/250)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "flotilla-load:", err)
+		os.Exit(1)
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+func run(ctx context.Context, o options) error {
+	dir := o.dir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "flotilla-load-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	if o.hubBin == "" {
+		o.hubBin = filepath.Join(dir, "flotilla-hub")
+		logf("building flotilla-hub")
+		if out, err := exec.Command("go", "build", "-o", o.hubBin, "./cmd/flotilla-hub").CombinedOutput(); err != nil {
+			return fmt.Errorf("build hub (run from the repository root): %v\n%s", err, out)
+		}
+	}
+	dataDir := filepath.Join(dir, "data")
+	ca, err := hub.EnsureCA(dataDir)
+	if err != nil {
+		return err
+	}
+	h, err := startHub(o, dir, dataDir)
+	if err != nil {
+		return err
+	}
+	defer h.proc.Stop()
+
+	f, err := newFleet(h.quicAddr, ca, o.agents, o.sockets, o.leaseDuration, o.statusInterval)
+	if err != nil {
+		return err
+	}
+	defer f.close()
+	started := time.Now()
+	logf("connecting %d agents over %d sockets", o.agents, o.sockets)
+	if err := f.connect(ctx, o.parallel, func(n int) { logf("  %d connected", n) }); err != nil {
+		return fmt.Errorf("connect agents: %w", err)
+	}
+	logf("all %d agents connected in %v", o.agents, time.Since(started).Round(time.Millisecond))
+
+	// Let the hub's start-up grace pass and every agent renew a few times.
+	settle := time.Until(h.started.Add(o.grace + o.leaseDuration + o.leaseDuration/2))
+	logf("settling for %v", settle.Round(time.Second))
+	if err := sleepCtx(ctx, settle); err != nil {
+		return err
+	}
+	steady, err := measureSteadyState(ctx, h, o.measure)
+	if err != nil {
+		return err
+	}
+	detection, err := measureDetection(ctx, h, f, o)
+	if err != nil {
+		return err
+	}
+	printReport(os.Stdout, o, steady, detection, f.errors.Load())
+	return nil
+}
+
+// hubProc is the hub under load.
+type hubProc struct {
+	proc               *process.Process
+	quicAddr, httpAddr string
+	started            time.Time
+}
+
+func startHub(o options, dir, dataDir string) (*hubProc, error) {
+	quicPort, err := freePort("udp")
+	if err != nil {
+		return nil, err
+	}
+	httpPort, err := freePort("tcp")
+	if err != nil {
+		return nil, err
+	}
+	h := &hubProc{quicAddr: "127.0.0.1:" + strconv.Itoa(quicPort), httpAddr: "127.0.0.1:" + strconv.Itoa(httpPort)}
+	h.proc = &process.Process{
+		Name: "flotilla-hub", Binary: o.hubBin, LogPath: filepath.Join(dir, "hub.log"),
+		Env: []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"},
+		Args: []string{"--data-dir=" + dataDir, "--quic-addr=" + h.quicAddr, "--http-addr=" + h.httpAddr,
+			"--cluster-monitor-grace-period=" + o.grace.String(), "--cluster-startup-grace-period=" + (2 * o.grace).String(),
+			"--failover-eviction-timeout=1h", "--log-level=warn"},
+	}
+	h.started = time.Now()
+	if err := h.proc.Start(); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var st hub.Stats
+		if err := h.get("/debug/stats", &st); err == nil {
+			logf("hub pid %d ready (log %s)", h.proc.Pid(), h.proc.LogPath)
+			return h, nil
+		}
+		if h.proc.HasExited() || time.Now().After(deadline) {
+			return nil, fmt.Errorf("hub did not start: %v\n%s", h.proc.ExitError(), process.TailFile(h.proc.LogPath, 20))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func freePort(network string) (int, error) {
+	if network == "udp" {
+		c, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		defer c.Close()
+		return c.LocalAddr().(*net.UDPAddr).Port, nil
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (h *hubProc) get(path string, v any) error {
+	resp, err := http.Get("http://" + h.httpAddr + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("GET %s: %s %s", path, resp.Status, body)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// machine describes where the figures come from.
+func machine() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s, %d CPUs, %s/%s, %s", host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub"
+)
+
+// steadyState are the rates over the measurement window.
+type steadyState struct {
+	window                    time.Duration
+	heartbeatsPerSec          float64
+	statusPerSec              float64
+	storeWritesPerSec         float64
+	storeTxnsPerSec           float64
+	cpuPercent                float64 // of one core
+	rssMiB, peakRSSMiB        float64
+	connected, clusters       int
+	transitionsDuringMeasure  int64
+	rejectedDuringMeasurement int64
+}
+
+func measureSteadyState(ctx context.Context, h *hubProc, window time.Duration) (steadyState, error) {
+	var before, after hub.Stats
+	if err := h.get("/debug/stats", &before); err != nil {
+		return steadyState{}, err
+	}
+	cpuBefore, err := cpuSeconds(h.proc.Pid())
+	if err != nil {
+		return steadyState{}, err
+	}
+	start := time.Now()
+	logf("measuring steady state for %v", window)
+	if err := sleepCtx(ctx, window); err != nil {
+		return steadyState{}, err
+	}
+	if err := h.get("/debug/stats", &after); err != nil {
+		return steadyState{}, err
+	}
+	cpuAfter, err := cpuSeconds(h.proc.Pid())
+	if err != nil {
+		return steadyState{}, err
+	}
+	elapsed := time.Since(start).Seconds()
+	rss, peak, err := memory(h.proc.Pid())
+	if err != nil {
+		return steadyState{}, err
+	}
+	rate := func(a, b int64) float64 { return float64(b-a) / elapsed }
+	return steadyState{
+		window:                   time.Since(start),
+		heartbeatsPerSec:         rate(before.Renewals, after.Renewals),
+		statusPerSec:             rate(before.StatusReports, after.StatusReports),
+		storeWritesPerSec:        rate(before.StoreWrites, after.StoreWrites),
+		storeTxnsPerSec:          rate(before.StoreTxns, after.StoreTxns),
+		cpuPercent:               100 * (cpuAfter - cpuBefore) / elapsed,
+		rssMiB:                   rss,
+		peakRSSMiB:               peak,
+		connected:                after.ConnectedAgents,
+		clusters:                 after.Clusters,
+		transitionsDuringMeasure: after.Transitions - before.Transitions,
+	}, nil
+}
+
+// detection is how exactly the hub noticed agents that stopped at once.
+type detection struct {
+	stopped, detected, falseUnknown int
+	errors                          []time.Duration // Unknown time − (last renewal + grace)
+}
+
+func measureDetection(ctx context.Context, h *hubProc, f *fleet, o options) (detection, error) {
+	count := max(1, int(float64(len(f.agents))*o.stopFraction))
+	victims := f.agents[:count]
+	logf("stopping %d agents at once", count)
+	stopAgents(victims)
+	if err := sleepCtx(ctx, o.grace+3*time.Second); err != nil {
+		return detection{}, err
+	}
+	var leases coordinationv1.LeaseList
+	if err := h.get("/apis/coordination.k8s.io/v1/namespaces/"+v1alpha1.LeaseNamespace+"/leases", &leases); err != nil {
+		return detection{}, err
+	}
+	var events corev1.EventList
+	if err := h.get("/api/v1/events?involvedObject.kind=Cluster", &events); err != nil {
+		return detection{}, err
+	}
+	renewed := map[string]time.Time{}
+	for _, l := range leases.Items {
+		renewed[l.Name] = l.Spec.RenewTime.Time
+	}
+	stopped := map[string]bool{}
+	for _, a := range victims {
+		stopped[a.name] = true
+	}
+	d := detection{stopped: count}
+	for _, ev := range events.Items {
+		if ev.Reason != v1alpha1.ReasonLeaseExpired {
+			continue
+		}
+		name := ev.InvolvedObject.Name
+		if !stopped[name] {
+			d.falseUnknown++
+			continue
+		}
+		d.detected++
+		d.errors = append(d.errors, ev.EventTime.Time.Sub(renewed[name].Add(o.grace)))
+	}
+	sort.Slice(d.errors, func(i, j int) bool { return d.errors[i] < d.errors[j] })
+	return d, nil
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(p * float64(len(sorted)-1))
+	return sorted[i]
+}
+
+func printReport(w io.Writer, o options, s steadyState, d detection, agentErrors int64) {
+	fmt.Fprintf(w, "machine                 %s\n", machine())
+	fmt.Fprintf(w, "agents                  %d (connected %d, clusters %d), lease %v, grace %v, status every %v\n",
+		o.agents, s.connected, s.clusters, o.leaseDuration, o.grace, o.statusInterval)
+	fmt.Fprintf(w, "hub CPU                 %.1f %% of one core (over %v)\n", s.cpuPercent, s.window.Round(time.Second))
+	fmt.Fprintf(w, "hub RSS                 %.0f MiB (peak %.0f MiB)\n", s.rssMiB, s.peakRSSMiB)
+	fmt.Fprintf(w, "heartbeats/s            %.0f\n", s.heartbeatsPerSec)
+	fmt.Fprintf(w, "status reports/s        %.0f\n", s.statusPerSec)
+	fmt.Fprintf(w, "store writes/s          %.1f objects in %.1f transactions\n", s.storeWritesPerSec, s.storeTxnsPerSec)
+	fmt.Fprintf(w, "Ready changes (steady)  %d\n", s.transitionsDuringMeasure)
+	fmt.Fprintf(w, "stopped at once         %d, detected %d, false Unknown among the rest %d\n", d.stopped, d.detected, d.falseUnknown)
+	if len(d.errors) > 0 {
+		fmt.Fprintf(w, "detection error         p50 %v  p99 %v  max %v  (Unknown time − last renewal − grace)\n",
+			percentile(d.errors, 0.50).Round(time.Microsecond), percentile(d.errors, 0.99).Round(time.Microsecond), d.errors[len(d.errors)-1].Round(time.Microsecond))
+	}
+	fmt.Fprintf(w, "agent-side errors       %d\n", agentErrors)
+}
+
+// cpuSeconds is the user+system CPU time of a process.
+func cpuSeconds(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses.
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	utime, err1 := strconv.ParseFloat(fields[11], 64)
+	stime, err2 := strconv.ParseFloat(fields[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	const ticksPerSecond = 100 // USER_HZ on Linux
+	return (utime + stime) / ticksPerSecond, nil
+}
+
+// memory returns current and peak RSS in MiB.
+func memory(pid int) (rss, peak float64, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			continue
+		}
+		kib, _ := strconv.ParseFloat(fields[1], 64)
+		switch fields[0] {
+		case "VmRSS:":
+			rss = kib / 1024
+		case "VmHWM:":
+			peak = kib / 1024
+		}
+	}
+	return rss, peak, nil
+}
