@@ -259,7 +259,7 @@ func (r *Registry) recordLocked(c *v1alpha1.Cluster, eventType, reason, message 
 		Source:         corev1.EventSource{Component: "flotilla-hub"},
 		FirstTimestamp: stamp, LastTimestamp: stamp, Count: 1,
 		// EventTime keeps microseconds, so detection latency can be measured.
-		EventTime: metav1.NewMicroTime(now),
+		EventTime:           metav1.NewMicroTime(now),
 		ReportingController: "flotilla.io/hub", ReportingInstance: r.cfg.HubID,
 	})
 	r.stats.eventsRecorded.Add(1)
