@@ -12,9 +12,9 @@ export QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING := true
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
 
-build: ## compile every package and the binaries into bin/
+build: ## compile every package, and flotilla-hub, flotilla-agent, flotilla and the test tools into bin/
 	$(GO) build ./...
-	$(GO) build -o bin/ ./test/cmd/...
+	$(GO) build -o bin/ ./cmd/... ./test/cmd/...
 
 testbin: ## build kube-apiserver, controller-manager, scheduler, etcd and KWOK into .testbin/ (cold ~10 min, warm seconds)
 	test/tools/build-testbin.sh $(TESTBIN)
@@ -37,8 +37,8 @@ e2e: testbin ## end-to-end tests only (real member clusters)
 bench: ## Go benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-demo: testbin ## start 3 member clusters and show how to watch them (Ctrl-C stops)
-	$(GO) run ./test/cmd/memberclusters --count 3 --dir $(DEMO_DIR)
+demo: testbin build ## hub, 3 member clusters, 3 agents and a failure to watch (Ctrl-C stops)
+	bin/flotilla-demo --dir $(DEMO_DIR) --bin-dir bin
 
 clean: ## remove build output and demo state (keeps the testbin cache)
 	rm -rf bin $(DEMO_DIR)

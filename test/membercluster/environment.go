@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -53,6 +54,9 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 	}
 	binDir, err := filepath.Abs(opts.BinDir)
 	if err != nil {
+		return nil, fmt.Errorf("member clusters: %w", err)
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("member clusters: %w", err)
 	}
 

@@ -12,7 +12,7 @@ import (
 // Options configure a set of member clusters.
 type Options struct {
 	// Dir holds the shared etcd's data and one folder per cluster with its
-	// kubeconfig, certificates and component logs. It must exist.
+	// kubeconfig, certificates and component logs. It is created if missing.
 	Dir string
 	// BinDir holds the test binaries; empty means FindBinDir.
 	BinDir string

@@ -1,0 +1,163 @@
+// Command flotilla-demo runs the whole system on one machine: three real
+// member clusters, the hub with its embedded store, one agent per cluster,
+// and a scripted failure you can watch — an agent is killed, its cluster
+// goes Unknown and is tainted, then the agent comes back. It prints the
+// cluster table as it goes and runs until Ctrl-C.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/flotilla-io/flotilla/test/membercluster"
+	"github.com/flotilla-io/flotilla/test/process"
+)
+
+type options struct {
+	dir, binDir        string
+	quicAddr, httpAddr string
+	clusters           int
+	grace, eviction    time.Duration
+	failAfter, outage  time.Duration
+	every              time.Duration
+}
+
+func main() {
+	var o options
+	flags := pflag.NewFlagSet("flotilla-demo", pflag.ExitOnError)
+	flags.StringVar(&o.dir, "dir", ".demo", "folder for the hub data, member clusters, certificates and logs")
+	flags.StringVar(&o.binDir, "bin-dir", "bin", "folder with flotilla-hub, flotilla-agent and flotilla (make build)")
+	flags.StringVar(&o.quicAddr, "quic-addr", "127.0.0.1:7443", "hub QUIC address")
+	flags.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:7080", "hub API address (the flotilla CLI's default)")
+	flags.IntVar(&o.clusters, "clusters", 3, "member clusters")
+	flags.DurationVar(&o.grace, "grace", 10*time.Second, "hub --cluster-monitor-grace-period (short, so the demo is quick to watch)")
+	flags.DurationVar(&o.eviction, "eviction-timeout", 30*time.Second, "hub --failover-eviction-timeout")
+	flags.DurationVar(&o.failAfter, "fail-after", 30*time.Second, "when to kill the last cluster's agent (0: never)")
+	flags.DurationVar(&o.outage, "outage", 60*time.Second, "how long that agent stays down")
+	flags.DurationVar(&o.every, "print-every", 5*time.Second, "how often to print the cluster table")
+	_ = flags.Parse(os.Args[1:])
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "flotilla-demo:", err)
+		os.Exit(1)
+	}
+}
+
+func say(format string, args ...any) {
+	fmt.Printf("\n==> "+format+"\n", args...)
+}
+
+func run(ctx context.Context, o options) error {
+	dir, err := filepath.Abs(o.dir)
+	if err != nil {
+		return err
+	}
+	bin := func(name string) string { return filepath.Join(o.binDir, name) }
+	for _, name := range []string{"flotilla-hub", "flotilla-agent", "flotilla"} {
+		if _, err := os.Stat(bin(name)); err != nil {
+			return fmt.Errorf("%w: run `make build` first", err)
+		}
+	}
+	// A fresh demo each time: old clusters, data and certificates go.
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+
+	say("starting %d member clusters (kube-apiserver, controller-manager, scheduler, KWOK) in %s", o.clusters, dir)
+	env, err := membercluster.Start(ctx, membercluster.Options{
+		Dir: filepath.Join(dir, "clusters"), Clusters: membercluster.Specs(o.clusters),
+		Logger: slog.New(slog.NewTextHandler(os.Stdout, nil)),
+	})
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+
+	dataDir := filepath.Join(dir, "hub")
+	hubProc := &process.Process{
+		Name: "flotilla-hub", Binary: bin("flotilla-hub"), LogPath: filepath.Join(dir, "hub.log"),
+		Args: []string{"--data-dir=" + dataDir, "--quic-addr=" + o.quicAddr, "--http-addr=" + o.httpAddr, "--hub-id=demo-hub",
+			"--cluster-monitor-grace-period=" + o.grace.String(), "--failover-eviction-timeout=" + o.eviction.String()},
+		Env: []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"},
+	}
+	say("starting the hub (QUIC %s, API http://%s, grace %v, eviction timeout %v); log: %s", o.quicAddr, o.httpAddr, o.grace, o.eviction, hubProc.LogPath)
+	if err := hubProc.Start(); err != nil {
+		return err
+	}
+	defer hubProc.Stop()
+
+	agents := map[string]*process.Process{}
+	for _, c := range env.Clusters() {
+		certDir := filepath.Join(dir, "certs", c.Name)
+		issue := exec.CommandContext(ctx, bin("flotilla-hub"), "certs", "issue", "--data-dir", dataDir, "--cluster", c.Name, "--out", certDir)
+		if out, err := issue.CombinedOutput(); err != nil {
+			return fmt.Errorf("certs issue %s: %v\n%s", c.Name, err, out)
+		}
+		a := &process.Process{
+			Name: "flotilla-agent/" + c.Name, Binary: bin("flotilla-agent"), LogPath: filepath.Join(dir, "agent-"+c.Name+".log"),
+			Args: []string{"--hub=" + o.quicAddr, "--cluster-name=" + c.Name, "--kubeconfig=" + c.Kubeconfig, "--cert-dir=" + certDir, "--lease-duration=8s"},
+			Env:  []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"},
+		}
+		if err := a.Start(); err != nil {
+			return err
+		}
+		defer a.Stop()
+		agents[c.Name] = a
+	}
+	say("agents started; watch from another terminal with:\n"+
+		"    %[1]s --server http://%[2]s get clusters -o wide\n"+
+		"    %[1]s --server http://%[2]s get leases\n"+
+		"    %[1]s --server http://%[2]s describe cluster member-%[3]d\n"+
+		"    kubectl --kubeconfig %[4]s get nodes", bin("flotilla"), o.httpAddr, o.clusters, env.Clusters()[0].Kubeconfig)
+	return script(ctx, o, bin("flotilla"), agents[fmt.Sprintf("member-%d", o.clusters)])
+}
+
+// script prints the cluster table regularly and plays the failure.
+func script(ctx context.Context, o options, cli string, victim *process.Process) error {
+	start := time.Now()
+	ticker := time.NewTicker(o.every)
+	defer ticker.Stop()
+	killed, restored := o.failAfter <= 0, o.failAfter <= 0
+	for {
+		select {
+		case <-ctx.Done():
+			say("stopping (Ctrl-C)")
+			return nil
+		case <-ticker.C:
+		}
+		elapsed := time.Since(start)
+		switch {
+		case !killed && elapsed >= o.failAfter:
+			say("killing the agent of %s (SIGKILL): its lease stops; Unknown and unreachable:NoSchedule after %v, NoExecute %v later",
+				victim.Name[len("flotilla-agent/"):], o.grace, o.eviction)
+			if err := victim.Kill(); err != nil {
+				return err
+			}
+			killed = true
+		case killed && !restored && elapsed >= o.failAfter+o.outage:
+			say("starting the agent again: Ready, taints removed")
+			if err := victim.Start(); err != nil {
+				return err
+			}
+			restored = true
+		}
+		fmt.Printf("\n--- %s (+%v)\n", time.Now().Format("15:04:05"), elapsed.Round(time.Second))
+		table := exec.CommandContext(ctx, cli, "--server", "http://"+o.httpAddr, "get", "clusters", "-o", "wide")
+		table.Stdout, table.Stderr = os.Stdout, io.Discard
+		_ = table.Run()
+	}
+}
