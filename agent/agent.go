@@ -1,0 +1,138 @@
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"github.com/flotilla-io/flotilla/protocol"
+)
+
+// Agent keeps one member cluster connected to the hub.
+type Agent struct {
+	cfg    Config
+	log    *slog.Logger
+	clock  clock.WithTicker
+	tls    *tls.Config
+	status *statusCollector
+	stats  statsBox
+	jitter rand.Source
+}
+
+// Run validates cfg and runs an agent until ctx ends; see [Agent.Run].
+func Run(ctx context.Context, cfg Config) error {
+	a, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+// New checks cfg, reads the certificates and the kubeconfig, and returns an
+// agent ready to run. Its errors are configuration errors, each naming the
+// setting or file at fault.
+func New(cfg Config) (*Agent, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("invalid agent configuration: %w", err)
+	}
+	// Certificate validity is about the real world, not an injected clock.
+	tlsConf, err := loadTLSConfig(cfg, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	client, err := newKubeClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return newAgent(cfg, tlsConf, client, apiServerProbe(client.Discovery().RESTClient())), nil
+}
+
+// newAgent assembles an agent from checked parts; tests use it to swap the
+// member cluster for a fake.
+func newAgent(cfg Config, tlsConf *tls.Config, client kubernetes.Interface, probe healthProbe) *Agent {
+	cfg = cfg.withDefaults()
+	log := cfg.Logger.With("cluster", cfg.ClusterName)
+	return &Agent{
+		cfg:    cfg,
+		log:    log,
+		clock:  cfg.Clock,
+		tls:    tlsConf,
+		status: newStatusCollector(client, probe, cfg.Clock, log),
+		jitter: rand.NewPCG(rand.Uint64(), rand.Uint64()),
+	}
+}
+
+// Stats returns a snapshot of the agent's connection statistics. It is safe
+// to call while Run runs.
+func (a *Agent) Stats() Stats { return a.stats.get() }
+
+// Run connects to the hub and keeps reconnecting, with jittered exponential
+// backoff, until ctx ends. Then it sends GoAway, closes the connection and
+// returns nil; no goroutine it started outlives it. Call Run at most once.
+func (a *Agent) Run(ctx context.Context) error {
+	a.log.Info("agent starting", "hub", a.cfg.Hub, "version", a.cfg.Version,
+		"leaseDuration", a.cfg.LeaseDuration, "statusInterval", a.cfg.StatusInterval)
+	b := newBackoff(backoffInitial, backoffMax, a.jitter)
+	for {
+		welcomedAt, err := a.runSession(ctx)
+		if ctx.Err() != nil {
+			a.log.Info("agent stopped")
+			return nil
+		}
+		delay := retryDelay(b, welcomedAt, a.clock.Now())
+		a.logSessionEnd(err, !welcomedAt.IsZero(), delay)
+		if !a.sleep(ctx, delay) {
+			a.log.Info("agent stopped")
+			return nil
+		}
+	}
+}
+
+// retryDelay is the wait before redialing after a session that ended at now;
+// welcomedAt is when the hub welcomed it, zero if it never did. A session
+// that ran stably starts the backoff over.
+func retryDelay(b *backoff, welcomedAt, now time.Time) time.Duration {
+	if !welcomedAt.IsZero() && now.Sub(welcomedAt) >= stableSession {
+		b.Reset()
+	}
+	return b.Next()
+}
+
+// logSessionEnd says why a session ended and when the agent retries.
+func (a *Agent) logSessionEnd(err error, welcomed bool, delay time.Duration) {
+	var goAway *goAwayError
+	var peerErr *protocol.Error
+	switch {
+	case errors.As(err, &goAway):
+		a.log.Info("hub sent GoAway, reconnecting", "reason", goAway.reason, "retryIn", delay)
+	case errors.As(err, &peerErr):
+		// Unauthorized, UnsupportedVersion, ClusterMismatch: an operator
+		// must act, so say so loudly, but keep retrying in case they do.
+		a.log.Error("hub refused the session", "code", peerErr.Code, "message", peerErr.Message,
+			"err", err, "retryIn", delay)
+	case welcomed:
+		a.log.Warn("lost the connection to the hub", "err", err, "retryIn", delay)
+	default:
+		a.log.Warn("cannot connect to the hub", "err", err, "retryIn", delay)
+	}
+}
+
+// sleep waits for d on the agent's clock; false means ctx ended first.
+func (a *Agent) sleep(ctx context.Context, d time.Duration) bool {
+	t := a.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}

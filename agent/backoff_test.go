@@ -1,0 +1,129 @@
+package agent
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// fixedSource always yields the same number, so the jitter factor is fixed:
+// 0 gives -20%, 1<<52 (Float64 0.5) none, 1<<53-1 nearly +20%.
+type fixedSource uint64
+
+func (s fixedSource) Uint64() uint64 { return uint64(s) }
+
+func TestBackoff(t *testing.T) {
+	const s = time.Second
+	for _, tc := range []struct {
+		name string
+		src  rand.Source
+		// resetAfter resets the backoff after that many delays (0: never).
+		resetAfter int
+		want       []time.Duration
+	}{
+		{
+			name: "no jitter doubles up to the cap",
+			src:  fixedSource(1 << 52),
+			want: []time.Duration{1 * s, 2 * s, 4 * s, 8 * s, 16 * s, 30 * s, 30 * s},
+		},
+		{
+			name: "lowest jitter",
+			src:  fixedSource(0),
+			want: []time.Duration{800 * time.Millisecond, 1600 * time.Millisecond, 3200 * time.Millisecond,
+				6400 * time.Millisecond, 12800 * time.Millisecond, 24 * s, 24 * s},
+		},
+		{
+			name: "highest jitter never exceeds the cap",
+			src:  fixedSource(1<<53 - 1),
+			want: []time.Duration{1200 * time.Millisecond, 2400 * time.Millisecond, 4800 * time.Millisecond,
+				9600 * time.Millisecond, 19200 * time.Millisecond, 30 * s, 30 * s},
+		},
+		{
+			name:       "reset starts over",
+			src:        fixedSource(1 << 52),
+			resetAfter: 3,
+			want:       []time.Duration{1 * s, 2 * s, 4 * s, 1 * s, 2 * s},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBackoff(backoffInitial, backoffMax, tc.src)
+			var got []time.Duration
+			for i := range tc.want {
+				if tc.resetAfter > 0 && i == tc.resetAfter {
+					b.Reset()
+				}
+				got = append(got, roundMillis(b.Next()))
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("delays (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// roundMillis hides float rounding in the jitter arithmetic.
+func roundMillis(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+
+func TestBackoffJitterStaysInBounds(t *testing.T) {
+	b := newBackoff(backoffInitial, backoffMax, rand.NewPCG(1, 2))
+	base := backoffInitial
+	for i := range 50 {
+		d := b.Next()
+		lo, hi := time.Duration(float64(base)*0.8), min(time.Duration(float64(base)*1.2), backoffMax)
+		if d < lo || d > hi {
+			t.Fatalf("delay %d = %v, want within [%v, %v]", i, d, lo, hi)
+		}
+		base = min(2*base, backoffMax)
+	}
+}
+
+func TestRetryDelay(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	type session struct {
+		welcomed bool
+		lasted   time.Duration
+	}
+	for _, tc := range []struct {
+		name     string
+		sessions []session
+		want     []time.Duration
+	}{
+		{
+			name:     "dial failures back off",
+			sessions: []session{{}, {}, {}},
+			want:     []time.Duration{time.Second, 2 * time.Second, 4 * time.Second},
+		},
+		{
+			name:     "short sessions do not reset",
+			sessions: []session{{}, {welcomed: true, lasted: stableSession - time.Millisecond}, {}},
+			want:     []time.Duration{time.Second, 2 * time.Second, 4 * time.Second},
+		},
+		{
+			name:     "a stable session resets",
+			sessions: []session{{}, {}, {welcomed: true, lasted: stableSession}, {}},
+			want:     []time.Duration{time.Second, 2 * time.Second, time.Second, 2 * time.Second},
+		},
+		{
+			name:     "a long unwelcomed attempt does not reset",
+			sessions: []session{{}, {lasted: time.Minute}},
+			want:     []time.Duration{time.Second, 2 * time.Second},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBackoff(backoffInitial, backoffMax, fixedSource(1<<52))
+			var got []time.Duration
+			for _, s := range tc.sessions {
+				var welcomedAt time.Time
+				if s.welcomed {
+					welcomedAt = t0
+				}
+				got = append(got, roundMillis(retryDelay(b, welcomedAt, t0.Add(s.lasted))))
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("delays (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

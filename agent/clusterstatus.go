@@ -1,0 +1,168 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"github.com/flotilla-io/flotilla/protocol"
+)
+
+const (
+	// probeTimeout bounds each call to the member API server, so a hung
+	// server delays a status report by seconds, not forever.
+	probeTimeout = 5 * time.Second
+	// listPageSize keeps each list response bounded on large clusters.
+	listPageSize = 500
+	// nonTerminalPods selects pods that still hold their requests.
+	nonTerminalPods = "status.phase!=Succeeded,status.phase!=Failed"
+)
+
+// statusCollector builds ClusterStatus reports from the member cluster. It
+// remembers the last numbers it could read, so a report made while the API
+// server is unreachable still carries them. It is not safe for concurrent
+// use: one session's status loop uses it at a time.
+type statusCollector struct {
+	client  kubernetes.Interface
+	probe   healthProbe
+	clock   clock.PassiveClock
+	timeout time.Duration
+	log     *slog.Logger
+
+	last protocol.ClusterStatus // version, node and resource fields only
+	// healthy is the last reported API server health, once known is set.
+	healthy, known bool
+}
+
+func newStatusCollector(client kubernetes.Interface, probe healthProbe, clk clock.PassiveClock, log *slog.Logger) *statusCollector {
+	return &statusCollector{client: client, probe: probe, clock: clk, timeout: probeTimeout, log: log}
+}
+
+// collect probes the API server and, if it is healthy, refreshes the
+// version, node and resource numbers. It always returns a report.
+func (c *statusCollector) collect(ctx context.Context) *protocol.ClusterStatus {
+	healthy, message := true, "ok"
+	if err := c.call(ctx, c.probe); err != nil {
+		healthy, message = false, truncateMessage(err.Error(), maxHealthMessage)
+	} else {
+		c.refresh(ctx)
+	}
+	if ctx.Err() == nil { // failures from cancellation say nothing about the cluster
+		c.noteHealth(healthy, message)
+	}
+	return &protocol.ClusterStatus{
+		ObservedAt:        c.clock.Now(),
+		KubernetesVersion: c.last.KubernetesVersion,
+		APIServerHealthy:  healthy,
+		HealthMessage:     message,
+		NodesTotal:        c.last.NodesTotal,
+		NodesReady:        c.last.NodesReady,
+		Allocatable:       maps.Clone(c.last.Allocatable),
+		Allocated:         maps.Clone(c.last.Allocated),
+	}
+}
+
+// noteHealth logs when the API server's health changes.
+func (c *statusCollector) noteHealth(healthy bool, message string) {
+	if c.known && healthy == c.healthy {
+		return
+	}
+	c.known, c.healthy = true, healthy
+	if healthy {
+		c.log.Info("member API server is healthy")
+	} else {
+		c.log.Warn("member API server is unhealthy", "reason", message)
+	}
+}
+
+// refresh reads the version, nodes and pods; what fails keeps its last
+// known value and is logged.
+func (c *statusCollector) refresh(ctx context.Context) {
+	for _, read := range []struct {
+		what string
+		f    func(context.Context) error
+	}{
+		{"version", c.readVersion},
+		{"nodes", c.readNodes},
+		{"pods", c.readPods},
+	} {
+		if err := c.call(ctx, read.f); err != nil && ctx.Err() == nil {
+			c.log.Warn("cannot read the member cluster's "+read.what+", keeping the last known numbers", "err", err)
+		}
+	}
+}
+
+// call runs f with the per-probe timeout.
+func (c *statusCollector) call(ctx context.Context, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	return f(ctx)
+}
+
+func (c *statusCollector) readVersion(ctx context.Context) error {
+	info, err := c.client.Discovery().ServerVersionWithContext(ctx)
+	if err != nil {
+		return fmt.Errorf("get server version: %w", err)
+	}
+	c.last.KubernetesVersion = info.GitVersion
+	return nil
+}
+
+func (c *statusCollector) readNodes(ctx context.Context) error {
+	var nodes []corev1.Node
+	err := listPages(ctx, metav1.ListOptions{}, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+		list, err := c.client.CoreV1().Nodes().List(ctx, opts)
+		if err != nil {
+			return "", err
+		}
+		nodes = append(nodes, list.Items...)
+		return list.Continue, nil
+	})
+	if err != nil {
+		return fmt.Errorf("list nodes: %w", err)
+	}
+	s := summarizeNodes(nodes)
+	c.last.NodesTotal, c.last.NodesReady = s.total, s.ready
+	c.last.Allocatable = quantityStrings(s.allocatable)
+	return nil
+}
+
+func (c *statusCollector) readPods(ctx context.Context) error {
+	// Pods are summed page by page, not held.
+	sum := corev1.ResourceList{}
+	err := listPages(ctx, metav1.ListOptions{FieldSelector: nonTerminalPods}, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+		list, err := c.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
+		if err != nil {
+			return "", err
+		}
+		addResources(sum, summarizePods(list.Items))
+		return list.Continue, nil
+	})
+	if err != nil {
+		return fmt.Errorf("list pods: %w", err)
+	}
+	c.last.Allocated = quantityStrings(sum)
+	return nil
+}
+
+// listPages calls page with growing continue tokens until the list ends.
+func listPages(ctx context.Context, opts metav1.ListOptions, page func(context.Context, metav1.ListOptions) (string, error)) error {
+	opts.Limit = listPageSize
+	for {
+		next, err := page(ctx, opts)
+		if err != nil {
+			return err
+		}
+		if next == "" {
+			return nil
+		}
+		opts.Continue = next
+	}
+}

@@ -1,0 +1,116 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/clock"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultLeaseDuration  = 40 * time.Second
+	DefaultStatusInterval = 10 * time.Second
+)
+
+// maxLeaseDuration is the longest lease the protocol lets an agent ask for.
+const maxLeaseDuration = time.Hour
+
+// Config configures an Agent.
+type Config struct {
+	// Hub is the hub's QUIC address, host:port (UDP).
+	Hub string
+	// ClusterName is this member cluster's name, a DNS-1123 subdomain. The
+	// client certificate must be issued for it.
+	ClusterName string
+	// Kubeconfig is the path of a kubeconfig for the member cluster; empty
+	// means the in-cluster configuration of the agent's service account.
+	Kubeconfig string
+	// CertDir holds ca.crt (the CA that signed the hub's certificate),
+	// tls.crt and tls.key (this agent's client certificate and key).
+	CertDir string
+	// LeaseDuration is the lease the agent asks the hub for (default 40s,
+	// whole seconds, at most 1h).
+	LeaseDuration time.Duration
+	// StatusInterval is how often the agent reports cluster status
+	// (default 10s).
+	StatusInterval time.Duration
+	// Version is the agent's version, sent in Hello.
+	Version string
+	// Logger receives the agent's logs; nil discards them.
+	Logger *slog.Logger
+	// Clock drives renewals, status reports, backoff and measurements; nil
+	// means the real clock. Network deadlines always use the real clock.
+	Clock clock.WithTicker
+}
+
+// withDefaults returns cfg with zero fields set to their defaults.
+func (cfg Config) withDefaults() Config {
+	if cfg.LeaseDuration == 0 {
+		cfg.LeaseDuration = DefaultLeaseDuration
+	}
+	if cfg.StatusInterval == 0 {
+		cfg.StatusInterval = DefaultStatusInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	return cfg
+}
+
+// validate checks the fields that need no file access. It reports every
+// problem at once.
+func (cfg Config) validate() error {
+	var errs []error
+	if err := validateHub(cfg.Hub); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.ClusterName == "" {
+		errs = append(errs, errors.New("cluster name is required"))
+	} else if msgs := validation.IsDNS1123Subdomain(cfg.ClusterName); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("cluster name %q is not a DNS-1123 subdomain: %s",
+			cfg.ClusterName, strings.Join(msgs, "; ")))
+	}
+	if cfg.CertDir == "" {
+		errs = append(errs, errors.New("certificate directory is required"))
+	}
+	if cfg.LeaseDuration < time.Second || cfg.LeaseDuration > maxLeaseDuration {
+		errs = append(errs, fmt.Errorf("lease duration %v must be between 1s and %v", cfg.LeaseDuration, maxLeaseDuration))
+	}
+	if cfg.StatusInterval < 0 {
+		errs = append(errs, fmt.Errorf("status interval %v must be positive", cfg.StatusInterval))
+	}
+	return errors.Join(errs...)
+}
+
+// validateHub checks that hub is host:port with both parts present.
+func validateHub(hub string) error {
+	if hub == "" {
+		return errors.New("hub address is required")
+	}
+	host, port, err := net.SplitHostPort(hub)
+	if err != nil {
+		return fmt.Errorf("hub address %q: %w", hub, err)
+	}
+	if host == "" {
+		return fmt.Errorf("hub address %q: host is empty, want HOST:PORT", hub)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return fmt.Errorf("hub address %q: port %q is not a number in 1-65535", hub, port)
+	}
+	return nil
+}
+
+// leaseSeconds is the lease duration as whole seconds for Hello.
+func (cfg Config) leaseSeconds() int32 {
+	return int32(cfg.LeaseDuration / time.Second)
+}

@@ -1,0 +1,90 @@
+package agent
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/flotilla-io/flotilla/internal/pki"
+	"github.com/flotilla-io/flotilla/protocol"
+)
+
+// testPKI is a CA that signs the test hub's serving certificate and agents'
+// client certificates.
+type testPKI struct {
+	ca   *pki.CA
+	pool *x509.CertPool
+}
+
+func newTestPKI(t *testing.T) *testPKI {
+	t.Helper()
+	ca, err := pki.NewCA("flotilla agent test CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	return &testPKI{ca: ca, pool: pool}
+}
+
+func (p *testPKI) issue(t *testing.T, req pki.Request) *pki.KeyPair {
+	t.Helper()
+	if req.ValidFor == 0 {
+		req.ValidFor = time.Hour
+	}
+	kp, err := p.ca.Issue(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kp
+}
+
+// hubTLS is the test hub's TLS configuration, valid for 127.0.0.1 and
+// localhost, requiring client certificates from this CA.
+func (p *testPKI) hubTLS(t *testing.T) *tls.Config {
+	t.Helper()
+	kp := p.issue(t, pki.Request{CommonName: "flotilla-hub", Usage: pki.ServerAuth,
+		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return protocol.ServerTLSConfig(cert, p.pool)
+}
+
+// certDir writes ca.crt (this CA) and a client certificate with the given
+// common name into a new temporary folder.
+func (p *testPKI) certDir(t *testing.T, commonName string) string {
+	t.Helper()
+	kp := p.issue(t, pki.Request{CommonName: commonName, Usage: pki.ClientAuth})
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, CAFile), p.ca.CertPEM())
+	writeFile(t, filepath.Join(dir, CertFile), kp.CertPEM)
+	writeFile(t, filepath.Join(dir, KeyFile), kp.KeyPEM)
+	return dir
+}
+
+func writeFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testLogger logs to the test output; debug lines only with -v.
+func testLogger(t *testing.T) *slog.Logger {
+	level := slog.LevelInfo
+	if testing.Verbose() {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: level}))
+}
+
+// discard is a logger for tests that do not look at logs.
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -1,0 +1,50 @@
+package agent
+
+import (
+	"fmt"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Client-side rate limits for the member cluster: client-go's default of
+// 5 QPS / burst 10 would throttle a status report on a large cluster.
+const (
+	kubeQPS   = 50
+	kubeBurst = 100
+)
+
+// newKubeClient builds the member cluster client from cfg.Kubeconfig, or from
+// the in-cluster service account when it is empty.
+func newKubeClient(cfg Config) (kubernetes.Interface, error) {
+	rc, err := restConfig(cfg.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	rc.QPS, rc.Burst = kubeQPS, kubeBurst
+	rc.UserAgent = "flotilla-agent"
+	if cfg.Version != "" {
+		rc.UserAgent += "/" + cfg.Version
+	}
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("member cluster client: %w", err)
+	}
+	return client, nil
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		rc, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no kubeconfig given and not running in a cluster: %w", err)
+		}
+		return rc, nil
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
+	}
+	return rc, nil
+}

@@ -1,0 +1,342 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"runtime/pprof"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/flotilla-io/flotilla/protocol"
+)
+
+const testCluster = "member-1"
+
+// waitTimeout bounds every wait for the agent in these tests; they pass in
+// well under a second each, but the machine may be busy.
+const waitTimeout = 20 * time.Second
+
+func healthy(context.Context) error { return nil }
+
+// fakeCluster is a fake member cluster with n Ready nodes of 8 CPUs.
+func fakeCluster(n int) kubernetes.Interface {
+	var objs []runtime.Object
+	for i := range n {
+		objs = append(objs, testNode(nodeName(i), true, "8", "32Gi", "110"))
+	}
+	client := fake.NewClientset(objs...)
+	client.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.37.2"}
+	return client
+}
+
+func nodeName(i int) string { return "node-" + string(rune('a'+i)) }
+
+func testNode(name string, ready bool, cpu, memory, pods string) *corev1.Node {
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status: corev1.NodeStatus{
+			Allocatable: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse(cpu),
+				corev1.ResourceMemory: resource.MustParse(memory),
+				corev1.ResourcePods:   resource.MustParse(pods),
+			},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}},
+		},
+	}
+}
+
+// newTestAgent returns an agent for cluster member-1 with certificates
+// from p, reporting on client, dialing addr; change adjusts its Config.
+func newTestAgent(t *testing.T, p *testPKI, addr string, client kubernetes.Interface, probe healthProbe, change ...func(*Config)) *Agent {
+	t.Helper()
+	cfg := Config{Hub: addr, ClusterName: testCluster, CertDir: p.certDir(t, protocol.ClusterCommonName(testCluster)),
+		StatusInterval: 300 * time.Millisecond, Version: "test", Logger: testLogger(t)}
+	for _, f := range change {
+		f(&cfg)
+	}
+	tlsConf, err := loadTLSConfig(cfg.withDefaults(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newAgent(cfg, tlsConf, client, probe)
+}
+
+// runningAgent is an agent running in the background of a test.
+type runningAgent struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Run has returned
+	err    error         // Run's result, once done is closed
+}
+
+// startAgent runs a until stop is called or the test ends.
+func startAgent(t *testing.T, a *Agent) *runningAgent {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	r := &runningAgent{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.err = a.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-r.done // no goroutine of the agent outlives the test
+	})
+	return r
+}
+
+// wait returns Run's result, failing the test if Run does not return.
+func (r *runningAgent) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case <-r.done:
+		return r.err
+	case <-time.After(waitTimeout):
+		t.Fatalf("Run did not return within %v", waitTimeout)
+		return nil
+	}
+}
+
+func TestAgentSession(t *testing.T) {
+	p := newTestPKI(t)
+	hub := startTestHub(t, p.hubTLS(t), nil)
+	a := newTestAgent(t, p, hub.addr(), fakeCluster(3), healthy)
+	run := startAgent(t, a)
+
+	hello := hub.waitFor(t, "Hello", waitTimeout, isKind("hello"))
+	wantHello := &protocol.Hello{ProtocolVersion: protocol.Version, ClusterName: testCluster, AgentVersion: "test", LeaseDurationSeconds: 40}
+	if diff := cmp.Diff(wantHello, hello.hello); diff != "" {
+		t.Errorf("Hello (-want +got):\n%s", diff)
+	}
+	checkRenewals(t, hub, 3)
+	status := hub.waitFor(t, "ClusterStatus", waitTimeout, isKind("status")).status
+	if !status.APIServerHealthy || status.NodesReady != 3 || status.Allocatable["cpu"] != "24" {
+		t.Errorf("status = %+v, want healthy with 3 Ready nodes and 24 CPUs", status)
+	}
+
+	first := hub.waitConn(t, waitTimeout)
+	if err := first.send(&protocol.GoAway{Reason: "test rebalance"}); err != nil {
+		t.Fatalf("hub GoAway: %v", err)
+	}
+	hub.waitFor(t, "a new Hello after the hub's GoAway", waitTimeout, func(e hubEvent) bool {
+		return e.kind == "hello" && e.conn > first.id
+	})
+	second := hub.waitConn(t, waitTimeout)
+	// A renewal shows that the agent has read Welcome.
+	hub.waitFor(t, "a renewal on the new connection", waitTimeout, func(e hubEvent) bool {
+		return e.kind == "renew" && e.conn == second.id
+	})
+
+	run.cancel()
+	checkGoodbye(t, hub, second.id, run)
+	if left := agentGoroutines(); len(left) > 0 {
+		t.Errorf("goroutines left behind by Run: %v", left)
+	}
+	stats := a.Stats()
+	if stats.Connected || stats.HubID != "test-hub" || stats.LastAck.IsZero() {
+		t.Errorf("stats after shutdown = %+v, want disconnected from test-hub with an ack seen", stats)
+	}
+}
+
+// agentGoroutines counts the goroutines running the agent's code. (The QUIC
+// transport's socket reader is not counted: a test hub's closing transport
+// could not be told apart from the agent's. dialHub's release waits for it.)
+func agentGoroutines() map[string]int {
+	var b bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 2); err != nil {
+		panic(err)
+	}
+	counts := map[string]int{}
+	for stack := range strings.SplitSeq(b.String(), "\n\n") {
+		for _, frame := range []string{"agent.(*Agent)", "agent.(*session)", "agent.(*statusCollector)"} {
+			if strings.Contains(stack, frame) {
+				counts[frame]++
+			}
+		}
+	}
+	return counts
+}
+
+// checkRenewals waits for n renewals in a row and checks that their Seq
+// increases.
+func checkRenewals(t *testing.T, hub *testHub, n int) {
+	t.Helper()
+	var seqs []uint64
+	for range n {
+		seqs = append(seqs, hub.waitFor(t, "LeaseRenew", waitTimeout, isKind("renew")).renew.Seq)
+	}
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			t.Errorf("renewal sequence numbers %v do not increase", seqs)
+			break
+		}
+	}
+}
+
+// checkGoodbye checks that, after the agent's context was cancelled, GoAway
+// arrives on connection conn before it closes, and Run returns nil.
+func checkGoodbye(t *testing.T, hub *testHub, conn int, run *runningAgent) {
+	t.Helper()
+	e := hub.waitFor(t, "GoAway or close", waitTimeout, func(e hubEvent) bool {
+		return e.conn == conn && (e.kind == "goaway" || e.kind == "closed")
+	})
+	if e.kind != "goaway" {
+		t.Fatalf("connection %d closed without GoAway", conn)
+	}
+	if diff := cmp.Diff(&protocol.GoAway{Reason: shutdownReason}, e.goAway); diff != "" {
+		t.Errorf("GoAway (-want +got):\n%s", diff)
+	}
+	hub.waitFor(t, "connection close after GoAway", waitTimeout, func(e hubEvent) bool {
+		return e.conn == conn && e.kind == "closed"
+	})
+	if err := run.wait(t); err != nil {
+		t.Errorf("Run = %v, want nil", err)
+	}
+}
+
+func TestHandshakeAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer protocol.Message
+		check  func(error) bool
+	}{
+		{
+			name:   "unauthorized",
+			answer: &protocol.Error{Code: protocol.CodeUnauthorized, Message: "unknown cluster"},
+			check:  func(err error) bool { return peerErrorCode(err) == protocol.CodeUnauthorized },
+		},
+		{
+			name:   "unsupported version",
+			answer: &protocol.Error{Code: protocol.CodeUnsupportedVersion},
+			check:  func(err error) bool { return peerErrorCode(err) == protocol.CodeUnsupportedVersion },
+		},
+		{
+			name:   "goaway",
+			answer: &protocol.GoAway{Reason: "draining"},
+			check:  func(err error) bool { var g *goAwayError; return errors.As(err, &g) && g.reason == "draining" },
+		},
+		{
+			name:   "not a welcome",
+			answer: &protocol.LeaseAck{Seq: 1, HubTime: time.Now()},
+			check:  func(err error) bool { return errors.Is(err, errProtocol) },
+		},
+		{
+			name: "newer protocol",
+			answer: &protocol.Welcome{ProtocolVersion: protocol.Version + 1, HubID: "h", HubTime: time.Now(),
+				LeaseDurationSeconds: 40, RenewIntervalMillis: 1000},
+			check: func(err error) bool { return errors.Is(err, errProtocol) },
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newTestPKI(t)
+			hub := startTestHub(t, p.hubTLS(t), func(*protocol.Hello) protocol.Message { return tc.answer })
+			a := newTestAgent(t, p, hub.addr(), fakeCluster(1), healthy)
+			ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+			defer cancel()
+			welcomedAt, err := a.runSession(ctx)
+			if err == nil || !welcomedAt.IsZero() || !tc.check(err) {
+				t.Errorf("runSession = %v, %v; want an unwelcomed session and a matching error", welcomedAt, err)
+			}
+		})
+	}
+}
+
+func peerErrorCode(err error) string {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+func TestSessionTLSFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// certDir returns the agent's certificate folder; hub is the
+		// hub's PKI.
+		certDir func(t *testing.T, hub *testPKI) string
+		want    string
+	}{
+		{
+			name: "hub does not trust the agent",
+			certDir: func(t *testing.T, hub *testPKI) string {
+				dir := newTestPKI(t).certDir(t, protocol.ClusterCommonName(testCluster))
+				writeFile(t, dir+"/"+CAFile, hub.ca.CertPEM())
+				return dir
+			},
+			want: "the hub rejected this agent in the TLS handshake",
+		},
+		{
+			name: "agent does not trust the hub",
+			certDir: func(t *testing.T, hub *testPKI) string {
+				dir := hub.certDir(t, protocol.ClusterCommonName(testCluster))
+				writeFile(t, dir+"/"+CAFile, newTestPKI(t).ca.CertPEM())
+				return dir
+			},
+			want: "TLS handshake with the hub failed",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newTestPKI(t)
+			hub := startTestHub(t, p.hubTLS(t), nil)
+			cfg := Config{Hub: hub.addr(), ClusterName: testCluster, CertDir: tc.certDir(t, p), Logger: discard}
+			tlsConf, err := loadTLSConfig(cfg, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := newAgent(cfg, tlsConf, fakeCluster(1), healthy)
+			ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+			defer cancel()
+			_, err = a.runSession(ctx)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("runSession error = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRenewalsFollowTheAgentClock drives renewals and reports with a fake
+// clock: each renewal carries the agent's time, and the next one waits for
+// the clock to move by the hub's renew interval.
+func TestRenewalsFollowTheAgentClock(t *testing.T) {
+	p := newTestPKI(t)
+	hub := startTestHub(t, p.hubTLS(t), nil) // renew interval 200ms
+	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(t0)
+	a := newTestAgent(t, p, hub.addr(), fakeCluster(1), healthy, func(cfg *Config) { cfg.Clock = clk })
+	startAgent(t, a)
+
+	var got []time.Time
+	for seq := uint64(1); seq <= 3; seq++ {
+		e := hub.waitFor(t, "a renewal", waitTimeout, isKind("renew"))
+		if e.renew.Seq != seq {
+			t.Fatalf("renewal %d has Seq %d", seq, e.renew.Seq)
+		}
+		got = append(got, e.renew.AgentTime.UTC())
+		clk.Step(200 * time.Millisecond)
+	}
+	want := []time.Time{t0, t0.Add(200 * time.Millisecond), t0.Add(400 * time.Millisecond)}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("renewal times (-want +got):\n%s", diff)
+	}
+	status := hub.waitFor(t, "ClusterStatus", waitTimeout, isKind("status")).status
+	if at := status.ObservedAt; at.Before(t0) || at.After(clk.Now()) {
+		t.Errorf("status observed at %v, want a time of the agent's clock, in [%v, %v]", at, t0, clk.Now())
+	}
+}

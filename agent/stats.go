@@ -1,0 +1,86 @@
+package agent
+
+import (
+	"sync"
+	"time"
+)
+
+// Stats describe the agent's current connection to the hub.
+type Stats struct {
+	// Connected is true between Welcome and the end of the session.
+	Connected bool
+	// HubID names the hub replica of the current or last session.
+	HubID string
+	// ConnectedSince is when the current session got its Welcome.
+	ConnectedSince time.Time
+	// LastAck is when the last LeaseAck arrived (agent clock).
+	LastAck time.Time
+	// RoundTrip is the round-trip time of the last acknowledged renewal.
+	RoundTrip time.Duration
+	// ClockOffset estimates how far the hub's clock is ahead of the
+	// agent's (negative: behind), from the last acknowledged renewal.
+	ClockOffset time.Duration
+}
+
+// statsBox guards Stats for concurrent readers.
+type statsBox struct {
+	mu sync.Mutex
+	s  Stats
+}
+
+func (b *statsBox) get() Stats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.s
+}
+
+func (b *statsBox) update(f func(*Stats)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f(&b.s)
+}
+
+// estimateClock derives the round-trip time and the hub's clock offset from
+// one renewal: sent and received on the agent's clock, hubTime stamped by
+// the hub in between. It assumes the hub stamped the renewal half-way.
+func estimateClock(sent, received, hubTime time.Time) (rtt, offset time.Duration) {
+	rtt = max(received.Sub(sent), 0)
+	offset = hubTime.Sub(sent.Add(rtt / 2))
+	return rtt, offset
+}
+
+// maxPendingRenewals bounds the renewals remembered while waiting for acks;
+// a hub that never acks must not grow the agent's memory.
+const maxPendingRenewals = 64
+
+// pendingRenewals remembers when each unacknowledged renewal was sent. The
+// renew loop adds and the control reader takes, so it is locked.
+type pendingRenewals struct {
+	mu   sync.Mutex
+	sent map[uint64]time.Time
+}
+
+func (p *pendingRenewals) add(seq uint64, at time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sent == nil {
+		p.sent = make(map[uint64]time.Time)
+	}
+	if len(p.sent) >= maxPendingRenewals {
+		delete(p.sent, seq-maxPendingRenewals)
+	}
+	p.sent[seq] = at
+}
+
+// take returns when seq was sent and forgets it and every older renewal.
+func (p *pendingRenewals) take(seq uint64) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at, ok := p.sent[seq]
+	for s := range p.sent {
+		if s <= seq {
+			delete(p.sent, s)
+		}
+	}
+	return at, ok
+}

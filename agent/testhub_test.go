@@ -1,0 +1,232 @@
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/flotilla-io/flotilla/protocol"
+)
+
+// hubEvent is one thing the test hub saw, in the order it saw them.
+type hubEvent struct {
+	kind   string // "hello", "renew", "status", "goaway" or "closed"
+	conn   int    // connection number, from 1
+	hello  *protocol.Hello
+	renew  *protocol.LeaseRenew
+	status *protocol.ClusterStatus
+	goAway *protocol.GoAway
+}
+
+// testHub is a minimal hub: it answers Hello (with Welcome unless answer
+// says otherwise), acks renewals, closes the connection after an agent's
+// GoAway, and records everything on events.
+type testHub struct {
+	ln     *quic.Listener
+	answer func(*protocol.Hello) protocol.Message
+	events chan hubEvent
+	conns  chan *hubConn // every welcomed connection
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	open   []*quic.Conn
+}
+
+// hubConn lets a test act on one connection.
+type hubConn struct {
+	id      int
+	conn    *quic.Conn
+	mu      sync.Mutex // serialises writes on control
+	control *quic.Stream
+}
+
+// send writes m on the connection's control stream.
+func (c *hubConn) send(m protocol.Message) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return protocol.WriteMessage(c.control, m)
+}
+
+// testWelcome welcomes with a short renew interval.
+func testWelcome(*protocol.Hello) protocol.Message {
+	return &protocol.Welcome{ProtocolVersion: protocol.Version, HubID: "test-hub", HubTime: time.Now(),
+		LeaseDurationSeconds: 40, RenewIntervalMillis: 200}
+}
+
+// startTestHub listens on a loopback port until the test ends. answer nil
+// means testWelcome.
+func startTestHub(t *testing.T, tlsConf *tls.Config, answer func(*protocol.Hello) protocol.Message) *testHub {
+	t.Helper()
+	t.Setenv("QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING", "true")
+	ln, err := quic.ListenAddr("127.0.0.1:0", tlsConf, protocol.QUICConfig())
+	if err != nil {
+		t.Fatalf("test hub: listen: %v", err)
+	}
+	if answer == nil {
+		answer = testWelcome
+	}
+	h := &testHub{ln: ln, answer: answer, events: make(chan hubEvent, 4096), conns: make(chan *hubConn, 16)}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.wg.Go(h.acceptLoop)
+	t.Cleanup(h.close)
+	return h
+}
+
+func (h *testHub) addr() string { return h.ln.Addr().String() }
+
+func (h *testHub) close() {
+	h.cancel()
+	h.ln.Close()
+	h.mu.Lock()
+	for _, c := range h.open {
+		c.CloseWithError(0, "test hub closing")
+	}
+	h.mu.Unlock()
+	h.wg.Wait()
+}
+
+// record queues an event; a test that stopped reading loses events rather
+// than blocking the hub.
+func (h *testHub) record(e hubEvent) {
+	select {
+	case h.events <- e:
+	default:
+	}
+}
+
+func (h *testHub) acceptLoop() {
+	for id := 1; ; id++ {
+		conn, err := h.ln.Accept(h.ctx)
+		if err != nil {
+			return
+		}
+		h.mu.Lock()
+		h.open = append(h.open, conn)
+		h.mu.Unlock()
+		h.wg.Go(func() {
+			<-conn.Context().Done()
+			h.record(hubEvent{kind: "closed", conn: id})
+		})
+		h.wg.Go(func() { h.serveConn(&hubConn{id: id, conn: conn}) })
+	}
+}
+
+// serveConn dispatches the agent's streams by kind.
+func (h *testHub) serveConn(c *hubConn) {
+	for {
+		str, err := c.conn.AcceptStream(h.ctx)
+		if err != nil {
+			return
+		}
+		kind, err := protocol.ReadStreamKind(str)
+		if err != nil {
+			c.conn.CloseWithError(1, err.Error())
+			return
+		}
+		switch kind {
+		case protocol.StreamControl:
+			h.wg.Go(func() { h.serveControl(c, str) })
+		case protocol.StreamStatus:
+			h.wg.Go(func() { h.serveStatus(c, str) })
+		}
+	}
+}
+
+func (h *testHub) serveControl(c *hubConn, str *quic.Stream) {
+	r := protocol.NewReader(str, 0)
+	m, err := r.ReadMessage()
+	hello, ok := m.(*protocol.Hello)
+	if err != nil || !ok {
+		c.conn.CloseWithError(1, "want Hello")
+		return
+	}
+	h.record(hubEvent{kind: "hello", conn: c.id, hello: hello})
+	c.mu.Lock()
+	c.control = str
+	c.mu.Unlock()
+	answer := h.answer(hello)
+	if c.send(answer) != nil {
+		return
+	}
+	if _, ok := answer.(*protocol.Welcome); ok {
+		select {
+		case h.conns <- c:
+		case <-h.ctx.Done():
+			return
+		}
+	}
+	h.readControl(c, r)
+}
+
+// readControl acks renewals until the agent says GoAway or the stream ends.
+func (h *testHub) readControl(c *hubConn, r *protocol.Reader) {
+	for {
+		m, err := r.ReadMessage()
+		if err != nil {
+			return
+		}
+		switch m := m.(type) {
+		case *protocol.LeaseRenew:
+			h.record(hubEvent{kind: "renew", conn: c.id, renew: m})
+			if c.send(&protocol.LeaseAck{Seq: m.Seq, HubTime: time.Now()}) != nil {
+				return
+			}
+		case *protocol.GoAway:
+			h.record(hubEvent{kind: "goaway", conn: c.id, goAway: m})
+			c.conn.CloseWithError(0, "goodbye")
+			return
+		}
+	}
+}
+
+func (h *testHub) serveStatus(c *hubConn, str *quic.Stream) {
+	r := protocol.NewReader(str, 0)
+	for {
+		m, err := r.ReadMessage()
+		if err != nil {
+			return
+		}
+		if s, ok := m.(*protocol.ClusterStatus); ok {
+			h.record(hubEvent{kind: "status", conn: c.id, status: s})
+		}
+	}
+}
+
+// waitFor returns the first event that matches, discarding the others.
+func (h *testHub) waitFor(t *testing.T, what string, timeout time.Duration, match func(hubEvent) bool) hubEvent {
+	t.Helper()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case e := <-h.events:
+			if match(e) {
+				return e
+			}
+		case <-timer.C:
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+	}
+}
+
+// waitConn returns the next welcomed connection.
+func (h *testHub) waitConn(t *testing.T, timeout time.Duration) *hubConn {
+	t.Helper()
+	select {
+	case c := <-h.conns:
+		return c
+	case <-time.After(timeout):
+		t.Fatalf("timed out after %v waiting for a welcomed connection", timeout)
+		return nil
+	}
+}
+
+func isKind(kind string) func(hubEvent) bool {
+	return func(e hubEvent) bool { return e.kind == kind }
+}
