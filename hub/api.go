@@ -122,7 +122,7 @@ func (a *apiServer) listEvents(w http.ResponseWriter, r *http.Request) {
 			filter[key] = value
 		}
 	}
-	events, _, err := a.registry.events.List(r.Context(), eventNamespace)
+	events, err := a.registry.ListEvents(r.Context())
 	if err != nil {
 		writeError(w, err)
 		return

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
@@ -48,7 +49,8 @@ type Registry struct {
 	deadlines *lease.Deadlines
 	dirty     map[string]bool // clusters whose object changed since the last flush
 	dirtyLeas map[string]bool // leases renewed since the last flush
-	pending   []*corev1.Event
+	pending   []*corev1.Event // recorded, not yet being written
+	inflight  []*corev1.Event // being written by the current flush
 
 	wake    chan struct{}    // the earliest deadline moved earlier
 	updates chan updateOp    // API updates and registrations for the writer
@@ -251,7 +253,10 @@ func (r *Registry) recordLocked(c *v1alpha1.Cluster, eventType, reason, message 
 	stamp := metav1.NewTime(now)
 	r.pending = append(r.pending, &corev1.Event{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Event"},
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", c.Name, now.UnixNano()+int64(len(r.pending))), Namespace: eventNamespace},
+		// uid and creation time are set here, not by the store, because the
+		// API may read the event while the writer stores it.
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", c.Name, now.UnixNano()+int64(len(r.pending))), Namespace: eventNamespace,
+			UID: uuid.NewUUID(), CreationTimestamp: stamp},
 		InvolvedObject: corev1.ObjectReference{
 			APIVersion: v1alpha1.APIVersion, Kind: v1alpha1.KindCluster, Name: c.Name, UID: c.UID,
 		},

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -266,4 +267,24 @@ func operatorTaints(taints []corev1.Taint, now time.Time) []corev1.Taint {
 		out = append(out, t)
 	}
 	return out
+}
+
+// ListEvents returns the stored events and those not yet stored.
+func (r *Registry) ListEvents(ctx context.Context) ([]*corev1.Event, error) {
+	stored, _, err := r.events.List(ctx, eventNamespace)
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, len(stored))
+	for _, ev := range stored {
+		seen[ev.Name] = true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ev := range slices.Concat(r.inflight, r.pending) {
+		if !seen[ev.Name] {
+			stored = append(stored, ev.DeepCopy())
+		}
+	}
+	return stored, nil
 }

@@ -61,20 +61,26 @@ func (r *Registry) flush(ctx context.Context) {
 		clusters = append(clusters, r.entries[name].obj.DeepCopy())
 	}
 	events := r.pending
-	r.pending = nil
+	r.pending, r.inflight = nil, events
 	clear(r.dirty)
 	r.mu.Unlock()
 
 	for _, c := range clusters {
 		r.writeCluster(ctx, c)
 	}
-	if len(events) > 0 {
-		if _, err := r.events.PutBatch(ctx, events); err != nil {
-			r.logger.Error("store events", "count", len(events), "err", err)
-		} else {
-			r.countWrites(len(events), txnCount(len(events)))
-		}
+	if len(events) == 0 {
+		return
 	}
+	_, err := r.events.PutBatch(ctx, events)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.inflight = nil
+	if err != nil {
+		r.logger.Error("store events", "count", len(events), "err", err)
+		r.pending = append(events, r.pending...)
+		return
+	}
+	r.countWrites(len(events), txnCount(len(events)))
 }
 
 func txnCount(objects int) int { return (objects + 127) / 128 }
