@@ -252,7 +252,7 @@ func taintsString(taints []corev1.Taint) string {
 func (r *Registry) recordLocked(c *v1alpha1.Cluster, eventType, reason, message string, now time.Time) {
 	stamp := metav1.NewTime(now)
 	r.pending = append(r.pending, &corev1.Event{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Event"},
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Event"},
 		// uid and creation time are set here, not by the store, because the
 		// API may read the event while the writer stores it.
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", c.Name, now.UnixNano()+int64(len(r.pending))), Namespace: eventNamespace,
