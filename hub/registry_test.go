@@ -18,6 +18,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/health"
+	"github.com/flotilla-io/flotilla/lease"
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/store"
 )
@@ -321,5 +322,36 @@ func TestRegistryBatchesLeaseWrites(t *testing.T) {
 	}
 	if got := leases[0].Spec.RenewTime.Time; !got.Equal(t0.Add(time.Duration(renewals-1) * time.Second)) {
 		t.Errorf("stored renewTime = %v, want the last renewal", got.Sub(t0))
+	}
+}
+
+// BenchmarkRenew is the hub's hot path: one lease renewal of one of 5,000
+// registered clusters, with its health evaluation and deadline move.
+func BenchmarkRenew(b *testing.B) {
+	clk := clocktesting.NewFakeClock(t0)
+	reg := &Registry{
+		cfg:   RegistryConfig{Health: health.DefaultConfig(t0.Add(-time.Hour)), MaxClockSkew: 2 * time.Second, HubID: "bench"},
+		clock: clk, logger: slog.New(slog.DiscardHandler),
+		entries: map[string]*entry{}, deadlines: lease.NewDeadlines(),
+		dirty: map[string]bool{}, dirtyLeas: map[string]bool{}, wake: make(chan struct{}, 1),
+	}
+	const clusters = 5000
+	names := make([]string, clusters)
+	for i := range names {
+		names[i] = fmt.Sprintf("edge-%04d", i)
+		reg.entries[names[i]] = &entry{
+			obj: &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: names[i]}, Status: v1alpha1.ClusterStatus{Agent: &v1alpha1.AgentStatus{}}},
+			obs: health.Observations{Registered: t0, LeaseDuration: 40 * time.Second},
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if i%clusters == 0 {
+			clk.Step(time.Millisecond)
+		}
+		if _, err := reg.Renew(names[i%clusters], "agent", clk.Now()); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
