@@ -52,13 +52,14 @@ const (
 	Fresh   State = "fresh"
 	Late    State = "late"
 	Expired State = "expired"
-	Never   State = "never-renewed"
+	// Unknown is a lease without a renewal time or duration to judge by.
+	Unknown State = "unknown"
 )
 
 // Freshness says how fresh a lease is at now.
 func Freshness(l *coordinationv1.Lease, now time.Time) State {
-	if l == nil || l.Spec.RenewTime == nil {
-		return Never
+	if l == nil || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+		return Unknown
 	}
 	age := now.Sub(l.Spec.RenewTime.Time)
 	duration := time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+
+	leases "github.com/flotilla-io/flotilla/lease"
 )
 
 func TestLeaseState(t *testing.T) {
@@ -16,14 +18,14 @@ func TestLeaseState(t *testing.T) {
 		lease coordinationv1.Lease
 		want  string
 	}{
-		{"just renewed", renewed(0), leaseFresh},
-		{"renewed by a clock ahead of ours", renewed(-3 * time.Second), leaseFresh},
-		{"one renewal missed", renewed(20 * time.Second), leaseFresh},
-		{"two renewals missed", renewed(20*time.Second + time.Millisecond), leaseLate},
-		{"at the deadline", renewed(40 * time.Second), leaseLate},
-		{"past the deadline", renewed(40*time.Second + time.Millisecond), leaseExpired},
-		{"never renewed", coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr(int32(40))}}, leaseUnknown},
-		{"no duration", coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{RenewTime: microAgo(0)}}, leaseUnknown},
+		{"just renewed", renewed(0), string(leases.Fresh)},
+		{"renewed by a clock ahead of ours", renewed(-3 * time.Second), string(leases.Fresh)},
+		{"one renewal missed", renewed(20 * time.Second), string(leases.Fresh)},
+		{"two renewals missed", renewed(20*time.Second + time.Millisecond), string(leases.Late)},
+		{"at the deadline", renewed(40 * time.Second), string(leases.Late)},
+		{"past the deadline", renewed(40*time.Second + time.Millisecond), string(leases.Expired)},
+		{"never renewed", coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr(int32(40))}}, string(leases.Unknown)},
+		{"no duration", coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{RenewTime: microAgo(0)}}, string(leases.Unknown)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/test/freeport"
 	"github.com/flotilla-io/flotilla/test/membercluster"
 	"github.com/flotilla-io/flotilla/test/process"
 )
@@ -65,24 +65,13 @@ type hub struct {
 	readyAt                     time.Time // when it first answered /healthz
 }
 
-func freeUDPPort(t *testing.T) int {
+func freePort(t *testing.T, find func() (int, error)) int {
 	t.Helper()
-	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
+	port, err := find()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	return conn.LocalAddr().(*net.UDPAddr).Port
-}
-
-func freeTCPPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // startHub starts a hub with test timings on free loopback ports.
@@ -91,8 +80,8 @@ func startHub(t *testing.T, extraFlags ...string) *hub {
 	dir := t.TempDir()
 	h := &hub{
 		dataDir:  filepath.Join(dir, "data"),
-		quicAddr: "127.0.0.1:" + strconv.Itoa(freeUDPPort(t)),
-		httpAddr: "127.0.0.1:" + strconv.Itoa(freeTCPPort(t)),
+		quicAddr: "127.0.0.1:" + strconv.Itoa(freePort(t, freeport.UDP)),
+		httpAddr: "127.0.0.1:" + strconv.Itoa(freePort(t, freeport.TCP)),
 	}
 	args := append([]string{
 		"--data-dir=" + h.dataDir, "--quic-addr=" + h.quicAddr, "--http-addr=" + h.httpAddr, "--hub-id=e2e-hub",

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/flotilla-io/flotilla/test/freeport"
 	"github.com/flotilla-io/flotilla/test/process"
 )
 
@@ -56,7 +57,7 @@ func startCluster(ctx context.Context, env clusterEnv, spec ClusterSpec, dir str
 	c := &Cluster{Name: spec.Name, Kubeconfig: files.kubeconfig, spec: spec, dir: dir, logger: env.logger.With("cluster", spec.Name)}
 
 	configure := func() (*process.Process, error) {
-		port, err := freePort()
+		port, err := freeport.TCP()
 		if err != nil {
 			return nil, err
 		}

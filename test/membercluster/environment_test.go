@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/flotilla-io/flotilla/test/freeport"
 )
 
 // TestMemberClusters runs two real clusters through what later tests rely on:
@@ -118,7 +120,7 @@ func TestMemberClusters(t *testing.T) {
 			}
 		}
 		for _, port := range ports {
-			if portInUse(port) {
+			if freeport.TCPInUse(port) {
 				t.Errorf("port %d still in use after Stop", port)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/flotilla-io/flotilla/test/freeport"
 	"github.com/flotilla-io/flotilla/test/process"
 )
 
@@ -22,11 +23,11 @@ type sharedEtcd struct {
 func startEtcd(ctx context.Context, binDir, dir string) (*sharedEtcd, error) {
 	e := &sharedEtcd{}
 	configure := func() (*process.Process, error) {
-		clientPort, err := freePort()
+		clientPort, err := freeport.TCP()
 		if err != nil {
 			return nil, err
 		}
-		peerPort, err := freePort()
+		peerPort, err := freeport.TCP()
 		if err != nil {
 			return nil, err
 		}

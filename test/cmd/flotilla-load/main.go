@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,6 +24,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/flotilla-io/flotilla/hub"
+	"github.com/flotilla-io/flotilla/test/freeport"
 	"github.com/flotilla-io/flotilla/test/process"
 )
 
@@ -136,11 +136,11 @@ type hubProc struct {
 }
 
 func startHub(o options, dir, dataDir string) (*hubProc, error) {
-	quicPort, err := freePort("udp")
+	quicPort, err := freeport.UDP()
 	if err != nil {
 		return nil, err
 	}
-	httpPort, err := freePort("tcp")
+	httpPort, err := freeport.TCP()
 	if err != nil {
 		return nil, err
 	}
@@ -168,23 +168,6 @@ func startHub(o options, dir, dataDir string) (*hubProc, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func freePort(network string) (int, error) {
-	if network == "udp" {
-		c, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).Port, nil
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func (h *hubProc) get(path string, v any) error {
