@@ -13,6 +13,7 @@ import (
 	"github.com/quic-go/quic-go"
 	"k8s.io/utils/clock"
 
+	"github.com/flotilla-io/flotilla/hub/health"
 	"github.com/flotilla-io/flotilla/protocol"
 )
 
@@ -40,6 +41,8 @@ type agentSession struct {
 	conn    *quic.Conn
 	writeMu sync.Mutex // serialises writes on the control stream
 	control *quic.Stream
+	// statusStreamOpened: one status stream per session.
+	statusStreamOpened atomic.Bool
 }
 
 func newAgentServer(registry *Registry, hubID string, clk clock.PassiveClock, logger *slog.Logger) *agentServer {
@@ -57,31 +60,26 @@ func (s *agentServer) serve(ctx context.Context, ln *quic.Listener) {
 			if ctx.Err() == nil {
 				s.logger.Error("agent listener stopped", "err", err)
 			}
-			s.goAwayAll("hub shutting down")
-			return
+			return // each handler says goodbye to its agent when ctx ends
 		}
 		wg.Go(func() { s.handle(ctx, conn) })
 	}
 }
 
-// goAwayAll tells every connected agent to reconnect later and closes its
-// connection.
-func (s *agentServer) goAwayAll(reason string) {
-	s.mu.Lock()
-	sessions := make([]*agentSession, 0, len(s.sessions))
-	for sess := range s.sessions {
-		sessions = append(sessions, sess)
-	}
-	s.mu.Unlock()
-	for _, sess := range sessions {
-		_ = sess.write(&protocol.GoAway{Reason: reason})
-		_ = sess.conn.CloseWithError(protocol.CloseGoingAway, reason)
-	}
+// goAway tells the agent to reconnect later and closes its connection.
+func (sess *agentSession) goAway(reason string) {
+	_ = sess.write(&protocol.GoAway{Reason: reason})
+	_ = sess.conn.CloseWithError(protocol.CloseGoingAway, reason)
 }
+
+// writeTimeout bounds a write on the control stream, so an agent that stops
+// reading cannot hold the session's writer (or the hub's shutdown) forever.
+const writeTimeout = 2 * time.Second
 
 func (sess *agentSession) write(m protocol.Message) error {
 	sess.writeMu.Lock()
 	defer sess.writeMu.Unlock()
+	_ = sess.control.SetWriteDeadline(time.Now().Add(writeTimeout))
 	return protocol.WriteMessage(sess.control, m)
 }
 
@@ -105,14 +103,20 @@ func (s *agentServer) handle(ctx context.Context, conn *quic.Conn) {
 		delete(s.sessions, sess)
 		s.mu.Unlock()
 	}()
+	// When the hub shuts down, even mid-greeting, the agent hears it.
+	stopGoAway := context.AfterFunc(ctx, func() { sess.goAway("hub shutting down") })
+	defer stopGoAway()
 
 	sessionCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var wg sync.WaitGroup
-	defer wg.Wait()
 	wg.Go(func() { s.acceptStreams(sessionCtx, sess) })
 
 	reason := s.controlLoop(sess, reader, remote)
+	// Whatever ended the control loop, the connection and its other
+	// streams end with it.
+	_ = conn.CloseWithError(protocol.CloseNormal, "session ended")
+	cancel()
+	wg.Wait()
 	s.registry.Disconnect(cluster, sess.id, reason)
 	s.logger.Info("agent disconnected", "cluster", cluster, "remote", remote, "reason", reason)
 }
@@ -127,7 +131,7 @@ func (s *agentServer) greet(ctx context.Context, conn *quic.Conn, cluster, remot
 		s.reject(conn, nil, remote, protocol.CloseProtocolError, protocol.CodeBadMessage, fmt.Errorf("no control stream: %w", err))
 		return nil, nil, err
 	}
-	_ = stream.SetReadDeadline(s.clock.Now().Add(helloTimeout))
+	_ = stream.SetReadDeadline(time.Now().Add(helloTimeout)) // the network's clock, not an injected one
 	kind, err := protocol.ReadStreamKind(stream)
 	if err == nil && kind != protocol.StreamControl {
 		err = fmt.Errorf("first stream is %v, want %v", kind, protocol.StreamControl)
@@ -154,10 +158,7 @@ func (s *agentServer) greet(ctx context.Context, conn *quic.Conn, cluster, remot
 		s.reject(conn, stream, remote, protocol.CloseGoingAway, protocol.CodeBadMessage, fmt.Errorf("hub cannot register the cluster now: %w", err))
 		return nil, nil, err
 	}
-	leaseSeconds := hello.LeaseDurationSeconds
-	if leaseSeconds == 0 {
-		leaseSeconds = int32(s.registry.cfg.Health.DefaultLeaseDuration / time.Second)
-	}
+	leaseSeconds := grantedLeaseSeconds(hello.LeaseDurationSeconds, s.registry.cfg.Health)
 	welcome := &protocol.Welcome{
 		ProtocolVersion: protocol.Version, HubID: s.hubID, HubTime: s.clock.Now(),
 		LeaseDurationSeconds: leaseSeconds, RenewIntervalMillis: int64(leaseSeconds) * 1000 / 4,
@@ -169,6 +170,18 @@ func (s *agentServer) greet(ctx context.Context, conn *quic.Conn, cluster, remot
 	}
 	s.logger.Info("agent connected", "cluster", cluster, "remote", remote, "agentVersion", hello.AgentVersion, "session", sess.id)
 	return sess, reader, nil
+}
+
+// grantedLeaseSeconds is the lease the hub grants: what the agent asked for
+// (or the default), but never longer than the grace period, or an agent
+// renewing every quarter of a long lease would expire between renewals.
+func grantedLeaseSeconds(requested int32, cfg health.Config) int32 {
+	lease := time.Duration(requested) * time.Second
+	if lease == 0 {
+		lease = cfg.DefaultLeaseDuration
+	}
+	lease = min(lease, cfg.GracePeriod)
+	return max(1, int32(lease/time.Second))
 }
 
 // readHello reads and checks the first message.
@@ -284,6 +297,9 @@ func (s *agentServer) serveStream(sess *agentSession, stream *quic.Stream) {
 	kind, err := protocol.ReadStreamKind(stream)
 	if err == nil && kind != protocol.StreamStatus {
 		err = fmt.Errorf("unexpected %v stream", kind)
+	}
+	if err == nil && !sess.statusStreamOpened.CompareAndSwap(false, true) {
+		err = errors.New("a second status stream") // bounds what one agent can make the hub buffer
 	}
 	if err != nil {
 		s.reject(sess.conn, sess.control, remote, protocol.CloseProtocolError, protocol.CodeBadMessage, err)

@@ -75,7 +75,16 @@ func (a *apiServer) putCluster(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeError(w, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("cluster %q: body over %d bytes", name, maxRequestBody)))
+			return
+		}
 		writeError(w, apierrors.NewBadRequest(fmt.Sprintf("decode cluster %q: %v", name, err)))
+		return
+	}
+	if dec.More() {
+		writeError(w, apierrors.NewBadRequest(fmt.Sprintf("cluster %q: more than one JSON object in the body", name)))
 		return
 	}
 	if c.Name != name {

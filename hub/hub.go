@@ -37,6 +37,8 @@ type Config struct {
 	FlushInterval time.Duration
 	// LeaseFlushInterval between batched writes of renewed leases.
 	LeaseFlushInterval time.Duration
+	// EventTTL: events older than this are deleted.
+	EventTTL time.Duration
 	// MaxClockSkew tolerated before ClockSynced goes False.
 	MaxClockSkew time.Duration
 	// HubID names this hub replica.
@@ -70,7 +72,7 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		return fmt.Errorf("hub serving certificate: %w", err)
 	}
 	cfg.Health.HubStarted = cfg.Clock.Now()
-	registry, err := NewRegistry(ctx, s, RegistryConfig{Health: cfg.Health, FlushInterval: cfg.FlushInterval, LeaseFlushInterval: cfg.LeaseFlushInterval, MaxClockSkew: cfg.MaxClockSkew, HubID: cfg.HubID}, cfg.Clock, logger)
+	registry, err := NewRegistry(ctx, s, RegistryConfig{Health: cfg.Health, FlushInterval: cfg.FlushInterval, LeaseFlushInterval: cfg.LeaseFlushInterval, EventTTL: cfg.EventTTL, MaxClockSkew: cfg.MaxClockSkew, HubID: cfg.HubID}, cfg.Clock, logger)
 	if err != nil {
 		return err
 	}
@@ -90,7 +92,12 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	defer udpConn.Close()
 	transport := &quic.Transport{Conn: udpConn, StatelessResetKey: resetKey}
 	defer transport.Close()
-	ln, err := transport.Listen(protocol.ServerTLSConfig(cert, caPool(ca)), protocol.QUICConfig())
+	quicConf := protocol.QUICConfig()
+	// An agent needs a control and a status stream (Work streams later);
+	// a low limit bounds what one connection can make the hub buffer.
+	quicConf.MaxIncomingStreams = 8
+	quicConf.MaxIncomingUniStreams = -1
+	ln, err := transport.Listen(protocol.ServerTLSConfig(cert, caPool(ca)), quicConf)
 	if err != nil {
 		return fmt.Errorf("listen for agents on %s (UDP): %w", cfg.QUICAddr, err)
 	}

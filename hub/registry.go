@@ -64,6 +64,8 @@ type RegistryConfig struct {
 	FlushInterval time.Duration
 	// LeaseFlushInterval is how often renewed leases are written.
 	LeaseFlushInterval time.Duration
+	// EventTTL is how long events are kept; zero keeps them forever.
+	EventTTL time.Duration
 	// MaxClockSkew beyond which ClockSynced goes False.
 	MaxClockSkew time.Duration
 	// HubID names this hub in Cluster status.agent.connectedTo.
@@ -131,7 +133,7 @@ func NewRegistry(ctx context.Context, s *store.Store, cfg RegistryConfig, clk cl
 	defer r.mu.Unlock()
 	now := r.clock.Now()
 	for _, c := range clusters {
-		e := restoreEntry(c, byName[c.Name])
+		e := restoreEntry(c, byName[c.Name], cfg.Health)
 		r.entries[c.Name] = e
 		r.evaluateLocked(c.Name, e, now)
 	}
@@ -140,29 +142,48 @@ func NewRegistry(ctx context.Context, s *store.Store, cfg RegistryConfig, clk cl
 }
 
 // restoreEntry rebuilds health observations and state from stored objects
-// after a hub restart.
-func restoreEntry(c *v1alpha1.Cluster, l *coordinationv1.Lease) *entry {
+// after a hub restart, so a restart neither forgives a sick cluster nor
+// restarts its eviction clock.
+func restoreEntry(c *v1alpha1.Cluster, l *coordinationv1.Lease, cfg health.Config) *entry {
 	e := &entry{obj: c, lease: l, obs: health.Observations{Registered: c.CreationTimestamp.Time, Cordoned: c.Spec.Unschedulable}}
 	if l != nil && l.Spec.RenewTime != nil {
 		e.obs.LastRenewal = l.Spec.RenewTime.Time
 		e.obs.LeaseDuration = time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second
 	}
-	if cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ClusterConditionReady); cond != nil {
-		e.state = health.State{Ready: cond.Status, Reason: cond.Reason, Message: cond.Message, Since: cond.LastTransitionTime.Time}
-		if cond.Status != metav1.ConditionTrue {
-			e.state.NotReadySince = earliestHealthTaint(c.Spec.Taints, cond.LastTransitionTime.Time)
-		}
+	cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ClusterConditionReady)
+	if cond == nil {
+		return e
+	}
+	since := cond.LastTransitionTime.Time
+	e.state = health.State{Ready: cond.Status, Reason: cond.Reason, Message: cond.Message, Since: since}
+	if cond.Status == metav1.ConditionFalse {
+		// The API server was last reported unhealthy, for at least the
+		// failure threshold: it stays so until the agent says otherwise.
+		e.obs.ProbeReported, e.obs.ProbeHealthy = true, false
+		e.obs.ProbeSince, e.obs.ProbeMessage = since.Add(-cfg.FailureThreshold), cond.Message
+	}
+	if cond.Status != metav1.ConditionTrue {
+		e.state.NotReadySince = notReadySince(c.Spec.Taints, since, cfg.EvictionTimeout)
 	}
 	return e
 }
 
-// earliestHealthTaint is when the cluster stopped being Ready, as recorded
-// by its oldest health taint, so a restart does not reset the eviction timer.
-func earliestHealthTaint(taints []corev1.Taint, fallback time.Time) time.Time {
+// notReadySince is when the cluster stopped being Ready, as its health
+// taints record it: the oldest NoSchedule one, or the NoExecute one minus
+// the eviction timeout, since NoSchedule taints are replaced when Ready
+// goes from False to Unknown.
+func notReadySince(taints []corev1.Taint, fallback time.Time, evictionTimeout time.Duration) time.Time {
 	since := fallback
 	for _, t := range taints {
-		if (t.Key == v1alpha1.TaintClusterNotReady || t.Key == v1alpha1.TaintClusterUnreachable) && t.TimeAdded != nil && t.TimeAdded.Time.Before(since) {
-			since = t.TimeAdded.Time
+		if (t.Key != v1alpha1.TaintClusterNotReady && t.Key != v1alpha1.TaintClusterUnreachable) || t.TimeAdded == nil {
+			continue
+		}
+		added := t.TimeAdded.Time
+		if t.Effect == corev1.TaintEffectNoExecute {
+			added = added.Add(-evictionTimeout)
+		}
+		if added.Before(since) {
+			since = added
 		}
 	}
 	return since

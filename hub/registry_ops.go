@@ -229,6 +229,9 @@ func (r *Registry) GetLease(name string) (*coordinationv1.Lease, error) {
 // spec, if obj.resourceVersion is current. Hub-managed taints in the request
 // are ignored: the hub keeps its own.
 func (r *Registry) UpdateCluster(ctx context.Context, obj *v1alpha1.Cluster) (*v1alpha1.Cluster, error) {
+	if obj.ResourceVersion == "" {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("update cluster %q: metadata.resourceVersion is required (get the cluster first)", obj.Name))
+	}
 	if err := validateSpec(obj); err != nil {
 		return nil, err
 	}
@@ -271,6 +274,14 @@ func operatorTaints(taints []corev1.Taint, now time.Time) []corev1.Taint {
 
 // ListEvents returns the stored events and those not yet stored.
 func (r *Registry) ListEvents(ctx context.Context) ([]*corev1.Event, error) {
+	// Unstored events first: one that a flush stores meanwhile is then in
+	// the store's list, never in neither.
+	r.mu.Lock()
+	unstored := make([]*corev1.Event, 0, len(r.inflight)+len(r.pending))
+	for _, ev := range slices.Concat(r.inflight, r.pending) {
+		unstored = append(unstored, ev.DeepCopy())
+	}
+	r.mu.Unlock()
 	stored, _, err := r.events.List(ctx, eventNamespace)
 	if err != nil {
 		return nil, err
@@ -279,11 +290,9 @@ func (r *Registry) ListEvents(ctx context.Context) ([]*corev1.Event, error) {
 	for _, ev := range stored {
 		seen[ev.Name] = true
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, ev := range slices.Concat(r.inflight, r.pending) {
+	for _, ev := range unstored {
 		if !seen[ev.Name] {
-			stored = append(stored, ev.DeepCopy())
+			stored = append(stored, ev)
 		}
 	}
 	return stored, nil

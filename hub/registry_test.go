@@ -44,7 +44,7 @@ func newRegistryFixture(t *testing.T, dir string, clk *clocktesting.FakeClock, h
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := RegistryConfig{Health: health.DefaultConfig(hubStarted), FlushInterval: time.Hour, LeaseFlushInterval: time.Hour, MaxClockSkew: 2 * time.Second, HubID: "hub-test"}
+	cfg := RegistryConfig{Health: health.DefaultConfig(hubStarted), FlushInterval: time.Hour, LeaseFlushInterval: time.Hour, EventTTL: time.Hour, MaxClockSkew: 2 * time.Second, HubID: "hub-test"}
 	reg, err := NewRegistry(t.Context(), s, cfg, clk, logger)
 	if err != nil {
 		s.Close()
@@ -353,5 +353,121 @@ func BenchmarkRenew(b *testing.B) {
 		if _, err := reg.Renew(names[i%clusters], "agent", clk.Now()); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestRegistryNeverRenewedClusterGoesUnknown(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f := newRegistryFixture(t, t.TempDir(), clk, t0.Add(-time.Hour))
+	f.connect("silent") // hello, then nothing
+	f.advance(60*time.Second - time.Millisecond)
+	if got := readyOf(f.cluster("silent")); got != "" {
+		t.Fatalf("within the startup grace Ready = %q, want no verdict", got)
+	}
+	f.advance(time.Millisecond)
+	c := f.cluster("silent")
+	if readyOf(c) != metav1.ConditionUnknown || !cmp.Equal([]taintSummary{{v1alpha1.TaintClusterUnreachable, "NoSchedule", 60 * time.Second}}, taintsOf(c)) {
+		t.Fatalf("after the startup grace: Ready %q taints %v", readyOf(c), taintsOf(c))
+	}
+}
+
+// sickAcrossRestart drives a cluster to NoExecute (via False, then Unknown
+// if lose is set), restarts the hub, and returns the cluster before and after.
+func sickAcrossRestart(t *testing.T, lose bool) (before, after *v1alpha1.Cluster) {
+	t.Helper()
+	dir := t.TempDir()
+	clk := clocktesting.NewFakeClock(t0)
+	f := newRegistryFixture(t, dir, clk, t0.Add(-time.Hour))
+	f.connect("edge-1")
+	f.renew("edge-1")
+	if err := f.reg.Status("edge-1", &protocol.ClusterStatus{ObservedAt: t0, APIServerHealthy: false, HealthMessage: "readyz: refused"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 { // ten minutes of an agent whose API server is down
+		f.advance(30 * time.Second)
+		if !lose {
+			f.renew("edge-1")
+		}
+	}
+	before = f.cluster("edge-1")
+	f.shutdown()
+	second := newRegistryFixture(t, dir, clk, clk.Now())
+	return before, second.cluster("edge-1")
+}
+
+func TestRegistryRestartKeepsSickClustersSick(t *testing.T) {
+	for _, lose := range []bool{false, true} {
+		before, after := sickAcrossRestart(t, lose)
+		if readyOf(after) != readyOf(before) {
+			t.Errorf("lost=%v: Ready %s before the restart, %s after", lose, readyOf(before), readyOf(after))
+		}
+		if diff := cmp.Diff(taintsOf(before), taintsOf(after)); diff != "" {
+			t.Errorf("lost=%v: taints changed across the restart (-before +after):\n%s", lose, diff)
+		}
+		if len(before.Spec.Taints) != 2 {
+			t.Errorf("lost=%v: want NoSchedule and NoExecute before the restart, got %v", lose, taintsOf(before))
+		}
+	}
+}
+
+func TestRegistryRefusedUpdateChangesNothing(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f := newRegistryFixture(t, t.TempDir(), clk, t0.Add(-time.Hour))
+	f.connect("edge-1")
+	f.renew("edge-1")
+	f.reg.flush(t.Context())
+	c := f.cluster("edge-1")
+	// Someone writes the store behind the hub's back: the hub's next write conflicts.
+	stored, err := f.reg.clusters.Get(t.Context(), "", "edge-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored.Labels = map[string]string{"elsewhere": "true"}
+	if _, err := f.reg.clusters.Update(t.Context(), stored); err != nil {
+		t.Fatal(err)
+	}
+	c.Spec.Unschedulable = true
+	if _, err := f.reg.UpdateCluster(t.Context(), c); !apierrors.IsConflict(err) {
+		t.Fatalf("err = %v, want Conflict from the store", err)
+	}
+	after := f.cluster("edge-1")
+	if after.Spec.Unschedulable || len(after.Spec.Taints) != 0 {
+		t.Errorf("a refused update took effect: unschedulable=%v taints %v", after.Spec.Unschedulable, taintsOf(after))
+	}
+	c.ResourceVersion = ""
+	if _, err := f.reg.UpdateCluster(t.Context(), c); !apierrors.IsBadRequest(err) {
+		t.Errorf("update without resourceVersion: err = %v, want BadRequest", err)
+	}
+}
+
+func TestGrantedLease(t *testing.T) {
+	cfg := health.DefaultConfig(t0)
+	for _, tt := range []struct{ requested, want int32 }{{0, 40}, {10, 10}, {40, 40}, {300, 40}} {
+		if got := grantedLeaseSeconds(tt.requested, cfg); got != tt.want {
+			t.Errorf("grantedLeaseSeconds(%d) = %d, want %d", tt.requested, got, tt.want)
+		}
+	}
+}
+
+func TestRegistryPrunesOldEvents(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f := newRegistryFixture(t, t.TempDir(), clk, t0.Add(-time.Hour))
+	f.connect("edge-1")
+	f.reg.flush(t.Context())
+	clk.Step(2 * time.Hour)
+	f.renew("edge-1") // a fresh event: Ready
+	f.reg.flush(t.Context())
+	f.reg.pruneEvents(t.Context())
+	events, _, err := f.reg.events.List(t.Context(), eventNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range events {
+		if ev.LastTimestamp.Time.Before(clk.Now().Add(-time.Hour)) {
+			t.Errorf("event %s (%s) older than the TTL survived", ev.Name, ev.Reason)
+		}
+	}
+	if len(events) == 0 {
+		t.Error("the recent events were pruned too")
 	}
 }

@@ -34,6 +34,8 @@ func (r *Registry) runWriter(ctx context.Context) {
 	defer ticker.Stop()
 	leaseTicker := r.clock.NewTicker(r.cfg.LeaseFlushInterval)
 	defer leaseTicker.Stop()
+	pruneTicker := r.clock.NewTicker(eventPruneInterval)
+	defer pruneTicker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -46,10 +48,44 @@ func (r *Registry) runWriter(ctx context.Context) {
 			r.flush(ctx)
 		case <-leaseTicker.C():
 			r.flushLeases(ctx)
+		case <-pruneTicker.C():
+			r.pruneEvents(ctx)
 		case op := <-r.updates:
 			obj, err := r.apply(ctx, op)
 			op.done <- updateOutcome{obj: obj, err: err}
 		}
+	}
+}
+
+// eventPruneInterval is how often events older than EventTTL are deleted.
+const eventPruneInterval = 10 * time.Minute
+
+// pruneEvents deletes stored events older than the TTL, so events grow with
+// recent activity, not with the hub's age.
+func (r *Registry) pruneEvents(ctx context.Context) {
+	if r.cfg.EventTTL <= 0 {
+		return
+	}
+	events, _, err := r.events.List(ctx, eventNamespace)
+	if err != nil {
+		r.logger.Error("list events to prune", "err", err)
+		return
+	}
+	cutoff := r.clock.Now().Add(-r.cfg.EventTTL)
+	pruned := 0
+	for _, ev := range events {
+		if !ev.LastTimestamp.Time.Before(cutoff) {
+			continue
+		}
+		if err := r.events.Delete(ctx, ev.Namespace, ev.Name); err != nil && !apierrors.IsNotFound(err) {
+			r.logger.Error("prune event", "event", ev.Name, "err", err)
+			return
+		}
+		pruned++
+	}
+	if pruned > 0 {
+		r.countWrites(pruned, pruned)
+		r.logger.Debug("pruned events", "count", pruned, "olderThan", r.cfg.EventTTL)
 	}
 }
 
@@ -159,7 +195,9 @@ func (r *Registry) register(ctx context.Context, name string) (*v1alpha1.Cluster
 	e, known := r.entries[name]
 	r.mu.Unlock()
 	if known {
-		return e.obj, nil // registered by an earlier connection meanwhile
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return e.obj.DeepCopy(), nil // registered by an earlier connection meanwhile
 	}
 	created, err := r.clusters.Create(ctx, &v1alpha1.Cluster{TypeMeta: v1alpha1.TypeMeta(v1alpha1.KindCluster), ObjectMeta: metav1.ObjectMeta{Name: name}})
 	if apierrors.IsAlreadyExists(err) {
@@ -175,6 +213,8 @@ func (r *Registry) register(ctx context.Context, name string) (*v1alpha1.Cluster
 	e = &entry{obj: created, obs: health.Observations{Registered: created.CreationTimestamp.Time}}
 	r.entries[name] = e
 	r.recordLocked(created, corev1.EventTypeNormal, "Registered", "cluster registered on its agent's first connection", now)
+	// Arms the startup-grace deadline, in case the agent never renews.
+	r.evaluateLocked(name, e, now)
 	r.logger.Info("cluster registered", "cluster", name)
 	return created.DeepCopy(), nil
 }
@@ -194,6 +234,7 @@ func (r *Registry) update(ctx context.Context, req *v1alpha1.Cluster) (*v1alpha1
 	}
 	now := r.clock.Now()
 	wasCordoned := e.obj.Spec.Unschedulable
+	before, beforeObs, beforeState := e.obj, e.obs, e.state // restored if the store refuses
 	next := e.obj.DeepCopy()
 	next.Labels, next.Annotations = req.Labels, req.Annotations
 	managed := managedTaints(e.obj.Spec.Taints)
@@ -214,7 +255,10 @@ func (r *Registry) update(ctx context.Context, req *v1alpha1.Cluster) (*v1alpha1
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
-		r.dirty[req.Name] = true
+		// A refused update changes nothing. Health changes that happened
+		// meanwhile are re-derived by evaluating again.
+		e.obj, e.obs, e.state = before, beforeObs, beforeState
+		r.evaluateLocked(req.Name, e, r.clock.Now())
 		return nil, err
 	}
 	r.countWrites(1, 1)

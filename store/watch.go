@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -78,13 +79,19 @@ func (w *watcher[T, PT]) run(ctx context.Context, fromRevision int64) error {
 	} else if err := w.loadKnown(ctx, fromRevision); err != nil {
 		return err
 	}
+	retry := retryMin
 	for ctx.Err() == nil {
+		started := time.Now()
 		err := w.follow(ctx)
+		if time.Since(started) > retryReset {
+			retry = retryMin
+		}
 		switch {
 		case errors.Is(err, rpctypes.ErrCompacted):
 			w.r.store.logger.Warn("store: watch fell behind compaction, relisting", "resource", w.r.kind.Resource, "revision", w.revision)
 			if err := w.resync(ctx); err != nil {
-				return err
+				w.r.store.logger.Warn("store: relist failed, retrying", "resource", w.r.kind.Resource, "retryIn", retry, "err", err)
+				retry = w.wait(ctx, retry)
 			}
 		case errors.Is(err, errPaused):
 			select {
@@ -92,10 +99,30 @@ func (w *watcher[T, PT]) run(ctx context.Context, fromRevision int64) error {
 			case <-ctx.Done():
 			}
 		case err != nil:
-			w.r.store.logger.Warn("store: watch interrupted, resuming", "resource", w.r.kind.Resource, "revision", w.revision, "err", err)
+			w.r.store.logger.Warn("store: watch interrupted, resuming", "resource", w.r.kind.Resource, "revision", w.revision, "retryIn", retry, "err", err)
+			retry = w.wait(ctx, retry)
 		}
 	}
 	return nil
+}
+
+// Retry pacing of a broken watch: doubling from retryMin to retryMax, back
+// to retryMin after a watch that lasted retryReset.
+const (
+	retryMin   = 100 * time.Millisecond
+	retryMax   = 5 * time.Second
+	retryReset = 10 * time.Second
+)
+
+// wait sleeps for d or until ctx ends, and returns the next delay.
+func (w *watcher[T, PT]) wait(ctx context.Context, d time.Duration) time.Duration {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return min(2*d, retryMax)
 }
 
 // loadKnown reads the objects as of fromRevision, so a later compaction can
@@ -144,13 +171,18 @@ func (w *watcher[T, PT]) follow(ctx context.Context) error {
 					return err
 				}
 			}
+			// Only whole responses count as seen: one transaction's events
+			// share a revision, and a failure must resume before all of them.
+			if n := len(resp.Events); n > 0 {
+				w.revision = resp.Events[n-1].Kv.ModRevision
+			}
 		}
 	}
 }
 
+// deliver passes one etcd event on.
 func (w *watcher[T, PT]) deliver(ctx context.Context, ev *clientv3.Event) error {
 	key := string(ev.Kv.Key)
-	w.revision = ev.Kv.ModRevision
 	if ev.Type == mvccpb.DELETE {
 		last, ok := w.known[key]
 		if !ok && ev.PrevKv != nil {
@@ -160,7 +192,7 @@ func (w *watcher[T, PT]) deliver(ctx context.Context, ev *clientv3.Event) error 
 			}
 		}
 		delete(w.known, key)
-		w.send(ctx, Event[PT]{Type: Deleted, Object: last, Revision: w.revision})
+		w.send(ctx, Event[PT]{Type: Deleted, Object: last, Revision: ev.Kv.ModRevision})
 		return nil
 	}
 	obj, err := w.r.decode(ev.Kv.Value, ev.Kv.ModRevision)
@@ -172,7 +204,7 @@ func (w *watcher[T, PT]) deliver(ctx context.Context, ev *clientv3.Event) error 
 		kind = Added
 	}
 	w.known[key] = obj
-	w.send(ctx, Event[PT]{Type: kind, Object: obj, Revision: w.revision})
+	w.send(ctx, Event[PT]{Type: kind, Object: obj, Revision: ev.Kv.ModRevision})
 	return nil
 }
 

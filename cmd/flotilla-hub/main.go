@@ -60,6 +60,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	flags.DurationVar(&cfg.Health.DefaultLeaseDuration, "default-lease-duration", defaults.DefaultLeaseDuration, "lease duration for agents that do not propose one")
 	flags.DurationVar(&cfg.FlushInterval, "store-flush-interval", time.Second, "how often changed clusters and events are written to the store in batches")
 	flags.DurationVar(&cfg.LeaseFlushInterval, "lease-flush-interval", 10*time.Second, "how often renewed leases are written to the store in batches: each lease at most once per interval, whatever the heartbeat rate")
+	flags.DurationVar(&cfg.EventTTL, "event-ttl", time.Hour, "how long cluster events are kept (0 keeps them forever)")
 	flags.DurationVar(&cfg.MaxClockSkew, "max-clock-skew", 2*time.Second, "agent clock skew beyond which condition ClockSynced goes False")
 	flags.StringVar(&cfg.HubID, "hub-id", hostname, "name of this hub replica, shown in status.agent.connectedTo")
 	flags.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra DNS names or IPs for the hub's QUIC certificate (localhost, 127.0.0.1 and the hostname are always included)")
@@ -104,6 +105,7 @@ func validateDurations(cfg hub.Config) error {
 		"--cluster-failure-threshold": cfg.Health.FailureThreshold,
 		"--cluster-success-threshold": cfg.Health.SuccessThreshold,
 		"--max-clock-skew":            cfg.MaxClockSkew,
+		"--event-ttl":                 cfg.EventTTL,
 	} {
 		if d < 0 {
 			return fmt.Errorf("%s %v: want zero or a positive duration", name, d)
