@@ -18,8 +18,19 @@ import (
 	"github.com/flotilla-io/flotilla/hub/health"
 )
 
-// finalFlushTimeout bounds the flush on shutdown.
-const finalFlushTimeout = 10 * time.Second
+// finalFlushTimeout bounds the flush on shutdown; storeOpTimeout bounds
+// each write round, so a stalled store fails requests instead of hanging
+// them (what was not written is retried at the next flush).
+const (
+	finalFlushTimeout = 10 * time.Second
+	storeOpTimeout    = 30 * time.Second
+)
+
+func withTimeout(ctx context.Context, f func(context.Context)) {
+	ctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
+	defer cancel()
+	f(ctx)
+}
 
 // runWriter is the only goroutine that writes clusters, leases and events:
 // a flush every FlushInterval, and registrations and API updates in between.
@@ -45,14 +56,16 @@ func (r *Registry) runWriter(ctx context.Context) {
 			cancel()
 			return
 		case <-ticker.C():
-			r.flush(ctx)
+			withTimeout(ctx, r.flush)
 		case <-leaseTicker.C():
-			r.flushLeases(ctx)
+			withTimeout(ctx, r.flushLeases)
 		case <-pruneTicker.C():
-			r.pruneEvents(ctx)
+			withTimeout(ctx, r.pruneEvents)
 		case op := <-r.updates:
-			obj, err := r.apply(ctx, op)
-			op.done <- updateOutcome{obj: obj, err: err}
+			withTimeout(ctx, func(ctx context.Context) {
+				obj, err := r.apply(ctx, op)
+				op.done <- updateOutcome{obj: obj, err: err}
+			})
 		}
 	}
 }
