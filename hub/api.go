@@ -163,11 +163,19 @@ type Stats struct {
 	Transitions       int64 `json:"readyTransitions"`
 	Events            int64 `json:"events"`
 	RejectedAgentConn int64 `json:"rejectedAgentConnections"`
+	// UnstoredClusters and UnstoredLeases are changes held in memory, not
+	// yet in the store: what a hub crash right now would lose.
+	UnstoredClusters int `json:"unstoredClusters"`
+	UnstoredLeases   int `json:"unstoredLeases"`
+	UnstoredEvents   int `json:"unstoredEvents"`
 }
 
 func (a *apiServer) stats(w http.ResponseWriter, _ *http.Request) {
 	a.registry.mu.Lock()
 	clusters := len(a.registry.entries)
+	unstoredClusters := len(a.registry.dirty) + a.registry.writing
+	unstoredLeases := len(a.registry.dirtyLeas)
+	unstoredEvents := len(a.registry.pending) + len(a.registry.inflight)
 	a.registry.mu.Unlock()
 	a.agents.mu.Lock()
 	connected := len(a.agents.sessions)
@@ -179,6 +187,7 @@ func (a *apiServer) stats(w http.ResponseWriter, _ *http.Request) {
 		StoreWrites: st.storeWrites.Load(), StoreTxns: st.storeTxns.Load(),
 		Transitions: st.transitions.Load(), Events: st.eventsRecorded.Load(),
 		RejectedAgentConn: a.agents.rejected.Load(),
+		UnstoredClusters:  unstoredClusters, UnstoredLeases: unstoredLeases, UnstoredEvents: unstoredEvents,
 	})
 }
 

@@ -52,7 +52,12 @@ type Registry struct {
 	pending   []*corev1.Event // recorded, not yet being written
 	inflight  []*corev1.Event // being written by the current flush
 
-	wake    chan struct{}    // the earliest deadline moved earlier
+	wake chan struct{} // the earliest deadline moved earlier
+	// flushSoon asks the writer to store health changes now rather than at
+	// the next tick: they are what a restarted hub must not lose.
+	flushSoon chan struct{}
+	// writing counts cluster objects taken by a flush and not yet stored.
+	writing int
 	updates chan updateOp    // API updates and registrations for the writer
 	stats   registryCounters // read by the stats endpoint and the load tool
 }
@@ -90,9 +95,10 @@ type entry struct {
 
 // updateOp is work for the writer goroutine.
 type updateOp struct {
-	register *protocol.Hello      // register a cluster on first connect
-	update   *v1alpha1.Cluster    // an API update
-	done     chan<- updateOutcome // receives the result
+	register *protocol.Hello           // register a cluster on first connect
+	update   *v1alpha1.Cluster         // an API update
+	run      func(ctx context.Context) // any other work that must not overlap a flush
+	done     chan<- updateOutcome      // receives the result
 }
 
 type updateOutcome struct {
@@ -115,6 +121,7 @@ func NewRegistry(ctx context.Context, s *store.Store, cfg RegistryConfig, clk cl
 		dirty:     map[string]bool{},
 		dirtyLeas: map[string]bool{},
 		wake:      make(chan struct{}, 1),
+		flushSoon: make(chan struct{}, 1),
 		updates:   make(chan updateOp),
 	}
 	clusters, _, err := r.clusters.List(ctx, "")
@@ -226,6 +233,10 @@ func (r *Registry) evaluateLocked(name string, e *entry, now time.Time) {
 	}
 	if changed {
 		r.dirty[name] = true
+		select {
+		case r.flushSoon <- struct{}{}:
+		default: // a flush is already requested
+		}
 	}
 	r.armLocked(name, decision.Next)
 }

@@ -80,6 +80,14 @@ func (f *registryFixture) renew(name string) {
 	}
 }
 
+// flush stores everything the registry holds, through its writer.
+func (f *registryFixture) flush() {
+	f.t.Helper()
+	if err := f.reg.Flush(f.t.Context()); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 // advance moves the clock and fires what became due.
 func (f *registryFixture) advance(d time.Duration) {
 	f.clock.Step(d)
@@ -147,8 +155,7 @@ func TestRegistryHealthLifecycle(t *testing.T) {
 		t.Fatalf("after the agent came back: Ready %q taints %v, want True and none", readyOf(c), taintsOf(c))
 	}
 
-	f.reg.flushLeases(t.Context())
-	f.reg.flush(t.Context())
+	f.flush()
 	stored, err := f.reg.clusters.Get(t.Context(), "", "edge-1")
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +236,7 @@ func TestRegistryUpdateCluster(t *testing.T) {
 	f := newRegistryFixture(t, t.TempDir(), clk, t0.Add(-time.Hour))
 	f.connect("edge-1")
 	f.renew("edge-1")
-	f.reg.flush(t.Context())
+	f.flush()
 	ctx := t.Context()
 
 	c := f.cluster("edge-1")
@@ -292,7 +299,7 @@ func TestRegistryBatchesLeaseWrites(t *testing.T) {
 	for i := range clusters {
 		f.connect(fmt.Sprintf("edge-%d", i))
 	}
-	f.reg.flush(t.Context())
+	f.flush()
 	writesBefore := f.reg.stats.storeWrites.Load()
 	for range renewals {
 		for i := range clusters {
@@ -303,8 +310,7 @@ func TestRegistryBatchesLeaseWrites(t *testing.T) {
 	f.reg.mu.Lock()
 	dirtyLeases := len(f.reg.dirtyLeas)
 	f.reg.mu.Unlock()
-	f.reg.flushLeases(t.Context())
-	f.reg.flush(t.Context())
+	f.flush()
 	leaseWrites := f.reg.stats.storeWrites.Load() - writesBefore
 	if dirtyLeases != clusters {
 		t.Errorf("%d dirty leases after %d renewals of %d clusters, want %d", dirtyLeases, clusters*renewals, clusters, clusters)
@@ -415,7 +421,7 @@ func TestRegistryRefusedUpdateChangesNothing(t *testing.T) {
 	f := newRegistryFixture(t, t.TempDir(), clk, t0.Add(-time.Hour))
 	f.connect("edge-1")
 	f.renew("edge-1")
-	f.reg.flush(t.Context())
+	f.flush()
 	c := f.cluster("edge-1")
 	// Someone writes the store behind the hub's back: the hub's next write conflicts.
 	stored, err := f.reg.clusters.Get(t.Context(), "", "edge-1")
@@ -453,11 +459,13 @@ func TestRegistryPrunesOldEvents(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	f := newRegistryFixture(t, t.TempDir(), clk, t0.Add(-time.Hour))
 	f.connect("edge-1")
-	f.reg.flush(t.Context())
+	f.flush()
 	clk.Step(2 * time.Hour)
 	f.renew("edge-1") // a fresh event: Ready
-	f.reg.flush(t.Context())
-	f.reg.pruneEvents(t.Context())
+	f.flush()
+	if _, err := f.reg.submit(t.Context(), updateOp{run: f.reg.pruneEvents}); err != nil {
+		t.Fatal(err)
+	}
 	events, _, err := f.reg.events.List(t.Context(), eventNamespace)
 	if err != nil {
 		t.Fatal(err)

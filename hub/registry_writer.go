@@ -57,6 +57,8 @@ func (r *Registry) runWriter(ctx context.Context) {
 			return
 		case <-ticker.C():
 			withTimeout(ctx, r.flush)
+		case <-r.flushSoon:
+			withTimeout(ctx, r.flush)
 		case <-leaseTicker.C():
 			withTimeout(ctx, r.flushLeases)
 		case <-pruneTicker.C():
@@ -112,11 +114,15 @@ func (r *Registry) flush(ctx context.Context) {
 	events := r.pending
 	r.pending, r.inflight = nil, events
 	clear(r.dirty)
+	r.writing = len(clusters)
 	r.mu.Unlock()
 
 	for _, c := range clusters {
 		r.writeCluster(ctx, c)
 	}
+	r.mu.Lock()
+	r.writing = 0
+	r.mu.Unlock()
 	if len(events) == 0 {
 		return
 	}
@@ -194,12 +200,26 @@ func (r *Registry) writeCluster(ctx context.Context, c *v1alpha1.Cluster) {
 	r.entries[c.Name].obj.ResourceVersion = updated.ResourceVersion
 }
 
-// apply runs a registration or an API update.
+// apply runs a registration, an API update or other writer work.
 func (r *Registry) apply(ctx context.Context, op updateOp) (*v1alpha1.Cluster, error) {
-	if op.register != nil {
+	switch {
+	case op.register != nil:
 		return r.register(ctx, op.register.ClusterName)
+	case op.run != nil:
+		op.run(ctx)
+		return nil, nil
 	}
 	return r.update(ctx, op.update)
+}
+
+// Flush stores every change held in memory now, on the writer goroutine
+// (flushes never overlap), and returns when done.
+func (r *Registry) Flush(ctx context.Context) error {
+	_, err := r.submit(ctx, updateOp{run: func(ctx context.Context) {
+		r.flushLeases(ctx)
+		r.flush(ctx)
+	}})
+	return err
 }
 
 // register creates the Cluster object of a cluster seen for the first time.

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	hubapi "github.com/flotilla-io/flotilla/hub"
 	"github.com/flotilla-io/flotilla/test/membercluster"
 )
 
@@ -135,6 +137,14 @@ func TestHubRestart(t *testing.T) {
 	})
 	before := h.cluster(t, "member-2")
 	uid1 := h.cluster(t, "member-1").UID
+	// Batching means a crash loses what is not stored yet; wait until the
+	// clusters checked below are in the store. (Leases are: they were
+	// created several lease flushes ago, and renewals only refresh them.)
+	waitFor(t, 10*time.Second, "the hub to store its cluster changes", func() (bool, string) {
+		var st hubStats
+		h.getJSON(t, "/debug/stats", &st)
+		return st.UnstoredClusters == 0, fmt.Sprintf("%+v", st)
+	})
 
 	if err := h.Kill(); err != nil {
 		t.Fatal(err)
@@ -168,3 +178,5 @@ func TestHubRestart(t *testing.T) {
 		return time.Now().After(watchUntil), describe(c)
 	})
 }
+
+type hubStats = hubapi.Stats
