@@ -21,8 +21,10 @@ const (
 	probeTimeout = 5 * time.Second
 	// listPageSize keeps each list response bounded on large clusters.
 	listPageSize = 500
-	// nonTerminalPods selects pods that still hold their requests.
-	nonTerminalPods = "status.phase!=Succeeded,status.phase!=Failed"
+	// nonTerminalPods selects pods that hold their requests on a node:
+	// bound to one and not finished. Pending pods without a node reserve
+	// nothing yet.
+	nonTerminalPods = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 )
 
 // statusCollector builds ClusterStatus reports from the member cluster. It

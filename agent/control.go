@@ -24,11 +24,17 @@ func renewInterval(w *protocol.Welcome, lease time.Duration) time.Duration {
 }
 
 // renewLoop sends LeaseRenew at once and then every interval until ctx ends.
-func (s *session) renewLoop(ctx context.Context, interval time.Duration) error {
+// A hub that has not acknowledged a renewal for a whole lease is not
+// renewing it: the session ends so the agent redials, instead of staying
+// "connected" while the hub lets the cluster expire.
+func (s *session) renewLoop(ctx context.Context, interval, ackTimeout time.Duration) error {
 	ticker := s.agent.clock.NewTicker(interval)
 	defer ticker.Stop()
 	for seq := uint64(1); ; seq++ {
 		now := s.agent.clock.Now()
+		if oldest, ok := s.pending.oldest(); ok && now.Sub(oldest) >= ackTimeout {
+			return fmt.Errorf("no lease acknowledgement from the hub for %v (lease %v)", now.Sub(oldest).Round(time.Millisecond), ackTimeout)
+		}
 		s.pending.add(seq, now)
 		if err := s.writeControl(&protocol.LeaseRenew{Seq: seq, AgentTime: now}, writeTimeout); err != nil {
 			return fmt.Errorf("send lease renewal %d: %w", seq, explainConnError(err))

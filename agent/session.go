@@ -148,7 +148,8 @@ func (s *session) serve(ctx context.Context, welcome *protocol.Welcome) error {
 		defer close(readerDone)
 		errc <- s.readControl()
 	})
-	wg.Go(func() { errc <- s.renewLoop(loopCtx, renewInterval(welcome, s.agent.cfg.LeaseDuration)) })
+	ackTimeout := time.Duration(welcome.LeaseDurationSeconds) * time.Second
+	wg.Go(func() { errc <- s.renewLoop(loopCtx, renewInterval(welcome, s.agent.cfg.LeaseDuration), ackTimeout) })
 	wg.Go(func() { errc <- s.statusLoop(loopCtx) })
 
 	var err error

@@ -340,3 +340,27 @@ func TestRenewalsFollowTheAgentClock(t *testing.T) {
 		t.Errorf("status observed at %v, want a time of the agent's clock, in [%v, %v]", at, t0, clk.Now())
 	}
 }
+
+// TestAgentRedialsAHubThatStopsAcking: a hub that keeps the connection but
+// no longer acknowledges renewals is not renewing the lease; the agent must
+// notice within a lease and redial rather than stay "connected".
+func TestAgentRedialsAHubThatStopsAcking(t *testing.T) {
+	p := newTestPKI(t)
+	shortLease := func(*protocol.Hello) protocol.Message {
+		return &protocol.Welcome{ProtocolVersion: protocol.Version, HubID: "test-hub", HubTime: time.Now(),
+			LeaseDurationSeconds: 1, RenewIntervalMillis: 100}
+	}
+	hub := startTestHub(t, p.hubTLS(t), shortLease)
+	a := newTestAgent(t, p, hub.addr(), fakeCluster(1), healthy)
+	run := startAgent(t, a)
+	first := hub.waitConn(t, waitTimeout)
+	hub.waitFor(t, "a renewal", waitTimeout, isKind("renew"))
+	hub.muteAcks.Store(true)
+	hub.waitFor(t, "a new Hello after renewals went unacknowledged", waitTimeout, func(e hubEvent) bool {
+		return e.kind == "hello" && e.conn > first.id
+	})
+	run.cancel()
+	if err := run.wait(t); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -84,3 +84,17 @@ func (p *pendingRenewals) take(seq uint64) (time.Time, bool) {
 	}
 	return at, ok
 }
+
+// oldest returns when the oldest unacknowledged renewal was sent, and false
+// if every renewal was acknowledged.
+func (p *pendingRenewals) oldest() (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var first time.Time
+	for _, at := range p.sent {
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+	}
+	return first, !first.IsZero()
+}

@@ -46,8 +46,13 @@ func (s *session) report(ctx context.Context, str *quic.Stream) error {
 	// The numbers come from the member cluster: check them against the
 	// protocol's limits rather than have the hub drop the connection.
 	if err := status.Validate(); err != nil {
-		s.log.Error("not sending an invalid cluster status", "err", err)
-		return nil
+		// Health matters most: send it without the resources that fail.
+		s.log.Error("cluster resources fail validation; reporting health without them", "err", err)
+		status.Allocatable, status.Allocated = nil, nil
+		if err := status.Validate(); err != nil {
+			s.log.Error("not sending an invalid cluster status", "err", err)
+			return nil
+		}
 	}
 	if err := writeFrame(str, status, writeTimeout); err != nil {
 		return fmt.Errorf("send cluster status: %w", explainConnError(err))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +31,9 @@ type testHub struct {
 	answer func(*protocol.Hello) protocol.Message
 	events chan hubEvent
 	conns  chan *hubConn // every welcomed connection
+
+	// muteAcks makes the hub stop acknowledging renewals, like a wedged hub.
+	muteAcks atomic.Bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -174,6 +178,9 @@ func (h *testHub) readControl(c *hubConn, r *protocol.Reader) {
 		switch m := m.(type) {
 		case *protocol.LeaseRenew:
 			h.record(hubEvent{kind: "renew", conn: c.id, renew: m})
+			if h.muteAcks.Load() {
+				continue
+			}
 			if c.send(&protocol.LeaseAck{Seq: m.Seq, HubTime: time.Now()}) != nil {
 				return
 			}
