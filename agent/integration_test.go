@@ -90,13 +90,7 @@ func TestAgentWithMemberCluster(t *testing.T) {
 
 	first := hub.waitConn(t, waitTimeout)
 	first.conn.CloseWithError(0x10, "test: dropping the connection")
-	hub.waitFor(t, "a new Hello after the hub dropped the connection", waitTimeout, func(e hubEvent) bool {
-		return e.kind == "hello" && e.conn > first.id
-	})
-	second := hub.waitConn(t, waitTimeout)
-	hub.waitFor(t, "a renewal on the new connection", waitTimeout, func(e hubEvent) bool {
-		return e.kind == "renew" && e.conn == second.id
-	})
+	second := hub.waitReconnect(t, first, "the hub dropped the connection")
 
 	run.cancel()
 	checkGoodbye(t, hub, second.id, run)

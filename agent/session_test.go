@@ -134,14 +134,7 @@ func TestAgentSession(t *testing.T) {
 	if err := first.send(&protocol.GoAway{Reason: "test rebalance"}); err != nil {
 		t.Fatalf("hub GoAway: %v", err)
 	}
-	hub.waitFor(t, "a new Hello after the hub's GoAway", waitTimeout, func(e hubEvent) bool {
-		return e.kind == "hello" && e.conn > first.id
-	})
-	second := hub.waitConn(t, waitTimeout)
-	// A renewal shows that the agent has read Welcome.
-	hub.waitFor(t, "a renewal on the new connection", waitTimeout, func(e hubEvent) bool {
-		return e.kind == "renew" && e.conn == second.id
-	})
+	second := hub.waitReconnect(t, first, "the hub's GoAway")
 
 	run.cancel()
 	checkGoodbye(t, hub, second.id, run)
@@ -356,9 +349,7 @@ func TestAgentRedialsAHubThatStopsAcking(t *testing.T) {
 	first := hub.waitConn(t, waitTimeout)
 	hub.waitFor(t, "a renewal", waitTimeout, isKind("renew"))
 	hub.muteAcks.Store(true)
-	hub.waitFor(t, "a new Hello after renewals went unacknowledged", waitTimeout, func(e hubEvent) bool {
-		return e.kind == "hello" && e.conn > first.id
-	})
+	hub.waitReconnect(t, first, "renewals went unacknowledged")
 	run.cancel()
 	if err := run.wait(t); err != nil {
 		t.Fatal(err)

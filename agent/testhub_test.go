@@ -237,3 +237,17 @@ func (h *testHub) waitConn(t *testing.T, timeout time.Duration) *hubConn {
 func isKind(kind string) func(hubEvent) bool {
 	return func(e hubEvent) bool { return e.kind == kind }
 }
+
+// waitReconnect waits for the agent's next connection after first: its
+// Hello, then a renewal on it (which shows the agent read the Welcome).
+func (h *testHub) waitReconnect(t *testing.T, first *hubConn, why string) *hubConn {
+	t.Helper()
+	h.waitFor(t, "a new Hello after "+why, waitTimeout, func(e hubEvent) bool {
+		return e.kind == "hello" && e.conn > first.id
+	})
+	next := h.waitConn(t, waitTimeout)
+	h.waitFor(t, "a renewal on the new connection", waitTimeout, func(e hubEvent) bool {
+		return e.kind == "renew" && e.conn == next.id
+	})
+	return next
+}

@@ -141,7 +141,7 @@ func TestHubRestart(t *testing.T) {
 	// clusters checked below are in the store. (Leases are: they were
 	// created several lease flushes ago, and renewals only refresh them.)
 	waitFor(t, 10*time.Second, "the hub to store its cluster changes", func() (bool, string) {
-		var st hubStats
+		var st hubapi.Stats
 		h.getJSON(t, "/debug/stats", &st)
 		return st.UnstoredClusters == 0, fmt.Sprintf("%+v", st)
 	})
@@ -178,5 +178,3 @@ func TestHubRestart(t *testing.T) {
 		return time.Now().After(watchUntil), describe(c)
 	})
 }
-
-type hubStats = hubapi.Stats
