@@ -446,6 +446,38 @@ func TestRegistryRefusedUpdateChangesNothing(t *testing.T) {
 	}
 }
 
+// A write that landed although the writer saw an error (a context cancelled
+// at shutdown) leaves memory one version behind the store; the next flush
+// must still store memory's state, not defer it to a flush that never comes.
+func TestRegistryFlushAfterUnseenWriteStoresMemory(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f := newRegistryFixture(t, t.TempDir(), clk, t0.Add(-time.Hour))
+	f.connect("edge-1")
+	f.renew("edge-1")
+	f.flush()
+	stored, err := f.reg.clusters.Get(t.Context(), "", "edge-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.reg.clusters.Update(t.Context(), stored); err != nil { // the write the hub never saw
+		t.Fatal(err)
+	}
+	if err := f.reg.Status("edge-1", &protocol.ClusterStatus{ObservedAt: t0, APIServerHealthy: true, KubernetesVersion: "v1.37.2"}); err != nil {
+		t.Fatal(err)
+	}
+	f.flush()
+	got, err := f.reg.clusters.Get(t.Context(), "", "edge-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.KubernetesVersion != "v1.37.2" {
+		t.Errorf("stored kubernetesVersion = %q after one flush, want v1.37.2", got.Status.KubernetesVersion)
+	}
+	if got.ResourceVersion != f.cluster("edge-1").ResourceVersion {
+		t.Errorf("stored resourceVersion %s, memory %s", got.ResourceVersion, f.cluster("edge-1").ResourceVersion)
+	}
+}
+
 func TestGrantedLease(t *testing.T) {
 	cfg := health.DefaultConfig(t0)
 	for _, tt := range []struct{ requested, want int32 }{{0, 40}, {10, 10}, {40, 40}, {300, 40}} {

@@ -3,7 +3,6 @@ package hub
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -177,13 +176,16 @@ func (r *Registry) flushLeases(ctx context.Context) {
 }
 
 // writeCluster stores one cluster and records the new resourceVersion in
-// memory. A conflict means someone else wrote the store: memory wins, on
-// top of the stored version, at the next flush.
+// memory. A conflict means the store holds a version memory has not seen:
+// someone else wrote it, or an earlier write landed although its caller
+// saw an error (a cancelled context). Memory wins: the write is retried at
+// once on top of the stored version, and at the next flush if that fails.
 func (r *Registry) writeCluster(ctx context.Context, c *v1alpha1.Cluster) {
 	updated, err := r.clusters.Update(ctx, c)
 	if apierrors.IsConflict(err) {
 		if stored, getErr := r.clusters.Get(ctx, "", c.Name); getErr == nil {
-			updated, err = nil, fmt.Errorf("%w (retrying on top of resourceVersion %s)", err, stored.ResourceVersion)
+			c.ResourceVersion = stored.ResourceVersion
+			updated, err = r.clusters.Update(ctx, c)
 			r.mu.Lock()
 			r.entries[c.Name].obj.ResourceVersion = stored.ResourceVersion
 			r.mu.Unlock()
