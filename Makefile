@@ -7,7 +7,7 @@ GOTESTFLAGS ?= -race -count=1 -timeout 30m
 export FLOTILLA_TESTBIN := $(TESTBIN)
 export QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING := true
 
-.PHONY: help build test unit e2e bench testbin demo vet fmt clean
+.PHONY: help build test unit e2e bench testbin demo vet fmt clean generate
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -18,6 +18,9 @@ build: ## compile every package, and flotilla-hub, flotilla-agent, flotilla and 
 
 testbin: ## build kube-apiserver, controller-manager, scheduler, etcd and KWOK into .testbin/ (cold ~10 min, warm seconds)
 	test/tools/build-testbin.sh $(TESTBIN)
+
+generate: ## regenerate the deep copies of api/ (controller-gen from the module proxy)
+	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.19.0 object paths=./api/...
 
 vet: ## go vet and gofmt check of both modules
 	$(GO) vet ./...

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/binary"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -33,6 +34,15 @@ func sampleMessages() []Message {
 		},
 		&GoAway{Reason: "hub shutting down"},
 		&Error{Code: CodeUnauthorized, Message: "certificate names cluster member-2"},
+		&WorkInventory{Works: []WorkRef{{Name: "nginx-deployment-5f6c", Generation: 3}}},
+		&WorkUpsert{Name: "nginx-deployment-5f6c", Generation: 4, Binding: "default/nginx-deployment",
+			Manifests: []json.RawMessage{json.RawMessage(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"default"}}`)}},
+		&WorkDelete{Name: "nginx-deployment-5f6c"},
+		&WorkApplied{Name: "nginx-deployment-5f6c", Generation: 4, Applied: true, Manifests: []ManifestResult{
+			{Ordinal: 0, Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments", Namespace: "default", Name: "nginx", Health: HealthUnknown, Status: json.RawMessage(`{"readyReplicas":1}`)},
+		}},
+		&WorkDeleted{Name: "nginx-deployment-5f6c"},
+		&WorkStatus{Name: "nginx-deployment-5f6c", Generation: 4, Manifests: []ManifestResult{{Ordinal: 0, Version: "v1", Kind: "ConfigMap", Name: "c", Health: HealthHealthy}}},
 	}
 }
 

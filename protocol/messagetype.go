@@ -14,6 +14,12 @@ const (
 	TypeClusterStatus MessageType = 5
 	TypeGoAway        MessageType = 6
 	TypeError         MessageType = 7
+	TypeWorkInventory MessageType = 8
+	TypeWorkUpsert    MessageType = 9
+	TypeWorkDelete    MessageType = 10
+	TypeWorkApplied   MessageType = 11
+	TypeWorkDeleted   MessageType = 12
+	TypeWorkStatus    MessageType = 13
 )
 
 var messageTypeNames = map[MessageType]string{
@@ -24,6 +30,12 @@ var messageTypeNames = map[MessageType]string{
 	TypeClusterStatus: "ClusterStatus",
 	TypeGoAway:        "GoAway",
 	TypeError:         "Error",
+	TypeWorkInventory: "WorkInventory",
+	TypeWorkUpsert:    "WorkUpsert",
+	TypeWorkDelete:    "WorkDelete",
+	TypeWorkApplied:   "WorkApplied",
+	TypeWorkDeleted:   "WorkDeleted",
+	TypeWorkStatus:    "WorkStatus",
 }
 
 // String returns the message name, or MessageType(n) for unknown numbers.
@@ -53,6 +65,18 @@ func newMessage(t MessageType) (wireMessage, error) {
 		return new(GoAway), nil
 	case TypeError:
 		return new(Error), nil
+	case TypeWorkInventory:
+		return new(WorkInventory), nil
+	case TypeWorkUpsert:
+		return new(WorkUpsert), nil
+	case TypeWorkDelete:
+		return new(WorkDelete), nil
+	case TypeWorkApplied:
+		return new(WorkApplied), nil
+	case TypeWorkDeleted:
+		return new(WorkDeleted), nil
+	case TypeWorkStatus:
+		return new(WorkStatus), nil
 	}
 	return nil, fmt.Errorf("%w %d", ErrUnknownMessageType, uint8(t))
 }

@@ -18,6 +18,9 @@ const (
 	// StreamStatus carries ClusterStatus, kept off the control stream so
 	// lease renewals never queue behind it.
 	StreamStatus StreamKind = 2
+	// StreamWork carries Works down and their results up (see work.go). It
+	// is opened by the agent after Welcome; frames may be MaxWorkFrameSize.
+	StreamWork StreamKind = 3
 )
 
 // String returns the kind's name, or StreamKind(n) for unknown numbers.
@@ -27,12 +30,14 @@ func (k StreamKind) String() string {
 		return "control"
 	case StreamStatus:
 		return "status"
+	case StreamWork:
+		return "work"
 	}
 	return fmt.Sprintf("StreamKind(%d)", uint8(k))
 }
 
 func (k StreamKind) known() bool {
-	return k == StreamControl || k == StreamStatus
+	return k == StreamControl || k == StreamStatus || k == StreamWork
 }
 
 // WriteStreamKind writes the kind byte that must start a newly opened stream.

@@ -99,6 +99,17 @@ func TestValidateRejects(t *testing.T) {
 		{"error without code", &Error{Message: "x"}, "code is required"},
 		{"error code too long", &Error{Code: short}, "code is 1025 bytes"},
 		{"error message too long", &Error{Code: CodeBadMessage, Message: long}, "message is 4097 bytes"},
+		{"inventory entry without generation", &WorkInventory{Works: []WorkRef{{Name: "w"}}}, "works[0].generation 0 must be positive"},
+		{"inventory entry bad name", &WorkInventory{Works: []WorkRef{{Name: "W_1", Generation: 1}}}, "works[0].name"},
+		{"upsert without name", &WorkUpsert{Generation: 1}, "name is required"},
+		{"upsert without generation", &WorkUpsert{Name: "w"}, "generation 0 must be positive"},
+		{"upsert manifest not an object", &WorkUpsert{Name: "w", Generation: 1, Manifests: []json.RawMessage{json.RawMessage(`[1]`)}}, "manifests[0] must be a JSON object"},
+		{"upsert too many manifests", &WorkUpsert{Name: "w", Generation: 1, Manifests: make([]json.RawMessage, maxManifests+1)}, "len(manifests) 1025"},
+		{"delete without name", &WorkDelete{}, "name is required"},
+		{"applied bad health", &WorkApplied{Name: "w", Generation: 1, Manifests: []ManifestResult{{Name: "x", Health: "Fine"}}}, `manifests[0].health "Fine"`},
+		{"applied negative ordinal", &WorkApplied{Name: "w", Generation: 1, Manifests: []ManifestResult{{Ordinal: -1, Name: "x", Health: HealthHealthy}}}, "manifests[0].ordinal -1"},
+		{"status with non-object status", &WorkStatus{Name: "w", Generation: 1, Manifests: []ManifestResult{{Name: "x", Health: HealthHealthy, Status: json.RawMessage(`"ready"`)}}}, "manifests[0].status must be a JSON object"},
+		{"deleted without name", &WorkDeleted{}, "name is required"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

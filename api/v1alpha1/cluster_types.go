@@ -7,6 +7,8 @@ import (
 
 // Cluster is a member cluster as the hub sees it. It is cluster-scoped and
 // registered when the cluster's agent first connects.
+//
+// +kubebuilder:object:root=true
 type Cluster struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -59,6 +61,8 @@ type AgentStatus struct {
 }
 
 // ClusterList is a list of clusters.
+//
+// +kubebuilder:object:root=true
 type ClusterList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
@@ -89,10 +93,4 @@ const (
 	TaintClusterUnreachable   = "cluster.flotilla.io/unreachable"
 	TaintClusterTerminating   = "cluster.flotilla.io/terminating"
 	TaintClusterUnschedulable = "cluster.flotilla.io/unschedulable"
-)
-
-// Aliases keep deepcopy.go free of import noise.
-type (
-	corev1Taint     = corev1.Taint
-	metav1Condition = metav1.Condition
 )

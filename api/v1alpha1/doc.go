@@ -1,6 +1,10 @@
 // Package v1alpha1 holds Flotilla's object types (API group flotilla.io,
 // version v1alpha1). Objects have Kubernetes shape and use apimachinery's
-// meta types; field names follow Karmada.
+// meta types; field names follow Karmada. Deep copies are generated
+// (make generate).
+//
+// +kubebuilder:object:generate=true
+// +groupName=flotilla.io
 package v1alpha1
 
 import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

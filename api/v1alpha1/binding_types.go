@@ -1,0 +1,143 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// ResourceBinding ties one namespaced template to the clusters it runs on.
+// The detector creates it (name: template name and lower-case kind), the
+// scheduler fills spec.clusters, the binding controller renders Works.
+//
+// +kubebuilder:object:root=true
+type ResourceBinding struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ResourceBindingSpec   `json:"spec"`
+	Status ResourceBindingStatus `json:"status,omitempty"`
+}
+
+// ClusterResourceBinding is the binding of a cluster-scoped template
+// (namespaced templates get a ResourceBinding, whichever policy matched).
+//
+// +kubebuilder:object:root=true
+type ClusterResourceBinding struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ResourceBindingSpec   `json:"spec"`
+	Status ResourceBindingStatus `json:"status,omitempty"`
+}
+
+// ResourceBindingSpec is the desired placement of one template.
+type ResourceBindingSpec struct {
+	Resource ObjectReference `json:"resource"`
+	// ReplicaRequirements is what one replica requests, for capacity.
+	ReplicaRequirements *ReplicaRequirements `json:"replicaRequirements,omitempty"`
+	// Replicas of the workload (0 for kinds without replicas).
+	Replicas int32 `json:"replicas,omitempty"`
+	// Placement is copied from the matched policy.
+	Placement *Placement `json:"placement,omitempty"`
+	// Failover is copied from the matched policy.
+	Failover *FailoverBehavior `json:"failover,omitempty"`
+	// Clusters is the scheduling result.
+	Clusters              []TargetCluster        `json:"clusters,omitempty"`
+	GracefulEvictionTasks []GracefulEvictionTask `json:"gracefulEvictionTasks,omitempty"`
+	RescheduleTriggeredAt *metav1.Time           `json:"rescheduleTriggeredAt,omitempty"`
+	ConflictResolution    string                 `json:"conflictResolution,omitempty"`
+	SchedulerName         string                 `json:"schedulerName,omitempty"`
+}
+
+// ObjectReference names the template of a binding.
+type ObjectReference struct {
+	APIVersion      string    `json:"apiVersion"`
+	Kind            string    `json:"kind"`
+	Namespace       string    `json:"namespace,omitempty"`
+	Name            string    `json:"name"`
+	UID             types.UID `json:"uid,omitempty"`
+	ResourceVersion string    `json:"resourceVersion,omitempty"`
+}
+
+// ReplicaRequirements is what one replica of a workload requests.
+type ReplicaRequirements struct {
+	ResourceRequest corev1.ResourceList `json:"resourceRequest,omitempty"`
+}
+
+// TargetCluster is one cluster of a scheduling result.
+type TargetCluster struct {
+	Name     string `json:"name"`
+	Replicas int32  `json:"replicas,omitempty"`
+}
+
+// GracefulEvictionTask keeps a workload on a cluster it is leaving until
+// its replacement is healthy.
+type GracefulEvictionTask struct {
+	FromCluster        string       `json:"fromCluster"`
+	PurgeMode          string       `json:"purgeMode,omitempty"`
+	Replicas           *int32       `json:"replicas,omitempty"`
+	Reason             string       `json:"reason"`
+	Message            string       `json:"message,omitempty"`
+	Producer           string       `json:"producer"`
+	GracePeriodSeconds *int32       `json:"gracePeriodSeconds,omitempty"`
+	SuppressDeletion   *bool        `json:"suppressDeletion,omitempty"`
+	CreationTimestamp  *metav1.Time `json:"creationTimestamp,omitempty"`
+}
+
+// ResourceBindingStatus is what the hub observed of a binding.
+type ResourceBindingStatus struct {
+	SchedulerObservedGeneration   int64                  `json:"schedulerObservedGeneration,omitempty"`
+	SchedulerObservedAffinityName string                 `json:"schedulerObservedAffinityName,omitempty"`
+	LastScheduledTime             *metav1.Time           `json:"lastScheduledTime,omitempty"`
+	Conditions                    []metav1.Condition     `json:"conditions,omitempty"`
+	AggregatedStatus              []AggregatedStatusItem `json:"aggregatedStatus,omitempty"`
+}
+
+// AggregatedStatusItem is the workload's state in one cluster.
+type AggregatedStatusItem struct {
+	ClusterName    string                `json:"clusterName"`
+	Status         *runtime.RawExtension `json:"status,omitempty"`
+	Applied        bool                  `json:"applied,omitempty"`
+	AppliedMessage string                `json:"appliedMessage,omitempty"`
+	Health         string                `json:"health,omitempty"`
+}
+
+// Health of a workload or manifest in a member cluster.
+const (
+	HealthHealthy   = "Healthy"
+	HealthUnhealthy = "Unhealthy"
+	HealthUnknown   = "Unknown"
+)
+
+// Condition types and reasons on bindings.
+const (
+	BindingConditionScheduled    = "Scheduled"
+	BindingConditionFullyApplied = "FullyApplied"
+
+	ReasonScheduled            = "Success"
+	ReasonUnschedulable        = "Unschedulable"
+	ReasonNoClusterFit         = "NoClusterFit"
+	ReasonFullyApplied         = "FullyAppliedSuccess"
+	ReasonFullyAppliedFailed   = "FullyAppliedFailed"
+	ReasonFullyAppliedProgress = "Applying"
+)
+
+// ResourceBindingList is a list of ResourceBindings.
+//
+// +kubebuilder:object:root=true
+type ResourceBindingList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ResourceBinding `json:"items"`
+}
+
+// ClusterResourceBindingList is a list of ClusterResourceBindings.
+//
+// +kubebuilder:object:root=true
+type ClusterResourceBindingList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ClusterResourceBinding `json:"items"`
+}

@@ -1,0 +1,218 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PropagationPolicy says which resource templates of its namespace go to
+// which member clusters. Field names are Karmada's, so a
+// policy.karmada.io/v1alpha1 document is accepted as it is.
+//
+// +kubebuilder:object:root=true
+type PropagationPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec PropagationSpec `json:"spec"`
+}
+
+// ClusterPropagationPolicy is a PropagationPolicy for templates of any
+// namespace and for cluster-scoped templates. A PropagationPolicy that
+// matches a namespaced template wins over any ClusterPropagationPolicy.
+//
+// +kubebuilder:object:root=true
+type ClusterPropagationPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec PropagationSpec `json:"spec"`
+}
+
+// PropagationSpec is the desired propagation of the selected templates.
+type PropagationSpec struct {
+	// ResourceSelectors select the templates; at least one is required.
+	ResourceSelectors []ResourceSelector `json:"resourceSelectors"`
+	// Priority decides between policies that match the same template:
+	// higher wins; for equal priority the most specific selector wins
+	// (name over labelSelector over kind only), then the name.
+	Priority *int32 `json:"priority,omitempty"`
+
+	Placement Placement         `json:"placement,omitempty"`
+	Failover  *FailoverBehavior `json:"failover,omitempty"`
+
+	// Accepted for compatibility with Karmada documents; not acted on yet.
+	PropagateDeps               bool   `json:"propagateDeps,omitempty"`
+	SchedulerName               string `json:"schedulerName,omitempty"`
+	Preemption                  string `json:"preemption,omitempty"`
+	ConflictResolution          string `json:"conflictResolution,omitempty"`
+	ActivationPreference        string `json:"activationPreference,omitempty"`
+	PreserveResourcesOnDeletion *bool  `json:"preserveResourcesOnDeletion,omitempty"`
+	// DependentOverrides and Suspension are kept as written.
+	DependentOverrides []string    `json:"dependentOverrides,omitempty"`
+	Suspension         *Suspension `json:"suspension,omitempty"`
+}
+
+// Suspension pauses dispatching (Karmada compatibility; not acted on yet).
+type Suspension struct {
+	Dispatching *bool `json:"dispatching,omitempty"`
+}
+
+// ResourceSelector selects templates by apiVersion and kind, and optionally
+// namespace, name or labels (name and labelSelector are exclusive in effect:
+// a name selects one template whatever its labels).
+type ResourceSelector struct {
+	APIVersion    string                `json:"apiVersion"`
+	Kind          string                `json:"kind"`
+	Namespace     string                `json:"namespace,omitempty"`
+	Name          string                `json:"name,omitempty"`
+	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
+}
+
+// Placement says where selected templates may run and how replicas divide.
+type Placement struct {
+	ClusterAffinity *ClusterAffinity `json:"clusterAffinity,omitempty"`
+	// ClusterAffinities are ordered fallback groups; exclusive with
+	// ClusterAffinity.
+	ClusterAffinities  []ClusterAffinityTerm      `json:"clusterAffinities,omitempty"`
+	ClusterTolerations []corev1.Toleration        `json:"clusterTolerations,omitempty"`
+	SpreadConstraints  []SpreadConstraint         `json:"spreadConstraints,omitempty"`
+	ReplicaScheduling  *ReplicaSchedulingStrategy `json:"replicaScheduling,omitempty"`
+}
+
+// ClusterAffinity selects clusters by name, labels and fields; Exclude
+// removes clusters whatever else matches.
+type ClusterAffinity struct {
+	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
+	FieldSelector *FieldSelector        `json:"fieldSelector,omitempty"`
+	ClusterNames  []string              `json:"clusterNames,omitempty"`
+	Exclude       []string              `json:"exclude,omitempty"`
+}
+
+// ClusterAffinityTerm is one named fallback group of ClusterAffinities.
+type ClusterAffinityTerm struct {
+	AffinityName    string `json:"affinityName"`
+	ClusterAffinity `json:",inline"`
+}
+
+// FieldSelector matches cluster fields: provider, region and zone.
+type FieldSelector struct {
+	MatchExpressions []corev1.NodeSelectorRequirement `json:"matchExpressions,omitempty"`
+}
+
+// Cluster fields a FieldSelector can name.
+const (
+	FieldProvider = "provider"
+	FieldRegion   = "region"
+	FieldZone     = "zone"
+)
+
+// SpreadConstraint spreads replicas over groups of clusters.
+type SpreadConstraint struct {
+	// SpreadByField is cluster, region, zone or provider.
+	SpreadByField string `json:"spreadByField,omitempty"`
+	SpreadByLabel string `json:"spreadByLabel,omitempty"`
+	MaxGroups     int    `json:"maxGroups,omitempty"`
+	MinGroups     int    `json:"minGroups,omitempty"`
+}
+
+// Spread fields.
+const (
+	SpreadByFieldCluster  = "cluster"
+	SpreadByFieldRegion   = "region"
+	SpreadByFieldZone     = "zone"
+	SpreadByFieldProvider = "provider"
+)
+
+// ReplicaSchedulingStrategy says how replicas are placed.
+type ReplicaSchedulingStrategy struct {
+	// ReplicaSchedulingType is Duplicated (default) or Divided.
+	ReplicaSchedulingType string `json:"replicaSchedulingType,omitempty"`
+	// ReplicaDivisionPreference is Aggregated or Weighted, for Divided.
+	ReplicaDivisionPreference string              `json:"replicaDivisionPreference,omitempty"`
+	WeightPreference          *ClusterPreferences `json:"weightPreference,omitempty"`
+}
+
+// Replica scheduling types and division preferences.
+const (
+	ReplicaSchedulingTypeDuplicated     = "Duplicated"
+	ReplicaSchedulingTypeDivided        = "Divided"
+	ReplicaDivisionPreferenceAggregated = "Aggregated"
+	ReplicaDivisionPreferenceWeighted   = "Weighted"
+	DynamicWeightByAvailableReplicas    = "AvailableReplicas"
+)
+
+// ClusterPreferences weigh clusters for Divided/Weighted.
+type ClusterPreferences struct {
+	StaticWeightList []StaticClusterWeight `json:"staticWeightList,omitempty"`
+	// DynamicWeight is AvailableReplicas or empty.
+	DynamicWeight string `json:"dynamicWeight,omitempty"`
+}
+
+// StaticClusterWeight gives the clusters its affinity matches a weight.
+type StaticClusterWeight struct {
+	TargetCluster ClusterAffinity `json:"targetCluster"`
+	Weight        int64           `json:"weight"`
+}
+
+// FailoverBehavior says how the workload leaves a failed cluster.
+type FailoverBehavior struct {
+	Application *ApplicationFailoverBehavior `json:"application,omitempty"`
+	Cluster     *ClusterFailoverBehavior     `json:"cluster,omitempty"`
+}
+
+// ApplicationFailoverBehavior evicts a workload that stays unhealthy.
+type ApplicationFailoverBehavior struct {
+	DecisionConditions DecisionConditions `json:"decisionConditions,omitempty"`
+	PurgeMode          string             `json:"purgeMode,omitempty"`
+	GracePeriodSeconds *int32             `json:"gracePeriodSeconds,omitempty"`
+	StatePreservation  *StatePreservation `json:"statePreservation,omitempty"`
+}
+
+// DecisionConditions of application failover.
+type DecisionConditions struct {
+	TolerationSeconds *int32 `json:"tolerationSeconds,omitempty"`
+}
+
+// ClusterFailoverBehavior says how a workload leaves a failed cluster.
+type ClusterFailoverBehavior struct {
+	PurgeMode         string             `json:"purgeMode,omitempty"`
+	StatePreservation *StatePreservation `json:"statePreservation,omitempty"`
+}
+
+// StatePreservation is accepted for compatibility with Karmada documents;
+// not acted on yet.
+type StatePreservation struct {
+	Rules []StatePreservationRule `json:"rules"`
+}
+
+// StatePreservationRule names a label and the JSONPath it is taken from.
+type StatePreservationRule struct {
+	AliasLabelName string `json:"aliasLabelName"`
+	JSONPath       string `json:"jsonPath"`
+}
+
+// Purge modes of graceful eviction.
+const (
+	PurgeModeGracefully = "Gracefully"
+	PurgeModeDirectly   = "Directly"
+	PurgeModeNever      = "Never"
+)
+
+// PropagationPolicyList is a list of PropagationPolicies.
+//
+// +kubebuilder:object:root=true
+type PropagationPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PropagationPolicy `json:"items"`
+}
+
+// ClusterPropagationPolicyList is a list of ClusterPropagationPolicies.
+//
+// +kubebuilder:object:root=true
+type ClusterPropagationPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ClusterPropagationPolicy `json:"items"`
+}

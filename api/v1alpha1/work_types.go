@@ -1,0 +1,93 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Work is what one member cluster must run for one binding: the rendered
+// manifests, in the cluster's execution namespace (ExecutionNamespace). Its
+// metadata.generation grows with every change of the manifests; the agent
+// acknowledges the generation it applied.
+//
+// Deleting a Work sets its deletionTimestamp: it stays as a tombstone until
+// the agent confirms the objects are gone from the member cluster.
+//
+// +kubebuilder:object:root=true
+type Work struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   WorkSpec   `json:"spec"`
+	Status WorkStatus `json:"status,omitempty"`
+}
+
+// WorkSpec holds the manifests.
+type WorkSpec struct {
+	Workload WorkloadTemplate `json:"workload"`
+}
+
+// WorkloadTemplate is the list of manifests of a Work.
+type WorkloadTemplate struct {
+	Manifests []Manifest `json:"manifests,omitempty"`
+}
+
+// Manifest is one Kubernetes object, as JSON.
+type Manifest struct {
+	runtime.RawExtension `json:",inline"`
+}
+
+// WorkStatus is what the agent reported about a Work.
+type WorkStatus struct {
+	// ObservedGeneration is the generation the agent last acknowledged.
+	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
+	Conditions         []metav1.Condition `json:"conditions,omitempty"`
+	ManifestStatuses   []ManifestStatus   `json:"manifestStatuses,omitempty"`
+}
+
+// ManifestStatus is the state of one applied manifest.
+type ManifestStatus struct {
+	Identifier ResourceIdentifier `json:"identifier"`
+	// Status holds key status fields of the object (e.g. readyReplicas).
+	Status *runtime.RawExtension `json:"status,omitempty"`
+	// Health is Healthy, Unhealthy or Unknown.
+	Health string `json:"health,omitempty"`
+	// Message says why, for anything but Healthy.
+	Message string `json:"message,omitempty"`
+}
+
+// ResourceIdentifier names one manifest of a Work.
+type ResourceIdentifier struct {
+	// Ordinal is the manifest's index in the Work.
+	Ordinal   int    `json:"ordinal"`
+	Group     string `json:"group"`
+	Version   string `json:"version"`
+	Kind      string `json:"kind"`
+	Resource  string `json:"resource,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+}
+
+// Condition types of a Work.
+const (
+	WorkConditionApplied = "Applied"
+
+	ReasonAppliedSuccessful = "AppliedSuccessful"
+	ReasonAppliedFailed     = "AppliedFailed"
+	ReasonAppliedPending    = "Pending"
+)
+
+// ExecutionNamespacePrefix starts the namespace that holds a cluster's Works.
+const ExecutionNamespacePrefix = "flotilla-es-"
+
+// ExecutionNamespace is the namespace of the Works of a cluster.
+func ExecutionNamespace(cluster string) string { return ExecutionNamespacePrefix + cluster }
+
+// WorkList is a list of Works.
+//
+// +kubebuilder:object:root=true
+type WorkList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Work `json:"items"`
+}

@@ -1,0 +1,212 @@
+package protocol
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Work messages travel on a StreamWork stream that the agent opens after
+// Welcome. The agent first sends WorkInventory; the hub answers with the
+// WorkUpserts and WorkDeletes that bring the agent in step, then sends
+// changes as they happen. The agent answers every upsert with WorkApplied
+// and every delete with WorkDeleted, and sends WorkStatus when the health of
+// what it applied changes.
+
+// MaxWorkFrameSize is the frame limit on work streams: a Work carries whole
+// manifests (a ConfigMap alone may be 1 MiB).
+const MaxWorkFrameSize = 16 << 20
+
+// Bounds for work messages.
+const (
+	maxManifests     = 1 << 10
+	maxInventory     = 1 << 20
+	maxWorkNameBytes = 253
+)
+
+// WorkRef names a Work and the generation the agent holds of it.
+type WorkRef struct {
+	Name       string `json:"name"`
+	Generation int64  `json:"generation"`
+}
+
+// WorkInventory is the agent's first message on a work stream: every Work it
+// has applied and not deleted, with the generation it applied.
+type WorkInventory struct {
+	Works []WorkRef `json:"works"`
+}
+
+// WorkUpsert tells the agent to apply a Work's manifests; objects of an
+// older generation that are no longer in Manifests are pruned.
+type WorkUpsert struct {
+	Name       string `json:"name"`
+	Generation int64  `json:"generation"`
+	// Binding names the binding the Work renders ("namespace/name" or
+	// "name"), for labels and logs.
+	Binding   string            `json:"binding"`
+	Manifests []json.RawMessage `json:"manifests"`
+}
+
+// WorkDelete tells the agent to delete every object of a Work.
+type WorkDelete struct {
+	Name string `json:"name"`
+}
+
+// ManifestResult is the state of one manifest of a Work.
+type ManifestResult struct {
+	Ordinal   int    `json:"ordinal"`
+	Group     string `json:"group"`
+	Version   string `json:"version"`
+	Kind      string `json:"kind"`
+	Resource  string `json:"resource,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// Health is Healthy, Unhealthy or Unknown.
+	Health  string `json:"health"`
+	Message string `json:"message,omitempty"`
+	// Status holds key status fields (readyReplicas, ...), as a JSON object.
+	Status json.RawMessage `json:"status,omitempty"`
+}
+
+// WorkApplied answers WorkUpsert. Applied is false if any manifest failed;
+// Message then says which and why.
+type WorkApplied struct {
+	Name       string           `json:"name"`
+	Generation int64            `json:"generation"`
+	Applied    bool             `json:"applied"`
+	Message    string           `json:"message,omitempty"`
+	Manifests  []ManifestResult `json:"manifests,omitempty"`
+}
+
+// WorkDeleted confirms that the objects of a Work are gone.
+type WorkDeleted struct {
+	Name string `json:"name"`
+}
+
+// WorkStatus reports a change in the health of an applied Work's objects.
+type WorkStatus struct {
+	Name       string           `json:"name"`
+	Generation int64            `json:"generation"`
+	Manifests  []ManifestResult `json:"manifests"`
+}
+
+// Type implements Message.
+func (*WorkInventory) Type() MessageType { return TypeWorkInventory }
+
+// Type implements Message.
+func (*WorkUpsert) Type() MessageType { return TypeWorkUpsert }
+
+// Type implements Message.
+func (*WorkDelete) Type() MessageType { return TypeWorkDelete }
+
+// Type implements Message.
+func (*WorkApplied) Type() MessageType { return TypeWorkApplied }
+
+// Type implements Message.
+func (*WorkDeleted) Type() MessageType { return TypeWorkDeleted }
+
+// Type implements Message.
+func (*WorkStatus) Type() MessageType { return TypeWorkStatus }
+
+// Validate bounds the inventory and checks every entry.
+func (m *WorkInventory) Validate() error {
+	checks := []error{inRange("len(works)", len(m.Works), 0, maxInventory)}
+	for i, w := range m.Works {
+		checks = append(checks, workName(fmt.Sprintf("works[%d].name", i), w.Name),
+			positive(fmt.Sprintf("works[%d].generation", i), w.Generation))
+	}
+	return invalid(TypeWorkInventory, checks...)
+}
+
+// Validate requires a name, a generation and manifests that are JSON objects.
+func (m *WorkUpsert) Validate() error {
+	checks := []error{
+		workName("name", m.Name),
+		positive("generation", m.Generation),
+		maxLen("binding", m.Binding, maxShortString),
+		inRange("len(manifests)", len(m.Manifests), 0, maxManifests),
+	}
+	for i, raw := range m.Manifests {
+		checks = append(checks, jsonObject(fmt.Sprintf("manifests[%d]", i), raw))
+	}
+	return invalid(TypeWorkUpsert, checks...)
+}
+
+// Validate requires a name.
+func (m *WorkDelete) Validate() error {
+	return invalid(TypeWorkDelete, workName("name", m.Name))
+}
+
+// Validate checks the name, generation and manifest results.
+func (m *WorkApplied) Validate() error {
+	checks := []error{workName("name", m.Name), positive("generation", m.Generation), maxLen("message", m.Message, maxLongString)}
+	return invalid(TypeWorkApplied, append(checks, manifestResults(m.Manifests)...)...)
+}
+
+// Validate requires a name.
+func (m *WorkDeleted) Validate() error {
+	return invalid(TypeWorkDeleted, workName("name", m.Name))
+}
+
+// Validate checks the name, generation and manifest results.
+func (m *WorkStatus) Validate() error {
+	checks := []error{workName("name", m.Name), positive("generation", m.Generation)}
+	return invalid(TypeWorkStatus, append(checks, manifestResults(m.Manifests)...)...)
+}
+
+// Health values a ManifestResult may carry.
+const (
+	HealthHealthy   = "Healthy"
+	HealthUnhealthy = "Unhealthy"
+	HealthUnknown   = "Unknown"
+)
+
+// maxManifestStatus bounds the status fields reported per manifest.
+const maxManifestStatus = 16 << 10
+
+func manifestResults(results []ManifestResult) []error {
+	checks := []error{inRange("len(manifests)", len(results), 0, maxManifests)}
+	for i, r := range results {
+		field := fmt.Sprintf("manifests[%d]", i)
+		checks = append(checks,
+			inRange(field+".ordinal", r.Ordinal, 0, maxManifests-1),
+			maxLen(field+".group", r.Group, maxShortString),
+			maxLen(field+".version", r.Version, maxShortString),
+			maxLen(field+".kind", r.Kind, maxShortString),
+			maxLen(field+".resource", r.Resource, maxShortString),
+			maxLen(field+".namespace", r.Namespace, maxShortString),
+			maxLen(field+".name", r.Name, maxShortString),
+			maxLen(field+".message", r.Message, maxLongString),
+			health(field+".health", r.Health),
+		)
+		if len(r.Status) > 0 {
+			checks = append(checks, maxLen(field+".status", string(r.Status), maxManifestStatus), jsonObject(field+".status", r.Status))
+		}
+	}
+	return checks
+}
+
+func health(field, h string) error {
+	switch h {
+	case HealthHealthy, HealthUnhealthy, HealthUnknown:
+		return nil
+	}
+	return fmt.Errorf("%s %q must be Healthy, Unhealthy or Unknown", field, truncate(h))
+}
+
+// workName checks a Work name: a DNS subdomain, as Kubernetes names are.
+func workName(field, name string) error {
+	if err := maxLen(field, name, maxWorkNameBytes); err != nil {
+		return err
+	}
+	return clusterName(field, name)
+}
+
+// jsonObject checks that raw is a JSON object (the decoder already checked
+// that it is valid JSON).
+func jsonObject(field string, raw json.RawMessage) error {
+	if s := strings.TrimLeft(string(raw), " \t\r\n"); !strings.HasPrefix(s, "{") {
+		return fmt.Errorf("%s must be a JSON object", field)
+	}
+	return nil
+}
