@@ -21,7 +21,8 @@ const MaxWorkFrameSize = 16 << 20
 const (
 	maxManifests     = 1 << 10
 	maxInventory     = 1 << 20
-	maxWorkNameBytes = 253
+	// maxWorkNameBytes keeps Work names usable as label values.
+	maxWorkNameBytes = 63
 )
 
 // WorkRef names a Work and the generation the agent holds of it.
@@ -194,7 +195,8 @@ func health(field, h string) error {
 	return fmt.Errorf("%s %q must be Healthy, Unhealthy or Unknown", field, truncate(h))
 }
 
-// workName checks a Work name: a DNS subdomain, as Kubernetes names are.
+// workName checks a Work name: a DNS subdomain of at most 63 bytes, so the
+// agent can put it in a label.
 func workName(field, name string) error {
 	if err := maxLen(field, name, maxWorkNameBytes); err != nil {
 		return err
