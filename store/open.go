@@ -114,6 +114,7 @@ func startEmbedded(ctx context.Context, dir string) (*embed.Etcd, error) {
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.AutoCompactionMode = embed.CompactorModePeriodic
 	cfg.AutoCompactionRetention = embeddedCompactionRetention
+	cfg.MaxTxnOps = 2 * MaxTxnObjects // comparisons count too
 	cfg.LogLevel = "warn"
 	cfg.LogOutputs = []string{filepath.Join(dir, "etcd.log")}
 	// Stale sockets from a crashed run would make the listeners fail.

@@ -24,8 +24,11 @@ type Object[T any] interface {
 // Kind describes one kind of object in the store.
 type Kind struct {
 	// Resource is the plural lower-case name, e.g. "clusters"; it is part of
-	// every key.
-	Resource   string
+	// every key. It may contain slashes, to nest kinds under a common prefix.
+	Resource string
+	// GVK is stamped on every object of the kind. A zero GVK keeps each
+	// object's own apiVersion and kind, for stores of mixed kinds (resource
+	// templates).
 	GVK        schema.GroupVersionKind
 	Namespaced bool
 }
@@ -81,7 +84,7 @@ func (r *Resource[T, PT]) encode(obj PT) (string, error) {
 		return "", err
 	}
 	clone.SetResourceVersion("")
-	clone.GetObjectKind().SetGroupVersionKind(r.kind.GVK)
+	r.stampKind(clone)
 	data, err := json.Marshal(clone)
 	if err != nil {
 		return "", fmt.Errorf("encode %s %q: %w", r.kind.Resource, obj.GetName(), err)
@@ -95,8 +98,14 @@ func (r *Resource[T, PT]) decode(value []byte, modRevision int64) (PT, error) {
 		return nil, fmt.Errorf("decode %s: %w", r.kind.Resource, err)
 	}
 	obj.SetResourceVersion(strconv.FormatInt(modRevision, 10))
-	obj.GetObjectKind().SetGroupVersionKind(r.kind.GVK)
+	r.stampKind(obj)
 	return obj, nil
+}
+
+func (r *Resource[T, PT]) stampKind(obj PT) {
+	if !r.kind.GVK.Empty() {
+		obj.GetObjectKind().SetGroupVersionKind(r.kind.GVK)
+	}
 }
 
 // copy deep-copies through JSON, so callers never share memory with the store.
