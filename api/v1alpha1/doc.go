@@ -20,8 +20,18 @@ const APIVersion = GroupName + "/" + Version
 
 // Kinds of Flotilla's objects.
 const (
-	KindCluster     = "Cluster"
-	KindClusterList = "ClusterList"
+	KindCluster                      = "Cluster"
+	KindClusterList                  = "ClusterList"
+	KindPropagationPolicy            = "PropagationPolicy"
+	KindPropagationPolicyList        = "PropagationPolicyList"
+	KindClusterPropagationPolicy     = "ClusterPropagationPolicy"
+	KindClusterPropagationPolicyList = "ClusterPropagationPolicyList"
+	KindResourceBinding              = "ResourceBinding"
+	KindResourceBindingList          = "ResourceBindingList"
+	KindClusterResourceBinding       = "ClusterResourceBinding"
+	KindClusterResourceBindingList   = "ClusterResourceBindingList"
+	KindWork                         = "Work"
+	KindWorkList                     = "WorkList"
 )
 
 // TypeMeta returns the TypeMeta of a Flotilla kind.

@@ -1,0 +1,121 @@
+package validation
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+// karmadaPolicy is the seed example, as a Karmada user writes it.
+const karmadaPolicy = `
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: nginx-propagation
+  namespace: default
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: nginx
+  placement:
+    clusterAffinity:
+      clusterNames: [member1, member2]
+    clusterTolerations:
+      - key: cluster.karmada.io/not-ready
+        operator: Exists
+        effect: NoExecute
+        tolerationSeconds: 60
+    replicaScheduling:
+      replicaDivisionPreference: Weighted
+      replicaSchedulingType: Divided
+      weightPreference:
+        staticWeightList:
+          - targetCluster:
+              clusterNames: [member1]
+            weight: 1
+          - targetCluster:
+              clusterNames: [member2]
+            weight: 2
+  failover:
+    cluster:
+      purgeMode: Gracefully
+`
+
+func jsonOf(t *testing.T, doc string) []byte {
+	t.Helper()
+	raw, err := yaml.YAMLToJSON([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+func TestKarmadaPolicyIsAccepted(t *testing.T) {
+	p, errs := PropagationPolicy(jsonOf(t, karmadaPolicy))
+	if len(errs) > 0 {
+		t.Fatalf("errors: %v", errs.ToAggregate())
+	}
+	if p.APIVersion != "flotilla.io/v1alpha1" || len(p.Spec.Placement.ReplicaScheduling.WeightPreference.StaticWeightList) != 2 {
+		t.Errorf("decoded %s with %+v", p.APIVersion, p.Spec.Placement.ReplicaScheduling)
+	}
+}
+
+func TestPolicyErrorsNameTheField(t *testing.T) {
+	tests := []struct{ name, from, to, want string }{
+		{"bad scheduling type", "replicaSchedulingType: Divided", "replicaSchedulingType: Split", `spec.placement.replicaScheduling.replicaSchedulingType: Unsupported value: "Split"`},
+		{"unknown field", "purgeMode: Gracefully", "purgeMode: Gracefully\n      purgeDelay: 3", "spec.failover.cluster.purgeDelay: Forbidden: unknown field"},
+		{"negative weight", "weight: 2", "weight: -2", "spec.placement.replicaScheduling.weightPreference.staticWeightList[1].weight: Invalid value: -2"},
+		{"no selectors", "resourceSelectors:\n    - apiVersion: apps/v1\n      kind: Deployment\n      name: nginx", "resourceSelectors: []", "spec.resourceSelectors: Required value"},
+		{"other namespace", "name: nginx\n  placement", "name: nginx\n      namespace: prod\n  placement", "spec.resourceSelectors[0].namespace: Invalid value: \"prod\""},
+		{"bad purge mode", "purgeMode: Gracefully", "purgeMode: Later", `spec.failover.cluster.purgeMode: Unsupported value: "Later"`},
+		{"toleration seconds on NoSchedule", "effect: NoExecute", "effect: NoSchedule", "spec.placement.clusterTolerations[0].tolerationSeconds"},
+		{"no name", "name: nginx-propagation", "name: \"\"", "metadata.name: Required value"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := strings.Replace(karmadaPolicy, tt.from, tt.to, 1)
+			if doc == karmadaPolicy {
+				t.Fatalf("%q not in the policy", tt.from)
+			}
+			_, errs := PropagationPolicy(jsonOf(t, doc))
+			if got := errs.ToAggregate(); got == nil || !strings.Contains(got.Error(), tt.want) {
+				t.Errorf("errors = %v, want one containing %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestTemplate(t *testing.T) {
+	tests := []struct {
+		name, doc  string
+		namespaced bool
+		want       string // "" = valid
+	}{
+		{"deployment", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: nginx, namespace: default}\nspec: {replicas: 3}", true, ""},
+		{"cluster role", "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: r}", false, ""},
+		{"namespace on cluster-scoped", "apiVersion: v1\nkind: Namespace\nmetadata: {name: a, namespace: b}", false, "metadata.namespace: Forbidden"},
+		{"bad name", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: Not_OK, namespace: default}", true, "metadata.name: Invalid value"},
+		{"negative replicas", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: n, namespace: default}\nspec: {replicas: -1}", true, "spec.replicas"},
+		{"string replicas", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: n, namespace: default}\nspec: {replicas: \"3\"}", true, "spec.replicas"},
+		{"own kind", "apiVersion: flotilla.io/v1alpha1\nkind: Work\nmetadata: {name: w, namespace: default}", true, "apiVersion: Forbidden"},
+		{"no kind", "apiVersion: v1\nmetadata: {name: w, namespace: default}", true, "kind: Required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u := &unstructured.Unstructured{}
+			if err := u.UnmarshalJSON(jsonOf(t, tt.doc)); err != nil && tt.want != "kind: Required" {
+				t.Fatal(err)
+			}
+			errs := Template(u, tt.namespaced).ToAggregate()
+			switch {
+			case tt.want == "" && errs != nil:
+				t.Errorf("errors = %v, want none", errs)
+			case tt.want != "" && (errs == nil || !strings.Contains(errs.Error(), tt.want)):
+				t.Errorf("errors = %v, want one containing %q", errs, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,51 @@
+package validation
+
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+)
+
+// Template checks a resource template. namespaced says whether its kind is
+// namespaced (the caller knows from its table of cluster-scoped kinds).
+func Template(u *unstructured.Unstructured, namespaced bool) field.ErrorList {
+	var errs field.ErrorList
+	gv, err := schema.ParseGroupVersion(u.GetAPIVersion())
+	switch {
+	case u.GetAPIVersion() == "":
+		errs = append(errs, field.Required(field.NewPath("apiVersion"), ""))
+	case err != nil:
+		errs = append(errs, field.Invalid(field.NewPath("apiVersion"), u.GetAPIVersion(), err.Error()))
+	case gv.Group == v1alpha1.GroupName || strings.HasSuffix(gv.Group, ".flotilla.io") || strings.HasSuffix(gv.Group, ".karmada.io"):
+		errs = append(errs, field.Forbidden(field.NewPath("apiVersion"), "the hub's own kinds are not propagated as templates"))
+	}
+	kind := u.GetKind()
+	switch {
+	case kind == "":
+		errs = append(errs, field.Required(field.NewPath("kind"), ""))
+	case strings.HasSuffix(kind, "List"):
+		errs = append(errs, field.Forbidden(field.NewPath("kind"), "a list is not a template; apply its items"))
+	}
+	meta := field.NewPath("metadata")
+	errs = append(errs, name(u.GetName(), meta.Child("name"))...)
+	if namespaced {
+		for _, msg := range validation.IsDNS1123Label(u.GetNamespace()) {
+			errs = append(errs, field.Invalid(meta.Child("namespace"), u.GetNamespace(), msg))
+		}
+	} else if u.GetNamespace() != "" {
+		errs = append(errs, field.Forbidden(meta.Child("namespace"), kind+" is cluster-scoped"))
+	}
+	errs = append(errs, metav1validation.ValidateLabels(u.GetLabels(), meta.Child("labels"))...)
+	if r, found, err := unstructured.NestedFieldNoCopy(u.Object, "spec", "replicas"); found {
+		if n, ok := r.(int64); err != nil || !ok || n < 0 {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "replicas"), r, "must be a non-negative integer"))
+		}
+	}
+	return errs
+}
