@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub/objects"
 )
 
 // maxRequestBody bounds API request bodies.
@@ -32,6 +33,7 @@ const (
 // apiServer serves the hub's objects as JSON.
 type apiServer struct {
 	registry *Registry
+	objects  *objects.Objects
 	agents   *agentServer
 	logger   *slog.Logger
 }
@@ -44,6 +46,7 @@ func (a *apiServer) handler() http.Handler {
 	mux.HandleFunc("GET "+leasesPath, a.listLeases)
 	mux.HandleFunc("GET "+leasesPath+"/{name}", a.getLease)
 	mux.HandleFunc("GET "+eventsPath, a.listEvents)
+	a.objectRoutes(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
 	mux.HandleFunc("GET /debug/stats", a.stats)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -121,7 +124,7 @@ func (a *apiServer) getLease(w http.ResponseWriter, r *http.Request) {
 // as query parameters or as a Kubernetes fieldSelector.
 func (a *apiServer) listEvents(w http.ResponseWriter, r *http.Request) {
 	filter := map[string]string{}
-	for _, key := range []string{"involvedObject.kind", "involvedObject.name"} {
+	for _, key := range []string{"involvedObject.kind", "involvedObject.name", "involvedObject.namespace"} {
 		if v := r.URL.Query().Get(key); v != "" {
 			filter[key] = v
 		}
@@ -142,6 +145,9 @@ func (a *apiServer) listEvents(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if name, ok := filter["involvedObject.name"]; ok && ev.InvolvedObject.Name != name {
+			continue
+		}
+		if ns, ok := filter["involvedObject.namespace"]; ok && ev.InvolvedObject.Namespace != ns {
 			continue
 		}
 		list.Items = append(list.Items, *ev)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/flotilla-io/flotilla/hub/health"
+	"github.com/flotilla-io/flotilla/hub/objects"
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/store"
 )
@@ -107,7 +108,7 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		return fmt.Errorf("listen for the API on %s: %w", cfg.HTTPAddr, err)
 	}
 	agents := newAgentServer(registry, cfg.HubID, cfg.Clock, logger)
-	api := &apiServer{registry: registry, agents: agents, logger: logger}
+	api := &apiServer{registry: registry, objects: objects.New(s), agents: agents, logger: logger}
 	httpServer := &http.Server{Handler: api.handler(), ReadHeaderTimeout: 10 * time.Second}
 
 	registryCtx, stopRegistry := context.WithCancel(context.WithoutCancel(ctx))

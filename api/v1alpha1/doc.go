@@ -7,7 +7,10 @@
 // +groupName=flotilla.io
 package v1alpha1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
 
 // GroupName and Version of Flotilla's own objects.
 const (
@@ -17,6 +20,9 @@ const (
 
 // APIVersion is the apiVersion field of Flotilla's objects.
 const APIVersion = GroupName + "/" + Version
+
+// SchemeGroupVersion is Flotilla's group and version.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: Version}
 
 // Kinds of Flotilla's objects.
 const (
