@@ -16,6 +16,7 @@ import (
 	"github.com/quic-go/quic-go"
 	"k8s.io/utils/clock"
 
+	"github.com/flotilla-io/flotilla/hub/detector"
 	"github.com/flotilla-io/flotilla/hub/health"
 	"github.com/flotilla-io/flotilla/hub/objects"
 	"github.com/flotilla-io/flotilla/protocol"
@@ -49,6 +50,9 @@ type Config struct {
 	Logger  *slog.Logger
 	Clock   clock.WithTicker
 }
+
+// controllerWorkers is how many keys each controller reconciles at once.
+const controllerWorkers = 4
 
 // Run runs the hub until ctx ends, then says goodbye to the agents, stores
 // what changed and stops. ready, if not nil, is called with the bound
@@ -108,7 +112,8 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		return fmt.Errorf("listen for the API on %s: %w", cfg.HTTPAddr, err)
 	}
 	agents := newAgentServer(registry, cfg.HubID, cfg.Clock, logger)
-	api := &apiServer{registry: registry, objects: objects.New(s), agents: agents, logger: logger}
+	objs := objects.New(s)
+	api := &apiServer{registry: registry, objects: objs, agents: agents, logger: logger}
 	httpServer := &http.Server{Handler: api.handler(), ReadHeaderTimeout: 10 * time.Second}
 
 	registryCtx, stopRegistry := context.WithCancel(context.WithoutCancel(ctx))
@@ -117,6 +122,7 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	agentsDone := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { registry.Run(registryCtx) })
+	wg.Go(func() { detector.New(objs, logger).Run(ctx, controllerWorkers) })
 	wg.Go(func() { agents.serve(agentsCtx, ln); close(agentsDone) })
 	httpErr := make(chan error, 1)
 	wg.Go(func() { httpErr <- httpServer.Serve(httpLn) })

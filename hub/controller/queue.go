@@ -1,0 +1,64 @@
+package controller
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Queue is a rate-limited queue of object keys with its worker loop, in
+// the shape of kubernetes/sample-controller: Get, reconcile, then Forget
+// on success or AddRateLimited on failure, and always Done.
+type Queue struct {
+	name      string
+	queue     workqueue.TypedRateLimitingInterface[string]
+	reconcile func(ctx context.Context, key string) error
+	logger    *slog.Logger
+}
+
+// NewQueue returns a queue whose keys are handled by reconcile.
+func NewQueue(name string, reconcile func(ctx context.Context, key string) error, logger *slog.Logger) *Queue {
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
+	return &Queue{name: name, queue: q, reconcile: reconcile, logger: logger.With("controller", name)}
+}
+
+// Add queues key.
+func (q *Queue) Add(key string) { q.queue.Add(key) }
+
+// Len is the number of keys waiting.
+func (q *Queue) Len() int { return q.queue.Len() }
+
+// Run runs workers until ctx ends, then shuts the queue down.
+func (q *Queue) Run(ctx context.Context, workers int) {
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for q.next(ctx) {
+			}
+		})
+	}
+	<-ctx.Done()
+	q.queue.ShutDown()
+	wg.Wait()
+}
+
+func (q *Queue) next(ctx context.Context) bool {
+	key, shutdown := q.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer q.queue.Done(key)
+	if err := q.reconcile(ctx, key); err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		q.logger.Warn("reconcile failed; retrying", "key", key, "err", err, "retries", q.queue.NumRequeues(key))
+		q.queue.AddRateLimited(key)
+		return true
+	}
+	q.queue.Forget(key)
+	return true
+}
