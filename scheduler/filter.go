@@ -1,0 +1,244 @@
+package scheduler
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+)
+
+// Taint key prefixes. Karmada policies tolerate cluster.karmada.io/* taints;
+// the hub sets the same taints under cluster.flotilla.io/*.
+const (
+	karmadaTaintPrefix  = "cluster.karmada.io/"
+	flotillaTaintPrefix = "cluster.flotilla.io/"
+)
+
+// reasonAffinity completes "N cluster(s) ..." for clusters the affinity
+// rejects. It does not say which part of the affinity failed so that the
+// message groups them, as the Kubernetes scheduler does for node affinity.
+const reasonAffinity = "did not match the placement's cluster affinity"
+
+// taintReason completes "N cluster(s) ..." for a cluster with an untolerated
+// taint, in the Kubernetes scheduler's wording.
+func taintReason(t *corev1.Taint) string {
+	return fmt.Sprintf("had untolerated taint {%s: %s}", t.Key, t.Value)
+}
+
+// Filter returns the clusters that match affinity (nil matches all) and
+// tolerate tolerations, sorted by name, and for every other cluster the
+// reason it was left out (the text completes "N cluster(s) ..."). Clusters
+// named in placed pass the taint check whatever their taints. An invalid
+// affinity is an error.
+func Filter(affinity *v1alpha1.ClusterAffinity, tolerations []corev1.Toleration, clusters []*v1alpha1.Cluster, placed []v1alpha1.TargetCluster) ([]*v1alpha1.Cluster, map[string]string, error) {
+	m, err := compileAffinity(affinity)
+	if err != nil {
+		return nil, nil, err
+	}
+	sorted, err := sortedClusters(clusters)
+	if err != nil {
+		return nil, nil, err
+	}
+	reasons := map[string]string{}
+	fit := filter(&m, tolerations, sorted, targetNames(placed), reasons)
+	return fit, reasons, nil
+}
+
+// filter returns the clusters that fit, in their order, and records why the
+// others do not in reasons unless it is nil (Schedule only needs reasons
+// when nothing fits, and recording them costs more than filtering).
+func filter(m *affinityMatcher, tolerations []corev1.Toleration, clusters []*v1alpha1.Cluster, placed map[string]bool, reasons map[string]string) []*v1alpha1.Cluster {
+	var fit []*v1alpha1.Cluster
+	for _, c := range clusters {
+		reason := rejection(m, tolerations, c, placed)
+		switch {
+		case reason == "":
+			fit = append(fit, c)
+		case reasons != nil:
+			reasons[c.Name] = reason
+		}
+	}
+	return fit
+}
+
+// rejection is why c does not fit, or "" if it does. Affinity is checked
+// first: it is the user's stated intent, so it is the clearer reason.
+func rejection(m *affinityMatcher, tolerations []corev1.Toleration, c *v1alpha1.Cluster, placed map[string]bool) string {
+	if !m.matches(c) {
+		return reasonAffinity
+	}
+	if placed[c.Name] {
+		return ""
+	}
+	if t := untoleratedTaint(c.Spec.Taints, tolerations); t != nil {
+		return taintReason(t)
+	}
+	return ""
+}
+
+// untoleratedTaint returns the first NoSchedule or NoExecute taint that no
+// toleration tolerates, or nil. PreferNoSchedule only lowers a score, and
+// there is no scoring yet.
+func untoleratedTaint(taints []corev1.Taint, tolerations []corev1.Toleration) *corev1.Taint {
+	for i := range taints {
+		t := &taints[i]
+		if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute {
+			continue
+		}
+		if !Tolerates(tolerations, t) {
+			return t
+		}
+	}
+	return nil
+}
+
+// Tolerates reports whether any of tolerations tolerates taint, with the
+// semantics of corev1.Toleration.ToleratesTaint (the alpha comparison
+// operators Lt and Gt tolerate nothing), plus one addition: a toleration of
+// a cluster.karmada.io/<x> key also tolerates the cluster.flotilla.io/<x>
+// taint.
+func Tolerates(tolerations []corev1.Toleration, taint *corev1.Taint) bool {
+	for i := range tolerations {
+		if tolerates(&tolerations[i], taint) {
+			return true
+		}
+	}
+	return false
+}
+
+func tolerates(t *corev1.Toleration, taint *corev1.Taint) bool {
+	// The logger is only used for Lt/Gt, which are disabled; the zero
+	// logr.Logger discards anyway.
+	if t.ToleratesTaint(klog.Logger{}, taint, false) {
+		return true
+	}
+	suffix, ok := strings.CutPrefix(t.Key, karmadaTaintPrefix)
+	if !ok {
+		return false
+	}
+	mapped := *t
+	mapped.Key = flotillaTaintPrefix + suffix
+	return mapped.ToleratesTaint(klog.Logger{}, taint, false)
+}
+
+// affinityMatcher is a ClusterAffinity parsed once, to be matched against
+// many clusters. The zero value matches every cluster.
+type affinityMatcher struct {
+	names   map[string]bool // nil: any name
+	exclude []string
+	labels  labels.Selector // nil: any labels
+	fields  []fieldRequirement
+}
+
+func compileAffinity(a *v1alpha1.ClusterAffinity) (affinityMatcher, error) {
+	var m affinityMatcher
+	if a == nil {
+		return m, nil
+	}
+	if len(a.ClusterNames) > 0 {
+		// A set, because a names rule can list every cluster of a large fleet.
+		m.names = make(map[string]bool, len(a.ClusterNames))
+		for _, n := range a.ClusterNames {
+			m.names[n] = true
+		}
+	}
+	m.exclude = a.Exclude
+	// LabelSelectorAsSelector turns nil into "nothing"; an absent selector
+	// means no constraint here.
+	if a.LabelSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(a.LabelSelector)
+		if err != nil {
+			return m, fmt.Errorf("labelSelector: %w", err)
+		}
+		m.labels = sel
+	}
+	if a.FieldSelector != nil {
+		for i, req := range a.FieldSelector.MatchExpressions {
+			f, err := compileField(req)
+			if err != nil {
+				return m, fmt.Errorf("fieldSelector.matchExpressions[%d]: %w", i, err)
+			}
+			m.fields = append(m.fields, f)
+		}
+	}
+	return m, nil
+}
+
+func (m *affinityMatcher) matches(c *v1alpha1.Cluster) bool {
+	if m.names != nil && !m.names[c.Name] {
+		return false
+	}
+	if slices.Contains(m.exclude, c.Name) {
+		return false
+	}
+	if m.labels != nil && !m.labels.Matches(labels.Set(c.Labels)) {
+		return false
+	}
+	for i := range m.fields {
+		if !m.fields[i].matches(&c.Spec) {
+			return false
+		}
+	}
+	return true
+}
+
+// fieldRequirement is one fieldSelector expression on a ClusterSpec field.
+// An empty field counts as absent, as in Karmada, which matches fields as
+// labels set only when non-empty.
+type fieldRequirement struct {
+	get    func(*v1alpha1.ClusterSpec) string
+	op     corev1.NodeSelectorOperator
+	values []string
+}
+
+func compileField(req corev1.NodeSelectorRequirement) (fieldRequirement, error) {
+	f := fieldRequirement{get: fieldGetter(req.Key), op: req.Operator, values: req.Values}
+	if f.get == nil {
+		return f, fmt.Errorf("key %q: unknown, want %s, %s or %s", req.Key, v1alpha1.FieldProvider, v1alpha1.FieldRegion, v1alpha1.FieldZone)
+	}
+	switch req.Operator {
+	case corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn:
+		if len(req.Values) == 0 {
+			return f, fmt.Errorf("operator %s needs values", req.Operator)
+		}
+	case corev1.NodeSelectorOpExists, corev1.NodeSelectorOpDoesNotExist:
+		if len(req.Values) > 0 {
+			return f, fmt.Errorf("operator %s takes no values", req.Operator)
+		}
+	default:
+		return f, fmt.Errorf("operator %q: unsupported, want In, NotIn, Exists or DoesNotExist", req.Operator)
+	}
+	return f, nil
+}
+
+func fieldGetter(key string) func(*v1alpha1.ClusterSpec) string {
+	switch key {
+	case v1alpha1.FieldProvider:
+		return func(s *v1alpha1.ClusterSpec) string { return s.Provider }
+	case v1alpha1.FieldRegion:
+		return func(s *v1alpha1.ClusterSpec) string { return s.Region }
+	case v1alpha1.FieldZone:
+		return func(s *v1alpha1.ClusterSpec) string { return s.Zone }
+	}
+	return nil
+}
+
+func (f *fieldRequirement) matches(spec *v1alpha1.ClusterSpec) bool {
+	v := f.get(spec)
+	switch f.op {
+	case corev1.NodeSelectorOpIn:
+		return v != "" && slices.Contains(f.values, v)
+	case corev1.NodeSelectorOpNotIn:
+		return v == "" || !slices.Contains(f.values, v)
+	case corev1.NodeSelectorOpExists:
+		return v != ""
+	default: // DoesNotExist; compileField rejects other operators
+		return v == ""
+	}
+}

@@ -1,0 +1,263 @@
+package scheduler
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+)
+
+// TestScheduleProperties checks the invariants on many random inputs; the
+// fuzz target below explores further with `go test -fuzz FuzzSchedule`.
+func TestScheduleProperties(t *testing.T) {
+	for seed := range uint64(3000) {
+		r := rand.New(rand.NewPCG(seed, 42))
+		in := randomInput(r)
+		got, err := Schedule(in)
+		checkInvariants(t, fmt.Sprintf("seed %d", seed), in, got, err)
+	}
+}
+
+func FuzzSchedule(f *testing.F) {
+	for seed := range uint64(20) {
+		f.Add(seed, seed*7919)
+	}
+	f.Fuzz(func(t *testing.T, a, b uint64) {
+		in := randomInput(rand.New(rand.NewPCG(a, b)))
+		got, err := Schedule(in)
+		checkInvariants(t, fmt.Sprintf("seed %d,%d", a, b), in, got, err)
+	})
+}
+
+// checkInvariants holds for every valid input:
+//   - only UnschedulableError, and only when no affinity group leaves a cluster;
+//   - the result is sorted, has no duplicates and stays within the clusters
+//     that fit the group used (an earlier group must leave none);
+//   - no cluster with an untolerated NoSchedule/NoExecute taint, unless it
+//     was already placed;
+//   - Duplicated (or no replicas) takes every fitting cluster with all
+//     replicas; Divided hands out exactly Replicas, none to a cluster with 0.
+func checkInvariants(t *testing.T, label string, in Input, got Result, err error) {
+	t.Helper()
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("%s: %s\ninput: %s\nresult: %+v, error: %v", label, fmt.Sprintf(format, args...), describe(in), got, err)
+	}
+	fits := func(a *v1alpha1.ClusterAffinity) []*v1alpha1.Cluster {
+		t.Helper()
+		var tolerations []corev1.Toleration
+		if in.Placement != nil {
+			tolerations = in.Placement.ClusterTolerations
+		}
+		fit, _, ferr := Filter(a, tolerations, in.Clusters, in.Previous)
+		if ferr != nil {
+			fail("Filter: %v", ferr)
+		}
+		return fit
+	}
+	groups := affinityGroups(in.Placement)
+
+	if err != nil {
+		var ue *UnschedulableError
+		if !errors.As(err, &ue) {
+			fail("plain error on a valid input")
+		}
+		if len(ue.FilterReasons) != len(in.Clusters) || !strings.HasPrefix(ue.Message, fmt.Sprintf("0/%d clusters are available", len(in.Clusters))) {
+			fail("reasons do not cover every cluster")
+		}
+		for _, g := range groups {
+			if len(fits(g.affinity)) > 0 {
+				fail("unschedulable, but group %q fits", g.name)
+			}
+		}
+		return
+	}
+
+	var selected []*v1alpha1.Cluster
+	for i, g := range groups {
+		selected = fits(g.affinity)
+		if len(selected) > 0 {
+			if got.AffinityName != g.name {
+				fail("used group %q, want the first that fits, %q (#%d)", got.AffinityName, g.name, i)
+			}
+			break
+		}
+	}
+	selectedNames := map[string]bool{}
+	for _, c := range selected {
+		selectedNames[c.Name] = true
+	}
+	byName := map[string]*v1alpha1.Cluster{}
+	for _, c := range in.Clusters {
+		byName[c.Name] = c
+	}
+	placed := targetNames(in.Previous)
+	var sum int64
+	for i, tc := range got.Clusters {
+		if i > 0 && got.Clusters[i-1].Name >= tc.Name {
+			fail("not sorted or duplicated at %q", tc.Name)
+		}
+		if !selectedNames[tc.Name] {
+			fail("%q is not among the fitting clusters", tc.Name)
+		}
+		if !placed[tc.Name] {
+			for _, taint := range byName[tc.Name].Spec.Taints {
+				hard := taint.Effect == corev1.TaintEffectNoSchedule || taint.Effect == corev1.TaintEffectNoExecute
+				if hard && !Tolerates(in.Placement.ClusterTolerations, &taint) {
+					fail("%q has untolerated taint %v", tc.Name, taint)
+				}
+			}
+		}
+		sum += int64(tc.Replicas)
+	}
+	if isDivided(in.Placement) && in.Replicas > 0 {
+		if sum != int64(in.Replicas) {
+			fail("divided %d replicas, want %d", sum, in.Replicas)
+		}
+		if slices.ContainsFunc(got.Clusters, func(tc v1alpha1.TargetCluster) bool { return tc.Replicas == 0 }) {
+			fail("a cluster with 0 replicas is listed")
+		}
+		return
+	}
+	if len(got.Clusters) != len(selected) {
+		fail("%d clusters, want every one of the %d fitting", len(got.Clusters), len(selected))
+	}
+	for _, tc := range got.Clusters {
+		if tc.Replicas != in.Replicas {
+			fail("%q got %d replicas, want %d", tc.Name, tc.Replicas, in.Replicas)
+		}
+	}
+}
+
+type affinityGroup struct {
+	name     string
+	affinity *v1alpha1.ClusterAffinity
+}
+
+func affinityGroups(p *v1alpha1.Placement) []affinityGroup {
+	if p == nil {
+		return []affinityGroup{{}}
+	}
+	if len(p.ClusterAffinities) == 0 {
+		return []affinityGroup{{affinity: p.ClusterAffinity}}
+	}
+	var gs []affinityGroup
+	for i := range p.ClusterAffinities {
+		gs = append(gs, affinityGroup{name: p.ClusterAffinities[i].AffinityName, affinity: &p.ClusterAffinities[i].ClusterAffinity})
+	}
+	return gs
+}
+
+func isDivided(p *v1alpha1.Placement) bool {
+	return p != nil && p.ReplicaScheduling != nil && p.ReplicaScheduling.ReplicaSchedulingType == v1alpha1.ReplicaSchedulingTypeDivided
+}
+
+// describe is the input as JSON, to reproduce a failure.
+func describe(in Input) string {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
+}
+
+// pick returns one of choices.
+func pick[T any](r *rand.Rand, choices ...T) T { return choices[r.IntN(len(choices))] }
+
+// some returns each of choices with probability p.
+func some[T any](r *rand.Rand, p float64, choices ...T) []T {
+	var out []T
+	for _, c := range choices {
+		if r.Float64() < p {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+var randomTaints = []corev1.Taint{
+	{Key: v1alpha1.TaintClusterUnreachable, Effect: corev1.TaintEffectNoExecute},
+	{Key: v1alpha1.TaintClusterNotReady, Effect: corev1.TaintEffectNoSchedule},
+	{Key: v1alpha1.TaintClusterUnschedulable, Effect: corev1.TaintEffectNoSchedule},
+	{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule},
+	{Key: "slow", Effect: corev1.TaintEffectPreferNoSchedule},
+}
+
+var randomTolerations = []corev1.Toleration{
+	{Key: "cluster.karmada.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+	{Key: v1alpha1.TaintClusterNotReady, Operator: corev1.TolerationOpExists},
+	{Key: "dedicated", Value: "gpu"},
+	{Key: "dedicated", Value: "fpga", Effect: corev1.TaintEffectNoSchedule},
+}
+
+func randomInput(r *rand.Rand) Input {
+	n := r.IntN(10)
+	var all []string
+	for i := range n {
+		all = append(all, fmt.Sprintf("m%02d", i))
+	}
+	in := Input{Replicas: int32(pick(r, 0, 1, 2, 3, 7, 40, r.IntN(100)))}
+	for _, name := range all {
+		c := newCluster(name,
+			located(pick(r, "", "aws", "gcp"), pick(r, "", "r1", "r2"), pick(r, "", "z1", "z2")),
+			labeled("env", pick(r, "prod", "dev")))
+		c.Spec.Taints = some(r, 0.15, randomTaints...)
+		in.Clusters = append(in.Clusters, c)
+	}
+	r.Shuffle(len(in.Clusters), func(i, j int) { in.Clusters[i], in.Clusters[j] = in.Clusters[j], in.Clusters[i] })
+	for _, name := range append(some(r, 0.3, all...), some(r, 0.3, "gone")...) {
+		in.Previous = append(in.Previous, v1alpha1.TargetCluster{Name: name, Replicas: 1})
+	}
+	if r.IntN(10) == 0 {
+		return in // no placement
+	}
+	p := &v1alpha1.Placement{ClusterTolerations: some(r, 0.3, randomTolerations...)}
+	if r.IntN(3) == 0 {
+		for i := range r.IntN(4) {
+			p.ClusterAffinities = append(p.ClusterAffinities, v1alpha1.ClusterAffinityTerm{AffinityName: fmt.Sprintf("group%d", i), ClusterAffinity: *randomAffinity(r, all)})
+		}
+	} else if r.IntN(2) == 0 {
+		p.ClusterAffinity = randomAffinity(r, all)
+	}
+	switch r.IntN(3) {
+	case 0:
+		p.ReplicaScheduling = pick(r, nil, &v1alpha1.ReplicaSchedulingStrategy{ReplicaSchedulingType: v1alpha1.ReplicaSchedulingTypeDuplicated})
+	default:
+		var rules []v1alpha1.StaticClusterWeight
+		for range r.IntN(4) {
+			rules = append(rules, v1alpha1.StaticClusterWeight{TargetCluster: *randomAffinity(r, all), Weight: r.Int64N(5)})
+		}
+		p.ReplicaScheduling = divided(rules...)
+	}
+	in.Placement = p
+	return in
+}
+
+func randomAffinity(r *rand.Rand, all []string) *v1alpha1.ClusterAffinity {
+	a := &v1alpha1.ClusterAffinity{}
+	if r.IntN(3) == 0 {
+		a.ClusterNames = some(r, 0.5, all...)
+	}
+	if r.IntN(3) == 0 {
+		a.Exclude = some(r, 0.2, all...)
+	}
+	if r.IntN(3) == 0 {
+		a.LabelSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"env": pick(r, "prod", "dev")}}
+	}
+	if r.IntN(3) == 0 {
+		a.FieldSelector = fields(pick(r,
+			field("provider", corev1.NodeSelectorOpIn, "aws"),
+			field("region", corev1.NodeSelectorOpNotIn, "r1"),
+			field("zone", corev1.NodeSelectorOpExists),
+			field("provider", corev1.NodeSelectorOpDoesNotExist)))
+	}
+	return a
+}

@@ -1,0 +1,135 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+)
+
+// Input is one scheduling request.
+type Input struct {
+	Placement *v1alpha1.Placement      // nil = no constraints, Duplicated
+	Replicas  int32                    // spec.replicas of the binding; 0 for kinds without replicas
+	Previous  []v1alpha1.TargetCluster // the binding's current spec.clusters (may be empty)
+	Clusters  []*v1alpha1.Cluster      // every known cluster, any order; do not modify them
+}
+
+// Result is a successful decision.
+type Result struct {
+	Clusters     []v1alpha1.TargetCluster // sorted by name; see division rules
+	AffinityName string                   // name of the clusterAffinities group used, "" otherwise
+}
+
+// Schedule picks the clusters for one binding and divides its replicas
+// among them. It returns an *UnschedulableError when no cluster fits and a
+// plain error when the input is invalid (bad selector, unknown strategy,
+// duplicate cluster names) or asks for what is not supported yet. The
+// placement is checked before any cluster is looked at, so a broken policy
+// is reported as such even when no cluster would fit anyway; only the
+// "not supported yet" strategies wait for the division, since a binding
+// without replicas needs none.
+func Schedule(in Input) (Result, error) {
+	if in.Replicas < 0 {
+		return Result{}, fmt.Errorf("replicas %d: must not be negative", in.Replicas)
+	}
+	placement := in.Placement
+	if placement == nil {
+		placement = &v1alpha1.Placement{}
+	}
+	terms, err := compileTerms(placement)
+	if err != nil {
+		return Result{}, err
+	}
+	div, err := compileDivision(placement.ReplicaScheduling)
+	if err != nil {
+		return Result{}, fmt.Errorf("placement.replicaScheduling: %w", err)
+	}
+	clusters, err := sortedClusters(in.Clusters)
+	if err != nil {
+		return Result{}, err
+	}
+	selected, affinityName, err := selectClusters(terms, placement, clusters, targetNames(in.Previous))
+	if err != nil {
+		return Result{}, err
+	}
+	targets, err := div.divide(in.Replicas, selected)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Clusters: targets, AffinityName: affinityName}, nil
+}
+
+// term is one affinity group to try; name is "" for a plain clusterAffinity.
+type term struct {
+	name    string
+	matcher affinityMatcher
+}
+
+// compileTerms returns the affinity groups in the order to try them.
+func compileTerms(p *v1alpha1.Placement) ([]term, error) {
+	if len(p.ClusterAffinities) == 0 {
+		m, err := compileAffinity(p.ClusterAffinity)
+		if err != nil {
+			return nil, fmt.Errorf("placement.clusterAffinity: %w", err)
+		}
+		return []term{{matcher: m}}, nil
+	}
+	// Validation rejects this too; a binding copied before validation
+	// existed must not be scheduled by guessing which one was meant.
+	if p.ClusterAffinity != nil {
+		return nil, errors.New("placement: clusterAffinity and clusterAffinities are exclusive")
+	}
+	terms := make([]term, len(p.ClusterAffinities))
+	for i := range p.ClusterAffinities {
+		a := &p.ClusterAffinities[i]
+		m, err := compileAffinity(&a.ClusterAffinity)
+		if err != nil {
+			return nil, fmt.Errorf("placement.clusterAffinities[%d] (%s): %w", i, a.AffinityName, err)
+		}
+		terms[i] = term{name: a.AffinityName, matcher: m}
+	}
+	return terms, nil
+}
+
+// selectClusters returns the clusters that fit the first term leaving any,
+// and that term's name. When none does, the error gives the last term's
+// reasons.
+func selectClusters(terms []term, p *v1alpha1.Placement, clusters []*v1alpha1.Cluster, placed map[string]bool) ([]*v1alpha1.Cluster, string, error) {
+	for i := range terms {
+		if fit := filter(&terms[i].matcher, p.ClusterTolerations, clusters, placed, nil); len(fit) > 0 {
+			return fit, terms[i].name, nil
+		}
+	}
+	// Filter the last term again, this time for the reasons.
+	reasons := map[string]string{}
+	filter(&terms[len(terms)-1].matcher, p.ClusterTolerations, clusters, placed, reasons)
+	return nil, "", newUnschedulableError(len(clusters), reasons)
+}
+
+// sortedClusters returns a copy of clusters sorted by name, so the result
+// does not depend on the caller's order. Duplicate names would make it
+// depend on it, so they are an error.
+func sortedClusters(clusters []*v1alpha1.Cluster) ([]*v1alpha1.Cluster, error) {
+	if i := slices.Index(clusters, nil); i >= 0 {
+		return nil, fmt.Errorf("clusters[%d] is nil", i)
+	}
+	sorted := slices.Clone(clusters)
+	slices.SortFunc(sorted, func(a, b *v1alpha1.Cluster) int { return strings.Compare(a.Name, b.Name) })
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i].Name == sorted[i-1].Name {
+			return nil, fmt.Errorf("cluster %q is listed twice", sorted[i].Name)
+		}
+	}
+	return sorted, nil
+}
+
+func targetNames(targets []v1alpha1.TargetCluster) map[string]bool {
+	names := make(map[string]bool, len(targets))
+	for _, t := range targets {
+		names[t.Name] = true
+	}
+	return names
+}

@@ -1,0 +1,194 @@
+package scheduler
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestWebster(t *testing.T) {
+	tests := []struct {
+		name    string
+		seats   int32
+		weights map[string]int64
+		want    map[string]int32
+	}{
+		{"1:2 with 3", 3, map[string]int64{"a": 1, "b": 2}, map[string]int32{"a": 1, "b": 2}},
+		{"1:2 with 9", 9, map[string]int64{"a": 1, "b": 2}, map[string]int32{"a": 3, "b": 6}},
+		// Quotients b 2, a 1, b 2/3, then b 2/5 beats a 1/3.
+		{"1:2 with 4", 4, map[string]int64{"a": 1, "b": 2}, map[string]int32{"a": 1, "b": 3}},
+		// Quotients A 53000 17667 10600 7571, B 24000 8000, C 23000 7667:
+		// the 7 highest give A 3, B 2, C 2 (D'Hondt would give 4/2/1).
+		{"textbook 7 seats", 7, map[string]int64{"A": 53000, "B": 24000, "C": 23000}, map[string]int32{"A": 3, "B": 2, "C": 2}},
+		// The 10 highest quotients: A 100000 33333 20000 14286, B 80000
+		// 26667 16000 11429, C 30000, D 20000; the 11th is A's 11111.
+		// (Not 4/3/2/1: C's second quotient is only 10000.)
+		{"textbook 10 seats", 10, map[string]int64{"A": 100000, "B": 80000, "C": 30000, "D": 20000}, map[string]int32{"A": 4, "B": 4, "C": 1, "D": 1}},
+		// Quotas 4.375 and 0.625: rounding at one half gives b a seat
+		// (D'Hondt would give all 5 to a).
+		{"rounds at one half", 5, map[string]int64{"a": 875, "b": 125}, map[string]int32{"a": 4, "b": 1}},
+		{"equal weights tie to lower names", 2, map[string]int64{"c": 5, "b": 5, "a": 5}, map[string]int32{"a": 1, "b": 1, "c": 0}},
+		// After a's first seat, a's 3/3 ties with z's 1/1: fewer seats wins
+		// over the lower name.
+		{"tie to fewer seats before name", 2, map[string]int64{"a": 3, "z": 1}, map[string]int32{"a": 1, "z": 1}},
+		{"zero and negative weights get nothing", 4, map[string]int64{"a": 0, "b": -3, "c": 1}, map[string]int32{"a": 0, "b": 0, "c": 4}},
+		{"all zero", 5, map[string]int64{"a": 0, "b": 0}, map[string]int32{"a": 0, "b": 0}},
+		{"zero seats", 0, map[string]int64{"a": 1, "b": 2}, map[string]int32{"a": 0, "b": 0}},
+		{"negative seats", -2, map[string]int64{"a": 1}, map[string]int32{"a": 0}},
+		{"no parties", 3, map[string]int64{}, map[string]int32{}},
+		{"max weights", 3, map[string]int64{"a": math.MaxInt64, "b": math.MaxInt64 - 1}, map[string]int32{"a": 2, "b": 1}},
+		{"max seats", math.MaxInt32, map[string]int64{"a": 1, "b": 1}, map[string]int32{"a": 1 << 30, "b": 1<<30 - 1}},
+		{"max seats and weights", math.MaxInt32, map[string]int64{"a": math.MaxInt64, "b": 1, "c": math.MaxInt64 / 2},
+			map[string]int32{"a": 1431655765, "b": 0, "c": 715827882}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Webster(tt.seats, tt.weights)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Webster(%d, %v) (-want +got):\n%s", tt.seats, tt.weights, diff)
+			}
+		})
+	}
+}
+
+// TestWebsterMatchesOneAtATime checks the fast path (jump start, 128-bit
+// comparisons) against the definition: one seat at a time to the highest
+// quotient, compared with math/big. Small weights make ties frequent.
+func TestWebsterMatchesOneAtATime(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 2000 {
+		parties := 1 + r.IntN(8)
+		weights := map[string]int64{}
+		maxWeight := []int64{3, 10, 1000, 1 << 62}[r.IntN(4)]
+		for p := range parties {
+			weights[fmt.Sprintf("p%d", p)] = r.Int64N(maxWeight+2) - 1 // some 0 and -1
+		}
+		seats := int32(r.IntN(200))
+		want := websterOneAtATime(seats, weights)
+		if got := Webster(seats, weights); !maps.Equal(got, want) {
+			t.Fatalf("case %d: Webster(%d, %v) = %v, want %v", i, seats, weights, got, want)
+		}
+	}
+}
+
+// TestWebsterJumpStart checks the jump start against handing out every
+// seat through the queue, on sizes where the reference would be too slow.
+func TestWebsterJumpStart(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 50 {
+		n := 1 + r.IntN(300)
+		seats := int64(r.IntN(20000))
+		weight := []int64{2, 100, 1e12, math.MaxInt64}[i%4]
+		fast := randomParties(r, n, weight)
+		slow := slices.Clone(fast)
+		apportion(seats, fast)
+		q := &seatQueue{parties: slow}
+		for j := range slow {
+			if slow[j].weight > 0 {
+				q.idx = append(q.idx, j)
+			}
+		}
+		if len(q.idx) > 0 {
+			q.handOut(seats)
+		}
+		if diff := cmp.Diff(slow, fast, cmp.AllowUnexported(party{})); diff != "" {
+			t.Fatalf("case %d (%d seats, %d parties): jump start differs (-one at a time +fast):\n%s", i, seats, n, diff)
+		}
+	}
+}
+
+func TestWebsterLarge(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	weights := map[string]int64{}
+	for p := range 1000 {
+		weights[fmt.Sprintf("p%04d", p)] = 1 + r.Int64N(1e12)
+	}
+	for _, seats := range []int32{1e5, 1e6, math.MaxInt32} {
+		start := time.Now()
+		got := Webster(seats, weights)
+		elapsed := time.Since(start)
+		var sum int64
+		for _, s := range got {
+			sum += int64(s)
+		}
+		if sum != int64(seats) || len(got) != len(weights) {
+			t.Errorf("Webster(%d, 1000 parties): %d parties, %d seats in all", seats, len(got), sum)
+		}
+		// Generous: it takes well under a millisecond, but -race and
+		// loaded CI machines are slow. One at a time would take seconds.
+		if elapsed > 2*time.Second {
+			t.Errorf("Webster(%d, 1000 parties) took %v", seats, elapsed)
+		}
+	}
+}
+
+func randomParties(r *rand.Rand, n int, maxWeight int64) []party {
+	parties := make([]party, n)
+	for i := range parties {
+		parties[i] = party{name: fmt.Sprintf("p%03d", i), weight: r.Int64N(maxWeight)}
+	}
+	return parties
+}
+
+// websterOneAtATime is the definition, slow and obvious.
+func websterOneAtATime(seats int32, weights map[string]int64) map[string]int32 {
+	got := map[string]int32{}
+	for name := range weights {
+		got[name] = 0
+	}
+	names := slices.Sorted(maps.Keys(weights))
+	for range max(seats, 0) {
+		best := ""
+		for _, name := range names {
+			if weights[name] <= 0 {
+				continue
+			}
+			if best == "" {
+				best = name
+				continue
+			}
+			// name/(2s+1) vs best/(2s'+1), exactly.
+			c := new(big.Int).Mul(big.NewInt(weights[name]), big.NewInt(2*int64(got[best])+1)).Cmp(
+				new(big.Int).Mul(big.NewInt(weights[best]), big.NewInt(2*int64(got[name])+1)))
+			if c > 0 || (c == 0 && got[name] < got[best]) {
+				best = name // on a full tie the earlier, lower name stays
+			}
+		}
+		if best == "" {
+			break
+		}
+		got[best]++
+	}
+	return got
+}
+
+func ExampleWebster() {
+	fmt.Println(Webster(4, map[string]int64{"member-a": 1, "member-b": 2}))
+	fmt.Println(Webster(7, map[string]int64{"A": 53000, "B": 24000, "C": 23000}))
+	// Output:
+	// map[member-a:1 member-b:3]
+	// map[A:3 B:2 C:2]
+}
+
+func BenchmarkWebster(b *testing.B) {
+	r := rand.New(rand.NewPCG(7, 8))
+	weights := map[string]int64{}
+	for p := range 1000 {
+		weights[fmt.Sprintf("p%04d", p)] = 1 + r.Int64N(1e12)
+	}
+	for _, seats := range []int32{1000, 1e6} {
+		b.Run(fmt.Sprintf("seats=%d", seats), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				Webster(seats, weights)
+			}
+		})
+	}
+}
