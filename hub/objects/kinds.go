@@ -19,6 +19,7 @@ func flotillaKind(resource, kind string, namespaced bool) store.Kind {
 
 // Kinds of propagation objects in the store.
 var (
+	ClusterKind        = flotillaKind("clusters", v1alpha1.KindCluster, false)
 	PolicyKind         = flotillaKind("propagationpolicies", v1alpha1.KindPropagationPolicy, true)
 	ClusterPolicyKind  = flotillaKind("clusterpropagationpolicies", v1alpha1.KindClusterPropagationPolicy, false)
 	BindingKind        = flotillaKind("resourcebindings", v1alpha1.KindResourceBinding, true)
@@ -49,6 +50,7 @@ type Objects struct {
 	Bindings        *store.Resource[v1alpha1.ResourceBinding, *v1alpha1.ResourceBinding]
 	ClusterBindings *store.Resource[v1alpha1.ClusterResourceBinding, *v1alpha1.ClusterResourceBinding]
 	Works           *store.Resource[v1alpha1.Work, *v1alpha1.Work]
+	Clusters        *store.Resource[v1alpha1.Cluster, *v1alpha1.Cluster]
 	Templates       *store.Resource[unstructured.Unstructured, *unstructured.Unstructured]
 }
 
@@ -61,6 +63,7 @@ func New(s *store.Store) *Objects {
 		Bindings:        store.For[v1alpha1.ResourceBinding](s, BindingKind),
 		ClusterBindings: store.For[v1alpha1.ClusterResourceBinding](s, ClusterBindingKind),
 		Works:           store.For[v1alpha1.Work](s, WorkKind),
+		Clusters:        store.For[v1alpha1.Cluster](s, ClusterKind),
 		Templates:       store.For[unstructured.Unstructured](s, TemplatesKind),
 	}
 }

@@ -1,0 +1,86 @@
+package binding
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+)
+
+// AnnotationBinding on a Work names its binding: NAMESPACE/NAME, or NAME
+// for a ClusterResourceBinding.
+const AnnotationBinding = "flotilla.io/binding"
+
+// maxWorkNamePrefix leaves room for "-" and 8 hex digits in 63 bytes.
+const maxWorkNamePrefix = 54
+
+// WorkName is the name of a binding's Work in every cluster: the binding's
+// name, cut to fit a label value, and a hash of its key, so bindings of
+// different namespaces never share a Work.
+func WorkName(bindingKey, bindingName string) string {
+	h := fnv.New32a()
+	h.Write([]byte(bindingKey))
+	prefix := bindingName
+	if len(prefix) > maxWorkNamePrefix {
+		prefix = strings.TrimRight(prefix[:maxWorkNamePrefix], "-.")
+	}
+	return fmt.Sprintf("%s-%08x", prefix, h.Sum32())
+}
+
+// metadataKept are the template's metadata fields a member cluster gets.
+var metadataKept = []string{"name", "namespace", "labels", "annotations"}
+
+// lastApplied is kubectl's record of a client-side apply; it means nothing
+// in the member cluster.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// render is the manifest of a template for one cluster: without status
+// and hub metadata, and with the cluster's share of the replicas when the
+// binding divides them.
+func render(template *unstructured.Unstructured, divided bool, replicas int32) (v1alpha1.Manifest, error) {
+	out := template.DeepCopy()
+	delete(out.Object, "status")
+	meta, _ := out.Object["metadata"].(map[string]any)
+	kept := map[string]any{}
+	for _, f := range metadataKept {
+		if v, ok := meta[f]; ok {
+			kept[f] = v
+		}
+	}
+	out.Object["metadata"] = kept
+	annotations := out.GetAnnotations()
+	delete(annotations, lastApplied)
+	if len(annotations) == 0 {
+		unstructured.RemoveNestedField(out.Object, "metadata", "annotations")
+	} else {
+		out.SetAnnotations(annotations)
+	}
+	if divided {
+		if err := setReplicas(out, replicas); err != nil {
+			return v1alpha1.Manifest{}, err
+		}
+	}
+	raw, err := json.Marshal(out.Object)
+	if err != nil {
+		return v1alpha1.Manifest{}, fmt.Errorf("render %s %s/%s: %w", template.GetKind(), template.GetNamespace(), template.GetName(), err)
+	}
+	var m v1alpha1.Manifest
+	m.Raw = raw
+	return m, nil
+}
+
+// setReplicas revises a workload's replicas (a Job's parallelism).
+func setReplicas(u *unstructured.Unstructured, replicas int32) error {
+	field := "replicas"
+	if u.GetKind() == "Job" && u.GroupVersionKind().Group == "batch" {
+		field = "parallelism"
+	}
+	if _, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec"); !found {
+		return nil // not a workload: nothing to divide
+	}
+	return unstructured.SetNestedField(u.Object, int64(replicas), "spec", field)
+}

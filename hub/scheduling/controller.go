@@ -1,0 +1,172 @@
+// Package scheduling runs the scheduler for bindings: when a binding's spec
+// or the clusters change, it computes the placement with the pure
+// scheduler package and records the result in spec.clusters and the
+// Scheduled condition.
+package scheduling
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/hub/objects"
+	"github.com/flotilla-io/flotilla/scheduler"
+	"github.com/flotilla-io/flotilla/store"
+)
+
+// Controller schedules bindings.
+type Controller struct {
+	objs            *objects.Objects
+	clock           clock.PassiveClock
+	logger          *slog.Logger
+	bindings        *controller.Informer[v1alpha1.ResourceBinding, *v1alpha1.ResourceBinding]
+	clusterBindings *controller.Informer[v1alpha1.ClusterResourceBinding, *v1alpha1.ClusterResourceBinding]
+	clusters        *controller.Informer[v1alpha1.Cluster, *v1alpha1.Cluster]
+	queue           *controller.Queue
+}
+
+// New returns a scheduling controller over objs.
+func New(objs *objects.Objects, clk clock.PassiveClock, logger *slog.Logger) *Controller {
+	c := &Controller{objs: objs, clock: clk, logger: logger.With("controller", "scheduling")}
+	c.bindings = controller.NewInformer(objs.Bindings, nil, logger)
+	c.clusterBindings = controller.NewInformer(objs.ClusterBindings, nil, logger)
+	c.clusters = controller.NewInformer(objs.Clusters, nil, logger)
+	c.queue = controller.NewQueue("scheduling", c.reconcile, logger)
+	c.bindings.AddHandler(func(_, cur *v1alpha1.ResourceBinding) {
+		if cur != nil {
+			c.queue.Add(controller.Key(cur.Namespace, cur.Name))
+		}
+	})
+	c.clusterBindings.AddHandler(func(_, cur *v1alpha1.ClusterResourceBinding) {
+		if cur != nil {
+			c.queue.Add(cur.Name)
+		}
+	})
+	c.clusters.AddHandler(func(old, cur *v1alpha1.Cluster) {
+		if old == nil || cur == nil || schedulingInputChanged(old, cur) {
+			c.requeueAll()
+		}
+	})
+	return c
+}
+
+// schedulingInputChanged ignores the status changes agents cause every
+// few seconds; labels, spec (taints, region...) and capacity matter.
+func schedulingInputChanged(old, cur *v1alpha1.Cluster) bool {
+	return !equality.Semantic.DeepEqual(old.Labels, cur.Labels) || !equality.Semantic.DeepEqual(old.Spec, cur.Spec)
+}
+
+func (c *Controller) requeueAll() {
+	for _, b := range c.bindings.List() {
+		c.queue.Add(controller.Key(b.Namespace, b.Name))
+	}
+	for _, b := range c.clusterBindings.List() {
+		c.queue.Add(b.Name)
+	}
+}
+
+// Run runs the controller until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	go c.clusters.Run(ctx)
+	select {
+	case <-c.clusters.Synced():
+	case <-ctx.Done():
+		return
+	}
+	go c.bindings.Run(ctx)
+	go c.clusterBindings.Run(ctx)
+	c.queue.Run(ctx, workers)
+}
+
+func (c *Controller) reconcile(ctx context.Context, key string) error {
+	if namespace, name, namespaced := strings.Cut(key, "/"); namespaced {
+		return schedule(ctx, c, c.objs.Bindings, namespace, name, func(b *v1alpha1.ResourceBinding) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus) {
+			return &b.Spec, &b.Status
+		})
+	}
+	return schedule(ctx, c, c.objs.ClusterBindings, "", key, func(b *v1alpha1.ClusterResourceBinding) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus) {
+		return &b.Spec, &b.Status
+	})
+}
+
+// schedule computes one binding's placement and stores what changed.
+func schedule[T any, PT store.Object[T]](ctx context.Context, c *Controller, r *store.Resource[T, PT], namespace, name string,
+	parts func(PT) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus)) error {
+	stored, err := r.Get(ctx, namespace, name)
+	if err != nil {
+		return ignoreNotFound(err)
+	}
+	spec, status := parts(stored)
+	result, schedErr := scheduler.Schedule(scheduler.Input{
+		Placement: spec.Placement, Replicas: spec.Replicas, Previous: spec.Clusters, Clusters: c.clusters.List(),
+	})
+	now := metav1.NewTime(c.clock.Now())
+	cond := metav1.Condition{Type: v1alpha1.BindingConditionScheduled, ObservedGeneration: stored.GetGeneration()}
+	changed := false
+	var unschedulable *scheduler.UnschedulableError
+	switch {
+	case schedErr == nil:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, v1alpha1.ReasonScheduled, "placed on "+summary(result.Clusters)
+		if !equality.Semantic.DeepEqual(spec.Clusters, result.Clusters) {
+			spec.Clusters = result.Clusters
+			status.LastScheduledTime = &now
+			changed = true
+		}
+		if status.SchedulerObservedAffinityName != result.AffinityName {
+			status.SchedulerObservedAffinityName, changed = result.AffinityName, true
+		}
+	case errors.As(schedErr, &unschedulable):
+		// The previous result stays: a workload keeps running where it is.
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, unschedulable.Reason, unschedulable.Error()
+	default:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, schedErr.Error()
+	}
+	if status.SchedulerObservedGeneration != stored.GetGeneration() {
+		status.SchedulerObservedGeneration, changed = stored.GetGeneration(), true
+	}
+	if meta.SetStatusCondition(&status.Conditions, cond) {
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	if _, err := r.Update(ctx, stored); err != nil {
+		return fmt.Errorf("store schedule of %s: %w", controller.Key(namespace, name), err)
+	}
+	c.logger.Info("binding scheduled", "binding", controller.Key(namespace, name), "scheduled", cond.Status, "result", summary(spec.Clusters), "reason", cond.Reason)
+	return nil
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// summary prints a result as {member2:2, member1:1}, most replicas first.
+func summary(clusters []v1alpha1.TargetCluster) string {
+	sorted := slices.Clone(clusters)
+	slices.SortStableFunc(sorted, func(a, b v1alpha1.TargetCluster) int {
+		if a.Replicas != b.Replicas {
+			return int(b.Replicas - a.Replicas)
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	parts := make([]string, len(sorted))
+	for i, tc := range sorted {
+		parts[i] = fmt.Sprintf("%s:%d", tc.Name, tc.Replicas)
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
