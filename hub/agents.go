@@ -13,6 +13,7 @@ import (
 	"github.com/quic-go/quic-go"
 	"k8s.io/utils/clock"
 
+	"github.com/flotilla-io/flotilla/hub/dispatch"
 	"github.com/flotilla-io/flotilla/hub/health"
 	"github.com/flotilla-io/flotilla/protocol"
 )
@@ -24,6 +25,7 @@ const helloTimeout = 10 * time.Second
 // hello, stamps lease renewals and passes status reports to the registry.
 type agentServer struct {
 	registry *Registry
+	dispatch *dispatch.Dispatcher
 	hubID    string
 	clock    clock.PassiveClock
 	logger   *slog.Logger
@@ -41,12 +43,13 @@ type agentSession struct {
 	conn    *quic.Conn
 	writeMu sync.Mutex // serialises writes on the control stream
 	control *quic.Stream
-	// statusStreamOpened: one status stream per session.
+	// statusStreamOpened, workStreamOpened: one of each per session.
 	statusStreamOpened atomic.Bool
+	workStreamOpened   atomic.Bool
 }
 
-func newAgentServer(registry *Registry, hubID string, clk clock.PassiveClock, logger *slog.Logger) *agentServer {
-	return &agentServer{registry: registry, hubID: hubID, clock: clk, logger: logger, sessions: map[*agentSession]struct{}{}}
+func newAgentServer(registry *Registry, d *dispatch.Dispatcher, hubID string, clk clock.PassiveClock, logger *slog.Logger) *agentServer {
+	return &agentServer{registry: registry, dispatch: d, hubID: hubID, clock: clk, logger: logger, sessions: map[*agentSession]struct{}{}}
 }
 
 // serve accepts connections until ctx ends, then says goodbye to every
@@ -288,21 +291,30 @@ func (s *agentServer) acceptStreams(ctx context.Context, sess *agentSession) {
 		if err != nil {
 			return
 		}
-		wg.Go(func() { s.serveStream(sess, stream) })
+		wg.Go(func() { s.serveStream(ctx, sess, stream) })
 	}
 }
 
-func (s *agentServer) serveStream(sess *agentSession, stream *quic.Stream) {
+// serveStream serves one stream the agent opened: its status reports or
+// its Works.
+func (s *agentServer) serveStream(ctx context.Context, sess *agentSession, stream *quic.Stream) {
 	remote := sess.conn.RemoteAddr().String()
 	kind, err := protocol.ReadStreamKind(stream)
-	if err == nil && kind != protocol.StreamStatus {
-		err = fmt.Errorf("unexpected %v stream", kind)
-	}
-	if err == nil && !sess.statusStreamOpened.CompareAndSwap(false, true) {
+	switch {
+	case err != nil:
+	case kind == protocol.StreamStatus && !sess.statusStreamOpened.CompareAndSwap(false, true):
 		err = errors.New("a second status stream") // bounds what one agent can make the hub buffer
+	case kind == protocol.StreamWork && !sess.workStreamOpened.CompareAndSwap(false, true):
+		err = errors.New("a second work stream")
+	case kind != protocol.StreamStatus && kind != protocol.StreamWork:
+		err = fmt.Errorf("unexpected %v stream", kind)
 	}
 	if err != nil {
 		s.reject(sess.conn, sess.control, remote, protocol.CloseProtocolError, protocol.CodeBadMessage, err)
+		return
+	}
+	if kind == protocol.StreamWork {
+		s.serveWorkStream(ctx, sess, stream)
 		return
 	}
 	reader := protocol.NewReader(stream, protocol.DefaultMaxFrameSize)
@@ -323,4 +335,20 @@ func (s *agentServer) serveStream(sess *agentSession, stream *quic.Stream) {
 			s.logger.Warn("cluster status rejected", "cluster", sess.cluster, "err", err)
 		}
 	}
+}
+
+// serveWorkStream hands the work stream to the dispatcher; when it fails,
+// the session ends, so the agent reconnects and resyncs.
+func (s *agentServer) serveWorkStream(ctx context.Context, sess *agentSession, stream *quic.Stream) {
+	err := s.dispatch.Serve(ctx, sess.cluster, stream)
+	if err == nil || sess.conn.Context().Err() != nil {
+		return
+	}
+	remote := sess.conn.RemoteAddr().String()
+	if errors.Is(err, protocol.ErrInvalidMessage) || errors.Is(err, protocol.ErrUnknownMessageType) || errors.Is(err, protocol.ErrBadPayload) || errors.Is(err, protocol.ErrFrameTooLarge) {
+		s.reject(sess.conn, sess.control, remote, protocol.CloseProtocolError, protocol.CodeBadMessage, err)
+		return
+	}
+	s.logger.Warn("work stream ended", "cluster", sess.cluster, "err", err)
+	_ = sess.conn.CloseWithError(protocol.CloseNormal, "work stream ended")
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/hub/binding"
 	"github.com/flotilla-io/flotilla/hub/detector"
+	"github.com/flotilla-io/flotilla/hub/dispatch"
 	"github.com/flotilla-io/flotilla/hub/health"
 	"github.com/flotilla-io/flotilla/hub/objects"
 	"github.com/flotilla-io/flotilla/hub/scheduling"
@@ -113,8 +114,9 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		ln.Close()
 		return fmt.Errorf("listen for the API on %s: %w", cfg.HTTPAddr, err)
 	}
-	agents := newAgentServer(registry, cfg.HubID, cfg.Clock, logger)
 	objs := objects.New(s)
+	dispatcher := dispatch.New(objs, cfg.Clock, logger)
+	agents := newAgentServer(registry, dispatcher, cfg.HubID, cfg.Clock, logger)
 	api := &apiServer{registry: registry, objects: objs, agents: agents, logger: logger}
 	httpServer := &http.Server{Handler: api.handler(), ReadHeaderTimeout: 10 * time.Second}
 
@@ -124,6 +126,7 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	agentsDone := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { registry.Run(registryCtx) })
+	wg.Go(func() { dispatcher.Run(ctx) })
 	wg.Go(func() { detector.New(objs, logger).Run(ctx, controllerWorkers) })
 	wg.Go(func() { scheduling.New(objs, cfg.Clock, logger).Run(ctx, controllerWorkers) })
 	wg.Go(func() { binding.New(objs, cfg.Clock, logger).Run(ctx, controllerWorkers) })

@@ -1,0 +1,209 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/protocol"
+)
+
+// Stream is the agent's work stream (a *quic.Stream).
+type Stream interface {
+	io.Reader
+	io.Writer
+	SetReadDeadline(time.Time) error
+	SetWriteDeadline(time.Time) error
+}
+
+const (
+	// inventoryTimeout bounds the wait for the agent's first message.
+	inventoryTimeout = 10 * time.Second
+	// writeTimeout bounds one Work write: Works may be large, but an agent
+	// that stops reading must not hold the session forever.
+	writeTimeout = 30 * time.Second
+	// deleteSent marks a Work whose delete was sent, in session.sent.
+	deleteSent = -1
+)
+
+// session is one agent's work stream. Its loop goroutine owns sent and
+// is the only writer on the stream.
+type session struct {
+	d       *Dispatcher
+	cluster string
+	stream  Stream
+	logger  *slog.Logger
+
+	mu      sync.Mutex
+	pending map[string]bool // Work names changed since the loop last looked
+	wake    chan struct{}
+
+	// sent is the generation each Work has at the agent, as far as the hub
+	// knows: from the inventory, then from what it sent.
+	sent map[string]int64
+}
+
+func (s *session) notify(name string) {
+	s.mu.Lock()
+	s.pending[name] = true
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Serve runs the work stream of one session until it fails or ctx ends.
+func (d *Dispatcher) Serve(ctx context.Context, cluster string, stream Stream) error {
+	s := &session{d: d, cluster: cluster, stream: stream, logger: d.logger.With("cluster", cluster),
+		pending: map[string]bool{}, wake: make(chan struct{}, 1), sent: map[string]int64{}}
+	reader := protocol.NewReader(stream, protocol.MaxWorkFrameSize)
+	_ = stream.SetReadDeadline(time.Now().Add(inventoryTimeout))
+	first, err := reader.ReadMessage()
+	if err != nil {
+		return fmt.Errorf("read work inventory: %w", err)
+	}
+	inventory, ok := first.(*protocol.WorkInventory)
+	if !ok {
+		return fmt.Errorf("%w: work stream starts with %v, want WorkInventory", protocol.ErrInvalidMessage, first.Type())
+	}
+	_ = stream.SetReadDeadline(time.Time{})
+	for _, ref := range inventory.Works {
+		s.sent[ref.Name] = ref.Generation
+	}
+	// Before the mirror holds every Work, a held Work would look unknown
+	// and be deleted from the member cluster.
+	select {
+	case <-d.works.Synced():
+	case <-ctx.Done():
+		return nil
+	}
+	// Attach before the resync, so no change between them is missed.
+	d.attach(s)
+	defer d.detach(s)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	incoming := make(chan protocol.Message)
+	readErr := make(chan error, 1)
+	go func() { readErr <- s.readLoop(ctx, reader, incoming) }()
+	if err := s.resync(ctx); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-readErr:
+			return err
+		case m := <-incoming:
+			s.record(ctx, m)
+		case <-s.wake:
+			if err := s.sendPending(ctx); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// readLoop passes the agent's messages to the session loop.
+func (s *session) readLoop(ctx context.Context, reader *protocol.Reader, out chan<- protocol.Message) error {
+	for {
+		m, err := reader.ReadMessage()
+		if err != nil {
+			return fmt.Errorf("read work stream: %w", err)
+		}
+		select {
+		case out <- m:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// resync brings the agent in step with the store after its inventory:
+// Works it lacks or holds at another generation, tombstones, and Works it
+// holds that the hub no longer knows.
+func (s *session) resync(ctx context.Context) error {
+	works := s.d.worksOf(s.cluster)
+	acked := 0
+	for name, w := range works {
+		if w.DeletionTimestamp == nil && s.sent[name] == w.Generation {
+			acked++
+			if w.Status.ObservedGeneration != w.Generation {
+				s.d.recordApplied(ctx, s.cluster, &protocol.WorkApplied{Name: name, Generation: w.Generation, Applied: true}, true)
+			}
+			continue
+		}
+		if err := s.sync(name, w); err != nil {
+			return err
+		}
+	}
+	for name := range s.sent {
+		if _, known := works[name]; !known {
+			if err := s.sync(name, nil); err != nil {
+				return err
+			}
+		}
+	}
+	s.logger.Info("work stream in step", "works", len(works), "alreadyApplied", acked, "sent", len(works)-acked)
+	return nil
+}
+
+// sendPending sends what changed for the Works named since the last wake.
+func (s *session) sendPending(ctx context.Context) error {
+	s.mu.Lock()
+	names := s.pending
+	s.pending = map[string]bool{}
+	s.mu.Unlock()
+	for name := range names {
+		if ctx.Err() != nil {
+			return nil
+		}
+		w := s.d.works.Get(v1alpha1.ExecutionNamespace(s.cluster) + "/" + name)
+		if err := s.sync(name, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sync sends one Work, or its deletion, if the agent does not have it so.
+func (s *session) sync(name string, w *v1alpha1.Work) error {
+	have, held := s.sent[name]
+	switch {
+	case w == nil && !held:
+		return nil // gone everywhere
+	case w == nil || w.DeletionTimestamp != nil:
+		if have == deleteSent {
+			return nil
+		}
+		s.sent[name] = deleteSent
+		return s.write(&protocol.WorkDelete{Name: name})
+	case have == w.Generation:
+		return nil
+	}
+	manifests := make([]json.RawMessage, len(w.Spec.Workload.Manifests))
+	for i, m := range w.Spec.Workload.Manifests {
+		manifests[i] = json.RawMessage(m.Raw)
+	}
+	s.sent[name] = w.Generation
+	return s.write(&protocol.WorkUpsert{Name: name, Generation: w.Generation, Binding: w.Annotations[annotationBinding], Manifests: manifests})
+}
+
+// annotationBinding is binding.AnnotationBinding (not imported: binding
+// depends on nothing of dispatch, and dispatch should not depend on it).
+const annotationBinding = "flotilla.io/binding"
+
+func (s *session) write(m protocol.Message) error {
+	_ = s.stream.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if err := protocol.WriteMessage(s.stream, m); err != nil {
+		return fmt.Errorf("send %v: %w", m.Type(), err)
+	}
+	return nil
+}
