@@ -22,6 +22,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/health"
 	"github.com/flotilla-io/flotilla/hub/objects"
 	"github.com/flotilla-io/flotilla/hub/scheduling"
+	"github.com/flotilla-io/flotilla/hub/status"
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/store"
 )
@@ -130,6 +131,7 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	wg.Go(func() { detector.New(objs, logger).Run(ctx, controllerWorkers) })
 	wg.Go(func() { scheduling.New(objs, cfg.Clock, logger).Run(ctx, controllerWorkers) })
 	wg.Go(func() { binding.New(objs, cfg.Clock, logger).Run(ctx, controllerWorkers) })
+	wg.Go(func() { status.New(objs, logger).Run(ctx, controllerWorkers) })
 	wg.Go(func() { agents.serve(agentsCtx, ln); close(agentsDone) })
 	httpErr := make(chan error, 1)
 	wg.Go(func() { httpErr <- httpServer.Serve(httpLn) })

@@ -1,0 +1,111 @@
+package status
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+)
+
+// aggregate computes a binding's per-cluster status from its Works, in
+// the order of the clusters' names.
+func aggregate(spec *v1alpha1.ResourceBindingSpec, workOf func(cluster string) *v1alpha1.Work) []v1alpha1.AggregatedStatusItem {
+	clusters := make([]string, 0, len(spec.Clusters))
+	for _, tc := range spec.Clusters {
+		clusters = append(clusters, tc.Name)
+	}
+	slices.Sort(clusters)
+	items := make([]v1alpha1.AggregatedStatusItem, 0, len(clusters))
+	for _, cluster := range clusters {
+		item := v1alpha1.AggregatedStatusItem{ClusterName: cluster, Health: v1alpha1.HealthUnknown}
+		w := workOf(cluster)
+		switch {
+		case w == nil || w.DeletionTimestamp != nil:
+			item.AppliedMessage = "no Work yet"
+		default:
+			item.Applied, item.AppliedMessage = applied(w)
+			if len(w.Status.ManifestStatuses) > 0 {
+				ms := w.Status.ManifestStatuses[0]
+				if ms.Health != "" {
+					item.Health = ms.Health
+				}
+				item.Status = ms.Status.DeepCopy()
+			}
+		}
+		items = append(items, item)
+	}
+	return items
+}
+
+// applied says whether the agent applied the Work's current generation.
+func applied(w *v1alpha1.Work) (bool, string) {
+	cond := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.WorkConditionApplied)
+	switch {
+	case cond == nil:
+		return false, "waiting for the agent"
+	case cond.Status != metav1.ConditionTrue:
+		return false, cond.Message
+	case w.Status.ObservedGeneration != w.Generation:
+		return false, fmt.Sprintf("agent applied generation %d, current is %d", w.Status.ObservedGeneration, w.Generation)
+	}
+	return true, ""
+}
+
+// fullyApplied is the binding's FullyApplied condition.
+func fullyApplied(items []v1alpha1.AggregatedStatusItem, generation int64) metav1.Condition {
+	cond := metav1.Condition{Type: v1alpha1.BindingConditionFullyApplied, ObservedGeneration: generation}
+	var pending, failed []string
+	for _, it := range items {
+		switch {
+		case it.Applied:
+		case it.AppliedMessage == "waiting for the agent" || it.AppliedMessage == "no Work yet":
+			pending = append(pending, it.ClusterName)
+		default:
+			failed = append(failed, it.ClusterName+": "+it.AppliedMessage)
+		}
+	}
+	switch {
+	case len(items) == 0:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonFullyAppliedProgress, "not scheduled to any cluster"
+	case len(failed) > 0:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonFullyAppliedFailed, fmt.Sprintf("%v", failed)
+	case len(pending) > 0:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonFullyAppliedProgress, fmt.Sprintf("waiting for %v", pending)
+	default:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, v1alpha1.ReasonFullyApplied, "applied in every cluster"
+	}
+	return cond
+}
+
+// summedStatus adds up the integer fields of the clusters' status objects
+// (readyReplicas, availableReplicas, succeeded...), the template's status
+// as a user reads it on the hub. Nil if no cluster reported any.
+func summedStatus(items []v1alpha1.AggregatedStatusItem) map[string]any {
+	sums := map[string]int64{}
+	for _, it := range items {
+		if it.Status == nil {
+			continue
+		}
+		var fields map[string]any
+		if json.Unmarshal(it.Status.Raw, &fields) != nil {
+			continue
+		}
+		for k, v := range fields {
+			if n, ok := v.(float64); ok && n == float64(int64(n)) {
+				sums[k] += int64(n)
+			}
+		}
+	}
+	if len(sums) == 0 {
+		return nil
+	}
+	out := make(map[string]any, len(sums))
+	for k, v := range sums {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,68 @@
+package status
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+)
+
+func work(generation, observed int64, appliedStatus metav1.ConditionStatus, health, status string) *v1alpha1.Work {
+	w := &v1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Generation: generation}}
+	w.Status.ObservedGeneration = observed
+	if appliedStatus != "" {
+		w.Status.Conditions = []metav1.Condition{{Type: v1alpha1.WorkConditionApplied, Status: appliedStatus, Message: "boom"}}
+	}
+	if health != "" {
+		ms := v1alpha1.ManifestStatus{Health: health}
+		if status != "" {
+			ms.Status = &runtime.RawExtension{Raw: []byte(status)}
+		}
+		w.Status.ManifestStatuses = []v1alpha1.ManifestStatus{ms}
+	}
+	return w
+}
+
+func TestAggregate(t *testing.T) {
+	spec := &v1alpha1.ResourceBindingSpec{Clusters: []v1alpha1.TargetCluster{{Name: "member2", Replicas: 2}, {Name: "member1", Replicas: 1}, {Name: "member3", Replicas: 1}}}
+	works := map[string]*v1alpha1.Work{
+		"member1": work(2, 2, metav1.ConditionTrue, v1alpha1.HealthHealthy, `{"readyReplicas":1,"replicas":1}`),
+		"member2": work(3, 2, metav1.ConditionTrue, v1alpha1.HealthUnhealthy, `{"readyReplicas":1,"replicas":2}`),
+	}
+	items := aggregate(spec, func(c string) *v1alpha1.Work { return works[c] })
+	type row struct {
+		Cluster, Health, Message string
+		Applied                  bool
+	}
+	var got []row
+	for _, it := range items {
+		got = append(got, row{it.ClusterName, it.Health, it.AppliedMessage, it.Applied})
+	}
+	want := []row{
+		{"member1", v1alpha1.HealthHealthy, "", true},
+		{"member2", v1alpha1.HealthUnhealthy, "agent applied generation 2, current is 3", false},
+		{"member3", v1alpha1.HealthUnknown, "no Work yet", false},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("aggregate (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]any{"readyReplicas": int64(2), "replicas": int64(3)}, summedStatus(items)); diff != "" {
+		t.Errorf("summed (-want +got):\n%s", diff)
+	}
+	cond := fullyApplied(items, 4)
+	if cond.Status != metav1.ConditionFalse || cond.Reason != v1alpha1.ReasonFullyAppliedFailed {
+		t.Errorf("FullyApplied = %s/%s %q", cond.Status, cond.Reason, cond.Message)
+	}
+	works["member2"] = work(3, 3, metav1.ConditionTrue, v1alpha1.HealthHealthy, "")
+	works["member3"] = work(1, 1, metav1.ConditionTrue, v1alpha1.HealthHealthy, "")
+	if cond := fullyApplied(aggregate(spec, func(c string) *v1alpha1.Work { return works[c] }), 4); cond.Status != metav1.ConditionTrue {
+		t.Errorf("all applied: FullyApplied = %s %q", cond.Status, cond.Message)
+	}
+	works["member3"] = work(1, 0, metav1.ConditionFalse, "", "")
+	if cond := fullyApplied(aggregate(spec, func(c string) *v1alpha1.Work { return works[c] }), 4); cond.Reason != v1alpha1.ReasonFullyAppliedFailed || cond.Message != "[member3: boom]" {
+		t.Errorf("failed apply: FullyApplied = %s %q", cond.Reason, cond.Message)
+	}
+}

@@ -1,0 +1,152 @@
+// Package status aggregates what agents report on Works into the bindings
+// (status.aggregatedStatus and the FullyApplied condition) and into the
+// templates (their status summed over clusters, e.g. a Deployment's
+// readyReplicas), so users read a workload's health on the hub.
+package status
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub/binding"
+	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/hub/objects"
+	"github.com/flotilla-io/flotilla/store"
+)
+
+// Controller aggregates status.
+type Controller struct {
+	objs            *objects.Objects
+	logger          *slog.Logger
+	bindings        *controller.Informer[v1alpha1.ResourceBinding, *v1alpha1.ResourceBinding]
+	clusterBindings *controller.Informer[v1alpha1.ClusterResourceBinding, *v1alpha1.ClusterResourceBinding]
+	works           *controller.Informer[v1alpha1.Work, *v1alpha1.Work]
+	queue           *controller.Queue
+}
+
+// New returns a status controller over objs.
+func New(objs *objects.Objects, logger *slog.Logger) *Controller {
+	c := &Controller{objs: objs, logger: logger.With("controller", "status")}
+	c.bindings = controller.NewInformer(objs.Bindings, nil, logger)
+	c.clusterBindings = controller.NewInformer(objs.ClusterBindings, nil, logger)
+	c.works = controller.NewInformer(objs.Works, nil, logger)
+	c.queue = controller.NewQueue("status", c.reconcile, logger)
+	c.bindings.AddHandler(func(_, cur *v1alpha1.ResourceBinding) {
+		if cur != nil {
+			c.queue.Add(controller.Key(cur.Namespace, cur.Name))
+		}
+	})
+	c.clusterBindings.AddHandler(func(_, cur *v1alpha1.ClusterResourceBinding) {
+		if cur != nil {
+			c.queue.Add(cur.Name)
+		}
+	})
+	c.works.AddHandler(func(old, cur *v1alpha1.Work) {
+		w := cur
+		if w == nil {
+			w = old
+		}
+		if owner := w.Annotations[binding.AnnotationBinding]; owner != "" {
+			c.queue.Add(owner)
+		}
+	})
+	return c
+}
+
+// Run runs the controller until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	go c.works.Run(ctx)
+	select {
+	case <-c.works.Synced():
+	case <-ctx.Done():
+		return
+	}
+	go c.bindings.Run(ctx)
+	go c.clusterBindings.Run(ctx)
+	c.queue.Run(ctx, workers)
+}
+
+func (c *Controller) reconcile(ctx context.Context, key string) error {
+	workOf := func(bindingName string) func(string) *v1alpha1.Work {
+		workName := binding.WorkName(key, bindingName)
+		return func(cluster string) *v1alpha1.Work {
+			return c.works.Get(controller.Key(v1alpha1.ExecutionNamespace(cluster), workName))
+		}
+	}
+	if namespace, name, namespaced := strings.Cut(key, "/"); namespaced {
+		return update(ctx, c, c.objs.Bindings, namespace, name, workOf(name), func(b *v1alpha1.ResourceBinding) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus) {
+			return &b.Spec, &b.Status
+		})
+	}
+	return update(ctx, c, c.objs.ClusterBindings, "", key, workOf(key), func(b *v1alpha1.ClusterResourceBinding) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus) {
+		return &b.Spec, &b.Status
+	})
+}
+
+// update stores a binding's aggregated status and its template's status.
+func update[T any, PT store.Object[T]](ctx context.Context, c *Controller, r *store.Resource[T, PT], namespace, name string,
+	workOf func(string) *v1alpha1.Work, parts func(PT) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus)) error {
+	stored, err := r.Get(ctx, namespace, name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	spec, status := parts(stored)
+	items := aggregate(spec, workOf)
+	changed := !equality.Semantic.DeepEqual(status.AggregatedStatus, items)
+	status.AggregatedStatus = items
+	if meta.SetStatusCondition(&status.Conditions, fullyApplied(items, stored.GetGeneration())) {
+		changed = true
+	}
+	if changed {
+		if _, err := r.Update(ctx, stored); err != nil {
+			return fmt.Errorf("store status of binding %s: %w", controller.Key(namespace, name), err)
+		}
+	}
+	return c.updateTemplate(ctx, spec, items)
+}
+
+// updateTemplate writes the summed status on a workload template.
+func (c *Controller) updateTemplate(ctx context.Context, spec *v1alpha1.ResourceBindingSpec, items []v1alpha1.AggregatedStatusItem) error {
+	if spec.Replicas == 0 {
+		return nil // not a workload: nothing to sum
+	}
+	ref := spec.Resource
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return nil
+	}
+	r := c.objs.Template(gv.WithKind(ref.Kind).GroupKind(), ref.Namespace != "")
+	u, err := r.Get(ctx, ref.Namespace, ref.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	want := summedStatus(items)
+	if want == nil {
+		return nil
+	}
+	want["observedGeneration"] = u.GetGeneration()
+	current, _, _ := unstructured.NestedMap(u.Object, "status")
+	if equality.Semantic.DeepEqual(current, want) {
+		return nil
+	}
+	u.Object["status"] = want
+	if _, err := r.Update(ctx, u); err != nil {
+		return fmt.Errorf("store status of template %s %s: %w", ref.Kind, controller.Key(ref.Namespace, ref.Name), err)
+	}
+	return nil
+}
