@@ -1,5 +1,7 @@
-// Command flotilla is the operator's client of a Flotilla hub: it lists and
-// describes member clusters and their leases, and taints and cordons them.
+// Command flotilla is the operator's client of a Flotilla hub: it applies
+// and deletes resource templates and propagation policies, lists and
+// describes clusters, leases, policies, bindings and Works, and taints and
+// cordons clusters.
 // All of it lives in internal/cli; this file only wires it to the process.
 package main
 

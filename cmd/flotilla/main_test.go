@@ -28,6 +28,7 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{"--help", 0, "Usage:", ""},
 		{"frobnicate", 2, "", "error: unknown command \"frobnicate\""},
+		{"apply -n shop", 2, "", "error: missing -f"},
 		{"get clusters --server http://127.0.0.1:1 --timeout 5s", 1, "", "error: cannot reach the hub at http://127.0.0.1:1"},
 	}
 	for _, tt := range tests {

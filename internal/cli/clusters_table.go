@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -17,27 +16,17 @@ const flotillaTaintPrefix = "cluster.flotilla.io/"
 
 // clustersTable decodes the hub's answer (a ClusterList, or one Cluster when
 // single) into the "get clusters" table.
-func clustersTable(raw []byte, single, wide bool, now time.Time) (*table, error) {
-	var items []v1alpha1.Cluster
-	if single {
-		var cl v1alpha1.Cluster
-		if err := json.Unmarshal(raw, &cl); err != nil {
-			return nil, fmt.Errorf("decoding Cluster: %w", err)
-		}
-		items = []v1alpha1.Cluster{cl}
-	} else {
-		var list v1alpha1.ClusterList
-		if err := json.Unmarshal(raw, &list); err != nil {
-			return nil, fmt.Errorf("decoding ClusterList: %w", err)
-		}
-		items = list.Items
+func clustersTable(raw []byte, o tableOptions) (*table, error) {
+	items, err := decodeItems[v1alpha1.Cluster](raw, o.single, v1alpha1.KindCluster)
+	if err != nil {
+		return nil, err
 	}
 	t := &table{header: []string{"NAME", "READY", "TAINTS", "VERSION", "NODES", "AGE"}}
-	if wide {
+	if o.wide {
 		t.header = append(t.header, "PROVIDER", "REGION", "ZONE", "AGENT", "CONNECTED-TO", "SCHEDULING")
 	}
 	for i := range items {
-		t.add(clusterRow(&items[i], wide, now)...)
+		t.add(clusterRow(&items[i], o.wide, o.now)...)
 	}
 	return t, nil
 }

@@ -34,7 +34,10 @@ type command struct {
 
 // commands lists the supported commands in the order help shows them.
 func commands() []*command {
-	return []*command{getCommand(), describeCommand(), taintCommand(), cordonCommand(), uncordonCommand()}
+	return []*command{
+		getCommand(), describeCommand(), applyCommand(), deleteCommand(),
+		taintCommand(), cordonCommand(), uncordonCommand(),
+	}
 }
 
 func findCommand(name string) *command {

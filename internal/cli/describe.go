@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/spf13/pflag"
@@ -17,30 +19,102 @@ const maxDescribedEvents = 20
 func describeCommand() *command {
 	return &command{
 		name:  "describe",
-		usage: "describe cluster NAME",
-		short: "Show everything the hub knows about a cluster",
-		long: `Show one cluster in detail: labels, provider, region and zone, taints with
-how long ago each was added, conditions, nodes and resources, the agent's
-connection, the cluster's lease and its latest events.`,
+		usage: "describe cluster|binding|clusterbinding NAME [-n NAMESPACE]",
+		short: "Show everything the hub knows about a cluster or a binding",
+		long: `Show one object in detail.
+
+  cluster NAME          labels, provider, region and zone, taints with how long
+                        ago each was added, conditions, nodes and resources, the
+                        agent's connection, the cluster's lease and its latest
+                        events
+  binding NAME          a ResourceBinding (rb) of namespace default, or of -n:
+                        its template and replicas, the placement it was scheduled
+                        with, its conditions, every cluster it runs on or is being
+                        evicted from (replicas, applied, health, status), its
+                        Works and its latest events
+  clusterbinding NAME   the same for a ClusterResourceBinding (crb)
+
+A binding is named after its template and the template's kind in lower case:
+the Deployment nginx has the binding nginx-deployment.`,
 		example: `  flotilla describe cluster edge-1
+
+  # Where the Deployment nginx of namespace shop runs, and why
+  flotilla describe binding nginx-deployment -n shop
 `,
-		bind: func(*pflag.FlagSet) runFunc { return runDescribe },
+		bind: bindDescribe,
 	}
 }
 
-func runDescribe(ctx context.Context, inv *invocation, args []string) error {
-	name, rest, err := parseClusterTarget(inv, args)
+// describeKind is a kind describe shows.
+type describeKind int
+
+const (
+	describeCluster describeKind = iota
+	describeBinding
+	describeClusterBinding
+)
+
+// describeKinds maps every accepted spelling to its kind.
+var describeKinds = map[string]describeKind{
+	"cluster": describeCluster, "clusters": describeCluster,
+	"binding": describeBinding, "bindings": describeBinding, "resourcebinding": describeBinding,
+	"resourcebindings": describeBinding, "rb": describeBinding,
+	"clusterbinding": describeClusterBinding, "clusterbindings": describeClusterBinding,
+	"clusterresourcebinding": describeClusterBinding, "clusterresourcebindings": describeClusterBinding,
+	"crb": describeClusterBinding,
+}
+
+const describeKindNames = "cluster, binding, clusterbinding"
+
+type describeOptions struct {
+	namespace string
+}
+
+func bindDescribe(fs *pflag.FlagSet) runFunc {
+	o := &describeOptions{}
+	fs.StringVarP(&o.namespace, "namespace", "n", "", "`NAMESPACE` of a binding (else default)")
+	return o.run
+}
+
+func (o *describeOptions) run(ctx context.Context, inv *invocation, args []string) error {
+	kind, name, err := parseDescribeArgs(inv, args)
 	if err != nil {
 		return err
 	}
-	if len(rest) > 0 {
-		return inv.usagef("too many arguments %q: describe takes one cluster name", rest)
+	if o.namespace != "" {
+		if err := checkNamespace(inv, o.namespace); err != nil {
+			return err
+		}
+	}
+	switch kind {
+	case describeBinding:
+		return describeBindingNamed(ctx, inv, cmp.Or(o.namespace, defaultNamespace), name)
+	case describeClusterBinding:
+		return describeBindingNamed(ctx, inv, "", name)
 	}
 	d, err := fetchClusterDetails(ctx, inv.client(), name)
 	if err != nil {
 		return err
 	}
 	return writeClusterDescription(inv.Stdout, d, inv.Now())
+}
+
+// parseDescribeArgs checks "KIND NAME".
+func parseDescribeArgs(inv *invocation, args []string) (describeKind, string, error) {
+	if len(args) == 0 {
+		return 0, "", inv.usagef("missing the resource type and name; supported types: %s", describeKindNames)
+	}
+	kind, ok := describeKinds[strings.ToLower(args[0])]
+	if !ok {
+		return 0, "", inv.usagef("unknown resource type %q; supported: %s", args[0], describeKindNames)
+	}
+	switch len(args) {
+	case 1:
+		return 0, "", inv.usagef("missing the name of the %s", strings.ToLower(args[0]))
+	case 2:
+		return kind, args[1], checkName(inv, args[1])
+	}
+	return 0, "", inv.usagef("too many arguments %q: describe takes one name", args[2:])
 }
 
 // parseClusterTarget checks that args start with "cluster NAME" and

@@ -40,16 +40,19 @@ func (d *describeWriter) field(level int, key, value string) {
 }
 
 // values writes a key with one value per line, or <none>.
-func (d *describeWriter) values(key string, values []string) {
+func (d *describeWriter) values(key string, values []string) { d.valuesAt(0, key, values) }
+
+// valuesAt writes values like values, the key indented by level.
+func (d *describeWriter) valuesAt(level int, key string, values []string) {
 	if len(values) == 0 {
-		d.field(0, key, noneList)
+		d.field(level, key, noneList)
 		return
 	}
 	for i, v := range values {
 		if i > 0 {
 			key = ""
 		}
-		d.field(0, key, v)
+		d.field(level, key, v)
 	}
 }
 
@@ -74,6 +77,11 @@ func writeClusterDescription(w io.Writer, det *clusterDetails, now time.Time) er
 	d.agent(cl.Status.Agent)
 	d.lease(det.lease)
 	d.events(det.events)
+	return d.flush(w)
+}
+
+// flush writes the description to w, unless a table failed.
+func (d *describeWriter) flush(w io.Writer) error {
 	if d.err != nil {
 		return d.err
 	}

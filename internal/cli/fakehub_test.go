@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -28,6 +30,9 @@ type fakeHub struct {
 	leases   map[string]*coordinationv1.Lease
 	events   []corev1.Event
 	rv       int
+	// objects are what apply stores and the reading paths serve: templates,
+	// policies, and the bindings and Works tests add, by objectKey.
+	objects map[objectKey]map[string]any
 
 	// conflicts is how many PUTs still get 409 Conflict; before answering
 	// one, onConflict (if set) changes the stored cluster as a concurrent
@@ -38,11 +43,15 @@ type fakeHub struct {
 	requests []string           // "GET /path?query"
 	auth     []string           // Authorization header of each request
 	puts     []v1alpha1.Cluster // bodies of the PUTs, as sent
+	posts    []string           // bodies of the POSTs, as sent
 }
 
 func newFakeHub(t *testing.T) *fakeHub {
 	t.Helper()
-	h := &fakeHub{clusters: map[string]*v1alpha1.Cluster{}, leases: map[string]*coordinationv1.Lease{}}
+	h := &fakeHub{
+		clusters: map[string]*v1alpha1.Cluster{}, leases: map[string]*coordinationv1.Lease{},
+		objects: map[objectKey]map[string]any{},
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+clustersPath, h.listClusters)
 	mux.HandleFunc("GET "+clustersPath+"/{name}", h.getCluster)
@@ -50,6 +59,7 @@ func newFakeHub(t *testing.T) *fakeHub {
 	mux.HandleFunc("GET "+leasesPath, h.listLeases)
 	mux.HandleFunc("GET "+leasesPath+"/{name}", h.getLease)
 	mux.HandleFunc("GET "+eventsPath, h.listEvents)
+	h.routeObjects(mux)
 	h.Server = httptest.NewServer(h.record(mux))
 	t.Cleanup(h.Close)
 	return h
@@ -57,9 +67,18 @@ func newFakeHub(t *testing.T) *fakeHub {
 
 func (h *fakeHub) record(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error())
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		h.mu.Lock()
 		h.requests = append(h.requests, r.Method+" "+r.URL.RequestURI())
 		h.auth = append(h.auth, r.Header.Get("Authorization"))
+		if r.Method == http.MethodPost {
+			h.posts = append(h.posts, string(body))
+		}
 		h.mu.Unlock()
 		next.ServeHTTP(w, r)
 	})
@@ -114,6 +133,12 @@ func (h *fakeHub) sentAuth() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return slices.Clone(h.auth)
+}
+
+func (h *fakeHub) sentPosts() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.posts)
 }
 
 func (h *fakeHub) sent() []string {
@@ -222,17 +247,44 @@ func (h *fakeHub) getLease(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, l)
 }
 
+// listEvents filters on involvedObject.kind, .name and .namespace, given
+// in fieldSelector or as plain query parameters; each is optional.
 func (h *fakeHub) listEvents(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	filters := map[string]string{}
 	q := r.URL.Query()
+	for _, key := range []string{"involvedObject.kind", "involvedObject.name", "involvedObject.namespace"} {
+		if v := q.Get(key); v != "" {
+			filters[key] = v
+		}
+	}
+	for _, term := range strings.Split(q.Get("fieldSelector"), ",") {
+		if key, value, ok := strings.Cut(term, "="); ok {
+			filters[key] = value
+		}
+	}
 	list := corev1.EventList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "EventList"}, Items: []corev1.Event{}}
 	for _, e := range h.events {
-		if e.InvolvedObject.Kind == q.Get("involvedObject.kind") && e.InvolvedObject.Name == q.Get("involvedObject.name") {
+		got := map[string]string{
+			"involvedObject.kind": e.InvolvedObject.Kind, "involvedObject.name": e.InvolvedObject.Name,
+			"involvedObject.namespace": e.InvolvedObject.Namespace,
+		}
+		if matches(got, filters) {
 			list.Items = append(list.Items, e)
 		}
 	}
 	writeJSON(w, http.StatusOK, list)
+}
+
+// matches reports whether got has every key and value of want.
+func matches(got, want map[string]string) bool {
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

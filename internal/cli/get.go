@@ -5,23 +5,40 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/api/validate/content"
 )
 
 func getCommand() *command {
 	return &command{
 		name:  "get",
-		usage: "get RESOURCE [NAME] [-o wide|json|yaml]",
-		short: "List clusters or leases",
-		long: `List clusters or their leases as a table, or print the hub's objects as JSON or YAML.
+		usage: "get RESOURCE [NAME] [-n NAMESPACE | -A] [--cluster NAME] [-o wide|json|yaml]",
+		short: "List clusters, leases, policies, bindings, works or resource templates",
+		long: `List objects of the hub as a table, or print them as the hub sent them, as
+JSON or YAML.
 
 Resources:
-  clusters   member clusters: readiness, taints, Kubernetes version, nodes
-  leases     the agents' leases: when each was last renewed and whether it is
-             fresh (missed at most one renewal), late, or expired`,
+  clusters          member clusters: readiness, taints, Kubernetes version, nodes
+  leases            the agents' leases: when each was last renewed and whether it
+                    is fresh (missed at most one renewal), late, or expired
+  policies          PropagationPolicies (pp): priority, what they select, how
+                    replicas are scheduled
+  clusterpolicies   ClusterPropagationPolicies (cpp)
+  bindings          ResourceBindings (rb), one per propagated template: the
+                    clusters it was scheduled to and whether it is applied there
+                    (-o wide: evictions in progress, health per cluster)
+  clusterbindings   ClusterResourceBindings (crb), of cluster-scoped templates
+  works             what each cluster must run for each binding: the generation,
+                    the one its agent acknowledged, and whether it was applied
+  resources         the resource templates, with readiness summed over clusters
+
+Singular names and the long names (propagationpolicies, resourcebindings, ...)
+work too.
+
+Policies and bindings are read from namespace default unless -n names another;
+-A reads every namespace. Works are read from every cluster unless --cluster
+(or -n flotilla-es-CLUSTER) picks one. Resource templates are read from every
+namespace unless -n picks one; a NAME picks the templates of that name.`,
 		example: `  # All clusters, and more columns
   flotilla get clusters
   flotilla get clusters -o wide
@@ -31,36 +48,99 @@ Resources:
 
   # Lease freshness of every cluster
   flotilla get leases
+
+  # Where the workloads of namespace shop run, and how healthy they are there
+  flotilla get bindings -n shop -o wide
+
+  # Policies of every namespace
+  flotilla get pp -A
+
+  # What the agent of edge-1 must run, and what it has acknowledged
+  flotilla get works --cluster edge-1
+
+  # Every resource template, and how many replicas are ready
+  flotilla get resources
 `,
 		bind: bindGet,
 	}
 }
 
+// resourceScope says where objects of a kind live, so which of -n, -A and
+// --cluster apply.
+type resourceScope int
+
+const (
+	// clusterScoped kinds have one list; -n and -A are ignored, as kubectl
+	// ignores them.
+	clusterScoped resourceScope = iota
+	// namespaced kinds are read from one namespace (-n, else default) or
+	// from all of them (-A).
+	namespaced
+	// perCluster kinds (Works) live in a namespace per cluster; they are
+	// read from every cluster unless --cluster or -n picks one.
+	perCluster
+	// filtered kinds (resource templates) are read from every namespace
+	// unless -n picks one, through the query parameters of one path.
+	filtered
+)
+
 // getResource is a resource type "get" can show.
 type getResource struct {
-	plural   string
-	names    []string // every accepted spelling
-	listPath string
-	itemPath func(name string) string
-	table    func(raw []byte, single, wide bool, now time.Time) (*table, error)
+	plural string
+	names  []string // every accepted spelling
+	scope  resourceScope
+	// collection is the path of the list of namespace ns, or of every
+	// namespace when ns is empty (and of cluster-scoped kinds).
+	collection func(ns string) string
+	table      func(raw []byte, o tableOptions) (*table, error)
 }
 
-// path is the URL path of the named object, or of the list without a name.
-func (r getResource) path(name string) string {
-	if name == "" {
-		return r.listPath
-	}
-	return r.itemPath(name)
+// flotillaCollection returns the collection function of a Flotilla resource.
+func flotillaCollection(resource string) func(ns string) string {
+	return func(ns string) string { return collectionPath(resource, ns) }
 }
+
+// fixedPath returns a collection function that ignores the namespace.
+func fixedPath(path string) func(string) string { return func(string) string { return path } }
 
 var getResources = []getResource{
 	{
 		plural: "clusters", names: []string{"clusters", "cluster"},
-		listPath: clustersPath, itemPath: clusterPath, table: clustersTable,
+		collection: fixedPath(clustersPath), table: clustersTable,
 	},
 	{
 		plural: "leases", names: []string{"leases", "lease"},
-		listPath: leasesPath, itemPath: leasePath, table: leasesTable,
+		collection: fixedPath(leasesPath), table: leasesTable,
+	},
+	{
+		plural: "policies", scope: namespaced,
+		names:      []string{"policies", "policy", "propagationpolicies", "propagationpolicy", "pp"},
+		collection: flotillaCollection(policiesResource), table: policiesTable,
+	},
+	{
+		plural: "clusterpolicies",
+		names: []string{"clusterpolicies", "clusterpolicy", "clusterpropagationpolicies",
+			"clusterpropagationpolicy", "cpp"},
+		collection: flotillaCollection(clusterPoliciesResource), table: policiesTable,
+	},
+	{
+		plural: "bindings", scope: namespaced,
+		names:      []string{"bindings", "binding", "resourcebindings", "resourcebinding", "rb"},
+		collection: flotillaCollection(bindingsResource), table: bindingsTable,
+	},
+	{
+		plural: "clusterbindings",
+		names: []string{"clusterbindings", "clusterbinding", "clusterresourcebindings",
+			"clusterresourcebinding", "crb"},
+		collection: flotillaCollection(clusterBindingsResource), table: bindingsTable,
+	},
+	{
+		plural: "works", scope: perCluster, names: []string{"works", "work"},
+		collection: flotillaCollection(worksResource), table: worksTable,
+	},
+	{
+		plural: "resources", scope: filtered, names: []string{"resources", "resource"},
+		collection: fixedPath(templatesPath), table: templatesTable,
 	},
 }
 
@@ -77,12 +157,18 @@ func findGetResource(name string) (getResource, bool) {
 }
 
 type getOptions struct {
-	output string
+	output        string
+	namespace     string
+	allNamespaces bool
+	cluster       string
 }
 
 func bindGet(fs *pflag.FlagSet) runFunc {
 	o := &getOptions{}
 	fs.StringVarP(&o.output, "output", "o", "", "output `FORMAT`: wide, json or yaml (default a table)")
+	fs.StringVarP(&o.namespace, "namespace", "n", "", "read policies, bindings, works or resources of `NAMESPACE`")
+	fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "read policies or bindings of every namespace")
+	fs.StringVar(&o.cluster, "cluster", "", "read the works of cluster `NAME` only")
 	return o.run
 }
 
@@ -95,19 +181,25 @@ func (o *getOptions) run(ctx context.Context, inv *invocation, args []string) er
 	if err != nil {
 		return err
 	}
-	raw, err := inv.client().do(ctx, http.MethodGet, res.path(name), nil, nil)
+	target, err := o.target(inv, res, name)
+	if err != nil {
+		return err
+	}
+	path, query, single := res.request(target)
+	raw, err := inv.client().do(ctx, http.MethodGet, path, query, nil)
 	if err != nil {
 		return err
 	}
 	if format == outputJSON || format == outputYAML {
 		return writeRaw(inv.Stdout, raw, format)
 	}
-	t, err := res.table(raw, name != "", format == outputWide, inv.Now())
+	opts := tableOptions{single: single, wide: format == outputWide, across: target.across, now: inv.Now()}
+	t, err := res.table(raw, opts)
 	if err != nil {
 		return fmt.Errorf("reading the answer of %s: %w", inv.server, err)
 	}
 	if len(t.rows) == 0 {
-		fmt.Fprintf(inv.Stderr, "No %s found.\n", res.plural)
+		fmt.Fprintf(inv.Stderr, "No %s found%s.\n", res.plural, target.where())
 		return nil
 	}
 	return t.write(inv.Stdout)
@@ -140,16 +232,4 @@ func getResourceNames() string {
 		names = append(names, r.plural)
 	}
 	return strings.Join(names, ", ")
-}
-
-// checkName rejects an object name that cannot be a path segment of the
-// hub's API, so it is never sent.
-func checkName(inv *invocation, name string) error {
-	if name == "" {
-		return inv.usagef("invalid name %q: must not be empty", name)
-	}
-	if errs := content.IsPathSegmentName(name); len(errs) > 0 {
-		return inv.usagef("invalid name %q: %s", name, strings.Join(errs, "; "))
-	}
-	return nil
 }

@@ -8,8 +8,10 @@ import (
 	"github.com/spf13/pflag"
 )
 
-const topHelp = `flotilla is the operator's client of a Flotilla hub: it shows the member
-clusters, their leases and events, and taints or cordons clusters.
+const topHelp = `flotilla is the operator's client of a Flotilla hub: it applies resource
+templates and the policies that propagate them to member clusters, shows where
+they run (bindings and Works), shows the clusters, their leases and events,
+and taints or cordons clusters.
 
 Usage:
   flotilla [global flags] COMMAND [ARGS] [flags]
@@ -18,6 +20,11 @@ Usage:
 const topExamples = `Examples:
   # List the clusters with their readiness and taints
   flotilla get clusters
+
+  # Propagate a workload, then see where it was scheduled and how it runs
+  flotilla apply -f nginx.yaml -f nginx-policy.yaml
+  flotilla get bindings -o wide
+  flotilla describe binding nginx-deployment
 
   # Which agents are late renewing their lease?
   flotilla get leases
@@ -78,7 +85,7 @@ func writeFlags(w io.Writer, fs *pflag.FlagSet) {
 		if varname != "" {
 			name += " " + varname
 		}
-		if f.DefValue != "" && f.DefValue != "false" {
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "[]" {
 			usage += " (default " + f.DefValue + ")"
 		}
 		fmt.Fprintf(tw, "  %s\t%s\n", name, usage)

@@ -44,8 +44,20 @@ func run(t *testing.T, hub *fakeHub, args ...string) result {
 // runEnv runs flotilla with exactly the environment env.
 func runEnv(t *testing.T, env map[string]string, args ...string) result {
 	t.Helper()
+	return runApp(t, env, "", args...)
+}
+
+// runStdin runs flotilla against hub with stdin as its standard input.
+func runStdin(t *testing.T, hub *fakeHub, stdin string, args ...string) result {
+	t.Helper()
+	return runApp(t, map[string]string{"FLOTILLA_SERVER": hub.URL}, stdin, args...)
+}
+
+func runApp(t *testing.T, env map[string]string, stdin string, args ...string) result {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	app := &App{
+		Stdin:  strings.NewReader(stdin),
 		Stdout: &stdout,
 		Stderr: &stderr,
 		Now:    func() time.Time { return testNow },

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -11,27 +9,17 @@ import (
 
 // leasesTable decodes the hub's answer (a LeaseList, or one Lease when
 // single) into the "get leases" table.
-func leasesTable(raw []byte, single, wide bool, now time.Time) (*table, error) {
-	var items []coordinationv1.Lease
-	if single {
-		var l coordinationv1.Lease
-		if err := json.Unmarshal(raw, &l); err != nil {
-			return nil, fmt.Errorf("decoding Lease: %w", err)
-		}
-		items = []coordinationv1.Lease{l}
-	} else {
-		var list coordinationv1.LeaseList
-		if err := json.Unmarshal(raw, &list); err != nil {
-			return nil, fmt.Errorf("decoding LeaseList: %w", err)
-		}
-		items = list.Items
+func leasesTable(raw []byte, o tableOptions) (*table, error) {
+	items, err := decodeItems[coordinationv1.Lease](raw, o.single, "Lease")
+	if err != nil {
+		return nil, err
 	}
 	t := &table{header: []string{"NAME", "HOLDER", "RENEWED", "DURATION", "STATE"}}
-	if wide {
+	if o.wide {
 		t.header = append(t.header, "ACQUIRED", "TRANSITIONS")
 	}
 	for i := range items {
-		t.add(leaseRow(&items[i], wide, now)...)
+		t.add(leaseRow(&items[i], o.wide, o.now)...)
 	}
 	return t, nil
 }

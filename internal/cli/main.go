@@ -14,13 +14,15 @@ import (
 // process exit code: 0 on success, 1 when the command failed, 2 on a usage
 // error. Errors are printed to stderr as "error: ...".
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	app := &App{Stdout: stdout, Stderr: stderr, Now: time.Now, Getenv: os.Getenv}
+	app := &App{Stdin: os.Stdin, Stdout: stdout, Stderr: stderr, Now: time.Now, Getenv: os.Getenv}
 	return app.Run(ctx, args)
 }
 
 // App is one flotilla process's view of the world. Its fields are the
 // dependencies a command has, so tests can fix the clock and environment.
 type App struct {
+	// Stdin is read by "apply -f -" and "delete -f -".
+	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	// Now is the clock that ages are measured against.
 	Now func() time.Time

@@ -2,10 +2,12 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // Placeholders for what an object does not carry: none for a single value,
@@ -27,6 +29,52 @@ type table struct {
 }
 
 func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
+
+// tableOptions says how "get" prints a table.
+type tableOptions struct {
+	single bool // the answer is one object, not a list
+	wide   bool
+	// across: the list spans namespaces (clusters, for works), so the rows
+	// start with a column that says whose each is.
+	across bool
+	now    time.Time
+}
+
+// newTable starts a table with header, after first when the list spans
+// namespaces.
+func (o tableOptions) newTable(first string, header ...string) *table {
+	if o.across {
+		header = append([]string{first}, header...)
+	}
+	return &table{header: header}
+}
+
+// row is cells, after first when the list spans namespaces.
+func (o tableOptions) row(first string, cells ...string) []string {
+	if o.across {
+		return append([]string{first}, cells...)
+	}
+	return cells
+}
+
+// decodeItems decodes the hub's answer: one object of kind when single,
+// else a list of them.
+func decodeItems[T any](raw []byte, single bool, kind string) ([]T, error) {
+	if single {
+		var obj T
+		if err := json.Unmarshal(raw, &obj); err != nil {
+			return nil, fmt.Errorf("decoding %s: %w", kind, err)
+		}
+		return []T{obj}, nil
+	}
+	var list struct {
+		Items []T `json:"items"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, fmt.Errorf("decoding %sList: %w", kind, err)
+	}
+	return list.Items, nil
+}
 
 // write prints the table in aligned columns.
 func (t *table) write(w io.Writer) error { return t.writeIndented(w, "") }

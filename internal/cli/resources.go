@@ -12,10 +12,39 @@ import (
 
 // Paths of the hub's HTTP API.
 const (
-	clustersPath = "/apis/" + v1alpha1.GroupName + "/" + v1alpha1.Version + "/clusters"
-	leasesPath   = "/apis/coordination.k8s.io/v1/namespaces/" + v1alpha1.LeaseNamespace + "/leases"
-	eventsPath   = "/api/v1/events"
+	flotillaPath  = "/apis/" + v1alpha1.GroupName + "/" + v1alpha1.Version
+	clustersPath  = flotillaPath + "/clusters"
+	leasesPath    = "/apis/coordination.k8s.io/v1/namespaces/" + v1alpha1.LeaseNamespace + "/leases"
+	eventsPath    = "/api/v1/events"
+	applyPath     = flotillaPath + "/apply"
+	deletePath    = flotillaPath + "/delete"
+	templatesPath = flotillaPath + "/resources"
 )
+
+// Resources (URL path segments) of Flotilla's kinds.
+const (
+	policiesResource        = "propagationpolicies"
+	clusterPoliciesResource = "clusterpropagationpolicies"
+	bindingsResource        = "resourcebindings"
+	clusterBindingsResource = "clusterresourcebindings"
+	worksResource           = "works"
+)
+
+// collectionPath is the path of a list of Flotilla objects: those of
+// namespace ns, or of every namespace when ns is empty (the only path of
+// cluster-scoped kinds).
+func collectionPath(resource, ns string) string {
+	if ns == "" {
+		return flotillaPath + "/" + resource
+	}
+	return flotillaPath + "/namespaces/" + url.PathEscape(ns) + "/" + resource
+}
+
+// objectPath is the path of one Flotilla object; ns is empty for
+// cluster-scoped kinds.
+func objectPath(resource, ns, name string) string {
+	return collectionPath(resource, ns) + "/" + url.PathEscape(name)
+}
 
 func clusterPath(name string) string { return clustersPath + "/" + url.PathEscape(name) }
 

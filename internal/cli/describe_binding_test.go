@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"net/url"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestDescribeBinding(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{
+			name: "in failover",
+			args: []string{"describe", "binding", "nginx-deployment", "-n", "shop"},
+			want: `Name:                 nginx-deployment
+Namespace:            shop
+Labels:               <none>
+Created:              2026-05-01T09:00:00Z (3h ago)
+Resource:             apps/v1 Deployment shop/nginx
+Replicas:             3
+Last Scheduled:       2026-05-01T11:58:00Z (2m ago)
+Placement:
+  Cluster Affinity:   names=member1,member2,member3
+  Tolerations:        cluster.flotilla.io/unreachable:NoExecute op=Exists for 60s
+  Spread Constraints: <none>
+  Replica Scheduling: Divided/Weighted
+  Weights:            names=member1: 2
+                      names=member2,member3: 1
+Conditions:
+  TYPE           STATUS   REASON     AGE   MESSAGE
+  Scheduled      True     Success    2m    binding is scheduled
+  FullyApplied   False    Applying   90s   member2 is applying
+Clusters:
+  CLUSTER   REPLICAS   APPLIED   HEALTH    STATUS
+  member1   2          True      Healthy   readyReplicas=2 replicas=2
+  member2   1          False     Unknown   waiting for the agent
+  member3   1          True      Healthy   evicting (TaintUntolerated, 2m ago)
+Works:
+  CLUSTER   NAME                        GENERATION   ACKED   APPLIED   DELETING
+  member1   nginx-deployment-1a2b3c4d   3            3       True      no
+  member2   nginx-deployment-5e6f7a8b   3            2       False     no
+  member3   nginx-deployment-9c0d1e2f   2            2       True      yes
+Events:
+  TYPE      REASON            AGE   COUNT   MESSAGE
+  Normal    Scheduled         3h    1       scheduled to member1:2, member2:1
+  Warning   EvictionStarted   2m    1       cluster member3 is unreachable
+`,
+		},
+		{
+			name: "cluster binding of a kind without replicas",
+			args: []string{"describe", "clusterbinding", "shop-namespace"},
+			want: `Name:                 shop-namespace
+Labels:               <none>
+Created:              2026-04-30T12:00:00Z (24h ago)
+Resource:             v1 Namespace shop
+Replicas:             0
+Last Scheduled:       -
+Placement:            <none>
+Conditions:
+  TYPE           STATUS   REASON                AGE   MESSAGE
+  Scheduled      True     Success               24h
+  FullyApplied   True     FullyAppliedSuccess   24h
+Clusters:
+  CLUSTER   REPLICAS   APPLIED   HEALTH    STATUS
+  member1   -          True      Healthy   -
+  member2   -          True      Healthy   -
+Works:
+  CLUSTER   NAME                      GENERATION   ACKED   APPLIED   DELETING
+  member1   shop-namespace-0f1e2d3c   1            -       -         no
+Events:
+  TYPE     REASON      AGE   COUNT   MESSAGE
+  Normal   Scheduled   24h   1       scheduled to member1, member2
+`,
+		},
+		{
+			name: "unschedulable, namespace default",
+			args: []string{"describe", "rb", "web-deployment"},
+			want: `Name:                 web-deployment
+Namespace:            default
+Labels:               <none>
+Created:              2026-05-01T11:50:00Z (10m ago)
+Resource:             apps/v1 Deployment default/web
+Replicas:             1
+Last Scheduled:       -
+Placement:            <none>
+Conditions:
+  TYPE        STATUS   REASON          AGE   MESSAGE
+  Scheduled   False    Unschedulable   10m   0/3 clusters fit
+Clusters:             <none>
+Works:                <none>
+Events:               <none>
+`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := run(t, newWorkloadHub(t), tt.args...)
+			wantExit(t, r, 0)
+			if diff := cmp.Diff(tt.want, r.stdout); diff != "" {
+				t.Errorf("stdout (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// describe reads the binding, the Works of every cluster and the events
+// the API selects with a field selector.
+func TestDescribeBindingRequests(t *testing.T) {
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{
+			args: []string{"describe", "binding", "nginx-deployment", "-n", "shop"},
+			want: []string{
+				"GET /apis/flotilla.io/v1alpha1/namespaces/shop/resourcebindings/nginx-deployment",
+				"GET /apis/flotilla.io/v1alpha1/works",
+				"GET /api/v1/events?fieldSelector=" + url.QueryEscape(
+					"involvedObject.kind=ResourceBinding,involvedObject.name=nginx-deployment,involvedObject.namespace=shop"),
+			},
+		},
+		{
+			args: []string{"describe", "crb", "shop-namespace"},
+			want: []string{
+				"GET /apis/flotilla.io/v1alpha1/clusterresourcebindings/shop-namespace",
+				"GET /apis/flotilla.io/v1alpha1/works",
+				"GET /api/v1/events?fieldSelector=" + url.QueryEscape(
+					"involvedObject.kind=ClusterResourceBinding,involvedObject.name=shop-namespace"),
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.args[1], func(t *testing.T) {
+			hub := newWorkloadHub(t)
+			wantExit(t, run(t, hub, tt.args...), 0)
+			if diff := cmp.Diff(tt.want, hub.sent()); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDescribeBindingErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		want     string
+	}{
+		{"not found", []string{"describe", "binding", "nginx-deployment"}, 1,
+			"error: resourcebindings.flotilla.io \"nginx-deployment\" not found\n"},
+		{"missing name", []string{"describe", "binding"}, 2,
+			"error: missing the name of the binding\nSee 'flotilla describe --help' for usage.\n"},
+		{"nothing", []string{"describe"}, 2,
+			"error: missing the resource type and name; supported types: cluster, binding, clusterbinding\nSee 'flotilla describe --help' for usage.\n"},
+		{"bad namespace", []string{"describe", "rb", "x", "-n", "a_b"}, 2,
+			"error: invalid namespace \"a_b\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')\nSee 'flotilla describe --help' for usage.\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := run(t, newWorkloadHub(t), tt.args...)
+			wantExit(t, r, tt.wantCode)
+			if diff := cmp.Diff(tt.want, r.stderr); diff != "" {
+				t.Errorf("stderr (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
