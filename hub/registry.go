@@ -282,17 +282,29 @@ func taintsString(taints []corev1.Taint) string {
 
 // recordLocked queues an event about a cluster for the next flush.
 func (r *Registry) recordLocked(c *v1alpha1.Cluster, eventType, reason, message string, now time.Time) {
+	ref := corev1.ObjectReference{APIVersion: v1alpha1.APIVersion, Kind: v1alpha1.KindCluster, Name: c.Name, UID: c.UID}
+	r.appendEventLocked(ref, eventType, reason, message, now)
+}
+
+// Event records an event about any object (bindings, Works...); it is
+// stored with the cluster events at the next flush. It implements
+// controller.Recorder.
+func (r *Registry) Event(ref corev1.ObjectReference, eventType, reason, message string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.appendEventLocked(ref, eventType, reason, message, r.clock.Now())
+}
+
+func (r *Registry) appendEventLocked(ref corev1.ObjectReference, eventType, reason, message string, now time.Time) {
 	stamp := metav1.NewTime(now)
 	r.pending = append(r.pending, &corev1.Event{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Event"},
 		// uid and creation time are set here, not by the store, because the
 		// API may read the event while the writer stores it.
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", c.Name, now.UnixNano()+int64(len(r.pending))), Namespace: eventNamespace,
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", ref.Name, now.UnixNano()+int64(len(r.pending))), Namespace: eventNamespace,
 			UID: uuid.NewUUID(), CreationTimestamp: stamp},
-		InvolvedObject: corev1.ObjectReference{
-			APIVersion: v1alpha1.APIVersion, Kind: v1alpha1.KindCluster, Name: c.Name, UID: c.UID,
-		},
-		Reason: reason, Message: message, Type: eventType,
+		InvolvedObject: ref,
+		Reason:         reason, Message: message, Type: eventType,
 		Source:         corev1.EventSource{Component: "flotilla-hub"},
 		FirstTimestamp: stamp, LastTimestamp: stamp, Count: 1,
 		// EventTime keeps microseconds, so detection latency can be measured.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/binding"
+	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/detector"
 	"github.com/flotilla-io/flotilla/hub/objects"
 	"github.com/flotilla-io/flotilla/hub/scheduling"
@@ -46,7 +47,10 @@ func startPipeline(t *testing.T, clusters ...string) *pipeline {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 3)
 	go func() { detector.New(objs, logger).Run(ctx, 2); done <- struct{}{} }()
-	go func() { scheduling.New(objs, clock.RealClock{}, logger).Run(ctx, 2); done <- struct{}{} }()
+	go func() {
+		scheduling.New(objs, controller.DiscardRecorder{}, clock.RealClock{}, logger).Run(ctx, 2)
+		done <- struct{}{}
+	}()
 	go func() { binding.New(objs, clock.RealClock{}, logger).Run(ctx, 2); done <- struct{}{} }()
 	t.Cleanup(func() {
 		cancel()

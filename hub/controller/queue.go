@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -62,3 +63,15 @@ func (q *Queue) next(ctx context.Context) bool {
 	q.queue.Forget(key)
 	return true
 }
+
+// Recorder records events about objects (the hub's registry stores them
+// in batches with the cluster events).
+type Recorder interface {
+	Event(ref corev1.ObjectReference, eventType, reason, message string)
+}
+
+// DiscardRecorder drops events, for tests that do not read them.
+type DiscardRecorder struct{}
+
+// Event implements Recorder.
+func (DiscardRecorder) Event(corev1.ObjectReference, string, string, string) {}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -28,6 +29,7 @@ import (
 // Controller schedules bindings.
 type Controller struct {
 	objs            *objects.Objects
+	recorder        controller.Recorder
 	clock           clock.PassiveClock
 	logger          *slog.Logger
 	bindings        *controller.Informer[v1alpha1.ResourceBinding, *v1alpha1.ResourceBinding]
@@ -37,8 +39,8 @@ type Controller struct {
 }
 
 // New returns a scheduling controller over objs.
-func New(objs *objects.Objects, clk clock.PassiveClock, logger *slog.Logger) *Controller {
-	c := &Controller{objs: objs, clock: clk, logger: logger.With("controller", "scheduling")}
+func New(objs *objects.Objects, recorder controller.Recorder, clk clock.PassiveClock, logger *slog.Logger) *Controller {
+	c := &Controller{objs: objs, recorder: recorder, clock: clk, logger: logger.With("controller", "scheduling")}
 	c.bindings = controller.NewInformer(objs.Bindings, nil, logger)
 	c.clusterBindings = controller.NewInformer(objs.ClusterBindings, nil, logger)
 	c.clusters = controller.NewInformer(objs.Clusters, nil, logger)
@@ -113,7 +115,7 @@ func schedule[T any, PT store.Object[T]](ctx context.Context, c *Controller, r *
 	})
 	now := metav1.NewTime(c.clock.Now())
 	cond := metav1.Condition{Type: v1alpha1.BindingConditionScheduled, ObservedGeneration: stored.GetGeneration()}
-	changed := false
+	changed, placed := false, false
 	var unschedulable *scheduler.UnschedulableError
 	switch {
 	case schedErr == nil:
@@ -121,7 +123,7 @@ func schedule[T any, PT store.Object[T]](ctx context.Context, c *Controller, r *
 		if !equality.Semantic.DeepEqual(spec.Clusters, result.Clusters) {
 			spec.Clusters = result.Clusters
 			status.LastScheduledTime = &now
-			changed = true
+			changed, placed = true, true
 		}
 		if status.SchedulerObservedAffinityName != result.AffinityName {
 			status.SchedulerObservedAffinityName, changed = result.AffinityName, true
@@ -135,17 +137,32 @@ func schedule[T any, PT store.Object[T]](ctx context.Context, c *Controller, r *
 	if status.SchedulerObservedGeneration != stored.GetGeneration() {
 		status.SchedulerObservedGeneration, changed = stored.GetGeneration(), true
 	}
-	if meta.SetStatusCondition(&status.Conditions, cond) {
-		changed = true
-	}
-	if !changed {
+	condChanged := meta.SetStatusCondition(&status.Conditions, cond)
+	if !changed && !condChanged {
 		return nil
 	}
-	if _, err := r.Update(ctx, stored); err != nil {
+	updated, err := r.Update(ctx, stored)
+	if err != nil {
 		return fmt.Errorf("store schedule of %s: %w", controller.Key(namespace, name), err)
+	}
+	ref := bindingRef(updated)
+	switch {
+	case placed:
+		c.recorder.Event(ref, corev1.EventTypeNormal, "Scheduled", "placed on "+summary(spec.Clusters))
+	case condChanged && cond.Status == metav1.ConditionFalse:
+		c.recorder.Event(ref, corev1.EventTypeWarning, "ScheduleFailed", cond.Message)
 	}
 	c.logger.Info("binding scheduled", "binding", controller.Key(namespace, name), "scheduled", cond.Status, "result", summary(spec.Clusters), "reason", cond.Reason)
 	return nil
+}
+
+// bindingRef names a binding in events.
+func bindingRef(b metav1.Object) corev1.ObjectReference {
+	kind := v1alpha1.KindResourceBinding
+	if b.GetNamespace() == "" {
+		kind = v1alpha1.KindClusterResourceBinding
+	}
+	return corev1.ObjectReference{APIVersion: v1alpha1.APIVersion, Kind: kind, Namespace: b.GetNamespace(), Name: b.GetName(), UID: b.GetUID()}
 }
 
 func ignoreNotFound(err error) error {

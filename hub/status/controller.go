@@ -10,9 +10,11 @@ import (
 	"log/slog"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -26,6 +28,7 @@ import (
 // Controller aggregates status.
 type Controller struct {
 	objs            *objects.Objects
+	recorder        controller.Recorder
 	logger          *slog.Logger
 	bindings        *controller.Informer[v1alpha1.ResourceBinding, *v1alpha1.ResourceBinding]
 	clusterBindings *controller.Informer[v1alpha1.ClusterResourceBinding, *v1alpha1.ClusterResourceBinding]
@@ -34,8 +37,8 @@ type Controller struct {
 }
 
 // New returns a status controller over objs.
-func New(objs *objects.Objects, logger *slog.Logger) *Controller {
-	c := &Controller{objs: objs, logger: logger.With("controller", "status")}
+func New(objs *objects.Objects, recorder controller.Recorder, logger *slog.Logger) *Controller {
+	c := &Controller{objs: objs, recorder: recorder, logger: logger.With("controller", "status")}
 	c.bindings = controller.NewInformer(objs.Bindings, nil, logger)
 	c.clusterBindings = controller.NewInformer(objs.ClusterBindings, nil, logger)
 	c.works = controller.NewInformer(objs.Works, nil, logger)
@@ -106,15 +109,32 @@ func update[T any, PT store.Object[T]](ctx context.Context, c *Controller, r *st
 	items := aggregate(spec, workOf)
 	changed := !equality.Semantic.DeepEqual(status.AggregatedStatus, items)
 	status.AggregatedStatus = items
-	if meta.SetStatusCondition(&status.Conditions, fullyApplied(items, stored.GetGeneration())) {
+	before := meta.FindStatusCondition(status.Conditions, v1alpha1.BindingConditionFullyApplied)
+	wasApplied := before != nil && before.Status == metav1.ConditionTrue
+	cond := fullyApplied(items, stored.GetGeneration())
+	if meta.SetStatusCondition(&status.Conditions, cond) {
 		changed = true
 	}
 	if changed {
 		if _, err := r.Update(ctx, stored); err != nil {
 			return fmt.Errorf("store status of binding %s: %w", controller.Key(namespace, name), err)
 		}
+		ref := corev1.ObjectReference{APIVersion: v1alpha1.APIVersion, Kind: kindOf(namespace), Namespace: namespace, Name: name, UID: stored.GetUID()}
+		switch {
+		case cond.Status == metav1.ConditionTrue && !wasApplied:
+			c.recorder.Event(ref, corev1.EventTypeNormal, "FullyApplied", cond.Message)
+		case cond.Reason == v1alpha1.ReasonFullyAppliedFailed && (before == nil || before.Message != cond.Message):
+			c.recorder.Event(ref, corev1.EventTypeWarning, "ApplyFailed", cond.Message)
+		}
 	}
 	return c.updateTemplate(ctx, spec, items)
+}
+
+func kindOf(namespace string) string {
+	if namespace == "" {
+		return v1alpha1.KindClusterResourceBinding
+	}
+	return v1alpha1.KindResourceBinding
 }
 
 // updateTemplate writes the summed status on a workload template.
