@@ -174,6 +174,10 @@ type Stats struct {
 	UnstoredClusters int `json:"unstoredClusters"`
 	UnstoredLeases   int `json:"unstoredLeases"`
 	UnstoredEvents   int `json:"unstoredEvents"`
+	// WorksSent and WorkDeletesSent count Work upserts and deletions sent
+	// to agents.
+	WorksSent       int64 `json:"worksSent"`
+	WorkDeletesSent int64 `json:"workDeletesSent"`
 }
 
 func (a *apiServer) stats(w http.ResponseWriter, _ *http.Request) {
@@ -187,7 +191,9 @@ func (a *apiServer) stats(w http.ResponseWriter, _ *http.Request) {
 	connected := len(a.agents.sessions)
 	a.agents.mu.Unlock()
 	st := &a.registry.stats
+	sent := a.agents.dispatch.Counts()
 	writeJSON(w, http.StatusOK, Stats{
+		WorksSent: sent.Upserts, WorkDeletesSent: sent.Deletes,
 		Clusters: clusters, ConnectedAgents: connected,
 		Renewals: st.renewals.Load(), StatusReports: st.statusReports.Load(),
 		StoreWrites: st.storeWrites.Load(), StoreTxns: st.storeTxns.Load(),

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/utils/clock"
 
@@ -27,6 +28,18 @@ type Dispatcher struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session // by cluster: the newest session
+
+	upserts, deletes atomic.Int64
+}
+
+// Counts are what the dispatcher has sent since the hub started.
+type Counts struct {
+	Upserts, Deletes int64
+}
+
+// Counts returns what was sent so far.
+func (d *Dispatcher) Counts() Counts {
+	return Counts{Upserts: d.upserts.Load(), Deletes: d.deletes.Load()}
 }
 
 // New returns a dispatcher over objs; Run must be running for Serve to work.

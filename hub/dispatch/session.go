@@ -184,6 +184,7 @@ func (s *session) sync(name string, w *v1alpha1.Work) error {
 			return nil
 		}
 		s.sent[name] = deleteSent
+		s.d.deletes.Add(1)
 		return s.write(&protocol.WorkDelete{Name: name})
 	case have == w.Generation:
 		return nil
@@ -193,6 +194,7 @@ func (s *session) sync(name string, w *v1alpha1.Work) error {
 		manifests[i] = json.RawMessage(m.Raw)
 	}
 	s.sent[name] = w.Generation
+	s.d.upserts.Add(1)
 	return s.write(&protocol.WorkUpsert{Name: name, Generation: w.Generation, Binding: w.Annotations[annotationBinding], Manifests: manifests})
 }
 
