@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/flotilla-io/flotilla/agent/work"
 	"github.com/flotilla-io/flotilla/protocol"
 )
 
@@ -22,6 +25,7 @@ type Agent struct {
 	clock  clock.WithTicker
 	tls    *tls.Config
 	status *statusCollector
+	works  *work.Engine
 	stats  statsBox
 	jitter rand.Source
 }
@@ -48,26 +52,32 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := newKubeClient(cfg)
+	client, dyn, err := newKubeClients(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return newAgent(cfg, tlsConf, client, apiServerProbe(client.Discovery().RESTClient())), nil
+	return newAgent(cfg, tlsConf, client, dyn, apiServerProbe(client.Discovery().RESTClient()))
 }
 
 // newAgent assembles an agent from checked parts; tests use it to swap the
 // member cluster for a fake.
-func newAgent(cfg Config, tlsConf *tls.Config, client kubernetes.Interface, probe healthProbe) *Agent {
+func newAgent(cfg Config, tlsConf *tls.Config, client kubernetes.Interface, dyn dynamic.Interface, probe healthProbe) (*Agent, error) {
 	cfg = cfg.withDefaults()
 	log := cfg.Logger.With("cluster", cfg.ClusterName)
+	works, err := work.NewEngine(work.Config{Kube: client, Dynamic: dyn, SystemNamespace: cfg.SystemNamespace,
+		Logger: log.With("component", "work")})
+	if err != nil {
+		return nil, err
+	}
 	return &Agent{
 		cfg:    cfg,
 		log:    log,
 		clock:  cfg.Clock,
 		tls:    tlsConf,
 		status: newStatusCollector(client, probe, cfg.Clock, log),
+		works:  works,
 		jitter: rand.NewPCG(rand.Uint64(), rand.Uint64()),
-	}
+	}, nil
 }
 
 // Stats returns a snapshot of the agent's connection statistics. It is safe
@@ -76,10 +86,19 @@ func (a *Agent) Stats() Stats { return a.stats.get() }
 
 // Run connects to the hub and keeps reconnecting, with jittered exponential
 // backoff, until ctx ends. Then it sends GoAway, closes the connection and
-// returns nil; no goroutine it started outlives it. Call Run at most once.
+// returns nil; no goroutine it started outlives it. The Work engine runs
+// for the whole of Run, connected or not. Call Run at most once.
 func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("agent starting", "hub", a.cfg.Hub, "version", a.cfg.Version,
-		"leaseDuration", a.cfg.LeaseDuration, "statusInterval", a.cfg.StatusInterval)
+		"leaseDuration", a.cfg.LeaseDuration, "statusInterval", a.cfg.StatusInterval,
+		"systemNamespace", a.cfg.SystemNamespace)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		if err := a.works.Run(ctx); err != nil {
+			a.log.Error("work engine stopped", "err", err)
+		}
+	})
 	b := newBackoff(backoffInitial, backoffMax, a.jitter)
 	for {
 		welcomedAt, err := a.runSession(ctx)

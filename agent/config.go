@@ -11,6 +11,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
+
+	"github.com/flotilla-io/flotilla/agent/work"
 )
 
 // Defaults for Config fields left zero.
@@ -41,6 +43,10 @@ type Config struct {
 	// StatusInterval is how often the agent reports cluster status
 	// (default 10s).
 	StatusInterval time.Duration
+	// SystemNamespace is the member cluster namespace where the agent keeps
+	// its records of the Works it applied (default flotilla-system). It is
+	// created if missing.
+	SystemNamespace string
 	// Version is the agent's version, sent in Hello.
 	Version string
 	// Logger receives the agent's logs; nil discards them.
@@ -57,6 +63,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.StatusInterval == 0 {
 		cfg.StatusInterval = DefaultStatusInterval
+	}
+	if cfg.SystemNamespace == "" {
+		cfg.SystemNamespace = work.DefaultSystemNamespace
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -79,6 +88,10 @@ func (cfg Config) validate() error {
 	} else if msgs := validation.IsDNS1123Subdomain(cfg.ClusterName); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("cluster name %q is not a DNS-1123 subdomain: %s",
 			cfg.ClusterName, strings.Join(msgs, "; ")))
+	}
+	if msgs := validation.IsDNS1123Label(cfg.SystemNamespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("system namespace %q is not a DNS-1123 label: %s",
+			cfg.SystemNamespace, strings.Join(msgs, "; ")))
 	}
 	if cfg.CertDir == "" {
 		errs = append(errs, errors.New("certificate directory is required"))

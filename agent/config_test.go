@@ -45,6 +45,8 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 			[]string{"lease duration 500ms"}},
 		{"negative status interval", func(_ *testing.T, cfg *Config) { cfg.StatusInterval = -time.Second },
 			[]string{"status interval -1s"}},
+		{"system namespace not a DNS-1123 label", func(_ *testing.T, cfg *Config) { cfg.SystemNamespace = "flotilla.system" },
+			[]string{`system namespace "flotilla.system" is not a DNS-1123 label`}},
 		{"several problems at once", func(_ *testing.T, cfg *Config) { cfg.Hub, cfg.ClusterName = "", "" },
 			[]string{"hub address is required", "cluster name is required"}},
 		{"no CA file", func(t *testing.T, cfg *Config) { remove(t, cfg.CertDir, CAFile) },
@@ -96,8 +98,10 @@ func TestNewAcceptsGoodConfiguration(t *testing.T) {
 	if got, want := a.tls.ServerName, "127.0.0.1"; got != want {
 		t.Errorf("TLS server name = %q, want %q", got, want)
 	}
-	if a.cfg.LeaseDuration != DefaultLeaseDuration || a.cfg.StatusInterval != DefaultStatusInterval {
-		t.Errorf("defaults not applied: lease %v, status interval %v", a.cfg.LeaseDuration, a.cfg.StatusInterval)
+	if a.cfg.LeaseDuration != DefaultLeaseDuration || a.cfg.StatusInterval != DefaultStatusInterval ||
+		a.cfg.SystemNamespace != "flotilla-system" {
+		t.Errorf("defaults not applied: lease %v, status interval %v, system namespace %q",
+			a.cfg.LeaseDuration, a.cfg.StatusInterval, a.cfg.SystemNamespace)
 	}
 }
 

@@ -1,11 +1,15 @@
 // Package agent is the Flotilla member-cluster agent. It dials the hub over
 // QUIC (the hub never needs inbound access to a member cluster), renews the
-// cluster's lease on the control stream, and reports the cluster's health and
+// cluster's lease on the control stream, reports the cluster's health and
 // capacity on a separate status stream, so heartbeats never queue behind
-// status.
+// status, and applies the hub's Works on a work stream.
 //
 // One [Agent] runs one session per connection: dial, Hello, wait for
-// Welcome, then renew and report until the connection ends. It then
-// reconnects with jittered exponential backoff until its context ends, when
-// it tells the hub with GoAway and closes the connection.
+// Welcome, then renew, report and take Works until the connection ends. It
+// then reconnects with jittered exponential backoff until its context ends,
+// when it tells the hub with GoAway and closes the connection.
+//
+// The Work engine (package work) belongs to the Agent, not to a session:
+// applies, retries and watches go on while the hub is unreachable, and each
+// new session starts with the engine's inventory and a status snapshot.
 package agent

@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -15,12 +16,13 @@ const (
 	kubeBurst = 100
 )
 
-// newKubeClient builds the member cluster client from cfg.Kubeconfig, or from
-// the in-cluster service account when it is empty.
-func newKubeClient(cfg Config) (kubernetes.Interface, error) {
+// newKubeClients builds the member cluster clients from cfg.Kubeconfig, or
+// from the in-cluster service account when it is empty: a typed one, and a
+// dynamic one for the Works' objects of any kind.
+func newKubeClients(cfg Config) (kubernetes.Interface, dynamic.Interface, error) {
 	rc, err := restConfig(cfg.Kubeconfig)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rc.QPS, rc.Burst = kubeQPS, kubeBurst
 	rc.UserAgent = "flotilla-agent"
@@ -29,9 +31,13 @@ func newKubeClient(cfg Config) (kubernetes.Interface, error) {
 	}
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, fmt.Errorf("member cluster client: %w", err)
+		return nil, nil, fmt.Errorf("member cluster client: %w", err)
 	}
-	return client, nil
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("member cluster dynamic client: %w", err)
+	}
+	return client, dyn, nil
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

@@ -134,14 +134,15 @@ func (s *session) awaitWelcome() (*protocol.Welcome, error) {
 }
 
 // serve runs the welcomed session: renewals and their acks on the control
-// stream, reports on the status stream. It returns nil when ctx ends, after
-// saying GoAway, or the error that ended the session.
+// stream, reports on the status stream, Works on the work stream. It
+// returns nil when ctx ends, after saying GoAway, or the error that ended
+// the session.
 func (s *session) serve(ctx context.Context, welcome *protocol.Welcome) error {
 	// The loops get a context of their own, so that when ctx ends they stop
 	// only once this function is ready to say goodbye.
 	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLoops()
-	errc := make(chan error, 3)
+	errc := make(chan error, 4) // one per goroutine: none blocks on it
 	readerDone := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -151,6 +152,7 @@ func (s *session) serve(ctx context.Context, welcome *protocol.Welcome) error {
 	ackTimeout := time.Duration(welcome.LeaseDurationSeconds) * time.Second
 	wg.Go(func() { errc <- s.renewLoop(loopCtx, renewInterval(welcome, s.agent.cfg.LeaseDuration), ackTimeout) })
 	wg.Go(func() { errc <- s.statusLoop(loopCtx) })
+	wg.Go(func() { errc <- s.workLoop(loopCtx) })
 
 	var err error
 	select {

@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"runtime/pprof"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/version"
 	fakediscovery "k8s.io/client-go/discovery/fake"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -75,7 +77,18 @@ func newTestAgent(t *testing.T, p *testPKI, addr string, client kubernetes.Inter
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newAgent(cfg, tlsConf, client, probe)
+	return newFakeAgent(t, cfg, tlsConf, client, probe)
+}
+
+// newFakeAgent assembles an agent on a fake member cluster: its Work engine
+// starts on it but gets no Work.
+func newFakeAgent(t *testing.T, cfg Config, tlsConf *tls.Config, client kubernetes.Interface, probe healthProbe) *Agent {
+	t.Helper()
+	a, err := newAgent(cfg, tlsConf, client, dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
 
 // runningAgent is an agent running in the background of a test.
@@ -157,7 +170,7 @@ func agentGoroutines() map[string]int {
 	}
 	counts := map[string]int{}
 	for stack := range strings.SplitSeq(b.String(), "\n\n") {
-		for _, frame := range []string{"agent.(*Agent)", "agent.(*session)", "agent.(*statusCollector)"} {
+		for _, frame := range []string{"agent.(*Agent)", "agent.(*session)", "agent.(*statusCollector)", "work.(*Engine)", "work.(*watcher)"} {
 			if strings.Contains(stack, frame) {
 				counts[frame]++
 			}
@@ -293,7 +306,7 @@ func TestSessionTLSFailures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a := newAgent(cfg, tlsConf, fakeCluster(1), healthy)
+			a := newFakeAgent(t, cfg, tlsConf, fakeCluster(1), healthy)
 			ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
 			defer cancel()
 			_, err = a.runSession(ctx)

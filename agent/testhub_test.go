@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,11 +16,12 @@ import (
 
 // hubEvent is one thing the test hub saw, in the order it saw them.
 type hubEvent struct {
-	kind   string // "hello", "renew", "status", "goaway" or "closed"
+	kind   string // "hello", "renew", "status", "work", "goaway" or "closed"
 	conn   int    // connection number, from 1
 	hello  *protocol.Hello
 	renew  *protocol.LeaseRenew
 	status *protocol.ClusterStatus
+	work   protocol.Message // a message on the work stream
 	goAway *protocol.GoAway
 }
 
@@ -48,6 +50,9 @@ type hubConn struct {
 	conn    *quic.Conn
 	mu      sync.Mutex // serialises writes on control
 	control *quic.Stream
+
+	workMu sync.Mutex // serialises writes on work
+	work   *quic.Stream
 }
 
 // send writes m on the connection's control stream.
@@ -55,6 +60,17 @@ func (c *hubConn) send(m protocol.Message) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return protocol.WriteMessage(c.control, m)
+}
+
+// sendWork writes m on the connection's work stream, which the agent must
+// have opened (wait for its inventory first).
+func (c *hubConn) sendWork(m protocol.Message) error {
+	c.workMu.Lock()
+	defer c.workMu.Unlock()
+	if c.work == nil {
+		return errors.New("the agent has not opened a work stream")
+	}
+	return protocol.WriteMessage(c.work, m)
 }
 
 // testWelcome welcomes with a short renew interval.
@@ -138,6 +154,8 @@ func (h *testHub) serveConn(c *hubConn) {
 			h.wg.Go(func() { h.serveControl(c, str) })
 		case protocol.StreamStatus:
 			h.wg.Go(func() { h.serveStatus(c, str) })
+		case protocol.StreamWork:
+			h.wg.Go(func() { h.serveWork(c, str) })
 		}
 	}
 }
@@ -203,6 +221,32 @@ func (h *testHub) serveStatus(c *hubConn, str *quic.Stream) {
 			h.record(hubEvent{kind: "status", conn: c.id, status: s})
 		}
 	}
+}
+
+// serveWork records the agent's messages on the work stream.
+func (h *testHub) serveWork(c *hubConn, str *quic.Stream) {
+	c.workMu.Lock()
+	c.work = str
+	c.workMu.Unlock()
+	r := protocol.NewReader(str, protocol.MaxWorkFrameSize)
+	for {
+		m, err := r.ReadMessage()
+		if err != nil {
+			return
+		}
+		h.record(hubEvent{kind: "work", conn: c.id, work: m})
+	}
+}
+
+// waitWork returns the next message of type T on connection conn's work
+// stream that satisfies match (nil matches any), discarding other events.
+func waitWork[T protocol.Message](t *testing.T, h *testHub, conn int, what string, timeout time.Duration, match func(T) bool) T {
+	t.Helper()
+	e := h.waitFor(t, what, timeout, func(e hubEvent) bool {
+		m, ok := e.work.(T)
+		return e.kind == "work" && e.conn == conn && ok && (match == nil || match(m))
+	})
+	return e.work.(T)
 }
 
 // waitFor returns the first event that matches, discarding the others.

@@ -1,7 +1,7 @@
 // Command flotilla-agent runs in a member cluster: it dials the Flotilla hub
-// over QUIC, renews the cluster's lease and reports the cluster's health and
-// capacity. All of it lives in package agent; this file parses flags and
-// wires signals and logging to it.
+// over QUIC, renews the cluster's lease, reports the cluster's health and
+// capacity, and applies the Works the hub sends. All of it lives in package
+// agent; this file parses flags and wires signals and logging to it.
 package main
 
 import (
@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/flotilla-io/flotilla/agent"
+	"github.com/flotilla-io/flotilla/agent/work"
 )
 
 // version is the agent version reported to the hub.
@@ -63,6 +64,8 @@ func parseFlags(args []string, stdout io.Writer) (agent.Config, slog.Level, erro
 	fs.StringVar(&cfg.CertDir, "cert-dir", "", "directory holding ca.crt, tls.crt and tls.key (see below)")
 	fs.DurationVar(&cfg.LeaseDuration, "lease-duration", agent.DefaultLeaseDuration, "cluster lease duration to ask the hub for (1s to 1h)")
 	fs.DurationVar(&cfg.StatusInterval, "status-interval", agent.DefaultStatusInterval, "how often to report cluster health and capacity")
+	fs.StringVar(&cfg.SystemNamespace, "system-namespace", work.DefaultSystemNamespace,
+		"namespace of the member cluster where the agent records the Works it applied (created if missing)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.Usage = func() { fmt.Fprint(stdout, usage(fs)) }
 
@@ -97,10 +100,12 @@ func usage(fs *pflag.FlagSet) string {
 	return `Usage: flotilla-agent --hub HOST:PORT --cluster-name NAME --cert-dir DIR [flags]
 
 flotilla-agent runs in a member cluster. It dials the Flotilla hub over QUIC
-(the hub never connects to the cluster), renews the cluster's lease, and
-reports the cluster's API server health, nodes and capacity. It reconnects
-with backoff when the connection drops; SIGINT or SIGTERM make it say goodbye
-to the hub and exit.
+(the hub never connects to the cluster), renews the cluster's lease,
+reports the cluster's API server health, nodes and capacity, and applies the
+Works the hub sends with server-side apply, reporting their health. It never
+touches an object it did not create. It reconnects with backoff when the
+connection drops, and keeps applying and retrying meanwhile; SIGINT or
+SIGTERM make it say goodbye to the hub and exit.
 
 Flags:
 ` + fs.FlagUsages() + `

@@ -28,7 +28,7 @@ func TestRun(t *testing.T) {
 			args:     []string{"--help"},
 			wantCode: 0,
 			wantStdout: []string{"--hub", "--cluster-name", "--kubeconfig", "--cert-dir", "--lease-duration",
-				"--status-interval", "--log-level", "ca.crt", "tls.crt", "tls.key", `"cluster:<cluster-name>"`},
+				"--status-interval", "--system-namespace", "flotilla-system", "--log-level", "ca.crt", "tls.crt", "tls.key", `"cluster:<cluster-name>"`},
 		},
 		{
 			name:       "missing flags",
@@ -65,6 +65,12 @@ func TestRun(t *testing.T) {
 			args:       slices.Concat(good, []string{"--cert-dir", t.TempDir()}),
 			wantCode:   1,
 			wantStderr: []string{"flotilla-agent: read hub CA:", "ca.crt: no such file or directory"},
+		},
+		{
+			name:       "bad system namespace",
+			args:       slices.Concat(good, []string{"--system-namespace", "Flotilla"}),
+			wantCode:   1,
+			wantStderr: []string{`flotilla-agent: invalid agent configuration: system namespace "Flotilla" is not a DNS-1123 label`},
 		},
 		{
 			name:     "stops when the context ends",

@@ -1,0 +1,41 @@
+package work
+
+import (
+	"encoding/json"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// keyStatusFields are the status fields reported per kind: enough for the
+// hub to see progress and availability without shipping whole objects.
+var keyStatusFields = map[schema.GroupKind][]string{
+	{Group: "apps", Kind: "Deployment"}:  replicaFields,
+	{Group: "apps", Kind: "StatefulSet"}: replicaFields,
+	{Group: "apps", Kind: "ReplicaSet"}:  replicaFields,
+	{Group: "apps", Kind: "DaemonSet"}:   {"desiredNumberScheduled", "numberReady", "numberAvailable"},
+	jobKind:                              {"active", "succeeded", "failed"},
+}
+
+var replicaFields = []string{"replicas", "readyReplicas", "availableReplicas", "updatedReplicas"}
+
+// keyStatus returns the key status fields of obj that are present, as a
+// JSON object, or nil for kinds without key fields or when none is set.
+func keyStatus(obj *unstructured.Unstructured) json.RawMessage {
+	fields := keyStatusFields[obj.GroupVersionKind().GroupKind()]
+	status, _, _ := unstructured.NestedMap(obj.Object, "status")
+	found := map[string]any{}
+	for _, f := range fields {
+		if v, ok := status[f]; ok {
+			found[f] = v
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	raw, err := json.Marshal(found) // values from a decoded object always marshal
+	if err != nil {
+		return nil
+	}
+	return raw
+}

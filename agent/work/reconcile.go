@@ -1,0 +1,174 @@
+package work
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/flotilla-io/flotilla/protocol"
+)
+
+// Upsert asks the engine to apply a generation of a Work. It returns at
+// once; a WorkApplied on the feeds answers it. A newer request for the same
+// Work supersedes it: then only the newer one is answered.
+func (e *Engine) Upsert(u *protocol.WorkUpsert) {
+	e.request(u.Name, func(st *workState) { st.desired, st.deleting = u, false })
+}
+
+// Delete asks the engine to delete every object of a Work. It returns at
+// once; a WorkDeleted on the feeds confirms that they are gone.
+func (e *Engine) Delete(work string) {
+	e.request(work, func(st *workState) { st.deleting, st.asked = true, map[identity]types.UID{} })
+}
+
+// request records what is wanted of work, ends the reconcile in progress,
+// which it supersedes, and queues the Work with a fresh backoff.
+func (e *Engine) request(work string, set func(*workState)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := e.state(work)
+	set(st)
+	st.seq++
+	if st.cancel != nil {
+		st.cancel()
+	}
+	if e.queue != nil { // else Run queues it once the records are loaded
+		e.queue.Forget(work)
+		e.queue.Add(work)
+	}
+}
+
+// operation is one reconcile of a Work: an apply of upsert, or a delete.
+type operation struct {
+	work   string
+	seq    uint64
+	upsert *protocol.WorkUpsert // nil for a delete
+	record *record
+	asked  map[identity]types.UID
+	ctx    context.Context
+}
+
+// processNext reconciles the next queued Work; false means the queue shut
+// down.
+func (e *Engine) processNext() bool {
+	work, shutdown := e.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer e.queue.Done(work)
+	op, cancel := e.begin(work)
+	if op == nil {
+		return true
+	}
+	defer cancel()
+	if op.upsert != nil {
+		e.settleApply(op, e.apply(op))
+	} else {
+		e.settleDelete(op, e.deleteWork(op))
+	}
+	return true
+}
+
+// begin starts an operation for what is wanted of work, or returns nil if
+// that is done already (a retry queued before it succeeded some other way).
+func (e *Engine) begin(work string) (*operation, context.CancelFunc) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := e.works[work]
+	if st == nil || st.seq == st.doneSeq {
+		return nil, nil
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	st.cancel = cancel
+	op := &operation{work: work, seq: st.seq, record: st.record, asked: st.asked, ctx: ctx}
+	if !st.deleting {
+		op.upsert = st.desired
+	}
+	return op, cancel
+}
+
+// settle ends op: unless a newer request superseded it (that one is queued)
+// or the engine is stopping, it retries with backoff or marks the request
+// done. Call with e.mu held; it returns the Work's state, nil if op no
+// longer counts.
+func (e *Engine) settle(op *operation, ok bool) *workState {
+	st := e.works[op.work]
+	st.cancel = nil
+	if e.ctx.Err() != nil || st.seq != op.seq {
+		return nil
+	}
+	if ok {
+		st.doneSeq = op.seq
+		e.queue.Forget(op.work)
+	} else {
+		e.queue.AddRateLimited(op.work)
+	}
+	return st
+}
+
+// resourcesInUse are the resources of every object a Work may have. Call
+// with e.mu held.
+func (e *Engine) resourcesInUse() map[schema.GroupVersionResource]bool {
+	use := map[schema.GroupVersionResource]bool{}
+	for _, st := range e.works {
+		for _, ref := range st.record.all() {
+			use[ref.gvr()] = true
+		}
+		if st.current == nil {
+			continue
+		}
+		for _, entry := range st.current.entries {
+			if !entry.failed {
+				use[refOf(entry.result).gvr()] = true
+			}
+		}
+	}
+	return use
+}
+
+// settleApply reports an apply and makes its manifests the ones status
+// watches.
+func (e *Engine) settleApply(op *operation, res applyResult) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := e.settle(op, res.answer.Applied)
+	if st == nil {
+		return
+	}
+	st.current, st.reported = res.set, res.answer.Manifests
+	e.feeds.emit(res.answer)
+	// A prune may have dropped the last object of a resource, and health
+	// may have moved on since the apply.
+	e.watch.retain(e.resourcesInUse())
+	e.statusQ.Add(op.work)
+	log := e.log.Info
+	if !res.answer.Applied {
+		log = e.log.Warn
+	}
+	log("Work applied", "work", op.work, "generation", op.upsert.Generation, "applied", res.answer.Applied,
+		"manifests", len(res.answer.Manifests), "took", res.took.Round(time.Millisecond), "message", res.answer.Message)
+}
+
+// settleDelete confirms a finished delete and forgets the Work.
+func (e *Engine) settleDelete(op *operation, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if st := e.settle(op, err == nil); st == nil {
+		return
+	}
+	if err != nil {
+		level := e.log.Warn
+		if errors.Is(err, errTerminating) {
+			level = e.log.Debug
+		}
+		level("Work not deleted yet", "work", op.work, "err", err)
+		return
+	}
+	delete(e.works, op.work)
+	e.watch.retain(e.resourcesInUse())
+	e.feeds.emit(&protocol.WorkDeleted{Name: op.work})
+	e.log.Info("Work deleted", "work", op.work)
+}

@@ -1,0 +1,129 @@
+package work
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// record is what the member cluster remembers of a Work, so that a
+// restarted agent knows its inventory and what to prune and delete.
+type record struct {
+	// Generation is the generation last applied successfully, 0 if none.
+	Generation int64
+	Binding    string
+	// Objects are the objects of Generation, in manifest order.
+	Objects []objectRef
+	// Pending are objects that attempts at a later generation may have
+	// created: they are recorded before they are applied, so that none
+	// escapes a delete.
+	Pending []objectRef
+}
+
+// all is every object the Work may have in the cluster.
+func (r *record) all() []objectRef {
+	if r == nil {
+		return nil
+	}
+	return union(r.Objects, r.Pending)
+}
+
+// Keys of a record ConfigMap's data.
+const (
+	keyGeneration = "generation"
+	keyBinding    = "binding"
+	keyObjects    = "objects"
+	keyPending    = "pending"
+)
+
+func (r *record) data() (map[string]string, error) {
+	data := map[string]string{keyGeneration: strconv.FormatInt(r.Generation, 10), keyBinding: r.Binding}
+	for key, refs := range map[string][]objectRef{keyObjects: r.Objects, keyPending: r.Pending} {
+		if len(refs) == 0 {
+			continue
+		}
+		raw, err := json.Marshal(refs)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s: %w", key, err)
+		}
+		data[key] = string(raw)
+	}
+	return data, nil
+}
+
+func parseRecord(data map[string]string) (*record, error) {
+	gen, err := strconv.ParseInt(data[keyGeneration], 10, 64)
+	if err != nil || gen < 0 {
+		return nil, fmt.Errorf("generation %q is not a generation", data[keyGeneration])
+	}
+	r := &record{Generation: gen, Binding: data[keyBinding]}
+	for key, refs := range map[string]*[]objectRef{keyObjects: &r.Objects, keyPending: &r.Pending} {
+		if data[key] == "" {
+			continue
+		}
+		if err := json.Unmarshal([]byte(data[key]), refs); err != nil {
+			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+	}
+	return r, nil
+}
+
+// recordStore keeps one ConfigMap per Work in the system namespace, named
+// after the Work.
+type recordStore struct {
+	client    kubernetes.Interface
+	namespace string
+}
+
+// load ensures the system namespace exists and reads every record. A record
+// that cannot be read is reported in bad and left alone.
+func (s recordStore) load(ctx context.Context) (records map[string]*record, bad map[string]error, err error) {
+	if err := ensureNamespace(ctx, s.client, s.namespace); err != nil {
+		return nil, nil, err
+	}
+	list, err := s.client.CoreV1().ConfigMaps(s.namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelWorkRecord + "=true"})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list Work records in namespace %s: %w", s.namespace, err)
+	}
+	records, bad = map[string]*record{}, map[string]error{}
+	for _, cm := range list.Items {
+		r, err := parseRecord(cm.Data)
+		if err != nil {
+			bad[cm.Name] = err
+			continue
+		}
+		records[cm.Name] = r
+	}
+	return records, bad, nil
+}
+
+// save writes the record of work.
+func (s recordStore) save(ctx context.Context, work string, r *record) error {
+	data, err := r.data()
+	if err != nil {
+		return fmt.Errorf("record of Work %s: %w", work, err)
+	}
+	cm := corev1ac.ConfigMap(work, s.namespace).
+		WithLabels(map[string]string{LabelWorkRecord: "true", LabelManagedBy: ManagedBy}).
+		WithData(data)
+	_, err = s.client.CoreV1().ConfigMaps(s.namespace).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	if err != nil {
+		return fmt.Errorf("write record of Work %s to ConfigMap %s/%s: %w", work, s.namespace, work, err)
+	}
+	return nil
+}
+
+// remove deletes the record of work; a missing record is no error.
+func (s recordStore) remove(ctx context.Context, work string) error {
+	err := s.client.CoreV1().ConfigMaps(s.namespace).Delete(ctx, work, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete record of Work %s: %w", work, err)
+	}
+	return nil
+}

@@ -1,0 +1,159 @@
+package work
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/flotilla-io/flotilla/protocol"
+)
+
+// Statuses returns the current state of every Work the engine has
+// manifests for, sorted by name: a new session sends them after the
+// inventory, since the hub may have missed changes while disconnected.
+// Empty until Loaded.
+func (e *Engine) Statuses() []*protocol.WorkStatus {
+	select {
+	case <-e.loaded:
+	default:
+		return nil
+	}
+	e.mu.Lock()
+	sets := map[string]*manifestSet{}
+	for name, st := range e.works {
+		if st.current != nil {
+			sets[name] = st.current
+		}
+	}
+	e.mu.Unlock()
+	var out []*protocol.WorkStatus
+	for _, name := range slices.Sorted(maps.Keys(sets)) {
+		results := e.observe(name, sets[name])
+		e.noteReported(name, sets[name], results)
+		out = append(out, &protocol.WorkStatus{Name: name, Generation: sets[name].generation, Manifests: results})
+	}
+	return out
+}
+
+// processStatus handles the next Work whose objects changed; false means
+// the queue shut down.
+func (e *Engine) processStatus() bool {
+	work, shutdown := e.statusQ.Get()
+	if shutdown {
+		return false
+	}
+	defer e.statusQ.Done(work)
+	e.refreshStatus(work)
+	return true
+}
+
+// refreshStatus sends a WorkStatus if the health or key status of the
+// Work's objects changed since the hub was last told, at most once per
+// StatusInterval: a change sooner than that is looked at when it ends.
+func (e *Engine) refreshStatus(work string) {
+	e.mu.Lock()
+	st := e.works[work]
+	if st == nil || st.current == nil {
+		e.mu.Unlock()
+		return
+	}
+	if wait := time.Until(st.reportedAt.Add(e.cfg.StatusInterval)); wait > 0 {
+		e.mu.Unlock()
+		e.statusQ.AddAfter(work, wait)
+		return
+	}
+	set := st.current
+	e.mu.Unlock()
+
+	results := e.observe(work, set)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if st != e.works[work] || st.current != set || sameResults(st.reported, results) {
+		return // changed meanwhile (that queued another look), or nothing new
+	}
+	st.reported, st.reportedAt = results, time.Now()
+	e.feeds.emit(&protocol.WorkStatus{Name: work, Generation: set.generation, Manifests: results})
+}
+
+// noteReported records that the hub was told results for set.
+func (e *Engine) noteReported(work string, set *manifestSet, results []protocol.ManifestResult) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if st := e.works[work]; st != nil && st.current == set {
+		st.reported, st.reportedAt = results, time.Now()
+	}
+}
+
+// observe computes the results of a manifest set from the watch caches.
+// Manifests that failed to apply keep their failure.
+func (e *Engine) observe(work string, set *manifestSet) []protocol.ManifestResult {
+	out := make([]protocol.ManifestResult, len(set.entries))
+	for i, entry := range set.entries {
+		out[i] = entry.result
+		if !entry.failed {
+			r := &out[i]
+			r.Health, r.Message, r.Status = e.observeObject(work, refOf(*r))
+		}
+	}
+	return out
+}
+
+func (e *Engine) observeObject(work string, ref objectRef) (h, msg string, status json.RawMessage) {
+	obj, synced := e.watch.get(ref)
+	switch {
+	case obj == nil && !synced:
+		return protocol.HealthUnknown, "waiting for the watch of " + ref.Resource, nil
+	case obj == nil:
+		return protocol.HealthUnknown, "not found", nil
+	case obj.GetLabels()[LabelWork] != work:
+		return protocol.HealthUnknown, ref.String() + " " + errNotManaged.Error(), nil
+	}
+	h, msg = health(obj)
+	return h, msg, keyStatus(obj)
+}
+
+// sameResults reports whether two result lists say the same.
+func sameResults(a, b []protocol.ManifestResult) bool {
+	return slices.EqualFunc(a, b, func(x, y protocol.ManifestResult) bool {
+		return bytes.Equal(x.Status, y.Status) && withoutStatus(x) == withoutStatus(y)
+	})
+}
+
+// comparableResult is a ManifestResult without its Status bytes.
+type comparableResult struct {
+	ordinal                                                 int
+	group, version, kind, resource, namespace, name, health string
+	message                                                 string
+}
+
+func withoutStatus(r protocol.ManifestResult) comparableResult {
+	return comparableResult{r.Ordinal, r.Group, r.Version, r.Kind, r.Resource, r.Namespace, r.Name, r.Health, r.Message}
+}
+
+// objectChanged is told by the watches that an object of work changed.
+func (e *Engine) objectChanged(work string) {
+	e.statusQ.Add(work)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if st := e.works[work]; st != nil && st.deleting {
+		e.queue.Add(work) // an object may be gone: check now, not at the next backoff
+	}
+}
+
+// resourceSynced is told that the watch of gvr has filled its cache: the
+// Works with objects of it get a fresh look.
+func (e *Engine) resourceSynced(gvr schema.GroupVersionResource) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for name, st := range e.works {
+		if st.current != nil && slices.ContainsFunc(st.current.entries, func(m manifestEntry) bool {
+			return m.result.Resource == gvr.Resource && m.result.Group == gvr.Group
+		}) {
+			e.statusQ.Add(name)
+		}
+	}
+}

@@ -1,0 +1,67 @@
+package work
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/flotilla-io/flotilla/protocol"
+)
+
+// TestStatusIsCoalesced: a second change within StatusInterval of a
+// WorkStatus is not sent at once but looked at again once the interval has
+// passed, and then sent if anything differs.
+func TestStatusIsCoalesced(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	conf := cmRefOf("n", "c")
+	obj := &unstructured.Unstructured{Object: configMap("c", "n", nil)}
+	obj.SetLabels(map[string]string{LabelManagedBy: ManagedBy, LabelWork: "w"})
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{conf.gvr(): "ConfigMapList"}, obj)
+	e, err := NewEngine(Config{Kube: fake.NewClientset(), Dynamic: dyn, StatusInterval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	e.ctx, e.statusQ = ctx, workqueue.NewTypedDelayingQueue[string]()
+	e.watch = newWatcher(ctx, dyn, func(string) {}, func(schema.GroupVersionResource) {})
+	t.Cleanup(func() {
+		cancel()
+		e.statusQ.ShutDown()
+		e.watch.wait()
+	})
+	feed := e.Subscribe()
+	e.state("w").current = &manifestSet{generation: 1, entries: []manifestEntry{{result: conf.result(0)}}}
+
+	e.refreshStatus("w")
+	first, ok := feed.Pop()
+	if !ok {
+		t.Fatal("no WorkStatus for a Work never reported")
+	}
+	sentAt := e.works["w"].reportedAt
+	e.works["w"].reported = nil // as if the objects changed at once
+	e.refreshStatus("w")
+	if m, ok := feed.Pop(); ok {
+		t.Fatalf("a second WorkStatus within the interval: %+v after %+v", m, first)
+	}
+	work, _ := e.statusQ.Get() // the delaying queue holds it until the interval ends
+	if waited := time.Since(sentAt); work != "w" || waited < interval {
+		t.Fatalf("queued %q again after %v, want w after at least %v", work, waited, interval)
+	}
+	e.statusQ.Done(work)
+	e.refreshStatus(work)
+	m, ok := feed.Pop()
+	if !ok {
+		t.Fatal("no WorkStatus once the interval passed")
+	}
+	if s := m.(*protocol.WorkStatus); s.Name != "w" || s.Generation != 1 || len(s.Manifests) != 1 {
+		t.Errorf("WorkStatus = %+v", s)
+	}
+}
