@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"sort"
 	"strings"
 
@@ -49,6 +50,10 @@ func (a *apiServer) handler() http.Handler {
 	a.objectRoutes(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
 	mux.HandleFunc("GET /debug/stats", a.stats)
+	// Profiles, for operators chasing cost (the API listens on loopback by
+	// default).
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apierrors.NewNotFound(schema.GroupResource{Resource: "path"}, r.Method+" "+r.URL.Path))
 	})

@@ -4,9 +4,16 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/workqueue"
+)
+
+// Backoff of a key whose reconcile failed.
+const (
+	retryBase = 5 * time.Millisecond
+	retryMax  = 30 * time.Second
 )
 
 // Queue is a rate-limited queue of object keys with its worker loop, in
@@ -21,8 +28,11 @@ type Queue struct {
 
 // NewQueue returns a queue whose keys are handled by reconcile.
 func NewQueue(name string, reconcile func(ctx context.Context, key string) error, logger *slog.Logger) *Queue {
-	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
+	// Per-key backoff only: client-go's default adds a global 10/s bucket,
+	// which would throttle a burst of conflicts between controllers writing
+	// the same bindings to a trickle.
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryBase, retryMax)
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
 	return &Queue{name: name, queue: q, reconcile: reconcile, logger: logger.With("controller", name)}
 }
 

@@ -1,8 +1,10 @@
 // Command flotilla-demo runs the whole system on one machine: three real
 // member clusters, the hub with its embedded store, one agent per cluster,
-// and a scripted failure you can watch — an agent is killed, its cluster
-// goes Unknown and is tainted, then the agent comes back. It prints the
-// cluster table as it goes and runs until Ctrl-C.
+// the seed workload (nginx, 3 replicas divided 1:2 over member-1 and
+// member-2) propagated to them, and a scripted failure you can watch — an
+// agent is killed, its cluster goes Unknown and is tainted, then the agent
+// comes back. It prints the cluster and binding tables as it goes and runs
+// until Ctrl-C.
 package main
 
 import (
@@ -118,11 +120,23 @@ func run(ctx context.Context, o options) error {
 		defer a.Stop()
 		agents[c.Name] = a
 	}
+	seed, err := writeSeed(dir)
+	if err != nil {
+		return err
+	}
+	say("propagating the seed example: flotilla apply -f %s", seed)
+	apply := exec.CommandContext(ctx, bin("flotilla"), "--server", "http://"+o.httpAddr, "apply", "-f", seed)
+	apply.Stdout, apply.Stderr = os.Stdout, os.Stderr
+	if err := retry(ctx, apply); err != nil {
+		return fmt.Errorf("apply the seed example: %w", err)
+	}
 	say("agents started; watch from another terminal with:\n"+
 		"    %[1]s --server http://%[2]s get clusters -o wide\n"+
-		"    %[1]s --server http://%[2]s get leases\n"+
+		"    %[1]s --server http://%[2]s get bindings -o wide\n"+
+		"    %[1]s --server http://%[2]s describe binding nginx-deployment\n"+
+		"    %[1]s --server http://%[2]s get resources\n"+
 		"    %[1]s --server http://%[2]s describe cluster member-%[3]d\n"+
-		"    kubectl --kubeconfig %[4]s get nodes", bin("flotilla"), o.httpAddr, o.clusters, env.Clusters()[0].Kubeconfig)
+		"    kubectl --kubeconfig %[4]s get deployments -A", bin("flotilla"), o.httpAddr, o.clusters, env.Clusters()[0].Kubeconfig)
 	return script(ctx, o, bin("flotilla"), agents[fmt.Sprintf("member-%d", o.clusters)])
 }
 
@@ -156,8 +170,74 @@ func script(ctx context.Context, o options, cli string, victim *process.Process)
 			restored = true
 		}
 		fmt.Printf("\n--- %s (+%v)\n", time.Now().Format("15:04:05"), elapsed.Round(time.Second))
-		table := exec.CommandContext(ctx, cli, "--server", "http://"+o.httpAddr, "get", "clusters", "-o", "wide")
-		table.Stdout, table.Stderr = os.Stdout, io.Discard
-		_ = table.Run()
+		for _, args := range [][]string{{"get", "clusters", "-o", "wide"}, {"get", "bindings", "-A", "-o", "wide"}} {
+			table := exec.CommandContext(ctx, cli, append([]string{"--server", "http://" + o.httpAddr}, args...)...)
+			table.Stdout, table.Stderr = os.Stdout, io.Discard
+			_ = table.Run()
+		}
 	}
+}
+
+// seedExample is the workload the demo propagates: Karmada's seed example.
+const seedExample = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: nginx
+  namespace: default
+  labels: {app: nginx}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: nginx}}
+  template:
+    metadata: {labels: {app: nginx}}
+    spec:
+      containers:
+        - name: nginx
+          image: nginx:1.27
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: nginx-propagation
+  namespace: default
+spec:
+  resourceSelectors:
+    - apiVersion: apps/v1
+      kind: Deployment
+      name: nginx
+  placement:
+    clusterAffinity:
+      clusterNames: [member-1, member-2]
+    replicaScheduling:
+      replicaSchedulingType: Divided
+      replicaDivisionPreference: Weighted
+      weightPreference:
+        staticWeightList:
+          - targetCluster: {clusterNames: [member-1]}
+            weight: 1
+          - targetCluster: {clusterNames: [member-2]}
+            weight: 2
+`
+
+func writeSeed(dir string) (string, error) {
+	path := filepath.Join(dir, "nginx.yaml")
+	return path, os.WriteFile(path, []byte(seedExample), 0o644)
+}
+
+// retry runs cmd until it succeeds (the hub may still be starting).
+func retry(ctx context.Context, cmd *exec.Cmd) error {
+	var err error
+	for range 60 {
+		c := exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
+		c.Stdout, c.Stderr = cmd.Stdout, io.Discard
+		if err = c.Run(); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return err
 }

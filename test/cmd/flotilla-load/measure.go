@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -15,6 +12,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub"
+	"github.com/flotilla-io/flotilla/test/procstat"
 )
 
 // steadyState are the rates over the measurement window.
@@ -36,7 +34,7 @@ func measureSteadyState(ctx context.Context, h *hubProc, window time.Duration) (
 	if err := h.get("/debug/stats", &before); err != nil {
 		return steadyState{}, err
 	}
-	cpuBefore, err := cpuSeconds(h.proc.Pid())
+	cpuBefore, err := procstat.CPUSeconds(h.proc.Pid())
 	if err != nil {
 		return steadyState{}, err
 	}
@@ -48,12 +46,12 @@ func measureSteadyState(ctx context.Context, h *hubProc, window time.Duration) (
 	if err := h.get("/debug/stats", &after); err != nil {
 		return steadyState{}, err
 	}
-	cpuAfter, err := cpuSeconds(h.proc.Pid())
+	cpuAfter, err := procstat.CPUSeconds(h.proc.Pid())
 	if err != nil {
 		return steadyState{}, err
 	}
 	elapsed := time.Since(start).Seconds()
-	rss, peak, err := memory(h.proc.Pid())
+	rss, peak, err := procstat.Memory(h.proc.Pid())
 	if err != nil {
 		return steadyState{}, err
 	}
@@ -144,43 +142,4 @@ func printReport(w io.Writer, o options, s steadyState, d detection, agentErrors
 			percentile(d.errors, 0.50).Round(time.Microsecond), percentile(d.errors, 0.99).Round(time.Microsecond), d.errors[len(d.errors)-1].Round(time.Microsecond))
 	}
 	fmt.Fprintf(w, "agent-side errors       %d\n", agentErrors)
-}
-
-// cpuSeconds is the user+system CPU time of a process.
-func cpuSeconds(pid int) (float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the command name, which is in parentheses.
-	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
-	utime, err1 := strconv.ParseFloat(fields[11], 64)
-	stime, err2 := strconv.ParseFloat(fields[12], 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	const ticksPerSecond = 100 // USER_HZ on Linux
-	return (utime + stime) / ticksPerSecond, nil
-}
-
-// memory returns current and peak RSS in MiB.
-func memory(pid int) (rss, peak float64, err error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 2 {
-			continue
-		}
-		kib, _ := strconv.ParseFloat(fields[1], 64)
-		switch fields[0] {
-		case "VmRSS:":
-			rss = kib / 1024
-		case "VmHWM:":
-			peak = kib / 1024
-		}
-	}
-	return rss, peak, nil
 }

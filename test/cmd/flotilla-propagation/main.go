@@ -1,0 +1,420 @@
+// Command flotilla-propagation measures propagation end to end on real
+// member clusters: the latency from `apply` to a Deployment Available in
+// every cluster (as the hub sees it: the template's readyReplicas summed
+// over clusters), and the throughput of many bindings at once — bindings
+// scheduled per second, Works applied per second — with the hub's memory.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/flotilla-io/flotilla/test/freeport"
+	"github.com/flotilla-io/flotilla/test/membercluster"
+	"github.com/flotilla-io/flotilla/test/process"
+	"github.com/flotilla-io/flotilla/test/procstat"
+)
+
+type options struct {
+	clusters, bindings, samples, batch int
+	dir, binDir                        string
+}
+
+func main() {
+	var o options
+	flags := pflag.NewFlagSet("flotilla-propagation", pflag.ExitOnError)
+	flags.IntVar(&o.clusters, "clusters", 3, "member clusters (real API servers with KWOK nodes)")
+	flags.IntVar(&o.bindings, "bindings", 1000, "Deployments applied at once for the throughput measurement")
+	flags.IntVar(&o.samples, "samples", 20, "Deployments applied one by one for the latency measurement")
+	flags.IntVar(&o.batch, "batch", 500, "templates per apply request in the throughput measurement")
+	flags.StringVar(&o.dir, "dir", "", "working folder (default: a temporary folder, removed afterwards)")
+	flags.StringVar(&o.binDir, "bin-dir", "bin", "folder with flotilla-hub and flotilla-agent (make build)")
+	_ = flags.Parse(os.Args[1:])
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "flotilla-propagation:", err)
+		os.Exit(1)
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+func run(ctx context.Context, o options) error {
+	dir := o.dir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "flotilla-propagation-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	specs := membercluster.Specs(o.clusters)
+	for i := range specs {
+		specs[i].NodePods = "2000" // room for every replica of the throughput run
+	}
+	logf("starting %d member clusters", o.clusters)
+	env, err := membercluster.Start(ctx, membercluster.Options{Dir: filepath.Join(dir, "clusters"), Clusters: specs,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	h, err := startFleet(ctx, o, dir, env)
+	if err != nil {
+		return err
+	}
+	defer h.stopAll()
+
+	names := make([]string, o.clusters)
+	for i, c := range env.Clusters() {
+		names[i] = c.Name
+	}
+	if err := h.apply(ctx, []any{policy("latency", names), policy("throughput", names)}); err != nil {
+		return err
+	}
+	latencies, err := measureLatency(ctx, h, o)
+	if err != nil {
+		return err
+	}
+	through, err := measureThroughput(ctx, h, o)
+	if err != nil {
+		return err
+	}
+	rss, peak, _ := procstat.Memory(h.hub.Pid())
+	fmt.Printf("machine                     %d CPUs, %s/%s, %s\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	fmt.Printf("member clusters             %d (3 KWOK nodes each), Deployments of 1 replica per cluster (Divided, equal weights)\n", o.clusters)
+	fmt.Printf("apply → Available           p50 %v  p99 %v  max %v  (%d samples, one at a time)\n",
+		pct(latencies, 0.5), pct(latencies, 0.99), latencies[len(latencies)-1], len(latencies))
+	fmt.Printf("throughput                  %d bindings, %d Works\n", o.bindings, o.bindings*o.clusters)
+	fmt.Printf("  bindings scheduled/s      %.0f (all scheduled %v after the first apply request)\n", float64(o.bindings)/through.scheduled.Seconds(), through.scheduled.Round(time.Millisecond))
+	fmt.Printf("  Works applied/s           %.0f (all applied by agents %v after it)\n", float64(o.bindings*o.clusters)/through.applied.Seconds(), through.applied.Round(time.Millisecond))
+	fmt.Printf("  all Available             %v after it\n", through.available.Round(time.Millisecond))
+	fmt.Printf("hub RSS                     %.0f MiB (peak %.0f MiB) with %d bindings\n", rss, peak, o.bindings+o.samples)
+	return nil
+}
+
+func pct(sorted []time.Duration, p float64) time.Duration {
+	return sorted[int(p*float64(len(sorted)-1))].Round(time.Millisecond)
+}
+
+// policy propagates the Deployments labelled bench=NAME, one replica per
+// cluster.
+func policy(name string, clusters []string) map[string]any {
+	return map[string]any{
+		"apiVersion": "flotilla.io/v1alpha1", "kind": "PropagationPolicy",
+		"metadata": map[string]any{"name": name, "namespace": "bench"},
+		"spec": map[string]any{
+			"resourceSelectors": []any{map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+				"labelSelector": map[string]any{"matchLabels": map[string]any{"bench": name}}}},
+			"placement": map[string]any{
+				"clusterAffinity":   map[string]any{"clusterNames": clusters},
+				"replicaScheduling": map[string]any{"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted"},
+			},
+		},
+	}
+}
+
+func deployment(name, group string, replicas int) map[string]any {
+	labels := map[string]any{"app": name}
+	return map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": name, "namespace": "bench", "labels": map[string]any{"bench": group}},
+		"spec": map[string]any{
+			"replicas": replicas, "selector": map[string]any{"matchLabels": labels},
+			"template": map[string]any{"metadata": map[string]any{"labels": labels},
+				"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": "registry.example/app:1"}}}},
+		},
+	}
+}
+
+// measureLatency applies Deployments one at a time and times each until
+// the hub reports all its replicas ready.
+func measureLatency(ctx context.Context, h *fleetProcs, o options) ([]time.Duration, error) {
+	var out []time.Duration
+	for i := range o.samples {
+		name := fmt.Sprintf("latency-%d", i)
+		start := time.Now()
+		if err := h.apply(ctx, []any{deployment(name, "latency", len(h.agents))}); err != nil {
+			return nil, err
+		}
+		if err := h.await(ctx, 60*time.Second, name+" ready", func() (bool, error) {
+			ready, err := h.readyReplicas(name)
+			return ready == len(h.agents), err
+		}); err != nil {
+			return nil, err
+		}
+		out = append(out, time.Since(start))
+	}
+	slices.Sort(out)
+	logf("latency: %d samples, p50 %v", len(out), pct(out, 0.5))
+	return out, nil
+}
+
+type throughput struct{ scheduled, applied, available time.Duration }
+
+// measureThroughput applies many Deployments at once and times when every
+// binding is scheduled, every Work applied and every template ready.
+func measureThroughput(ctx context.Context, h *fleetProcs, o options) (throughput, error) {
+	var t throughput
+	start := time.Now()
+	for from := 0; from < o.bindings; from += o.batch {
+		var items []any
+		for i := from; i < min(from+o.batch, o.bindings); i++ {
+			items = append(items, deployment(fmt.Sprintf("app-%05d", i), "throughput", len(h.agents)))
+		}
+		if err := h.apply(ctx, items); err != nil {
+			return t, err
+		}
+	}
+	logf("applied %d Deployments in %v", o.bindings, time.Since(start).Round(time.Millisecond))
+	wantWorks := o.bindings * len(h.agents)
+	for _, step := range []struct {
+		what string
+		into *time.Duration
+		done func() (bool, error)
+	}{
+		{"bindings scheduled", &t.scheduled, func() (bool, error) { n, err := h.countScheduled(); return n >= o.bindings+o.samples, err }},
+		{"Works applied", &t.applied, func() (bool, error) { n, err := h.countApplied(); return n >= wantWorks+o.samples*len(h.agents), err }},
+		{"templates ready", &t.available, func() (bool, error) { n, err := h.countReady("throughput", len(h.agents)); return n >= o.bindings, err }},
+	} {
+		if err := h.await(ctx, 30*time.Minute, step.what, step.done); err != nil {
+			return t, err
+		}
+		*step.into = time.Since(start)
+		logf("%s after %v", step.what, step.into.Round(time.Millisecond))
+	}
+	return t, nil
+}
+
+// fleetProcs is the hub and the agents.
+type fleetProcs struct {
+	hub      *process.Process
+	agents   []*process.Process
+	httpAddr string
+}
+
+func startFleet(ctx context.Context, o options, dir string, env *membercluster.Environment) (*fleetProcs, error) {
+	quicPort, err := freeport.UDP()
+	if err != nil {
+		return nil, err
+	}
+	httpPort, err := freeport.TCP()
+	if err != nil {
+		return nil, err
+	}
+	quicAddr := "127.0.0.1:" + strconv.Itoa(quicPort)
+	f := &fleetProcs{httpAddr: "127.0.0.1:" + strconv.Itoa(httpPort)}
+	dataDir := filepath.Join(dir, "hub")
+	env0 := []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"}
+	f.hub = &process.Process{Name: "flotilla-hub", Binary: filepath.Join(o.binDir, "flotilla-hub"), LogPath: filepath.Join(dir, "hub.log"), Env: env0,
+		Args: []string{"--data-dir=" + dataDir, "--quic-addr=" + quicAddr, "--http-addr=" + f.httpAddr, "--log-level=warn"}}
+	if err := f.hub.Start(); err != nil {
+		return nil, err
+	}
+	for _, c := range env.Clusters() {
+		certDir := filepath.Join(dir, "certs", c.Name)
+		issue := exec.CommandContext(ctx, f.hub.Binary, "certs", "issue", "--data-dir", dataDir, "--cluster", c.Name, "--out", certDir)
+		if out, err := issue.CombinedOutput(); err != nil {
+			f.stopAll()
+			return nil, fmt.Errorf("certs issue %s: %v\n%s", c.Name, err, out)
+		}
+		a := &process.Process{Name: "flotilla-agent/" + c.Name, Binary: filepath.Join(o.binDir, "flotilla-agent"), Env: env0,
+			LogPath: filepath.Join(dir, "agent-"+c.Name+".log"),
+			Args:    []string{"--hub=" + quicAddr, "--cluster-name=" + c.Name, "--kubeconfig=" + c.Kubeconfig, "--cert-dir=" + certDir, "--log-level=warn"}}
+		if err := a.Start(); err != nil {
+			f.stopAll()
+			return nil, err
+		}
+		f.agents = append(f.agents, a)
+	}
+	err = f.await(ctx, time.Minute, "every cluster Ready", func() (bool, error) {
+		var list struct {
+			Items []struct {
+				Status struct {
+					Conditions []struct{ Type, Status string }
+				}
+			}
+		}
+		if err := f.get("/apis/flotilla.io/v1alpha1/clusters", &list); err != nil {
+			return false, nil // the hub may still be starting
+		}
+		ready := 0
+		for _, c := range list.Items {
+			for _, cond := range c.Status.Conditions {
+				if cond.Type == "Ready" && cond.Status == "True" {
+					ready++
+				}
+			}
+		}
+		return ready == len(f.agents), nil
+	})
+	if err != nil {
+		f.stopAll()
+		return nil, err
+	}
+	logf("hub pid %d and %d agents ready", f.hub.Pid(), len(f.agents))
+	return f, nil
+}
+
+func (f *fleetProcs) stopAll() {
+	for _, a := range f.agents {
+		_ = a.Stop()
+	}
+	_ = f.hub.Stop()
+}
+
+func (f *fleetProcs) apply(ctx context.Context, items []any) error {
+	body, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+f.httpAddr+"/apis/flotilla.io/v1alpha1/apply", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("apply: %s %s", resp.Status, msg)
+	}
+	return nil
+}
+
+func (f *fleetProcs) get(path string, v any) error {
+	resp, err := http.Get("http://" + f.httpAddr + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// await polls done every 20 ms (the processes run on their own clocks).
+func (f *fleetProcs) await(ctx context.Context, timeout time.Duration, what string, done func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := done()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %v waiting for %s", timeout, what)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+type templateList struct {
+	Items []struct {
+		Metadata struct {
+			Name   string            `json:"name"`
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+		Status struct {
+			ReadyReplicas int `json:"readyReplicas"`
+		} `json:"status"`
+	} `json:"items"`
+}
+
+func (f *fleetProcs) readyReplicas(name string) (int, error) {
+	var list templateList
+	if err := f.get("/apis/flotilla.io/v1alpha1/resources?kind=Deployment&namespace=bench&name="+name, &list); err != nil || len(list.Items) == 0 {
+		return 0, err
+	}
+	return list.Items[0].Status.ReadyReplicas, nil
+}
+
+func (f *fleetProcs) countReady(group string, replicas int) (int, error) {
+	var list templateList
+	if err := f.get("/apis/flotilla.io/v1alpha1/resources?kind=Deployment&namespace=bench", &list); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, it := range list.Items {
+		if it.Metadata.Labels["bench"] == group && it.Status.ReadyReplicas == replicas {
+			n++
+		}
+	}
+	return n, nil
+}
+
+type conditioned struct {
+	Items []struct {
+		Metadata struct {
+			Generation int64 `json:"generation"`
+		} `json:"metadata"`
+		Spec struct {
+			Clusters []struct{} `json:"clusters"`
+		} `json:"spec"`
+		Status struct {
+			ObservedGeneration int64 `json:"observedGeneration"`
+			Conditions         []struct{ Type, Status string }
+		} `json:"status"`
+	} `json:"items"`
+}
+
+func (f *fleetProcs) countScheduled() (int, error) {
+	var list conditioned
+	if err := f.get("/apis/flotilla.io/v1alpha1/namespaces/bench/resourcebindings", &list); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, it := range list.Items {
+		if len(it.Spec.Clusters) > 0 {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (f *fleetProcs) countApplied() (int, error) {
+	var list conditioned
+	if err := f.get("/apis/flotilla.io/v1alpha1/works", &list); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, it := range list.Items {
+		if it.Status.ObservedGeneration == it.Metadata.Generation {
+			for _, c := range it.Status.Conditions {
+				if c.Type == "Applied" && c.Status == "True" {
+					n++
+				}
+			}
+		}
+	}
+	return n, nil
+}
