@@ -26,12 +26,12 @@ import (
 // pipeline runs the detector, the scheduling and the binding controllers
 // on a real embedded store, as the hub does.
 type pipeline struct {
-	t     *testing.T
+	t     testing.TB
 	objs  *objects.Objects
 	works <-chan store.Event[*v1alpha1.Work]
 }
 
-func startPipeline(t *testing.T, clusters ...string) *pipeline {
+func startPipeline(t testing.TB, clusters ...string) *pipeline {
 	t.Helper()
 	s, err := store.Open(t.Context(), store.Config{DataDir: t.TempDir()})
 	if err != nil {
@@ -43,7 +43,7 @@ func startPipeline(t *testing.T, clusters ...string) *pipeline {
 			t.Fatal(err)
 		}
 	}
-	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 3)
 	go func() { detector.New(objs, logger).Run(ctx, 2); done <- struct{}{} }()
@@ -78,7 +78,7 @@ func (p *pipeline) apply(docs ...string) {
 }
 
 // replicasIn reads spec.replicas of the Work's manifest.
-func replicasIn(t *testing.T, w *v1alpha1.Work) int64 {
+func replicasIn(t testing.TB, w *v1alpha1.Work) int64 {
 	t.Helper()
 	u := &unstructured.Unstructured{}
 	if err := u.UnmarshalJSON(w.Spec.Workload.Manifests[0].Raw); err != nil {
