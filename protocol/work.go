@@ -19,8 +19,8 @@ const MaxWorkFrameSize = 16 << 20
 
 // Bounds for work messages.
 const (
-	maxManifests     = 1 << 10
-	maxInventory     = 1 << 20
+	maxManifests = 1 << 10
+	maxInventory = 1 << 20
 	// maxWorkNameBytes keeps Work names usable as label values.
 	maxWorkNameBytes = 63
 )
