@@ -82,7 +82,12 @@ func TestAgentAppliesWork(t *testing.T) {
 	}
 
 	first.conn.CloseWithError(0x10, "test: dropping the connection")
-	second := hub.waitReconnect(t, first, "the hub dropped the connection")
+	// Not waitReconnect: it skips events up to the first renewal, and the
+	// inventory may come before it.
+	hub.waitFor(t, "a new Hello after the hub dropped the connection", waitTimeout, func(e hubEvent) bool {
+		return e.kind == "hello" && e.conn > first.id
+	})
+	second := hub.waitConn(t, waitTimeout)
 	inv := waitWork[*protocol.WorkInventory](t, hub, second.id, "the inventory after reconnecting", clusterWait, nil)
 	if diff := cmp.Diff([]protocol.WorkRef{{Name: "shop", Generation: 1}}, inv.Works); diff != "" {
 		t.Errorf("inventory after reconnecting (-want +got):\n%s", diff)
