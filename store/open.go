@@ -39,6 +39,10 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// MaxRequestBytes is the largest transaction the embedded etcd accepts; an
+// external etcd needs --max-request-bytes at least this for large applies.
+const MaxRequestBytes = 20 << 20
+
 // DefaultPrefix is the key prefix when Config.Prefix is empty.
 const DefaultPrefix = "/flotilla"
 
@@ -115,6 +119,9 @@ func startEmbedded(ctx context.Context, dir string) (*embed.Etcd, error) {
 	cfg.AutoCompactionMode = embed.CompactorModePeriodic
 	cfg.AutoCompactionRetention = embeddedCompactionRetention
 	cfg.MaxTxnOps = 2 * MaxTxnObjects // comparisons count too
+	// An apply request may carry up to 16 MiB of templates in one
+	// transaction; etcd's default limit is 1.5 MiB.
+	cfg.MaxRequestBytes = MaxRequestBytes
 	cfg.LogLevel = "warn"
 	cfg.LogOutputs = []string{filepath.Join(dir, "etcd.log")}
 	// Stale sockets from a crashed run would make the listeners fail.

@@ -1,6 +1,8 @@
 package validation
 
 import (
+	"math"
+	"regexp"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -29,6 +31,8 @@ func Template(u *unstructured.Unstructured, namespaced bool) field.ErrorList {
 	switch {
 	case kind == "":
 		errs = append(errs, field.Required(field.NewPath("kind"), ""))
+	case !kindPattern.MatchString(kind):
+		errs = append(errs, field.Invalid(field.NewPath("kind"), kind, "must be letters and digits, starting with a letter"))
 	case strings.HasSuffix(kind, "List"):
 		errs = append(errs, field.Forbidden(field.NewPath("kind"), "a list is not a template; apply its items"))
 	}
@@ -42,10 +46,15 @@ func Template(u *unstructured.Unstructured, namespaced bool) field.ErrorList {
 		errs = append(errs, field.Forbidden(meta.Child("namespace"), kind+" is cluster-scoped"))
 	}
 	errs = append(errs, metav1validation.ValidateLabels(u.GetLabels(), meta.Child("labels"))...)
-	if r, found, err := unstructured.NestedFieldNoCopy(u.Object, "spec", "replicas"); found {
-		if n, ok := r.(int64); err != nil || !ok || n < 0 {
-			errs = append(errs, field.Invalid(field.NewPath("spec", "replicas"), r, "must be a non-negative integer"))
+	for _, f := range []string{"replicas", "parallelism"} {
+		if r, found, err := unstructured.NestedFieldNoCopy(u.Object, "spec", f); found {
+			if n, ok := r.(int64); err != nil || !ok || n < 0 || n > math.MaxInt32 {
+				errs = append(errs, field.Invalid(field.NewPath("spec", f), r, "must be an integer from 0 to 2147483647"))
+			}
 		}
 	}
 	return errs
 }
+
+// kindPattern is what a kind may look like; it ends up in names and labels.
+var kindPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]{0,62}$`)

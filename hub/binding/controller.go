@@ -7,6 +7,7 @@ package binding
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
@@ -48,11 +50,23 @@ func New(objs *objects.Objects, clk clock.PassiveClock, logger *slog.Logger) *Co
 	c.templates = controller.NewInformer(objs.Templates, detector.TemplateKey, logger)
 	c.works = controller.NewInformer(objs.Works, nil, logger)
 	c.queue = controller.NewQueue("binding", c.reconcile, logger)
+	// Status writes (the status controller's, every few seconds during a
+	// rollout) change nothing a Work is rendered from: only spec changes
+	// of bindings, and generation changes of templates, requeue.
 	c.bindings.AddHandler(func(old, cur *v1alpha1.ResourceBinding) {
-		c.queue.Add(controller.Key(pick(old, cur).Namespace, pick(old, cur).Name))
+		if old == nil || cur == nil || !equality.Semantic.DeepEqual(old.Spec, cur.Spec) {
+			c.queue.Add(controller.Key(pick(old, cur).Namespace, pick(old, cur).Name))
+		}
 	})
-	c.clusterBindings.AddHandler(func(old, cur *v1alpha1.ClusterResourceBinding) { c.queue.Add(pick(old, cur).Name) })
+	c.clusterBindings.AddHandler(func(old, cur *v1alpha1.ClusterResourceBinding) {
+		if old == nil || cur == nil || !equality.Semantic.DeepEqual(old.Spec, cur.Spec) {
+			c.queue.Add(pick(old, cur).Name)
+		}
+	})
 	c.templates.AddHandler(func(old, cur *unstructured.Unstructured) {
+		if old != nil && cur != nil && old.GetGeneration() == cur.GetGeneration() {
+			return
+		}
 		u := pick(old, cur)
 		c.queue.Add(controller.Key(u.GetNamespace(), detector.BindingName(u.GetName(), u.GetKind())))
 	})
@@ -93,17 +107,11 @@ func (c *Controller) indexWork(old, cur *v1alpha1.Work) {
 
 // Run runs the controller until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	go c.templates.Run(ctx)
-	go c.works.Run(ctx)
-	for _, synced := range []<-chan struct{}{c.templates.Synced(), c.works.Synced()} {
-		select {
-		case <-synced:
-		case <-ctx.Done():
-			return
-		}
+	// Every mirror must be complete before the first reconcile: a binding
+	// not listed yet would look deleted, and its Works would be tombstoned.
+	if !controller.StartAndSync(ctx, c.templates, c.works, c.bindings, c.clusterBindings) {
+		return
 	}
-	go c.bindings.Run(ctx)
-	go c.clusterBindings.Run(ctx)
 	c.queue.Run(ctx, workers)
 }
 
@@ -133,7 +141,12 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 			}
 		}
 	}
-	if template == nil { // gone, or not seen yet: nothing to render
+	if spec == nil || template == nil {
+		// Tombstoning deletes workloads: make sure the binding or its
+		// template is really gone from the store, not just late in a mirror.
+		if err := c.confirmGone(ctx, key, spec); err != nil {
+			return err
+		}
 		clear(targets)
 	}
 	workName := WorkName(key, name)
@@ -146,6 +159,37 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		}
 	}
 	return c.tombstoneOthers(ctx, key, targets)
+}
+
+// errNotMirrored asks for a retry: the store has an object the mirror
+// has not caught up with yet.
+var errNotMirrored = errors.New("in the store but not yet in the informer; retrying")
+
+// confirmGone checks with the store that the binding (spec nil) or its
+// template is gone before its Works are tombstoned.
+func (c *Controller) confirmGone(ctx context.Context, key string, spec *v1alpha1.ResourceBindingSpec) error {
+	var err error
+	switch {
+	case spec == nil && strings.Contains(key, "/"):
+		namespace, name, _ := strings.Cut(key, "/")
+		_, err = c.objs.Bindings.Get(ctx, namespace, name)
+	case spec == nil:
+		_, err = c.objs.ClusterBindings.Get(ctx, "", key)
+	default:
+		ref := spec.Resource
+		gv, parseErr := schema.ParseGroupVersion(ref.APIVersion)
+		if parseErr != nil {
+			return nil
+		}
+		_, err = c.objs.Template(gv.WithKind(ref.Kind).GroupKind(), ref.Namespace != "").Get(ctx, ref.Namespace, ref.Name)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	}
+	return fmt.Errorf("binding %s: %w", key, errNotMirrored)
 }
 
 // bindingSpec returns the spec and name of the binding with key, or a nil

@@ -122,6 +122,8 @@ func (i *Informer[T, PT]) relist(ctx context.Context) (int64, error) {
 
 // follow applies watch events after rev until the watch fails or ctx ends.
 func (i *Informer[T, PT]) follow(ctx context.Context, rev int64) {
+	ctx, cancel := context.WithCancel(ctx) // ends the watch when follow returns early
+	defer cancel()
 	for ev := range i.resource.Watch(ctx, "", rev) {
 		switch ev.Type {
 		case store.Error:
@@ -173,4 +175,27 @@ func wait(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// Syncer is an informer as StartAndSync sees it.
+type Syncer interface {
+	Run(ctx context.Context)
+	Synced() <-chan struct{}
+}
+
+// StartAndSync runs every informer and waits until all hold their first
+// list, so no reconcile mistakes "not listed yet" for "gone". It returns
+// false if ctx ended first.
+func StartAndSync(ctx context.Context, informers ...Syncer) bool {
+	for _, inf := range informers {
+		go inf.Run(ctx)
+	}
+	for _, inf := range informers {
+		select {
+		case <-inf.Synced():
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
 }

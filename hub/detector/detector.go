@@ -56,6 +56,9 @@ func New(objs *objects.Objects, logger *slog.Logger) *Detector {
 	d.clusterPolicies = controller.NewInformer(objs.ClusterPolicies, nil, logger)
 	d.queue = controller.NewQueue("detector", d.reconcile, logger)
 	d.templates.AddHandler(func(old, cur *unstructured.Unstructured) {
+		if old != nil && cur != nil && old.GetGeneration() == cur.GetGeneration() {
+			return // a status write: nothing the binding depends on
+		}
 		if cur != nil {
 			d.queue.Add(TemplateKey(cur))
 		} else {
@@ -110,8 +113,15 @@ func (d *Detector) reconcile(ctx context.Context, key string) error {
 	if u != nil {
 		winner = d.match(u)
 	}
-	if winner == nil {
+	switch {
+	case u == nil:
 		return d.removeBinding(ctx, namespace, bindingName, key)
+	case winner == nil:
+		// Like Karmada: a policy deleted (or a template relabelled) leaves
+		// what was propagated in place; only deleting the template removes
+		// it from the clusters. A new matching policy takes the binding over.
+		d.logger.Debug("no policy matches the template; its binding, if any, is kept", "template", key)
+		return nil
 	}
 	spec := bindingSpec(u, winner)
 	meta := metav1.ObjectMeta{Name: bindingName, Namespace: namespace,
@@ -180,6 +190,13 @@ func syncBinding[T any, PT store.Object[T]](ctx context.Context, r *store.Resour
 	}
 	if err != nil {
 		return err
+	}
+	if owner := stored.GetAnnotations()[AnnotationTemplate]; owner != meta.Annotations[AnnotationTemplate] {
+		// Two templates whose names and kinds give the same binding name
+		// (kinds of different groups): the first keeps it.
+		logger.Error("binding name taken by another template; this template is not propagated",
+			"binding", controller.Key(meta.Namespace, meta.Name), "owner", owner, "template", meta.Annotations[AnnotationTemplate])
+		return nil
 	}
 	spec := specOf(stored)
 	want.Clusters, want.GracefulEvictionTasks, want.RescheduleTriggeredAt = spec.Clusters, spec.GracefulEvictionTasks, spec.RescheduleTriggeredAt

@@ -47,6 +47,9 @@ func (d *Dispatcher) recordApplied(ctx context.Context, cluster string, m *proto
 		if !m.Applied {
 			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonAppliedFailed, m.Message
 		}
+		if m.Generation > w.Generation || m.Generation < w.Status.ObservedGeneration {
+			return false // from an older session, or not from this hub's Work
+		}
 		changed := meta.SetStatusCondition(&w.Status.Conditions, cond)
 		if m.Applied && w.Status.ObservedGeneration != m.Generation {
 			w.Status.ObservedGeneration, changed = m.Generation, true
@@ -94,7 +97,14 @@ func (s *session) recordDeleted(ctx context.Context, name string) {
 		s.notify(name)
 		return
 	}
-	if err := s.d.objs.Works.Delete(ctx, namespace, name); err != nil && !apierrors.IsNotFound(err) {
+	// Only the tombstone just read: a Work wanted again meanwhile must stay.
+	txn := s.d.objs.Store.NewTxn()
+	s.d.objs.Works.TxnDelete(txn, namespace, name, w.ResourceVersion)
+	if _, err := txn.Commit(ctx); err != nil {
+		if apierrors.IsConflict(err) {
+			s.notify(name) // changed meanwhile: look again
+			return
+		}
 		s.logger.Error("remove Work tombstone", "work", name, "err", err)
 		return
 	}

@@ -140,13 +140,13 @@ func (s *session) resync(ctx context.Context) error {
 			}
 			continue
 		}
-		if err := s.sync(name, w); err != nil {
+		if err := s.sync(ctx, name, w); err != nil {
 			return err
 		}
 	}
 	for name := range s.sent {
 		if _, known := works[name]; !known {
-			if err := s.sync(name, nil); err != nil {
+			if err := s.sync(ctx, name, nil); err != nil {
 				return err
 			}
 		}
@@ -166,7 +166,7 @@ func (s *session) sendPending(ctx context.Context) error {
 			return nil
 		}
 		w := s.d.works.Get(v1alpha1.ExecutionNamespace(s.cluster) + "/" + name)
-		if err := s.sync(name, w); err != nil {
+		if err := s.sync(ctx, name, w); err != nil {
 			return err
 		}
 	}
@@ -174,7 +174,7 @@ func (s *session) sendPending(ctx context.Context) error {
 }
 
 // sync sends one Work, or its deletion, if the agent does not have it so.
-func (s *session) sync(name string, w *v1alpha1.Work) error {
+func (s *session) sync(ctx context.Context, name string, w *v1alpha1.Work) error {
 	have, held := s.sent[name]
 	switch {
 	case w == nil && !held:
@@ -193,9 +193,17 @@ func (s *session) sync(name string, w *v1alpha1.Work) error {
 	for i, m := range w.Spec.Workload.Manifests {
 		manifests[i] = json.RawMessage(m.Raw)
 	}
+	upsert := &protocol.WorkUpsert{Name: name, Generation: w.Generation, Binding: w.Annotations[annotationBinding], Manifests: manifests}
 	s.sent[name] = w.Generation
+	if err := upsert.Validate(); err != nil {
+		// The agent would drop the session over it: keep the session, and
+		// say on the Work why it is not applied.
+		s.logger.Error("Work cannot be sent", "work", name, "err", err)
+		s.d.recordApplied(ctx, s.cluster, &protocol.WorkApplied{Name: name, Generation: w.Generation, Message: "not sent: " + err.Error()}, false)
+		return nil
+	}
 	s.d.upserts.Add(1)
-	return s.write(&protocol.WorkUpsert{Name: name, Generation: w.Generation, Binding: w.Annotations[annotationBinding], Manifests: manifests})
+	return s.write(upsert)
 }
 
 // annotationBinding is binding.AnnotationBinding (not imported: binding

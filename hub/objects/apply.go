@@ -88,7 +88,7 @@ func (it *item) identity() string {
 // an Invalid error whose causes name items[I] and the field; nothing is
 // stored. Templates keep their stored status.
 func (o *Objects) Apply(ctx context.Context, raw []json.RawMessage, defaultNamespace string, dryRun bool) ([]Outcome, error) {
-	items, err := o.decode(ctx, raw, defaultNamespace)
+	items, err := o.decode(ctx, raw, defaultNamespace, false)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func (o *Objects) Apply(ctx context.Context, raw []json.RawMessage, defaultNames
 }
 
 // decode parses and validates every item and checks for duplicates.
-func (o *Objects) decode(ctx context.Context, raw []json.RawMessage, defaultNamespace string) ([]*item, error) {
+func (o *Objects) decode(ctx context.Context, raw []json.RawMessage, defaultNamespace string, identityOnly bool) ([]*item, error) {
 	if len(raw) > MaxItems {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("%d items in one request, limit %d", len(raw), MaxItems))
 	}
@@ -133,7 +133,13 @@ func (o *Objects) decode(ctx context.Context, raw []json.RawMessage, defaultName
 	seen := map[string]int{}
 	for i, doc := range raw {
 		path := field.NewPath("items").Index(i)
+		if identityOnly {
+			doc = identityOf(doc)
+		}
 		it, itemErrs := decodeItem(doc, defaultNamespace, scopes)
+		if identityOnly {
+			itemErrs = identityErrors(itemErrs)
+		}
 		for _, e := range itemErrs {
 			e.Field = joinField(path.String(), e.Field)
 			errs = append(errs, e)
@@ -151,6 +157,40 @@ func (o *Objects) decode(ctx context.Context, raw []json.RawMessage, defaultName
 		return nil, apierrors.NewInvalid(schema.GroupKind{Group: v1alpha1.GroupName, Kind: "List"}, "apply", errs)
 	}
 	return items, nil
+}
+
+// identityOf keeps only what names an object (apiVersion, kind, name,
+// namespace), for delete: the rest of the document does not matter.
+func identityOf(doc json.RawMessage) json.RawMessage {
+	var obj struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace,omitempty"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(doc, &obj) != nil {
+		return doc // decodeItem reports it
+	}
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return doc
+	}
+	return out
+}
+
+// identityErrors keeps the problems of the fields that name an object.
+func identityErrors(errs field.ErrorList) field.ErrorList {
+	var out field.ErrorList
+	for _, e := range errs {
+		switch {
+		case e.Field == "", e.Field == "<nil>", e.Field == "apiVersion", e.Field == "kind",
+			e.Field == "metadata.name", e.Field == "metadata.namespace":
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // joinField puts an item's path before a field path of the item; the
@@ -175,9 +215,15 @@ func decodeItem(doc json.RawMessage, defaultNamespace string, scopes map[schema.
 		case v1alpha1.KindPropagationPolicy:
 			doc, _ = withNamespace(true)
 			p, errs := validation.PropagationPolicy(doc)
+			if p == nil {
+				return nil, errs
+			}
 			return &item{policy: p, namespaced: true}, errs
 		case v1alpha1.KindClusterPropagationPolicy:
 			p, errs := validation.ClusterPropagationPolicy(doc)
+			if p == nil {
+				return nil, errs
+			}
 			return &item{clusterPolicy: p}, errs
 		}
 		return nil, field.ErrorList{field.NotSupported(field.NewPath("kind"), tm.Kind, []string{v1alpha1.KindPropagationPolicy, v1alpha1.KindClusterPropagationPolicy})}

@@ -186,3 +186,40 @@ metadata: {name: w1}`
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+func TestApplyUnknownPolicyFieldIsInvalidNotAPanic(t *testing.T) {
+	o := openObjects(t)
+	_, err := o.Apply(t.Context(), docs(t, strings.Replace(policy, "placement:", "placment:", 1)), "", false)
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "items[0].spec.placment") {
+		t.Errorf("err = %v, want Invalid naming items[0].spec.placment", err)
+	}
+}
+
+func TestDeleteNeedsOnlyTheIdentity(t *testing.T) {
+	o := openObjects(t)
+	if _, err := o.Apply(t.Context(), docs(t, deployment, policy), "", false); err != nil {
+		t.Fatal(err)
+	}
+	got, err := o.Delete(t.Context(), docs(t,
+		"apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: nginx-propagation}",
+		"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: nginx}\nspec: {replicas: -1}"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"PropagationPolicy default/nginx-propagation deleted", "Deployment default/nginx deleted"}
+	if diff := cmp.Diff(want, actions(got)); diff != "" {
+		t.Errorf("delete by identity (-want +got):\n%s", diff)
+	}
+}
+
+func TestApplyOfLargeTemplatesFitsOneTransaction(t *testing.T) {
+	o := openObjects(t)
+	big := strings.Repeat("x", 700<<10)
+	var items []json.RawMessage
+	for i := range 3 {
+		items = append(items, json.RawMessage(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big-`+string(rune('a'+i))+`"},"data":{"blob":"`+big+`"}}`))
+	}
+	if _, err := o.Apply(t.Context(), items, "", false); err != nil {
+		t.Fatalf("2.1 MiB of ConfigMaps: %v", err)
+	}
+}

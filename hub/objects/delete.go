@@ -14,7 +14,7 @@ import (
 // name; the rest is ignored) in one transaction. Items that do not exist
 // are reported "not found" and do not fail the request.
 func (o *Objects) Delete(ctx context.Context, raw []json.RawMessage, defaultNamespace string) ([]Outcome, error) {
-	items, err := o.decode(ctx, raw, defaultNamespace)
+	items, err := o.decode(ctx, raw, defaultNamespace, true)
 	if err != nil {
 		return nil, err
 	}

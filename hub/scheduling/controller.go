@@ -45,13 +45,15 @@ func New(objs *objects.Objects, recorder controller.Recorder, clk clock.PassiveC
 	c.clusterBindings = controller.NewInformer(objs.ClusterBindings, nil, logger)
 	c.clusters = controller.NewInformer(objs.Clusters, nil, logger)
 	c.queue = controller.NewQueue("scheduling", c.reconcile, logger)
-	c.bindings.AddHandler(func(_, cur *v1alpha1.ResourceBinding) {
-		if cur != nil {
+	// Only spec changes matter: status writes come every few seconds
+	// during a rollout and would each cost a schedule.
+	c.bindings.AddHandler(func(old, cur *v1alpha1.ResourceBinding) {
+		if cur != nil && (old == nil || !equality.Semantic.DeepEqual(old.Spec, cur.Spec)) {
 			c.queue.Add(controller.Key(cur.Namespace, cur.Name))
 		}
 	})
-	c.clusterBindings.AddHandler(func(_, cur *v1alpha1.ClusterResourceBinding) {
-		if cur != nil {
+	c.clusterBindings.AddHandler(func(old, cur *v1alpha1.ClusterResourceBinding) {
+		if cur != nil && (old == nil || !equality.Semantic.DeepEqual(old.Spec, cur.Spec)) {
 			c.queue.Add(cur.Name)
 		}
 	})
@@ -80,14 +82,11 @@ func (c *Controller) requeueAll() {
 
 // Run runs the controller until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	go c.clusters.Run(ctx)
-	select {
-	case <-c.clusters.Synced():
-	case <-ctx.Done():
+	// Scheduling before every cluster is listed would move workloads off
+	// clusters that merely were not seen yet.
+	if !controller.StartAndSync(ctx, c.clusters, c.bindings, c.clusterBindings) {
 		return
 	}
-	go c.bindings.Run(ctx)
-	go c.clusterBindings.Run(ctx)
 	c.queue.Run(ctx, workers)
 }
 

@@ -67,14 +67,9 @@ func New(objs *objects.Objects, recorder controller.Recorder, logger *slog.Logge
 
 // Run runs the controller until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	go c.works.Run(ctx)
-	select {
-	case <-c.works.Synced():
-	case <-ctx.Done():
+	if !controller.StartAndSync(ctx, c.works, c.bindings, c.clusterBindings) {
 		return
 	}
-	go c.bindings.Run(ctx)
-	go c.clusterBindings.Run(ctx)
 	c.queue.Run(ctx, workers)
 }
 

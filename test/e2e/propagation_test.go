@@ -246,6 +246,43 @@ func TestPropagation(t *testing.T) {
 		t.Errorf("member-3's own nginx was changed: %s", deploymentState(d))
 	}
 
+	t.Run("a cluster-scoped template goes everywhere a ClusterPropagationPolicy says", func(t *testing.T) {
+		f.apply("clusterrole.yaml", `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: web-reader}
+rules: [{apiGroups: [""], resources: [configmaps], verbs: [get]}]
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: ClusterPropagationPolicy
+metadata: {name: roles}
+spec:
+  resourceSelectors: [{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole}]
+  placement: {clusterAffinity: {clusterNames: [member-1, member-2, member-3]}}
+`)
+		waitFor(t, 30*time.Second, "web-reader in every member cluster", func() (bool, string) {
+			missing := []string{}
+			for name, client := range f.clients {
+				if _, err := client.RbacV1().ClusterRoles().Get(t.Context(), "web-reader", metav1.GetOptions{}); err != nil {
+					missing = append(missing, name+": "+err.Error())
+				}
+			}
+			return len(missing) == 0, strings.Join(missing, "; ")
+		})
+		var crb v1alpha1.ClusterResourceBinding
+		if code := f.hub.getJSON(t, "/apis/flotilla.io/v1alpha1/clusterresourcebindings/web-reader-clusterrole", &crb); code != http.StatusOK || len(crb.Spec.Clusters) != 3 {
+			t.Errorf("ClusterResourceBinding: HTTP %d, clusters %v", code, crb.Spec.Clusters)
+		}
+	})
+
+	t.Run("describe binding shows placement, health and events", func(t *testing.T) {
+		out := mustFlotilla(t, f.hub, "describe", "binding", "nginx-deployment", "-n", "web")
+		for _, want := range []string{"member-1", "member-2", "Healthy", "Scheduled", "FullyApplied"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("describe binding lacks %q:\n%s", want, out)
+			}
+		}
+	})
+
 	t.Run("scale to 9 divides 3 and 6", func(t *testing.T) {
 		f.apply("seed.yaml", strings.Replace(nginxYAML, "replicas: 3", "replicas: 9", 1)+"---\n"+policyYAML)
 		f.waitDeployments(map[string]int32{"member-1": 3, "member-2": 6}, "nginx:1.27")
@@ -280,6 +317,37 @@ func TestPropagation(t *testing.T) {
 		}
 	})
 
+	t.Run("a hub restart resends nothing and deletes nothing", func(t *testing.T) {
+		before := f.deployment("member-1", "web", "nginx")
+		if err := f.hub.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		f.hub.start(t)
+		for name := range f.agents {
+			waitReady(t, f.hub, name, 30*time.Second)
+		}
+		// Every agent is back with its inventory; give the controllers a
+		// moment to act if they were going to (they must not).
+		waitFor(t, 30*time.Second, "every binding FullyApplied after the restart", func() (bool, string) {
+			b := f.binding("web", "nginx-deployment")
+			cond := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.BindingConditionFullyApplied)
+			return cond != nil && cond.Status == metav1.ConditionTrue, fmt.Sprint(cond)
+		})
+		var works v1alpha1.WorkList
+		f.hub.getJSON(t, "/apis/flotilla.io/v1alpha1/works", &works)
+		for _, w := range works.Items {
+			if w.DeletionTimestamp != nil {
+				t.Errorf("Work %s/%s was marked for deletion by the restart", w.Namespace, w.Name)
+			}
+		}
+		if st := f.stats(); st.WorksSent != 0 || st.WorkDeletesSent != 0 {
+			t.Errorf("the restarted hub sent %d Works and %d deletions, want none", st.WorksSent, st.WorkDeletesSent)
+		}
+		if after := f.deployment("member-1", "web", "nginx"); after.Generation != before.Generation {
+			t.Errorf("nginx in member-1 went from generation %d to %d over a hub restart", before.Generation, after.Generation)
+		}
+	})
+
 	t.Run("bad input is refused and changes nothing", func(t *testing.T) {
 		bad := filepath.Join(f.dir, "bad.yaml")
 		badPolicy := strings.Replace(policyYAML, "replicaSchedulingType: Divided", "replicaSchedulingType: Split", 1)
@@ -304,12 +372,18 @@ func TestPropagation(t *testing.T) {
 
 	t.Run("deleting the template removes it from both clusters", func(t *testing.T) {
 		mustFlotilla(t, f.hub, "delete", "-f", filepath.Join(f.dir, "seed.yaml"))
-		waitFor(t, 60*time.Second, "nginx gone from member-1 and member-2, Works gone", func() (bool, string) {
+		waitFor(t, 60*time.Second, "nginx gone from member-1 and member-2, its Works gone", func() (bool, string) {
 			d1, d2 := f.deployment("member-1", "web", "nginx"), f.deployment("member-2", "web", "nginx")
 			var works v1alpha1.WorkList
 			f.hub.getJSON(t, "/apis/flotilla.io/v1alpha1/works", &works)
-			return d1 == nil && d2 == nil && len(works.Items) == 2, // web-config's two Works remain
-				fmt.Sprintf("member-1: %s, member-2: %s, works %d", deploymentState(d1), deploymentState(d2), len(works.Items))
+			nginxWorks := 0
+			for _, w := range works.Items {
+				if w.Annotations["flotilla.io/binding"] == "web/nginx-deployment" {
+					nginxWorks++
+				}
+			}
+			return d1 == nil && d2 == nil && nginxWorks == 0 && len(works.Items) > 0, // web-config's Works remain
+				fmt.Sprintf("member-1: %s, member-2: %s, nginx Works %d of %d", deploymentState(d1), deploymentState(d2), nginxWorks, len(works.Items))
 		})
 	})
 
