@@ -266,6 +266,17 @@ func (h *testHub) waitFor(t *testing.T, what string, timeout time.Duration, matc
 	}
 }
 
+// waitNewConn waits for the Hello of a connection after first and returns
+// it, without skipping the events that follow the Hello (the work
+// inventory may come before the first renewal).
+func (h *testHub) waitNewConn(t *testing.T, first *hubConn, why string) *hubConn {
+	t.Helper()
+	h.waitFor(t, "a new Hello after "+why, waitTimeout, func(e hubEvent) bool {
+		return e.kind == "hello" && e.conn > first.id
+	})
+	return h.waitConn(t, waitTimeout)
+}
+
 // waitConn returns the next welcomed connection.
 func (h *testHub) waitConn(t *testing.T, timeout time.Duration) *hubConn {
 	t.Helper()
@@ -286,10 +297,7 @@ func isKind(kind string) func(hubEvent) bool {
 // Hello, then a renewal on it (which shows the agent read the Welcome).
 func (h *testHub) waitReconnect(t *testing.T, first *hubConn, why string) *hubConn {
 	t.Helper()
-	h.waitFor(t, "a new Hello after "+why, waitTimeout, func(e hubEvent) bool {
-		return e.kind == "hello" && e.conn > first.id
-	})
-	next := h.waitConn(t, waitTimeout)
+	next := h.waitNewConn(t, first, why)
 	h.waitFor(t, "a renewal on the new connection", waitTimeout, func(e hubEvent) bool {
 		return e.kind == "renew" && e.conn == next.id
 	})

@@ -35,7 +35,7 @@ func TestWorkStreamOnAFakeCluster(t *testing.T) {
 	if err := first.sendWork(&protocol.LeaseAck{Seq: 1, HubTime: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	second := hub.waitReconnect(t, first, "a LeaseAck on the work stream")
+	second := hub.waitNewConn(t, first, "a LeaseAck on the work stream")
 	waitWork[*protocol.WorkInventory](t, hub, second.id, "the inventory on the new connection", waitTimeout, nil)
 	run.cancel()
 	checkGoodbye(t, hub, second.id, run)
@@ -82,12 +82,7 @@ func TestAgentAppliesWork(t *testing.T) {
 	}
 
 	first.conn.CloseWithError(0x10, "test: dropping the connection")
-	// Not waitReconnect: it skips events up to the first renewal, and the
-	// inventory may come before it.
-	hub.waitFor(t, "a new Hello after the hub dropped the connection", waitTimeout, func(e hubEvent) bool {
-		return e.kind == "hello" && e.conn > first.id
-	})
-	second := hub.waitConn(t, waitTimeout)
+	second := hub.waitNewConn(t, first, "the hub dropped the connection")
 	inv := waitWork[*protocol.WorkInventory](t, hub, second.id, "the inventory after reconnecting", clusterWait, nil)
 	if diff := cmp.Diff([]protocol.WorkRef{{Name: "shop", Generation: 1}}, inv.Works); diff != "" {
 		t.Errorf("inventory after reconnecting (-want +got):\n%s", diff)
