@@ -19,6 +19,8 @@ import (
 const (
 	DefaultLeaseDuration  = 40 * time.Second
 	DefaultStatusInterval = 10 * time.Second
+	DefaultKubeQPS        = 50
+	DefaultKubeBurst      = 100
 )
 
 // maxLeaseDuration is the longest lease the protocol lets an agent ask for.
@@ -47,6 +49,11 @@ type Config struct {
 	// its records of the Works it applied (default flotilla-system). It is
 	// created if missing.
 	SystemNamespace string
+	// KubeQPS and KubeBurst limit the agent's requests to its member
+	// cluster (defaults 50 and 100; client-go's own 5/10 would throttle a
+	// rollout of many Works).
+	KubeQPS   float32
+	KubeBurst int
 	// Version is the agent's version, sent in Hello.
 	Version string
 	// Logger receives the agent's logs; nil discards them.
@@ -66,6 +73,12 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.SystemNamespace == "" {
 		cfg.SystemNamespace = work.DefaultSystemNamespace
+	}
+	if cfg.KubeQPS == 0 {
+		cfg.KubeQPS = DefaultKubeQPS
+	}
+	if cfg.KubeBurst == 0 {
+		cfg.KubeBurst = DefaultKubeBurst
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -101,6 +114,9 @@ func (cfg Config) validate() error {
 	}
 	if cfg.StatusInterval < 0 {
 		errs = append(errs, fmt.Errorf("status interval %v must be positive", cfg.StatusInterval))
+	}
+	if cfg.KubeQPS < 0 || cfg.KubeBurst < 0 {
+		errs = append(errs, fmt.Errorf("member cluster request limits %v/s, burst %d: must be positive", cfg.KubeQPS, cfg.KubeBurst))
 	}
 	return errors.Join(errs...)
 }

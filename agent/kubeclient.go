@@ -9,13 +9,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// Client-side rate limits for the member cluster: client-go's default of
-// 5 QPS / burst 10 would throttle a status report on a large cluster.
-const (
-	kubeQPS   = 50
-	kubeBurst = 100
-)
-
 // newKubeClients builds the member cluster clients from cfg.Kubeconfig, or
 // from the in-cluster service account when it is empty: a typed one, and a
 // dynamic one for the Works' objects of any kind.
@@ -24,7 +17,7 @@ func newKubeClients(cfg Config) (kubernetes.Interface, dynamic.Interface, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	rc.QPS, rc.Burst = kubeQPS, kubeBurst
+	rc.QPS, rc.Burst = cfg.KubeQPS, cfg.KubeBurst
 	rc.UserAgent = "flotilla-agent"
 	if cfg.Version != "" {
 		rc.UserAgent += "/" + cfg.Version

@@ -66,6 +66,8 @@ func parseFlags(args []string, stdout io.Writer) (agent.Config, slog.Level, erro
 	fs.DurationVar(&cfg.StatusInterval, "status-interval", agent.DefaultStatusInterval, "how often to report cluster health and capacity")
 	fs.StringVar(&cfg.SystemNamespace, "system-namespace", work.DefaultSystemNamespace,
 		"namespace of the member cluster where the agent records the Works it applied (created if missing)")
+	fs.Float32Var(&cfg.KubeQPS, "kube-api-qps", agent.DefaultKubeQPS, "requests per second to the member cluster's API server (each of the agent's two clients)")
+	fs.IntVar(&cfg.KubeBurst, "kube-api-burst", agent.DefaultKubeBurst, "burst of requests to the member cluster's API server")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.Usage = func() { fmt.Fprint(stdout, usage(fs)) }
 

@@ -34,6 +34,7 @@ import (
 type options struct {
 	clusters, bindings, samples, batch int
 	dir, binDir                        string
+	kubeQPS                            float32
 }
 
 func main() {
@@ -45,6 +46,7 @@ func main() {
 	flags.IntVar(&o.batch, "batch", 500, "templates per apply request in the throughput measurement")
 	flags.StringVar(&o.dir, "dir", "", "working folder (default: a temporary folder, removed afterwards)")
 	flags.StringVar(&o.binDir, "bin-dir", "bin", "folder with flotilla-hub and flotilla-agent (make build)")
+	flags.Float32Var(&o.kubeQPS, "kube-api-qps", 50, "the agents' --kube-api-qps (burst is twice that)")
 	_ = flags.Parse(os.Args[1:])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -240,7 +242,8 @@ func startFleet(ctx context.Context, o options, dir string, env *membercluster.E
 		}
 		a := &process.Process{Name: "flotilla-agent/" + c.Name, Binary: filepath.Join(o.binDir, "flotilla-agent"), Env: env0,
 			LogPath: filepath.Join(dir, "agent-"+c.Name+".log"),
-			Args:    []string{"--hub=" + quicAddr, "--cluster-name=" + c.Name, "--kubeconfig=" + c.Kubeconfig, "--cert-dir=" + certDir, "--log-level=warn"}}
+			Args: []string{"--hub=" + quicAddr, "--cluster-name=" + c.Name, "--kubeconfig=" + c.Kubeconfig, "--cert-dir=" + certDir, "--log-level=warn",
+				fmt.Sprintf("--kube-api-qps=%g", o.kubeQPS), fmt.Sprintf("--kube-api-burst=%d", int(2*o.kubeQPS))}}
 		if err := a.Start(); err != nil {
 			f.stopAll()
 			return nil, err
