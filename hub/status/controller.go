@@ -152,7 +152,9 @@ func (c *Controller) updateTemplate(ctx context.Context, spec *v1alpha1.Resource
 	}
 	want := summedStatus(items)
 	if want == nil {
-		return nil
+		// No cluster reports (none placed, or none applied yet): old sums
+		// must not linger as if replicas were still ready somewhere.
+		want = map[string]any{}
 	}
 	want["observedGeneration"] = u.GetGeneration()
 	current, _, _ := unstructured.NestedMap(u.Object, "status")
