@@ -92,11 +92,17 @@ func (o *Objects) Apply(ctx context.Context, raw []json.RawMessage, defaultNames
 	if err != nil {
 		return nil, err
 	}
+	return o.commit(ctx, items, o.stage, dryRun)
+}
+
+// commit stages the write of every item in one transaction and commits
+// it, reading and staging again when a concurrent writer got in between.
+func (o *Objects) commit(ctx context.Context, items []*item, stage func(context.Context, *store.Txn, *item) (string, error), dryRun bool) ([]Outcome, error) {
 	for attempt := 0; ; attempt++ {
 		txn := o.Store.NewTxn()
 		outcomes := make([]Outcome, len(items))
 		for i, it := range items {
-			action, err := o.stage(ctx, txn, it)
+			action, err := stage(ctx, txn, it)
 			if err != nil {
 				return nil, fmt.Errorf("items[%d] %s: %w", i, it.identity(), err)
 			}

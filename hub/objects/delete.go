@@ -3,7 +3,6 @@ package objects
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -18,25 +17,7 @@ func (o *Objects) Delete(ctx context.Context, raw []json.RawMessage, defaultName
 	if err != nil {
 		return nil, err
 	}
-	for attempt := 0; ; attempt++ {
-		txn := o.Store.NewTxn()
-		outcomes := make([]Outcome, len(items))
-		for i, it := range items {
-			action, err := o.stageDelete(ctx, txn, it)
-			if err != nil {
-				return nil, fmt.Errorf("items[%d] %s: %w", i, it.identity(), err)
-			}
-			outcomes[i] = it.outcome(action)
-		}
-		_, err := txn.Commit(ctx)
-		if apierrors.IsConflict(err) && attempt < conflictRetries {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		return outcomes, nil
-	}
+	return o.commit(ctx, items, o.stageDelete, false)
 }
 
 func (o *Objects) stageDelete(ctx context.Context, txn *store.Txn, it *item) (string, error) {
