@@ -18,6 +18,7 @@ import (
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/objects"
+	"github.com/flotilla-io/flotilla/internal/workload"
 	"github.com/flotilla-io/flotilla/store"
 )
 
@@ -160,8 +161,8 @@ func bindingSpec(u *unstructured.Unstructured, c *candidate) v1alpha1.ResourceBi
 	return v1alpha1.ResourceBindingSpec{
 		Resource: v1alpha1.ObjectReference{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(),
 			Name: u.GetName(), UID: u.GetUID(), ResourceVersion: u.GetResourceVersion()},
-		ReplicaRequirements: requirementsOf(u),
-		Replicas:            replicasOf(u),
+		ReplicaRequirements: workload.Requirements(u),
+		Replicas:            workload.Replicas(u),
 		Placement:           placement,
 		Failover:            c.spec.Failover.DeepCopy(),
 		ConflictResolution:  c.spec.ConflictResolution,

@@ -1,4 +1,7 @@
-package detector
+// Package workload reads what scheduling needs from a workload template:
+// its replicas and what one replica requests. The hub's detector and the
+// offline "flotilla plan" use the same reading.
+package workload
 
 import (
 	corev1 "k8s.io/api/core/v1"
@@ -16,9 +19,9 @@ var workloadKinds = map[string]bool{
 	"batch/Job":        true,
 }
 
-// replicasOf reads a workload's replicas: spec.replicas (default 1), or
+// Replicas reads a workload's replicas: spec.replicas (default 1), or
 // spec.parallelism for a Job; 0 for kinds that are not workloads.
-func replicasOf(u *unstructured.Unstructured) int32 {
+func Replicas(u *unstructured.Unstructured) int32 {
 	gk := u.GroupVersionKind().GroupKind()
 	if !workloadKinds[gk.Group+"/"+gk.Kind] {
 		return 0
@@ -34,10 +37,10 @@ func replicasOf(u *unstructured.Unstructured) int32 {
 	return int32(n)
 }
 
-// requirementsOf reads what one replica requests: the sum over containers,
+// Requirements reads what one replica requests: the sum over containers,
 // or the largest init container if that is more (as the kube-scheduler
 // counts). Nil for kinds that are not workloads or request nothing.
-func requirementsOf(u *unstructured.Unstructured) *v1alpha1.ReplicaRequirements {
+func Requirements(u *unstructured.Unstructured) *v1alpha1.ReplicaRequirements {
 	gk := u.GroupVersionKind().GroupKind()
 	if !workloadKinds[gk.Group+"/"+gk.Kind] {
 		return nil
