@@ -12,17 +12,14 @@ type divisionKind int
 const (
 	divideDuplicated divisionKind = iota
 	divideStaticWeight
-	// divideUnsupported is dynamic weight or Aggregated. Its error is only
-	// returned when there are replicas to divide: a binding without
-	// replicas is placed the same way whatever the strategy.
-	divideUnsupported
+	divideDynamicWeight // weightPreference.dynamicWeight: AvailableReplicas
+	divideAggregated
 )
 
 // division is a parsed ReplicaSchedulingStrategy.
 type division struct {
-	kind        divisionKind
-	rules       []weightRule // divideStaticWeight
-	unsupported error        // divideUnsupported
+	kind  divisionKind
+	rules []weightRule // divideStaticWeight
 }
 
 // weightRule is one staticWeightList entry.
@@ -59,13 +56,14 @@ func compileDivision(s *v1alpha1.ReplicaSchedulingStrategy) (division, error) {
 		if pref.DynamicWeight == "" {
 			return compileStaticWeights(pref.StaticWeightList)
 		}
+		// Karmada ignores staticWeightList when dynamicWeight is set.
+		return division{kind: divideDynamicWeight}, nil
 	case v1alpha1.ReplicaDivisionPreferenceAggregated:
+		return division{kind: divideAggregated}, nil
 	default:
 		return division{}, fmt.Errorf("replicaDivisionPreference %q: unknown, want %s or %s",
 			s.ReplicaDivisionPreference, v1alpha1.ReplicaDivisionPreferenceWeighted, v1alpha1.ReplicaDivisionPreferenceAggregated)
 	}
-	return division{kind: divideUnsupported, unsupported: fmt.Errorf("replicaDivisionPreference %s / dynamicWeight %s: not supported yet",
-		s.ReplicaDivisionPreference, pref.DynamicWeight)}, nil
 }
 
 func compileStaticWeights(list []v1alpha1.StaticClusterWeight) (division, error) {
@@ -84,18 +82,24 @@ func compileStaticWeights(list []v1alpha1.StaticClusterWeight) (division, error)
 	return d, nil
 }
 
-// divide assigns replicas to clusters (sorted by name), keeping the order.
-func (d *division) divide(replicas int32, clusters []*v1alpha1.Cluster) ([]v1alpha1.TargetCluster, error) {
+// divide assigns the replicas of in to clusters (sorted by name), keeping
+// the order.
+func (d *division) divide(in *Input, clusters []*v1alpha1.Cluster) ([]v1alpha1.TargetCluster, error) {
 	switch {
-	case replicas == 0:
+	case in.Replicas == 0:
 		return every(clusters, 0), nil
 	case d.kind == divideDuplicated:
-		return every(clusters, replicas), nil
-	case d.kind == divideUnsupported:
-		return nil, d.unsupported
+		return every(clusters, in.Replicas), nil
+	case d.kind == divideDynamicWeight, d.kind == divideAggregated:
+		return divideByCapacity(capacityRequest{
+			replicas:     int64(in.Replicas),
+			previous:     in.Previous,
+			requirements: in.Requirements,
+			fresh:        in.Fresh,
+		}, d.kind == divideAggregated, clusters)
 	}
 	parties := d.weigh(clusters)
-	apportion(int64(replicas), parties)
+	apportion(int64(in.Replicas), parties)
 	targets := make([]v1alpha1.TargetCluster, 0, len(parties))
 	for _, p := range parties {
 		// A cluster without replicas would get an empty Work: leave it out.

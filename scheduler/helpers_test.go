@@ -1,9 +1,11 @@
 package scheduler
 
 import (
+	"strconv"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
@@ -107,4 +109,50 @@ func mustSchedule(t *testing.T, in Input) Result {
 		t.Fatalf("Schedule: %v", err)
 	}
 	return got
+}
+
+// resources builds a ResourceList from name, quantity pairs.
+func resources(kv ...string) corev1.ResourceList {
+	l := corev1.ResourceList{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+	}
+	return l
+}
+
+// summary sets the cluster's resource summary.
+func summary(allocatable, allocated corev1.ResourceList) clusterOption {
+	return func(c *v1alpha1.Cluster) {
+		c.Status.ResourceSummary = &v1alpha1.ResourceSummary{Allocatable: allocatable, Allocated: allocated}
+	}
+}
+
+// roomFor gives the cluster room for n more replicas that request nothing
+// but a pod.
+func roomFor(n int) clusterOption {
+	return summary(resources("pods", strconv.Itoa(n+10)), resources("pods", "10"))
+}
+
+// roomy returns clusters with room for the given replicas: name, n pairs.
+func roomy(pairs ...any) []*v1alpha1.Cluster {
+	var cs []*v1alpha1.Cluster
+	for i := 0; i+1 < len(pairs); i += 2 {
+		cs = append(cs, newCluster(pairs[i].(string), roomFor(pairs[i+1].(int))))
+	}
+	return cs
+}
+
+func dynamicWeight() *v1alpha1.ReplicaSchedulingStrategy {
+	return &v1alpha1.ReplicaSchedulingStrategy{
+		ReplicaSchedulingType:     v1alpha1.ReplicaSchedulingTypeDivided,
+		ReplicaDivisionPreference: v1alpha1.ReplicaDivisionPreferenceWeighted,
+		WeightPreference:          &v1alpha1.ClusterPreferences{DynamicWeight: v1alpha1.DynamicWeightByAvailableReplicas},
+	}
+}
+
+func aggregated() *v1alpha1.ReplicaSchedulingStrategy {
+	return &v1alpha1.ReplicaSchedulingStrategy{
+		ReplicaSchedulingType:     v1alpha1.ReplicaSchedulingTypeDivided,
+		ReplicaDivisionPreference: v1alpha1.ReplicaDivisionPreferenceAggregated,
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
@@ -38,13 +39,19 @@ func FuzzSchedule(f *testing.F) {
 }
 
 // checkInvariants holds for every valid input:
-//   - only UnschedulableError, and only when no affinity group leaves a cluster;
+//   - only UnschedulableError: NoClusterFit only when no affinity group
+//     leaves a cluster, Unschedulable only for dynamic weights or
+//     Aggregated when the selected clusters lack room;
 //   - the result is sorted, has no duplicates and stays within the clusters
 //     that fit the group used (an earlier group must leave none);
 //   - no cluster with an untolerated NoSchedule/NoExecute taint, unless it
 //     was already placed;
 //   - Duplicated (or no replicas) takes every fitting cluster with all
-//     replicas; Divided hands out exactly Replicas, none to a cluster with 0.
+//     replicas; Divided hands out exactly Replicas, none to a cluster with 0;
+//   - dynamic weights and Aggregated give no cluster more than its room
+//     plus what it had, and in Steady mode keep the previous result when
+//     the total is unchanged, only add on scale-up and only remove on
+//     scale-down.
 func checkInvariants(t *testing.T, label string, in Input, got Result, err error) {
 	t.Helper()
 	fail := func(format string, args ...any) {
@@ -63,33 +70,58 @@ func checkInvariants(t *testing.T, label string, in Input, got Result, err error
 		}
 		return fit
 	}
-	groups := affinityGroups(in.Placement)
+	var selected []*v1alpha1.Cluster
+	var group string
+	for _, g := range affinityGroups(in.Placement) {
+		if selected = fits(g.affinity); len(selected) > 0 {
+			group = g.name
+			break
+		}
+	}
 
 	if err != nil {
 		var ue *UnschedulableError
 		if !errors.As(err, &ue) {
 			fail("plain error on a valid input")
 		}
-		if len(ue.FilterReasons) != len(in.Clusters) || !strings.HasPrefix(ue.Message, fmt.Sprintf("0/%d clusters are available", len(in.Clusters))) {
-			fail("reasons do not cover every cluster")
-		}
-		for _, g := range groups {
-			if len(fits(g.affinity)) > 0 {
-				fail("unschedulable, but group %q fits", g.name)
+		switch ue.Reason {
+		case v1alpha1.ReasonNoClusterFit:
+			if len(ue.FilterReasons) != len(in.Clusters) || !strings.HasPrefix(ue.Message, fmt.Sprintf("0/%d clusters are available", len(in.Clusters))) {
+				fail("reasons do not cover every cluster")
 			}
+			if len(selected) > 0 {
+				fail("unschedulable, but group %q fits", group)
+			}
+		case v1alpha1.ReasonUnschedulable:
+			if !byCapacity(in.Placement) || in.Replicas == 0 || len(selected) == 0 {
+				fail("no room reported for a division that does not need any")
+			}
+			room := roomOf(in, selected)
+			if len(ue.Room) != len(selected) {
+				fail("room listed for %d clusters, want the %d selected", len(ue.Room), len(selected))
+			}
+			var free, total int64
+			for _, c := range selected {
+				free += room[c.Name].free
+				total += room[c.Name].free + room[c.Name].prev
+			}
+			kept := total - free
+			if in.Fresh && total >= int64(in.Replicas) {
+				fail("fresh: room for %d, need %d, but unschedulable", total, in.Replicas)
+			}
+			if !in.Fresh && (kept >= int64(in.Replicas) || free >= int64(in.Replicas)-kept) {
+				fail("steady: %d kept, room for %d more, need %d in all, but unschedulable", kept, free, in.Replicas)
+			}
+		default:
+			fail("reason %q", ue.Reason)
 		}
 		return
 	}
-
-	var selected []*v1alpha1.Cluster
-	for i, g := range groups {
-		selected = fits(g.affinity)
-		if len(selected) > 0 {
-			if got.AffinityName != g.name {
-				fail("used group %q, want the first that fits, %q (#%d)", got.AffinityName, g.name, i)
-			}
-			break
-		}
+	if len(selected) == 0 {
+		fail("scheduled, but no group fits")
+	}
+	if got.AffinityName != group {
+		fail("used group %q, want the first that fits, %q", got.AffinityName, group)
 	}
 	selectedNames := map[string]bool{}
 	for _, c := range selected {
@@ -125,6 +157,9 @@ func checkInvariants(t *testing.T, label string, in Input, got Result, err error
 		if slices.ContainsFunc(got.Clusters, func(tc v1alpha1.TargetCluster) bool { return tc.Replicas == 0 }) {
 			fail("a cluster with 0 replicas is listed")
 		}
+		if byCapacity(in.Placement) {
+			checkRoom(in, roomOf(in, selected), got, fail)
+		}
 		return
 	}
 	if len(got.Clusters) != len(selected) {
@@ -133,6 +168,52 @@ func checkInvariants(t *testing.T, label string, in Input, got Result, err error
 	for _, tc := range got.Clusters {
 		if tc.Replicas != in.Replicas {
 			fail("%q got %d replicas, want %d", tc.Name, tc.Replicas, in.Replicas)
+		}
+	}
+}
+
+// clusterRoom is a selected cluster's free room and previous replicas.
+type clusterRoom struct{ free, prev int64 }
+
+func roomOf(in Input, selected []*v1alpha1.Cluster) map[string]clusterRoom {
+	room := map[string]clusterRoom{}
+	for _, c := range selected {
+		room[c.Name] = clusterRoom{free: AvailableReplicas(c, in.Requirements)}
+	}
+	for _, tc := range in.Previous {
+		if r, ok := room[tc.Name]; ok && tc.Replicas > 0 {
+			r.prev += int64(tc.Replicas)
+			room[tc.Name] = r
+		}
+	}
+	return room
+}
+
+// checkRoom checks a dynamic or Aggregated result of a positive number of
+// replicas.
+func checkRoom(in Input, room map[string]clusterRoom, got Result, fail func(string, ...any)) {
+	var kept int64
+	for _, r := range room {
+		kept += r.prev
+	}
+	gotBy := map[string]int64{}
+	for _, tc := range got.Clusters {
+		gotBy[tc.Name] = int64(tc.Replicas)
+		if r := room[tc.Name]; gotBy[tc.Name] > r.free+r.prev {
+			fail("%q got %d replicas, room for %d plus %d it had", tc.Name, tc.Replicas, r.free, r.prev)
+		}
+	}
+	if in.Fresh {
+		return
+	}
+	for name, r := range room {
+		switch n := gotBy[name]; {
+		case kept == int64(in.Replicas) && n != r.prev:
+			fail("no change, but %q went from %d to %d", name, r.prev, n)
+		case kept < int64(in.Replicas) && n < r.prev:
+			fail("scale-up took %q from %d to %d", name, r.prev, n)
+		case kept > int64(in.Replicas) && n > r.prev:
+			fail("scale-down took %q from %d to %d", name, r.prev, n)
 		}
 	}
 }
@@ -154,6 +235,16 @@ func affinityGroups(p *v1alpha1.Placement) []affinityGroup {
 		gs = append(gs, affinityGroup{name: p.ClusterAffinities[i].AffinityName, affinity: &p.ClusterAffinities[i].ClusterAffinity})
 	}
 	return gs
+}
+
+// byCapacity reports whether p divides by room: dynamic weights or Aggregated.
+func byCapacity(p *v1alpha1.Placement) bool {
+	if !isDivided(p) {
+		return false
+	}
+	s := p.ReplicaScheduling
+	return s.ReplicaDivisionPreference == v1alpha1.ReplicaDivisionPreferenceAggregated ||
+		s.WeightPreference != nil && s.WeightPreference.DynamicWeight != ""
 }
 
 func isDivided(p *v1alpha1.Placement) bool {
@@ -210,11 +301,35 @@ func randomInput(r *rand.Rand) Input {
 			located(pick(r, "", "aws", "gcp"), pick(r, "", "r1", "r2"), pick(r, "", "z1", "z2")),
 			labeled("env", pick(r, "prod", "dev")))
 		c.Spec.Taints = some(r, 0.15, randomTaints...)
+		if r.IntN(6) > 0 {
+			c.Status.ResourceSummary = &v1alpha1.ResourceSummary{
+				Allocatable: corev1.ResourceList{
+					corev1.ResourcePods:   *resource.NewQuantity(r.Int64N(40), resource.DecimalSI),
+					corev1.ResourceCPU:    *resource.NewMilliQuantity(r.Int64N(16000), resource.DecimalSI),
+					corev1.ResourceMemory: *resource.NewQuantity(r.Int64N(64)<<30, resource.BinarySI),
+				},
+				Allocated: corev1.ResourceList{
+					corev1.ResourcePods: *resource.NewQuantity(r.Int64N(20), resource.DecimalSI),
+					corev1.ResourceCPU:  *resource.NewMilliQuantity(r.Int64N(12000), resource.DecimalSI),
+				},
+			}
+		}
 		in.Clusters = append(in.Clusters, c)
 	}
 	r.Shuffle(len(in.Clusters), func(i, j int) { in.Clusters[i], in.Clusters[j] = in.Clusters[j], in.Clusters[i] })
 	for _, name := range append(some(r, 0.3, all...), some(r, 0.3, "gone")...) {
-		in.Previous = append(in.Previous, v1alpha1.TargetCluster{Name: name, Replicas: 1})
+		in.Previous = append(in.Previous, v1alpha1.TargetCluster{Name: name, Replicas: int32(r.IntN(8))})
+	}
+	in.Fresh = r.IntN(2) == 0
+	switch r.IntN(3) {
+	case 0:
+	case 1:
+		in.Requirements = &v1alpha1.ReplicaRequirements{ResourceRequest: corev1.ResourceList{
+			corev1.ResourceCPU: *resource.NewMilliQuantity(pick(r, int64(0), 100, 250, 1000), resource.DecimalSI)}}
+	default:
+		in.Requirements = &v1alpha1.ReplicaRequirements{ResourceRequest: corev1.ResourceList{
+			corev1.ResourceCPU:    *resource.NewMilliQuantity(pick(r, int64(50), 500), resource.DecimalSI),
+			corev1.ResourceMemory: *resource.NewQuantity(pick(r, int64(1)<<30, 3<<29), resource.BinarySI)}}
 	}
 	if r.IntN(10) == 0 {
 		return in // no placement
@@ -227,9 +342,13 @@ func randomInput(r *rand.Rand) Input {
 	} else if r.IntN(2) == 0 {
 		p.ClusterAffinity = randomAffinity(r, all)
 	}
-	switch r.IntN(3) {
+	switch r.IntN(5) {
 	case 0:
 		p.ReplicaScheduling = pick(r, nil, &v1alpha1.ReplicaSchedulingStrategy{ReplicaSchedulingType: v1alpha1.ReplicaSchedulingTypeDuplicated})
+	case 1:
+		p.ReplicaScheduling = dynamicWeight()
+	case 2:
+		p.ReplicaScheduling = aggregated()
 	default:
 		var rules []v1alpha1.StaticClusterWeight
 		for range r.IntN(4) {

@@ -15,6 +15,10 @@ type Input struct {
 	Replicas  int32                    // spec.replicas of the binding; 0 for kinds without replicas
 	Previous  []v1alpha1.TargetCluster // the binding's current spec.clusters (may be empty)
 	Clusters  []*v1alpha1.Cluster      // every known cluster, any order; do not modify them
+	// Requirements is what one replica requests (binding.spec.replicaRequirements); nil = nothing but a pod slot.
+	Requirements *v1alpha1.ReplicaRequirements
+	// Fresh asks for a fresh division (rebalance / failback) instead of keeping the previous result.
+	Fresh bool
 }
 
 // Result is a successful decision.
@@ -24,13 +28,12 @@ type Result struct {
 }
 
 // Schedule picks the clusters for one binding and divides its replicas
-// among them. It returns an *UnschedulableError when no cluster fits and a
-// plain error when the input is invalid (bad selector, unknown strategy,
-// duplicate cluster names) or asks for what is not supported yet. The
-// placement is checked before any cluster is looked at, so a broken policy
-// is reported as such even when no cluster would fit anyway; only the
-// "not supported yet" strategies wait for the division, since a binding
-// without replicas needs none.
+// among them. It returns an *UnschedulableError when no cluster fits or,
+// for dynamic weights and Aggregated, the clusters that fit lack room; and
+// a plain error when the input is invalid (bad selector, unknown strategy,
+// duplicate cluster names). The placement is checked before any cluster is
+// looked at, so a broken policy is reported as such even when no cluster
+// would fit anyway.
 func Schedule(in Input) (Result, error) {
 	if in.Replicas < 0 {
 		return Result{}, fmt.Errorf("replicas %d: must not be negative", in.Replicas)
@@ -55,7 +58,7 @@ func Schedule(in Input) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	targets, err := div.divide(in.Replicas, selected)
+	targets, err := div.divide(&in, selected)
 	if err != nil {
 		return Result{}, err
 	}

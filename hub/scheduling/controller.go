@@ -109,8 +109,10 @@ func schedule[T any, PT store.Object[T]](ctx context.Context, c *Controller, r *
 		return ignoreNotFound(err)
 	}
 	spec, status := parts(stored)
+	fresh := freshRequested(spec, status)
 	result, schedErr := scheduler.Schedule(scheduler.Input{
 		Placement: spec.Placement, Replicas: spec.Replicas, Previous: spec.Clusters, Clusters: c.clusters.List(),
+		Requirements: spec.ReplicaRequirements, Fresh: fresh,
 	})
 	now := metav1.NewTime(c.clock.Now())
 	cond := metav1.Condition{Type: v1alpha1.BindingConditionScheduled, ObservedGeneration: stored.GetGeneration()}
@@ -121,8 +123,11 @@ func schedule[T any, PT store.Object[T]](ctx context.Context, c *Controller, r *
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, v1alpha1.ReasonScheduled, "placed on "+summary(result.Clusters)
 		if !equality.Semantic.DeepEqual(spec.Clusters, result.Clusters) {
 			spec.Clusters = result.Clusters
-			status.LastScheduledTime = &now
 			changed, placed = true, true
+		}
+		if placed || fresh {
+			// A fresh schedule is done once, even when it changed nothing.
+			status.LastScheduledTime, changed = &now, true
 		}
 		if status.SchedulerObservedAffinityName != result.AffinityName {
 			status.SchedulerObservedAffinityName, changed = result.AffinityName, true
@@ -153,6 +158,13 @@ func schedule[T any, PT store.Object[T]](ctx context.Context, c *Controller, r *
 	}
 	c.logger.Info("binding scheduled", "binding", controller.Key(namespace, name), "scheduled", cond.Status, "result", summary(spec.Clusters), "reason", cond.Reason)
 	return nil
+}
+
+// freshRequested reports whether a rebalance or failback asked for a Fresh
+// schedule (rescheduleTriggeredAt later than the last schedule).
+func freshRequested(spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus) bool {
+	return spec.RescheduleTriggeredAt != nil &&
+		(status.LastScheduledTime == nil || spec.RescheduleTriggeredAt.After(status.LastScheduledTime.Time))
 }
 
 // bindingRef names a binding in events.

@@ -35,7 +35,7 @@ type command struct {
 // commands lists the supported commands in the order help shows them.
 func commands() []*command {
 	return []*command{
-		getCommand(), describeCommand(), applyCommand(), deleteCommand(),
+		getCommand(), describeCommand(), applyCommand(), deleteCommand(), planCommand(),
 		taintCommand(), cordonCommand(), uncordonCommand(),
 	}
 }

@@ -1,0 +1,152 @@
+package cli
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+)
+
+const (
+	planPolicy = `apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: nginx-propagation}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: nginx}]
+  placement:
+    clusterAffinity: {clusterNames: [member-1, member-2]}
+    replicaScheduling:
+      replicaSchedulingType: Divided
+      replicaDivisionPreference: Weighted
+      weightPreference:
+        staticWeightList:
+          - {targetCluster: {clusterNames: [member-1]}, weight: 1}
+          - {targetCluster: {clusterNames: [member-2]}, weight: 2}
+`
+	planTemplate = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: nginx, namespace: default}
+spec:
+  replicas: 3
+  template: {spec: {containers: [{name: nginx, image: nginx, resources: {requests: {cpu: 100m}}}]}}
+`
+	planClusters = `apiVersion: v1
+kind: List
+items:
+  - apiVersion: flotilla.io/v1alpha1
+    kind: Cluster
+    metadata: {name: member-1}
+    spec: {region: eu}
+  - apiVersion: flotilla.io/v1alpha1
+    kind: Cluster
+    metadata: {name: member-2}
+    spec: {region: eu}
+  - apiVersion: flotilla.io/v1alpha1
+    kind: Cluster
+    metadata: {name: member-3}
+    spec: {region: us}
+`
+	planPrevious = `apiVersion: flotilla.io/v1alpha1
+kind: ResourceBinding
+metadata: {name: nginx-deployment, namespace: default}
+spec:
+  resource: {apiVersion: apps/v1, kind: Deployment, name: nginx, namespace: default}
+  replicas: 3
+  clusters: [{name: member-1, replicas: 1}, {name: member-2, replicas: 2}]
+`
+)
+
+func planFiles(t *testing.T, extra map[string]string) {
+	t.Helper()
+	files := map[string]string{"policy.yaml": planPolicy, "nginx.yaml": planTemplate, "clusters.yaml": planClusters, "binding.yaml": planPrevious}
+	for k, v := range extra {
+		files[k] = v
+	}
+	inDir(t, files)
+}
+
+var planArgs = []string{"plan", "--policy", "policy.yaml", "--template", "nginx.yaml", "--clusters", "clusters.yaml"}
+
+func TestPlanJSONIsTheBindingTheHubWouldWrite(t *testing.T) {
+	planFiles(t, nil)
+	r := runEnv(t, nil, append(planArgs, "-o", "json")...)
+	wantExit(t, r, 0)
+	var b v1alpha1.ResourceBinding
+	if err := json.Unmarshal([]byte(r.stdout), &b); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	if diff := cmp.Diff([]v1alpha1.TargetCluster{{Name: "member-1", Replicas: 1}, {Name: "member-2", Replicas: 2}}, b.Spec.Clusters); diff != "" {
+		t.Errorf("spec.clusters (-want +got):\n%s", diff)
+	}
+	if b.Kind != "ResourceBinding" || b.Name != "nginx-deployment" || b.Spec.Replicas != 3 || b.Spec.ReplicaRequirements.ResourceRequest.Cpu().String() != "100m" {
+		t.Errorf("binding %s %s replicas %d requirements %v", b.Kind, b.Name, b.Spec.Replicas, b.Spec.ReplicaRequirements)
+	}
+}
+
+func TestPlanTables(t *testing.T) {
+	tests := []struct {
+		name  string
+		extra []string
+		want  string
+	}{
+		{"replicas from the template", nil, "CLUSTER REPLICAS\nmember-1 1\nmember-2 2\n"},
+		{"replicas overridden", []string{"--replicas", "9"}, "CLUSTER REPLICAS\nmember-1 3\nmember-2 6\n"},
+		{"what if member-1 failed", []string{"--previous", "binding.yaml", "--what-if-fail", "member-1"},
+			"CLUSTER REPLICAS PREVIOUS\nmember-2 3 2\nmember-1 failed 1\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			planFiles(t, nil)
+			r := runEnv(t, nil, append(slicesClone(planArgs), tt.extra...)...)
+			wantExit(t, r, 0)
+			if got := squeeze(r.stdout); strings.TrimSpace(got) != strings.TrimSpace(tt.want) {
+				t.Errorf("table:\n%s\nwant:\n%s", got, tt.want)
+			}
+		})
+	}
+}
+
+func slicesClone(s []string) []string { return append([]string(nil), s...) }
+
+func TestPlanUnschedulableExitsOne(t *testing.T) {
+	planFiles(t, map[string]string{"clusters.yaml": strings.ReplaceAll(planClusters, "spec: {region: eu}",
+		"spec: {region: eu, taints: [{key: cluster.flotilla.io/unreachable, effect: NoSchedule}]}")})
+	r := runEnv(t, nil, planArgs...)
+	wantExit(t, r, 1)
+	if !strings.Contains(r.stderr, "unschedulable") || !strings.Contains(r.stderr, "untolerated taint") {
+		t.Errorf("stderr: %s", r.stderr)
+	}
+	if r.stdout != "" {
+		t.Errorf("stdout of an unschedulable plan: %q", r.stdout)
+	}
+}
+
+func TestPlanBadInput(t *testing.T) {
+	tests := []struct {
+		name  string
+		files map[string]string
+		args  []string
+		code  int
+		want  string
+	}{
+		{"missing --clusters", nil, []string{"plan", "--policy", "policy.yaml", "--template", "nginx.yaml"}, 2, "--clusters is required"},
+		{"invalid policy", map[string]string{"policy.yaml": strings.Replace(planPolicy, "Divided", "Split", 1)}, planArgs, 1,
+			"policy.yaml: document 1 (PropagationPolicy nginx-propagation): spec.placement.replicaScheduling.replicaSchedulingType"},
+		{"not a policy", map[string]string{"policy.yaml": planTemplate}, planArgs, 1, "apiVersion \"apps/v1\""},
+		{"unknown failed cluster", nil, append(slicesClone(planArgs), "--what-if-fail", "member-9"), 2, "--what-if-fail member-9"},
+		{"a cluster file with a Deployment", map[string]string{"clusters.yaml": planTemplate}, planArgs, 1, "want Cluster"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			planFiles(t, tt.files)
+			r := runEnv(t, nil, tt.args...)
+			wantExit(t, r, tt.code)
+			if !strings.Contains(r.stderr, tt.want) {
+				t.Errorf("stderr %q, want it to contain %q", r.stderr, tt.want)
+			}
+		})
+	}
+}

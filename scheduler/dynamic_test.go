@@ -1,0 +1,187 @@
+package scheduler
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+)
+
+// byRoom is a dynamic or Aggregated scheduling request.
+func byRoom(s *v1alpha1.ReplicaSchedulingStrategy, replicas int32, fresh bool, previous []v1alpha1.TargetCluster, clusters []*v1alpha1.Cluster) Input {
+	return Input{Placement: &v1alpha1.Placement{ReplicaScheduling: s}, Replicas: replicas, Fresh: fresh, Previous: previous, Clusters: clusters}
+}
+
+func TestScheduleDynamicWeight(t *testing.T) {
+	dyn := dynamicWeight()
+	withoutB := &v1alpha1.Placement{ClusterAffinity: &v1alpha1.ClusterAffinity{Exclude: []string{"b"}}, ReplicaScheduling: dyn}
+	runScheduleCases(t, []scheduleCase{
+		// Webster over 6:3:3: a, b, c, a, a, then b before c by name.
+		{"first schedule splits by room", byRoom(dyn, 6, false, nil, roomy("c", 3, "a", 6, "b", 3)),
+			Result{Clusters: targets("a", 3, "b", 2, "c", 1)}},
+		{"a cluster without room gets nothing", byRoom(dyn, 4, false, nil, roomy("a", 2, "b", 0, "c", 2)),
+			Result{Clusters: targets("a", 2, "c", 2)}},
+		// Capacities 4+2, 2+0, 0+2 = 6:2:2: a, b (tie at 2, fewer
+		// replicas, then name), c, a, a.
+		{"fresh: room plus what a cluster has", byRoom(dyn, 5, true, targets("a", 2, "c", 2), roomy("a", 4, "b", 2, "c", 0)),
+			Result{Clusters: targets("a", 3, "b", 1, "c", 1)}},
+		{"fresh ignores the previous split", byRoom(dyn, 4, true, targets("a", 4), roomy("a", 0, "b", 4)),
+			Result{Clusters: targets("a", 2, "b", 2)}},
+		// 5 new over room 1:4:5: c, b, c, b, then a (tie at 1 with c, fewer).
+		{"steady scale-up adds the new replicas by free room", byRoom(dyn, 8, false, targets("a", 2, "b", 1), roomy("a", 1, "b", 4, "c", 5)),
+			Result{Clusters: targets("a", 3, "b", 3, "c", 2)}},
+		{"steady scale-up never takes from a cluster", byRoom(dyn, 5, false, targets("a", 4), roomy("a", 0, "b", 1)),
+			Result{Clusters: targets("a", 4, "b", 1)}},
+		{"steady scale-down by the current assignment", byRoom(dyn, 4, false, targets("a", 4, "b", 2, "c", 2), roomy("a", 0, "b", 0, "c", 100)),
+			Result{Clusters: targets("a", 2, "b", 1, "c", 1)}},
+		{"steady scale-down to one", byRoom(dyn, 1, false, targets("a", 1, "b", 3), roomy("a", 9, "b", 0)),
+			Result{Clusters: targets("b", 1)}},
+		{"no change keeps the previous result whatever the room", byRoom(dyn, 4, false, targets("a", 3, "b", 1), roomy("a", 0, "b", 0, "c", 100)),
+			Result{Clusters: targets("a", 3, "b", 1)}},
+		{"previous entries with 0 replicas or gone clusters are ignored", byRoom(dyn, 4, false, targets("a", 3, "b", 1, "c", 0), roomy("a", 0, "b", 0, "c", 100)),
+			Result{Clusters: targets("a", 3, "b", 1)}},
+		// b is excluded now: its 2 replicas are placed anew, on room 2:2.
+		{"a filtered-out cluster's replicas are placed anew", Input{Placement: withoutB, Replicas: 5, Previous: targets("a", 3, "b", 2), Clusters: roomy("a", 2, "b", 9, "c", 2)},
+			Result{Clusters: targets("a", 4, "c", 1)}},
+		// 3 to place again over room 1:5: new, new, then a (tie at 1 with
+		// new's 5/5, fewer replicas).
+		{"a cluster gone and a new one added", byRoom(dyn, 6, false, targets("a", 3, "gone", 3), roomy("a", 1, "new", 5)),
+			Result{Clusters: targets("a", 4, "new", 2)}},
+		{"filling every cluster exactly", byRoom(dyn, 7, false, nil, roomy("a", 1, "b", 2, "c", 4)),
+			Result{Clusters: targets("a", 1, "b", 2, "c", 4)}},
+		{"requirements count", Input{
+			Placement: &v1alpha1.Placement{ReplicaScheduling: dyn}, Replicas: 4,
+			Requirements: &v1alpha1.ReplicaRequirements{ResourceRequest: resources("cpu", "1")},
+			Clusters: []*v1alpha1.Cluster{
+				newCluster("a", summary(resources("pods", "100", "cpu", "3"), nil)),
+				newCluster("b", summary(resources("pods", "100", "cpu", "10"), resources("cpu", "9"))),
+			}}, Result{Clusters: targets("a", 3, "b", 1)}},
+		{"replicas 0", byRoom(dyn, 0, false, targets("a", 2), roomy("a", 0, "b", 0)),
+			Result{Clusters: targets("a", 0, "b", 0)}},
+		{"static weights are ignored with dynamic weight", byRoom(&v1alpha1.ReplicaSchedulingStrategy{
+			ReplicaSchedulingType:     v1alpha1.ReplicaSchedulingTypeDivided,
+			ReplicaDivisionPreference: v1alpha1.ReplicaDivisionPreferenceWeighted,
+			WeightPreference: &v1alpha1.ClusterPreferences{DynamicWeight: v1alpha1.DynamicWeightByAvailableReplicas,
+				StaticWeightList: []v1alpha1.StaticClusterWeight{weightOf(1, "a")}},
+		}, 2, false, nil, roomy("a", 1, "b", 1)), Result{Clusters: targets("a", 1, "b", 1)}},
+	})
+}
+
+func TestScheduleAggregated(t *testing.T) {
+	agg := aggregated()
+	runScheduleCases(t, []scheduleCase{
+		{"fewest clusters, most room first", byRoom(agg, 8, false, nil, roomy("a", 3, "b", 5, "c", 4)),
+			Result{Clusters: targets("b", 5, "c", 3)}},
+		{"one cluster when it fits", byRoom(agg, 5, false, nil, roomy("a", 3, "b", 5, "c", 4)),
+			Result{Clusters: targets("b", 5)}},
+		{"ties by name", byRoom(agg, 4, false, nil, roomy("c", 4, "b", 4, "a", 4)),
+			Result{Clusters: targets("a", 4)}},
+		// 4 new: b (used) takes its 3, then a (most room) the last.
+		{"scale-up fills used clusters first", byRoom(agg, 6, false, targets("b", 2), roomy("a", 10, "b", 3, "c", 5)),
+			Result{Clusters: targets("a", 1, "b", 5)}},
+		{"used clusters by most room", byRoom(agg, 7, false, targets("a", 1, "b", 1, "c", 1), roomy("a", 1, "b", 3, "c", 2, "d", 9)),
+			Result{Clusters: targets("a", 1, "b", 4, "c", 2)}},
+		{"scale-down by the current assignment", byRoom(agg, 3, false, targets("a", 4, "b", 2), roomy("a", 0, "b", 0, "c", 100)),
+			Result{Clusters: targets("a", 2, "b", 1)}},
+		{"no change", byRoom(agg, 10, false, targets("b", 6, "c", 4), roomy("a", 20, "b", 2, "c", 2)),
+			Result{Clusters: targets("b", 6, "c", 4)}},
+		// Capacities a 20, b 6+2, c 4+2: a alone holds all 10.
+		{"fresh after recovery regroups", byRoom(agg, 10, true, targets("b", 6, "c", 4), roomy("a", 20, "b", 2, "c", 2)),
+			Result{Clusters: targets("a", 10)}},
+		{"fresh prefers a used cluster among the fewest", byRoom(agg, 9, true, targets("b", 2), roomy("a", 9, "b", 8, "c", 9)),
+			Result{Clusters: targets("b", 9)}},
+		// Two clusters are needed: c (used, 3+1) with a (6, before b by
+		// name) hold 10; then split by capacity 6:4.
+		{"fresh keeps a used cluster in a pair", byRoom(agg, 10, true, targets("c", 1), roomy("a", 6, "b", 6, "c", 3)),
+			Result{Clusters: targets("a", 6, "c", 4)}},
+		{"fresh splits the chosen by capacity", byRoom(agg, 9, true, nil, roomy("a", 6, "b", 6, "c", 2)),
+			Result{Clusters: targets("a", 5, "b", 4)}},
+		{"fresh with no used cluster that helps", byRoom(agg, 10, true, targets("c", 1), roomy("a", 10, "c", 3)),
+			Result{Clusters: targets("a", 10)}},
+	})
+}
+
+func TestScheduleNoRoom(t *testing.T) {
+	three := func(a, b, c int) []*v1alpha1.Cluster { return roomy("member3", c, "member1", a, "member2", b) }
+	tests := []struct {
+		name string
+		in   Input
+		want *UnschedulableError
+	}{
+		{"dynamic, first schedule", byRoom(dynamicWeight(), 10, false, nil, three(3, 1, 0)), &UnschedulableError{
+			Reason:  v1alpha1.ReasonUnschedulable,
+			Message: "0/3 clusters have room: need 10 replicas, 4 available (member1: 3, member2: 1, member3: 0)",
+			Room:    map[string]int64{"member1": 3, "member2": 1, "member3": 0},
+		}},
+		{"aggregated, steady scale-up", byRoom(aggregated(), 10, false, targets("member1", 4), three(3, 1, 0)), &UnschedulableError{
+			Reason:  v1alpha1.ReasonUnschedulable,
+			Message: "0/3 clusters have room: need 6 more replicas, 4 available (member1: 3, member2: 1, member3: 0)",
+			Room:    map[string]int64{"member1": 3, "member2": 1, "member3": 0},
+		}},
+		{"fresh counts what clusters have", byRoom(dynamicWeight(), 10, true, targets("member1", 4, "member3", 1), three(3, 1, 0)), &UnschedulableError{
+			Reason:  v1alpha1.ReasonUnschedulable,
+			Message: "0/3 clusters have room: need 10 replicas, 9 available (member1: 7, member2: 1, member3: 1)",
+			Room:    map[string]int64{"member1": 7, "member2": 1, "member3": 1},
+		}},
+		{"no resource summary", byRoom(aggregated(), 1, false, nil, plainClusters("b", "a")), &UnschedulableError{
+			Reason:  v1alpha1.ReasonUnschedulable,
+			Message: "0/2 clusters have room: need 1 replicas, 0 available (a: 0, b: 0)",
+			Room:    map[string]int64{"a": 0, "b": 0},
+		}},
+		{"long lists are cut", byRoom(dynamicWeight(), 100, false, nil,
+			roomy("c01", 1, "c02", 1, "c03", 1, "c04", 1, "c05", 1, "c06", 1, "c07", 1, "c08", 1, "c09", 1, "c10", 1, "c11", 1, "c12", 1)), &UnschedulableError{
+			Reason:  v1alpha1.ReasonUnschedulable,
+			Message: "0/12 clusters have room: need 100 replicas, 12 available (c01: 1, c02: 1, c03: 1, c04: 1, c05: 1, c06: 1, c07: 1, c08: 1, c09: 1, c10: 1 and 2 more)",
+			Room: map[string]int64{"c01": 1, "c02": 1, "c03": 1, "c04": 1, "c05": 1, "c06": 1,
+				"c07": 1, "c08": 1, "c09": 1, "c10": 1, "c11": 1, "c12": 1},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Schedule(tt.in)
+			var ue *UnschedulableError
+			if !errors.As(err, &ue) {
+				t.Fatalf("Schedule = %+v, %v; want an UnschedulableError", got, err)
+			}
+			if diff := cmp.Diff(tt.want, ue); diff != "" {
+				t.Errorf("UnschedulableError (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestApportionCapped(t *testing.T) {
+	tests := []struct {
+		name    string
+		seats   int64
+		weights []int64
+		caps    []int64
+		want    []int64
+	}{
+		{"no cap reached", 6, []int64{1, 2}, []int64{10, 10}, []int64{2, 4}},
+		{"one capped, the rest to the other", 5, []int64{1, 1}, []int64{1, 10}, []int64{1, 4}},
+		// Equal weights: 3 each; a capped at 1, then 8 over b and c: 4
+		// each, c capped at 2, then b takes the remaining 6.
+		{"capping in rounds", 9, []int64{1, 1, 1}, []int64{1, 10, 2}, []int64{1, 6, 2}},
+		{"zero cap or weight gets nothing", 3, []int64{0, 5, 5}, []int64{5, 0, 5}, []int64{0, 0, 3}},
+		{"caps too small leave seats out", 9, []int64{1, 1}, []int64{2, 3}, []int64{2, 3}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			parties := make([]party, len(tt.weights))
+			for i, w := range tt.weights {
+				parties[i] = party{name: string(rune('a' + i)), weight: w}
+			}
+			apportionCapped(tt.seats, parties, tt.caps)
+			got := make([]int64, len(parties))
+			for i, p := range parties {
+				got[i] = p.seats
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("apportionCapped (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
