@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -280,6 +282,27 @@ spec:
 			if !strings.Contains(out, want) {
 				t.Errorf("describe binding lacks %q:\n%s", want, out)
 			}
+		}
+	})
+
+	t.Run("flotilla plan, offline, agrees with the hub", func(t *testing.T) {
+		clusters := filepath.Join(f.dir, "clusters.yaml")
+		if err := os.WriteFile(clusters, []byte(mustFlotilla(t, f.hub, "get", "clusters", "-o", "yaml")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for name, doc := range map[string]string{"plan-policy.yaml": policyYAML, "plan-nginx.yaml": nginxYAML} {
+			if err := os.WriteFile(filepath.Join(f.dir, name), []byte(doc), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out := mustFlotilla(t, f.hub, "plan", "--policy", filepath.Join(f.dir, "plan-policy.yaml"),
+			"--template", filepath.Join(f.dir, "plan-nginx.yaml"), "--clusters", clusters, "-o", "json")
+		var planned v1alpha1.ResourceBinding
+		if err := json.Unmarshal([]byte(out), &planned); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if hub := f.binding("web", "nginx-deployment"); !cmp.Equal(planned.Spec.Clusters, hub.Spec.Clusters) {
+			t.Errorf("plan says %v, the hub placed %v", planned.Spec.Clusters, hub.Spec.Clusters)
 		}
 	})
 
