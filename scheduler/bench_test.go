@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,14 +11,14 @@ import (
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 )
 
-// benchFleet is 1,000 clusters over 3 providers and 6 regions, each with
-// room for a few to a few dozen replicas of benchRequirements; one in ten
-// is tainted unreachable.
-func benchFleet() []*v1alpha1.Cluster {
+// benchFleet is 1,000 clusters over 3 providers and the given number of
+// regions, each with room for a few to a few dozen replicas of
+// benchRequirements; one in ten is tainted unreachable.
+func benchFleet(regions int) []*v1alpha1.Cluster {
 	var clusters []*v1alpha1.Cluster
 	for i := range 1000 {
 		c := newCluster(fmt.Sprintf("member-%04d", (i*7919)%1000), // not in name order
-			located([]string{"aws", "gcp", "azure"}[i%3], fmt.Sprintf("region-%d", i%6), ""),
+			located([]string{"aws", "gcp", "azure"}[i%3], fmt.Sprintf("region-%02d", i%regions), ""),
 			labeled("env", []string{"prod", "dev"}[i%2], "team", fmt.Sprintf("t%d", i%10)))
 		c.Status.ResourceSummary = &v1alpha1.ResourceSummary{
 			Allocatable: resources("pods", "1100", "cpu", fmt.Sprint(16+i%48), "memory", fmt.Sprintf("%dGi", 64+i%128)),
@@ -32,7 +33,7 @@ func benchFleet() []*v1alpha1.Cluster {
 }
 
 func BenchmarkSchedule(b *testing.B) {
-	clusters := benchFleet()
+	clusters := benchFleet(6)
 	var hundred []string
 	for i := range 100 {
 		hundred = append(hundred, fmt.Sprintf("member-%04d", i*10+1))
@@ -69,4 +70,47 @@ func BenchmarkSchedule(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkScheduleBindings schedules 10,000 bindings over 1,000 clusters
+// in 20 regions, cycling through four placements (Duplicated on prod,
+// static weights, dynamic weights, and a spread over 2 to 4 regions with
+// dynamic weights), with replicas from 1 to 64 and, for one binding in
+// three, a previous result to keep. It reports bindings scheduled per second
+// and allocations per schedule.
+func BenchmarkScheduleBindings(b *testing.B) {
+	const bindings = 10000
+	clusters := benchFleet(20)
+	prod := v1alpha1.ClusterAffinity{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}}
+	placements := []*v1alpha1.Placement{
+		{ClusterAffinity: &prod},
+		{ReplicaScheduling: divided(
+			v1alpha1.StaticClusterWeight{TargetCluster: prod, Weight: 3},
+			v1alpha1.StaticClusterWeight{TargetCluster: v1alpha1.ClusterAffinity{FieldSelector: fields(field("provider", corev1.NodeSelectorOpIn, "aws"))}, Weight: 1},
+		)},
+		{ClusterAffinity: &v1alpha1.ClusterAffinity{Exclude: []string{"member-0003"}}, ReplicaScheduling: dynamicWeight()},
+		{SpreadConstraints: []v1alpha1.SpreadConstraint{byRegion(2, 4)}, ReplicaScheduling: dynamicWeight()},
+	}
+	requirements := &v1alpha1.ReplicaRequirements{ResourceRequest: resources("cpu", "500m", "memory", "1Gi")}
+	ins := make([]Input, bindings)
+	for i := range ins {
+		ins[i] = Input{Placement: placements[i%len(placements)], Replicas: int32(1 + i%64), Clusters: clusters, Requirements: requirements}
+		if i%3 == 0 {
+			ins[i].Previous = targets(fmt.Sprintf("member-%04d", i%1000), 1, fmt.Sprintf("member-%04d", (i*31)%1000), 1)
+		}
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := range ins {
+			if _, err := Schedule(ins[i]); err != nil {
+				b.Fatalf("binding %d: %v", i, err)
+			}
+		}
+	}
+	runtime.ReadMemStats(&after)
+	schedules := float64(b.N) * bindings
+	b.ReportMetric(schedules/b.Elapsed().Seconds(), "bindings/s")
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/schedules, "allocs/schedule")
 }

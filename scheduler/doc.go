@@ -4,9 +4,12 @@
 // hub's scheduling controller and the offline "flotilla plan" command give
 // the same answer for the same input.
 //
-// [Schedule] works in two steps:
+// [Schedule] works in three steps:
 //
-//  1. Filter. A cluster fits when it matches the placement's cluster
+//  1. Filter. A cluster in Input.Evicted (the binding's graceful eviction
+//     tasks) never fits, even when in the previous result: "is being
+//     evicted from this binding". Otherwise a cluster fits when it matches
+//     the placement's cluster
 //     affinity (clusterNames, exclude, labelSelector, fieldSelector on
 //     provider/region/zone) and every NoSchedule or NoExecute taint on it is
 //     tolerated by placement.clusterTolerations. Clusters already in the
@@ -19,7 +22,24 @@
 //     leaves a cluster wins. When nothing fits, Schedule returns an
 //     [*UnschedulableError] worded like the Kubernetes scheduler's.
 //
-//  2. Divide. Duplicated gives every selected cluster all replicas. Divided
+//  2. Spread (only with placement.spreadConstraints). Each constraint
+//     groups the clusters left by the one before (the first: those that
+//     fit) by spreadByField (cluster name, spec.region, spec.zone,
+//     spec.provider) or by the value of the spreadByLabel label; clusters
+//     with an empty value are dropped. Fewer groups than minGroups (at
+//     least 1) is an [*UnschedulableError] with Reason NoClusterFit: "spread
+//     by region needs at least 2 groups, 1 available (eu)". Otherwise at
+//     most maxGroups groups are kept (0: all), best first: highest score
+//     (the sum of the clusters' scores), then, for a binding with replicas,
+//     most room for the workload (the sum of [AvailableReplicas]), then
+//     group name. A cluster scores 100 when the binding has replicas on it
+//     (Input.Previous; locality) plus 10 when the affinity used lists it
+//     in clusterNames. A spread by cluster thus keeps at most maxGroups
+//     clusters, placed ones first. The clusters of the groups kept go on to
+//     division; a failing spread does not fall back to the next
+//     clusterAffinities group.
+//
+//  3. Divide. Duplicated gives every selected cluster all replicas. Divided
 //     with static weights apportions them with the Webster (Sainte-Laguë)
 //     method ([Webster]), which is deterministic and, unlike largest
 //     remainder, never takes a replica away from a cluster when the total
@@ -63,6 +83,6 @@
 // The result is sorted by cluster name and depends only on the input's
 // content, not on the order of the clusters.
 //
-// Not done yet: spreadConstraints (ignored for now), scoring, and the
-// eviction and API-availability filters.
+// Not done yet: the API-availability filter, and scores for
+// PreferNoSchedule taints.
 package scheduler

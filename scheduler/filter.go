@@ -25,6 +25,10 @@ const (
 // message groups them, as the Kubernetes scheduler does for node affinity.
 const reasonAffinity = "did not match the placement's cluster affinity"
 
+// reasonEvicted completes "N cluster(s) ..." for a cluster in the binding's
+// graceful eviction tasks.
+const reasonEvicted = "is being evicted from this binding"
+
 // taintReason completes "N cluster(s) ..." for a cluster with an untolerated
 // taint, in the Kubernetes scheduler's wording.
 func taintReason(t *corev1.Taint) string {
@@ -34,9 +38,10 @@ func taintReason(t *corev1.Taint) string {
 // Filter returns the clusters that match affinity (nil matches all) and
 // tolerate tolerations, sorted by name, and for every other cluster the
 // reason it was left out (the text completes "N cluster(s) ..."). Clusters
-// named in placed pass the taint check whatever their taints. An invalid
-// affinity is an error.
-func Filter(affinity *v1alpha1.ClusterAffinity, tolerations []corev1.Toleration, clusters []*v1alpha1.Cluster, placed []v1alpha1.TargetCluster) ([]*v1alpha1.Cluster, map[string]string, error) {
+// named in placed pass the taint check whatever their taints; clusters
+// named in evicted never pass, even when placed. An invalid affinity is an
+// error.
+func Filter(affinity *v1alpha1.ClusterAffinity, tolerations []corev1.Toleration, clusters []*v1alpha1.Cluster, placed []v1alpha1.TargetCluster, evicted []string) ([]*v1alpha1.Cluster, map[string]string, error) {
 	m, err := compileAffinity(affinity)
 	if err != nil {
 		return nil, nil, err
@@ -46,17 +51,17 @@ func Filter(affinity *v1alpha1.ClusterAffinity, tolerations []corev1.Toleration,
 		return nil, nil, err
 	}
 	reasons := map[string]string{}
-	fit := filter(&m, tolerations, sorted, targetNames(placed), reasons)
+	fit := filter(&m, tolerations, sorted, targetNames(placed), nameSet(evicted), reasons)
 	return fit, reasons, nil
 }
 
 // filter returns the clusters that fit, in their order, and records why the
 // others do not in reasons unless it is nil (Schedule only needs reasons
 // when nothing fits, and recording them costs more than filtering).
-func filter(m *affinityMatcher, tolerations []corev1.Toleration, clusters []*v1alpha1.Cluster, placed map[string]bool, reasons map[string]string) []*v1alpha1.Cluster {
+func filter(m *affinityMatcher, tolerations []corev1.Toleration, clusters []*v1alpha1.Cluster, placed, evicted map[string]bool, reasons map[string]string) []*v1alpha1.Cluster {
 	var fit []*v1alpha1.Cluster
 	for _, c := range clusters {
-		reason := rejection(m, tolerations, c, placed)
+		reason := rejection(m, tolerations, c, placed, evicted)
 		switch {
 		case reason == "":
 			fit = append(fit, c)
@@ -67,9 +72,14 @@ func filter(m *affinityMatcher, tolerations []corev1.Toleration, clusters []*v1a
 	return fit
 }
 
-// rejection is why c does not fit, or "" if it does. Affinity is checked
-// first: it is the user's stated intent, so it is the clearer reason.
-func rejection(m *affinityMatcher, tolerations []corev1.Toleration, c *v1alpha1.Cluster, placed map[string]bool) string {
+// rejection is why c does not fit, or "" if it does. Eviction is checked
+// first: it is why a cluster the binding ran on is no longer a candidate,
+// whatever else holds. Affinity comes next: it is the user's stated intent,
+// so it is the clearer reason than a taint.
+func rejection(m *affinityMatcher, tolerations []corev1.Toleration, c *v1alpha1.Cluster, placed, evicted map[string]bool) string {
+	if evicted[c.Name] {
+		return reasonEvicted
+	}
 	if !m.matches(c) {
 		return reasonAffinity
 	}
@@ -83,8 +93,8 @@ func rejection(m *affinityMatcher, tolerations []corev1.Toleration, c *v1alpha1.
 }
 
 // untoleratedTaint returns the first NoSchedule or NoExecute taint that no
-// toleration tolerates, or nil. PreferNoSchedule only lowers a score, and
-// there is no scoring yet.
+// toleration tolerates, or nil. PreferNoSchedule would only lower a score,
+// and scoring does not count taints.
 func untoleratedTaint(taints []corev1.Taint, tolerations []corev1.Toleration) *corev1.Taint {
 	for i := range taints {
 		t := &taints[i]

@@ -64,11 +64,16 @@ func checkInvariants(t *testing.T, label string, in Input, got Result, err error
 		if in.Placement != nil {
 			tolerations = in.Placement.ClusterTolerations
 		}
-		fit, _, ferr := Filter(a, tolerations, in.Clusters, in.Previous)
+		fit, _, ferr := Filter(a, tolerations, in.Clusters, in.Previous, in.Evicted)
 		if ferr != nil {
 			fail("Filter: %v", ferr)
 		}
 		return fit
+	}
+	spreads := in.Placement != nil && len(in.Placement.SpreadConstraints) > 0
+	evicted := map[string]bool{}
+	for _, n := range in.Evicted {
+		evicted[n] = true
 	}
 	var selected []*v1alpha1.Cluster
 	var group string
@@ -84,17 +89,28 @@ func checkInvariants(t *testing.T, label string, in Input, got Result, err error
 		if !errors.As(err, &ue) {
 			fail("plain error on a valid input")
 		}
-		switch ue.Reason {
-		case v1alpha1.ReasonNoClusterFit:
+		switch {
+		case ue.Reason == v1alpha1.ReasonNoClusterFit && strings.HasPrefix(ue.Message, "spread by "):
+			if !spreads || len(selected) == 0 {
+				fail("spread error without spread constraints or fitting clusters")
+			}
+			if len(ue.FilterReasons)+len(selected) != len(in.Clusters) {
+				fail("filter reasons for %d clusters, %d fit, %d in all", len(ue.FilterReasons), len(selected), len(in.Clusters))
+			}
+		case ue.Reason == v1alpha1.ReasonNoClusterFit:
 			if len(ue.FilterReasons) != len(in.Clusters) || !strings.HasPrefix(ue.Message, fmt.Sprintf("0/%d clusters are available", len(in.Clusters))) {
 				fail("reasons do not cover every cluster")
 			}
 			if len(selected) > 0 {
 				fail("unschedulable, but group %q fits", group)
 			}
-		case v1alpha1.ReasonUnschedulable:
+		case ue.Reason == v1alpha1.ReasonUnschedulable:
 			if !byCapacity(in.Placement) || in.Replicas == 0 || len(selected) == 0 {
 				fail("no room reported for a division that does not need any")
+			}
+			if spreads {
+				// The spread chose some of the fitting clusters: check on those.
+				selected = slices.DeleteFunc(selected, func(c *v1alpha1.Cluster) bool { _, ok := ue.Room[c.Name]; return !ok })
 			}
 			room := roomOf(in, selected)
 			if len(ue.Room) != len(selected) {
@@ -140,6 +156,9 @@ func checkInvariants(t *testing.T, label string, in Input, got Result, err error
 		if !selectedNames[tc.Name] {
 			fail("%q is not among the fitting clusters", tc.Name)
 		}
+		if evicted[tc.Name] {
+			fail("%q is being evicted", tc.Name)
+		}
 		if !placed[tc.Name] {
 			for _, taint := range byName[tc.Name].Spec.Taints {
 				hard := taint.Effect == corev1.TaintEffectNoSchedule || taint.Effect == corev1.TaintEffectNoExecute
@@ -157,8 +176,33 @@ func checkInvariants(t *testing.T, label string, in Input, got Result, err error
 		if slices.ContainsFunc(got.Clusters, func(tc v1alpha1.TargetCluster) bool { return tc.Replicas == 0 }) {
 			fail("a cluster with 0 replicas is listed")
 		}
+		if spreads {
+			checkSpread(in, got, false, fail)
+		}
 		if byCapacity(in.Placement) {
+			if spreads {
+				// Which fitting clusters the spread chose is not known here:
+				// check the caps only.
+				room := roomOf(in, selected)
+				for _, tc := range got.Clusters {
+					if r := room[tc.Name]; int64(tc.Replicas) > r.free+r.prev {
+						fail("%q got %d replicas, room for %d plus %d it had", tc.Name, tc.Replicas, r.free, r.prev)
+					}
+				}
+				return
+			}
 			checkRoom(in, roomOf(in, selected), got, fail)
+		}
+		return
+	}
+	if spreads {
+		// Every chosen cluster is listed: the last constraint's groups are
+		// within its bounds.
+		checkSpread(in, got, true, fail)
+		for _, tc := range got.Clusters {
+			if tc.Replicas != in.Replicas {
+				fail("%q got %d replicas, want %d", tc.Name, tc.Replicas, in.Replicas)
+			}
 		}
 		return
 	}
@@ -168,6 +212,48 @@ func checkInvariants(t *testing.T, label string, in Input, got Result, err error
 	for _, tc := range got.Clusters {
 		if tc.Replicas != in.Replicas {
 			fail("%q got %d replicas, want %d", tc.Name, tc.Replicas, in.Replicas)
+		}
+	}
+}
+
+// checkSpread checks that the result spans no more than maxGroups groups of
+// any constraint (each narrows the previous one's choice, so that holds for
+// all) and, when complete (every chosen cluster listed), at least minGroups
+// (at least 1) of the last one; and that every cluster has a value for every
+// constraint.
+func checkSpread(in Input, got Result, complete bool, fail func(string, ...any)) {
+	byName := map[string]*v1alpha1.Cluster{}
+	for _, c := range in.Clusters {
+		byName[c.Name] = c
+	}
+	cs := in.Placement.SpreadConstraints
+	for i, sc := range cs {
+		groups := map[string]bool{}
+		for _, tc := range got.Clusters {
+			c := byName[tc.Name]
+			var v string
+			switch sc.SpreadByField {
+			case v1alpha1.SpreadByFieldCluster:
+				v = c.Name
+			case v1alpha1.SpreadByFieldRegion:
+				v = c.Spec.Region
+			case v1alpha1.SpreadByFieldZone:
+				v = c.Spec.Zone
+			case v1alpha1.SpreadByFieldProvider:
+				v = c.Spec.Provider
+			default:
+				v = c.Labels[sc.SpreadByLabel]
+			}
+			if v == "" {
+				fail("%q has no value for spread constraint %d", tc.Name, i)
+			}
+			groups[v] = true
+		}
+		if sc.MaxGroups > 0 && len(groups) > sc.MaxGroups {
+			fail("spread constraint %d: %d groups, max %d", i, len(groups), sc.MaxGroups)
+		}
+		if complete && i == len(cs)-1 && len(groups) < max(sc.MinGroups, 1) {
+			fail("spread constraint %d: %d groups, min %d", i, len(groups), sc.MinGroups)
 		}
 	}
 }
@@ -321,6 +407,7 @@ func randomInput(r *rand.Rand) Input {
 		in.Previous = append(in.Previous, v1alpha1.TargetCluster{Name: name, Replicas: int32(r.IntN(8))})
 	}
 	in.Fresh = r.IntN(2) == 0
+	in.Evicted = some(r, 0.1, all...)
 	switch r.IntN(3) {
 	case 0:
 	case 1:
@@ -355,6 +442,20 @@ func randomInput(r *rand.Rand) Input {
 			rules = append(rules, v1alpha1.StaticClusterWeight{TargetCluster: *randomAffinity(r, all), Weight: r.Int64N(5)})
 		}
 		p.ReplicaScheduling = divided(rules...)
+	}
+	if r.IntN(3) == 0 {
+		for range 1 + r.IntN(2) {
+			c := v1alpha1.SpreadConstraint{MinGroups: r.IntN(3), MaxGroups: r.IntN(4)}
+			if c.MaxGroups > 0 && c.MaxGroups < c.MinGroups {
+				c.MaxGroups = c.MinGroups
+			}
+			if r.IntN(5) == 0 {
+				c.SpreadByLabel = "env"
+			} else {
+				c.SpreadByField = pick(r, v1alpha1.SpreadByFieldCluster, v1alpha1.SpreadByFieldRegion, v1alpha1.SpreadByFieldZone, v1alpha1.SpreadByFieldProvider)
+			}
+			p.SpreadConstraints = append(p.SpreadConstraints, c)
+		}
 	}
 	in.Placement = p
 	return in

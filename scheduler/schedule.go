@@ -19,6 +19,9 @@ type Input struct {
 	Requirements *v1alpha1.ReplicaRequirements
 	// Fresh asks for a fresh division (rebalance / failback) instead of keeping the previous result.
 	Fresh bool
+	// Evicted are the clusters in the binding's graceful eviction tasks:
+	// never candidates, even when in Previous.
+	Evicted []string
 }
 
 // Result is a successful decision.
@@ -50,19 +53,35 @@ func Schedule(in Input) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("placement.replicaScheduling: %w", err)
 	}
+	spreads, err := compileSpreads(placement.SpreadConstraints)
+	if err != nil {
+		return Result{}, err
+	}
 	clusters, err := sortedClusters(in.Clusters)
 	if err != nil {
 		return Result{}, err
 	}
-	selected, affinityName, err := selectClusters(terms, placement, clusters, targetNames(in.Previous))
+	placed, evicted := targetNames(in.Previous), nameSet(in.Evicted)
+	selected, t, err := selectClusters(terms, placement, clusters, placed, evicted)
 	if err != nil {
 		return Result{}, err
+	}
+	if len(spreads) > 0 {
+		s := newScorer(in.Previous, &terms[t].matcher)
+		if selected, err = spread(spreads, &in, &s, selected); err != nil {
+			var ue *UnschedulableError
+			if errors.As(err, &ue) {
+				ue.FilterReasons = map[string]string{}
+				filter(&terms[t].matcher, placement.ClusterTolerations, clusters, placed, evicted, ue.FilterReasons)
+			}
+			return Result{}, err
+		}
 	}
 	targets, err := div.divide(&in, selected)
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{Clusters: targets, AffinityName: affinityName}, nil
+	return Result{Clusters: targets, AffinityName: terms[t].name}, nil
 }
 
 // term is one affinity group to try; name is "" for a plain clusterAffinity.
@@ -98,18 +117,18 @@ func compileTerms(p *v1alpha1.Placement) ([]term, error) {
 }
 
 // selectClusters returns the clusters that fit the first term leaving any,
-// and that term's name. When none does, the error gives the last term's
+// and that term's index. When none does, the error gives the last term's
 // reasons.
-func selectClusters(terms []term, p *v1alpha1.Placement, clusters []*v1alpha1.Cluster, placed map[string]bool) ([]*v1alpha1.Cluster, string, error) {
+func selectClusters(terms []term, p *v1alpha1.Placement, clusters []*v1alpha1.Cluster, placed, evicted map[string]bool) ([]*v1alpha1.Cluster, int, error) {
 	for i := range terms {
-		if fit := filter(&terms[i].matcher, p.ClusterTolerations, clusters, placed, nil); len(fit) > 0 {
-			return fit, terms[i].name, nil
+		if fit := filter(&terms[i].matcher, p.ClusterTolerations, clusters, placed, evicted, nil); len(fit) > 0 {
+			return fit, i, nil
 		}
 	}
 	// Filter the last term again, this time for the reasons.
 	reasons := map[string]string{}
-	filter(&terms[len(terms)-1].matcher, p.ClusterTolerations, clusters, placed, reasons)
-	return nil, "", newUnschedulableError(len(clusters), reasons)
+	filter(&terms[len(terms)-1].matcher, p.ClusterTolerations, clusters, placed, evicted, reasons)
+	return nil, 0, newUnschedulableError(len(clusters), reasons)
 }
 
 // sortedClusters returns a copy of clusters sorted by name, so the result
@@ -127,6 +146,18 @@ func sortedClusters(clusters []*v1alpha1.Cluster) ([]*v1alpha1.Cluster, error) {
 		}
 	}
 	return sorted, nil
+}
+
+// nameSet is names as a set; nil when there are none.
+func nameSet(names []string) map[string]bool {
+	if len(names) == 0 {
+		return nil
+	}
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return set
 }
 
 func targetNames(targets []v1alpha1.TargetCluster) map[string]bool {

@@ -387,7 +387,7 @@ func TestFilter(t *testing.T) {
 		newCluster("a", tainted(v1alpha1.TaintClusterNotReady, "", corev1.TaintEffectNoSchedule)),
 		newCluster("d"),
 	}
-	fit, reasons, err := Filter(&v1alpha1.ClusterAffinity{Exclude: []string{"d"}}, nil, clusters, targets("a", 1))
+	fit, reasons, err := Filter(&v1alpha1.ClusterAffinity{Exclude: []string{"d"}}, nil, clusters, targets("a", 1), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +402,7 @@ func TestFilter(t *testing.T) {
 	if diff := cmp.Diff(wantReasons, reasons); diff != "" {
 		t.Errorf("Filter reasons (-want +got):\n%s", diff)
 	}
-	if _, _, err := Filter(&v1alpha1.ClusterAffinity{FieldSelector: fields(field("color", corev1.NodeSelectorOpExists))}, nil, clusters, nil); err == nil {
+	if _, _, err := Filter(&v1alpha1.ClusterAffinity{FieldSelector: fields(field("color", corev1.NodeSelectorOpExists))}, nil, clusters, nil, nil); err == nil {
 		t.Error("Filter with an unknown field key: no error")
 	}
 }
