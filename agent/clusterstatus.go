@@ -2,9 +2,12 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +42,10 @@ type statusCollector struct {
 	log     *slog.Logger
 
 	last protocol.ClusterStatus // version, node and resource fields only
+	// apis are the served APIs last read, and apisKey their identity, so a
+	// session sends them only when they changed.
+	apis    *protocol.ServedAPIs
+	apisKey string
 	// healthy is the last reported API server health, once known is set.
 	healthy, known bool
 }
@@ -68,6 +75,7 @@ func (c *statusCollector) collect(ctx context.Context) *protocol.ClusterStatus {
 		NodesReady:        c.last.NodesReady,
 		Allocatable:       maps.Clone(c.last.Allocatable),
 		Allocated:         maps.Clone(c.last.Allocated),
+		ServedAPIs:        c.apis,
 	}
 }
 
@@ -94,6 +102,7 @@ func (c *statusCollector) refresh(ctx context.Context) {
 		{"version", c.readVersion},
 		{"nodes", c.readNodes},
 		{"pods", c.readPods},
+		{"served APIs", c.readAPIs},
 	} {
 		if err := c.call(ctx, read.f); err != nil && ctx.Err() == nil {
 			c.log.Warn("cannot read the member cluster's "+read.what+", keeping the last known numbers", "err", err)
@@ -106,6 +115,36 @@ func (c *statusCollector) call(ctx context.Context, f func(context.Context) erro
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	return f(ctx)
+}
+
+// readAPIs reads the group versions and resources the cluster serves
+// (subresources left out). A partial answer keeps the last full one: a
+// kind missing by accident would steer workloads away.
+func (c *statusCollector) readAPIs(ctx context.Context) error {
+	_, lists, err := c.client.Discovery().ServerGroupsAndResourcesWithContext(ctx)
+	if err != nil {
+		return fmt.Errorf("discover served APIs: %w", err)
+	}
+	apis := &protocol.ServedAPIs{}
+	for _, list := range lists {
+		gv := protocol.APIEnablement{GroupVersion: list.GroupVersion}
+		for _, r := range list.APIResources {
+			if !strings.Contains(r.Name, "/") {
+				gv.Resources = append(gv.Resources, protocol.APIResource{Name: r.Name, Kind: r.Kind})
+			}
+		}
+		slices.SortFunc(gv.Resources, func(a, b protocol.APIResource) int { return strings.Compare(a.Name, b.Name) })
+		apis.Items = append(apis.Items, gv)
+	}
+	slices.SortFunc(apis.Items, func(a, b protocol.APIEnablement) int { return strings.Compare(a.GroupVersion, b.GroupVersion) })
+	key, err := json.Marshal(apis)
+	if err != nil {
+		return err
+	}
+	if string(key) != c.apisKey {
+		c.apis, c.apisKey = apis, string(key)
+	}
+	return nil
 }
 
 func (c *statusCollector) readVersion(ctx context.Context) error {

@@ -45,6 +45,9 @@ func TestStatusCollector(t *testing.T) {
 		testPod("default", "crashed", corev1.PodFailed, "4", "8Gi"),
 	}...)
 	client.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.37.2"}
+	client.Resources = []*metav1.APIResourceList{{GroupVersion: "apps/v1", APIResources: []metav1.APIResource{
+		{Name: "deployments/scale", Kind: "Scale"}, {Name: "deployments", Kind: "Deployment"}, {Name: "daemonsets", Kind: "DaemonSet"},
+	}}}
 	health := &switchableProbe{}
 	c := newStatusCollector(client, health.probe, clk, discard)
 
@@ -57,6 +60,9 @@ func TestStatusCollector(t *testing.T) {
 		NodesReady:        2,
 		Allocatable:       map[string]string{"cpu": "24", "memory": "96Gi", "pods": "330"},
 		Allocated:         map[string]string{"cpu": "750m", "memory": "1094Mi", "pods": "2"},
+		// Sorted, without subresources.
+		ServedAPIs: &protocol.ServedAPIs{Items: []protocol.APIEnablement{{GroupVersion: "apps/v1",
+			Resources: []protocol.APIResource{{Name: "daemonsets", Kind: "DaemonSet"}, {Name: "deployments", Kind: "Deployment"}}}}},
 	}
 	checkStatus(t, "healthy", healthy, c.collect(t.Context()))
 

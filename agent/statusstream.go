@@ -25,8 +25,9 @@ func (s *session) statusLoop(ctx context.Context) error {
 	}
 	ticker := s.agent.clock.NewTicker(s.agent.cfg.StatusInterval)
 	defer ticker.Stop()
+	sentAPIs := "" // the served APIs this session's hub has, by key
 	for {
-		if err := s.report(ctx, str); err != nil {
+		if err := s.report(ctx, str, &sentAPIs); err != nil {
 			return err
 		}
 		select {
@@ -37,18 +38,23 @@ func (s *session) statusLoop(ctx context.Context) error {
 	}
 }
 
-// report collects one cluster status and sends it on str.
-func (s *session) report(ctx context.Context, str *quic.Stream) error {
+// report collects one cluster status and sends it on str. The served APIs
+// go along only when the hub of this session does not have them yet.
+func (s *session) report(ctx context.Context, str *quic.Stream, sentAPIs *string) error {
 	status := s.agent.status.collect(ctx)
 	if ctx.Err() != nil {
 		return nil
 	}
+	apisKey := s.agent.status.apisKey
+	if apisKey == *sentAPIs {
+		status.ServedAPIs = nil
+	}
 	// The numbers come from the member cluster: check them against the
 	// protocol's limits rather than have the hub drop the connection.
 	if err := status.Validate(); err != nil {
-		// Health matters most: send it without the resources that fail.
-		s.log.Error("cluster resources fail validation; reporting health without them", "err", err)
-		status.Allocatable, status.Allocated = nil, nil
+		// Health matters most: send it without the figures that fail.
+		s.log.Error("cluster resources or APIs fail validation; reporting health without them", "err", err)
+		status.Allocatable, status.Allocated, status.ServedAPIs = nil, nil, nil
 		if err := status.Validate(); err != nil {
 			s.log.Error("not sending an invalid cluster status", "err", err)
 			return nil
@@ -56,6 +62,9 @@ func (s *session) report(ctx context.Context, str *quic.Stream) error {
 	}
 	if err := writeFrame(str, status, writeTimeout); err != nil {
 		return fmt.Errorf("send cluster status: %w", explainConnError(err))
+	}
+	if status.ServedAPIs != nil {
+		*sentAPIs = apisKey
 	}
 	s.log.Debug("cluster status sent", "healthy", status.APIServerHealthy,
 		"nodes", status.NodesTotal, "nodesReady", status.NodesReady)

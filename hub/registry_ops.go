@@ -155,6 +155,9 @@ func (r *Registry) Status(cluster string, report *protocol.ClusterStatus) error 
 		next.NodeSummary = &v1alpha1.NodeSummary{TotalNum: report.NodesTotal, ReadyNum: report.NodesReady}
 		next.ResourceSummary = &v1alpha1.ResourceSummary{Allocatable: allocatable, Allocated: allocated}
 	}
+	if report.ServedAPIs != nil {
+		next.APIEnablements = apiEnablements(report.ServedAPIs)
+	}
 	if !equality.Semantic.DeepEqual(*next, e.obj.Status) {
 		e.obj.Status = *next
 		r.dirty[cluster] = true
@@ -162,6 +165,18 @@ func (r *Registry) Status(cluster string, report *protocol.ClusterStatus) error 
 	r.stats.statusReports.Add(1)
 	r.evaluateLocked(cluster, e, now)
 	return nil
+}
+
+// apiEnablements converts the agent's served APIs to the Cluster's form.
+func apiEnablements(apis *protocol.ServedAPIs) []v1alpha1.APIEnablement {
+	out := make([]v1alpha1.APIEnablement, len(apis.Items))
+	for i, gv := range apis.Items {
+		out[i].GroupVersion = gv.GroupVersion
+		for _, r := range gv.Resources {
+			out[i].Resources = append(out[i].Resources, v1alpha1.APIResource{Name: r.Name, Kind: r.Kind})
+		}
+	}
+	return out
 }
 
 func resourceList(in map[string]string) (corev1.ResourceList, error) {

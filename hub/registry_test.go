@@ -511,3 +511,22 @@ func TestRegistryPrunesOldEvents(t *testing.T) {
 		t.Error("the recent events were pruned too")
 	}
 }
+
+func TestRegistryKeepsServedAPIsUntilTheAgentSendsNew(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f := newRegistryFixture(t, t.TempDir(), clk, t0.Add(-time.Hour))
+	f.connect("edge-1")
+	apis := &protocol.ServedAPIs{Items: []protocol.APIEnablement{{GroupVersion: "apps/v1", Resources: []protocol.APIResource{{Name: "deployments", Kind: "Deployment"}}}}}
+	for _, report := range []*protocol.ClusterStatus{
+		{ObservedAt: t0, APIServerHealthy: true, ServedAPIs: apis},
+		{ObservedAt: t0, APIServerHealthy: true}, // unchanged since: not sent
+	} {
+		if err := f.reg.Status("edge-1", report); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []v1alpha1.APIEnablement{{GroupVersion: "apps/v1", Resources: []v1alpha1.APIResource{{Name: "deployments", Kind: "Deployment"}}}}
+	if diff := cmp.Diff(want, f.cluster("edge-1").Status.APIEnablements); diff != "" {
+		t.Errorf("apiEnablements (-want +got):\n%s", diff)
+	}
+}

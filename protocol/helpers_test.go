@@ -31,6 +31,7 @@ func sampleMessages() []Message {
 			NodesReady:        2,
 			Allocatable:       map[string]string{"cpu": "24", "memory": "96Gi", "pods": "330", "nvidia.com/gpu": "2"},
 			Allocated:         map[string]string{"cpu": "1500m", "memory": "0"},
+			ServedAPIs:        &ServedAPIs{Items: []APIEnablement{{GroupVersion: "apps/v1", Resources: []APIResource{{Name: "deployments", Kind: "Deployment"}}}}},
 		},
 		&GoAway{Reason: "hub shutting down"},
 		&Error{Code: CodeUnauthorized, Message: "certificate names cluster member-2"},

@@ -64,6 +64,29 @@ type ClusterStatus struct {
 	// agent read it from the API server.
 	Allocatable map[string]string `json:"allocatable"`
 	Allocated   map[string]string `json:"allocated"`
+	// ServedAPIs, when present, replaces what the hub knows of the kinds
+	// the member cluster serves (the scheduler avoids clusters that do not
+	// serve a workload's kind). It is sent when it changed and in the first
+	// report of each session, not every time.
+	ServedAPIs *ServedAPIs `json:"servedAPIs,omitempty"`
+}
+
+// ServedAPIs lists the group versions a member cluster serves.
+type ServedAPIs struct {
+	Items []APIEnablement `json:"items"`
+}
+
+// APIEnablement is one group version and its resources.
+type APIEnablement struct {
+	// GroupVersion is "v1" or "apps/v1".
+	GroupVersion string        `json:"groupVersion"`
+	Resources    []APIResource `json:"resources"`
+}
+
+// APIResource is a resource's plural name and its kind.
+type APIResource struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"`
 }
 
 // GoAway is sent by either side before it closes the connection on purpose

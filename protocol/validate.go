@@ -75,7 +75,38 @@ func (s *ClusterStatus) Validate() error {
 		inRange("nodesReady", s.NodesReady, 0, max(s.NodesTotal, 0)),
 		resourceList("allocatable", s.Allocatable),
 		resourceList("allocated", s.Allocated),
+		servedAPIs(s.ServedAPIs),
 	)
+}
+
+// Bounds of ServedAPIs: far above a cluster with hundreds of CRDs.
+const (
+	maxGroupVersions = 2048
+	maxAPIResources  = 1024 // per group version
+)
+
+func servedAPIs(apis *ServedAPIs) error {
+	if apis == nil {
+		return nil
+	}
+	if len(apis.Items) > maxGroupVersions {
+		return fmt.Errorf("servedAPIs has %d group versions, limit %d", len(apis.Items), maxGroupVersions)
+	}
+	for i, gv := range apis.Items {
+		field := fmt.Sprintf("servedAPIs.items[%d]", i)
+		if gv.GroupVersion == "" || len(gv.GroupVersion) > maxShortString {
+			return fmt.Errorf("%s.groupVersion must be 1 to %d bytes", field, maxShortString)
+		}
+		if len(gv.Resources) > maxAPIResources {
+			return fmt.Errorf("%s has %d resources, limit %d", field, len(gv.Resources), maxAPIResources)
+		}
+		for j, r := range gv.Resources {
+			if len(r.Name) > maxShortString || len(r.Kind) > maxShortString || r.Kind == "" {
+				return fmt.Errorf("%s.resources[%d]: name and kind must be 1 to %d bytes", field, j, maxShortString)
+			}
+		}
+	}
+	return nil
 }
 
 // Validate bounds the reason's length.

@@ -99,6 +99,12 @@ func TestValidateRejects(t *testing.T) {
 		{"error without code", &Error{Message: "x"}, "code is required"},
 		{"error code too long", &Error{Code: short}, "code is 1025 bytes"},
 		{"error message too long", &Error{Code: CodeBadMessage, Message: long}, "message is 4097 bytes"},
+		{"status served API without kind", withStatus(func(s *ClusterStatus) {
+			s.ServedAPIs = &ServedAPIs{Items: []APIEnablement{{GroupVersion: "v1", Resources: []APIResource{{Name: "pods"}}}}}
+		}), "servedAPIs.items[0].resources[0]"},
+		{"status served API without group version", withStatus(func(s *ClusterStatus) {
+			s.ServedAPIs = &ServedAPIs{Items: []APIEnablement{{}}}
+		}), "servedAPIs.items[0].groupVersion"},
 		{"inventory entry without generation", &WorkInventory{Works: []WorkRef{{Name: "w"}}}, "works[0].generation 0 must be positive"},
 		{"inventory entry bad name", &WorkInventory{Works: []WorkRef{{Name: "W_1", Generation: 1}}}, "works[0].name"},
 		{"upsert without name", &WorkUpsert{Generation: 1}, "name is required"},

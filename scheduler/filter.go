@@ -51,17 +51,17 @@ func Filter(affinity *v1alpha1.ClusterAffinity, tolerations []corev1.Toleration,
 		return nil, nil, err
 	}
 	reasons := map[string]string{}
-	fit := filter(&m, tolerations, sorted, targetNames(placed), nameSet(evicted), reasons)
+	fit := filter(&m, tolerations, sorted, targetNames(placed), exclusions(evicted, "", "", nil), reasons)
 	return fit, reasons, nil
 }
 
 // filter returns the clusters that fit, in their order, and records why the
 // others do not in reasons unless it is nil (Schedule only needs reasons
 // when nothing fits, and recording them costs more than filtering).
-func filter(m *affinityMatcher, tolerations []corev1.Toleration, clusters []*v1alpha1.Cluster, placed, evicted map[string]bool, reasons map[string]string) []*v1alpha1.Cluster {
+func filter(m *affinityMatcher, tolerations []corev1.Toleration, clusters []*v1alpha1.Cluster, placed map[string]bool, excluded map[string]string, reasons map[string]string) []*v1alpha1.Cluster {
 	var fit []*v1alpha1.Cluster
 	for _, c := range clusters {
-		reason := rejection(m, tolerations, c, placed, evicted)
+		reason := rejection(m, tolerations, c, placed, excluded)
 		switch {
 		case reason == "":
 			fit = append(fit, c)
@@ -72,13 +72,13 @@ func filter(m *affinityMatcher, tolerations []corev1.Toleration, clusters []*v1a
 	return fit
 }
 
-// rejection is why c does not fit, or "" if it does. Eviction is checked
-// first: it is why a cluster the binding ran on is no longer a candidate,
-// whatever else holds. Affinity comes next: it is the user's stated intent,
-// so it is the clearer reason than a taint.
-func rejection(m *affinityMatcher, tolerations []corev1.Toleration, c *v1alpha1.Cluster, placed, evicted map[string]bool) string {
-	if evicted[c.Name] {
-		return reasonEvicted
+// rejection is why c does not fit, or "" if it does. Exclusions (eviction,
+// a kind the cluster does not serve) are checked first: they hold whatever
+// else does. Affinity comes next: it is the user's stated intent, so it is
+// the clearer reason than a taint.
+func rejection(m *affinityMatcher, tolerations []corev1.Toleration, c *v1alpha1.Cluster, placed map[string]bool, excluded map[string]string) string {
+	if reason, ok := excluded[c.Name]; ok {
+		return reason
 	}
 	if !m.matches(c) {
 		return reasonAffinity
@@ -90,6 +90,42 @@ func rejection(m *affinityMatcher, tolerations []corev1.Toleration, c *v1alpha1.
 		return taintReason(t)
 	}
 	return ""
+}
+
+// exclusions maps the clusters that are no candidates whatever the
+// placement says to why: being evicted from the binding, or reporting the
+// APIs they serve without apiVersion's kind. A cluster that has reported
+// no APIs yet is not excluded: unknown is not absent.
+func exclusions(evicted []string, apiVersion, kind string, clusters []*v1alpha1.Cluster) map[string]string {
+	out := map[string]string{}
+	if kind != "" {
+		for _, c := range clusters {
+			if len(c.Status.APIEnablements) > 0 && !serves(c.Status.APIEnablements, apiVersion, kind) {
+				out[c.Name] = fmt.Sprintf("did not serve %s %s", apiVersion, kind)
+			}
+		}
+	}
+	for _, name := range evicted {
+		out[name] = reasonEvicted
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func serves(apis []v1alpha1.APIEnablement, apiVersion, kind string) bool {
+	for _, gv := range apis {
+		if gv.GroupVersion != apiVersion {
+			continue
+		}
+		for _, r := range gv.Resources {
+			if r.Kind == kind {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // untoleratedTaint returns the first NoSchedule or NoExecute taint that no

@@ -22,6 +22,10 @@ type Input struct {
 	// Evicted are the clusters in the binding's graceful eviction tasks:
 	// never candidates, even when in Previous.
 	Evicted []string
+	// APIVersion and Kind are the template's. A cluster whose agent reported
+	// the APIs it serves without this kind is no candidate; empty skips the
+	// check.
+	APIVersion, Kind string
 }
 
 // Result is a successful decision.
@@ -61,7 +65,7 @@ func Schedule(in Input) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	placed, evicted := targetNames(in.Previous), nameSet(in.Evicted)
+	placed, evicted := targetNames(in.Previous), exclusions(in.Evicted, in.APIVersion, in.Kind, clusters)
 	selected, t, err := selectClusters(terms, placement, clusters, placed, evicted)
 	if err != nil {
 		return Result{}, err
@@ -119,7 +123,7 @@ func compileTerms(p *v1alpha1.Placement) ([]term, error) {
 // selectClusters returns the clusters that fit the first term leaving any,
 // and that term's index. When none does, the error gives the last term's
 // reasons.
-func selectClusters(terms []term, p *v1alpha1.Placement, clusters []*v1alpha1.Cluster, placed, evicted map[string]bool) ([]*v1alpha1.Cluster, int, error) {
+func selectClusters(terms []term, p *v1alpha1.Placement, clusters []*v1alpha1.Cluster, placed map[string]bool, evicted map[string]string) ([]*v1alpha1.Cluster, int, error) {
 	for i := range terms {
 		if fit := filter(&terms[i].matcher, p.ClusterTolerations, clusters, placed, evicted, nil); len(fit) > 0 {
 			return fit, i, nil
@@ -146,18 +150,6 @@ func sortedClusters(clusters []*v1alpha1.Cluster) ([]*v1alpha1.Cluster, error) {
 		}
 	}
 	return sorted, nil
-}
-
-// nameSet is names as a set; nil when there are none.
-func nameSet(names []string) map[string]bool {
-	if len(names) == 0 {
-		return nil
-	}
-	set := make(map[string]bool, len(names))
-	for _, n := range names {
-		set[n] = true
-	}
-	return set
 }
 
 func targetNames(targets []v1alpha1.TargetCluster) map[string]bool {

@@ -406,3 +406,23 @@ func TestFilter(t *testing.T) {
 		t.Error("Filter with an unknown field key: no error")
 	}
 }
+
+func TestScheduleSkipsClustersThatDoNotServeTheKind(t *testing.T) {
+	apps := []v1alpha1.APIEnablement{{GroupVersion: "apps/v1", Resources: []v1alpha1.APIResource{{Name: "deployments", Kind: "Deployment"}}}}
+	core := []v1alpha1.APIEnablement{{GroupVersion: "v1", Resources: []v1alpha1.APIResource{{Name: "configmaps", Kind: "ConfigMap"}}}}
+	serving := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "serving"}, Status: v1alpha1.ClusterStatus{APIEnablements: apps}}
+	lacking := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "lacking"}, Status: v1alpha1.ClusterStatus{APIEnablements: core}}
+	unknown := &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "unknown"}}
+	got, err := Schedule(Input{Replicas: 2, APIVersion: "apps/v1", Kind: "Deployment", Clusters: []*v1alpha1.Cluster{serving, lacking, unknown}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]v1alpha1.TargetCluster{{Name: "serving", Replicas: 2}, {Name: "unknown", Replicas: 2}}, got.Clusters); diff != "" {
+		t.Errorf("clusters (-want +got):\n%s", diff)
+	}
+	_, err = Schedule(Input{Replicas: 2, APIVersion: "apps/v1", Kind: "Deployment", Clusters: []*v1alpha1.Cluster{lacking}})
+	var ue *UnschedulableError
+	if !errors.As(err, &ue) || !strings.Contains(ue.Message, "did not serve apps/v1 Deployment") {
+		t.Errorf("only a cluster without the kind: %v", err)
+	}
+}

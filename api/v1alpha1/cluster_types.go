@@ -36,6 +36,22 @@ type ClusterStatus struct {
 	NodeSummary       *NodeSummary       `json:"nodeSummary,omitempty"`
 	ResourceSummary   *ResourceSummary   `json:"resourceSummary,omitempty"`
 	Agent             *AgentStatus       `json:"agent,omitempty"`
+	// APIEnablements are the group versions and resources the member
+	// cluster serves, as its agent last reported them; empty means not
+	// known yet (the scheduler then assumes every kind is served).
+	APIEnablements []APIEnablement `json:"apiEnablements,omitempty"`
+}
+
+// APIEnablement is one group version a member cluster serves.
+type APIEnablement struct {
+	GroupVersion string        `json:"groupVersion"`
+	Resources    []APIResource `json:"resources,omitempty"`
+}
+
+// APIResource is one resource of a group version: its plural name and kind.
+type APIResource struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"`
 }
 
 // NodeSummary counts the member cluster's nodes.

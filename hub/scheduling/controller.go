@@ -66,9 +66,11 @@ func New(objs *objects.Objects, recorder controller.Recorder, clk clock.PassiveC
 }
 
 // schedulingInputChanged ignores the status changes agents cause every
-// few seconds; labels, spec (taints, region...) and capacity matter.
+// few seconds; labels, spec (taints, region...) and the served APIs (a CRD
+// installed) matter.
 func schedulingInputChanged(old, cur *v1alpha1.Cluster) bool {
-	return !equality.Semantic.DeepEqual(old.Labels, cur.Labels) || !equality.Semantic.DeepEqual(old.Spec, cur.Spec)
+	return !equality.Semantic.DeepEqual(old.Labels, cur.Labels) || !equality.Semantic.DeepEqual(old.Spec, cur.Spec) ||
+		!equality.Semantic.DeepEqual(old.Status.APIEnablements, cur.Status.APIEnablements)
 }
 
 func (c *Controller) requeueAll() {
@@ -113,6 +115,7 @@ func schedule[T any, PT store.Object[T]](ctx context.Context, c *Controller, r *
 	result, schedErr := scheduler.Schedule(scheduler.Input{
 		Placement: spec.Placement, Replicas: spec.Replicas, Previous: spec.Clusters, Clusters: c.clusters.List(),
 		Requirements: spec.ReplicaRequirements, Fresh: fresh, Evicted: evictedFrom(spec),
+		APIVersion: spec.Resource.APIVersion, Kind: spec.Resource.Kind,
 	})
 	now := metav1.NewTime(c.clock.Now())
 	cond := metav1.Condition{Type: v1alpha1.BindingConditionScheduled, ObservedGeneration: stored.GetGeneration()}

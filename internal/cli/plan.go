@@ -150,6 +150,7 @@ func loadPlanInput(inv *invocation, o planOptions) (*planInput, error) {
 	}
 	in.Placement, in.Clusters = &spec.Placement, clusters
 	in.Replicas, in.Requirements, in.Fresh = workload.Replicas(template), workload.Requirements(template), o.fresh
+	in.APIVersion, in.Kind = template.GetAPIVersion(), template.GetKind()
 	if o.replicas >= 0 {
 		in.Replicas = o.replicas
 	}
