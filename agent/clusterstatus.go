@@ -28,6 +28,8 @@ const (
 	// bound to one and not finished. Pending pods without a node reserve
 	// nothing yet.
 	nonTerminalPods = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+	// apisRefresh is how often the served APIs are read again.
+	apisRefresh = time.Minute
 )
 
 // statusCollector builds ClusterStatus reports from the member cluster. It
@@ -44,8 +46,9 @@ type statusCollector struct {
 	last protocol.ClusterStatus // version, node and resource fields only
 	// apis are the served APIs last read, and apisKey their identity, so a
 	// session sends them only when they changed.
-	apis    *protocol.ServedAPIs
-	apisKey string
+	apis       *protocol.ServedAPIs
+	apisKey    string
+	apisReadAt time.Time
 	// healthy is the last reported API server health, once known is set.
 	healthy, known bool
 }
@@ -121,6 +124,11 @@ func (c *statusCollector) call(ctx context.Context, f func(context.Context) erro
 // (subresources left out). A partial answer keeps the last full one: a
 // kind missing by accident would steer workloads away.
 func (c *statusCollector) readAPIs(ctx context.Context) error {
+	// Discovery is the costliest read and APIs change rarely (a CRD
+	// installed): once a minute is enough.
+	if now := c.clock.Now(); !c.apisReadAt.IsZero() && now.Sub(c.apisReadAt) < apisRefresh {
+		return nil
+	}
 	_, lists, err := c.client.Discovery().ServerGroupsAndResourcesWithContext(ctx)
 	if err != nil {
 		return fmt.Errorf("discover served APIs: %w", err)
@@ -144,6 +152,7 @@ func (c *statusCollector) readAPIs(ctx context.Context) error {
 	if string(key) != c.apisKey {
 		c.apis, c.apisKey = apis, string(key)
 	}
+	c.apisReadAt = c.clock.Now()
 	return nil
 }
 

@@ -31,10 +31,13 @@ func TestClusterHealth(t *testing.T) {
 	for _, name := range []string{"member-1", "member-2"} {
 		waitReady(t, h, name, 30*time.Second)
 	}
-	c := h.cluster(t, "member-1")
-	if c.Status.KubernetesVersion != "v1.37.2" || c.Status.NodeSummary == nil || c.Status.NodeSummary.ReadyNum != 3 {
-		t.Errorf("member-1 status: version %q nodes %+v, want v1.37.2 and 3 ready nodes", c.Status.KubernetesVersion, c.Status.NodeSummary)
-	}
+	// Ready comes with the lease; the status report follows on its own stream.
+	var c *v1alpha1.Cluster
+	waitFor(t, 10*time.Second, "member-1's version and 3 ready nodes", func() (bool, string) {
+		c = h.cluster(t, "member-1")
+		return c.Status.KubernetesVersion == "v1.37.2" && c.Status.NodeSummary != nil && c.Status.NodeSummary.ReadyNum == 3,
+			fmt.Sprintf("version %q nodes %+v", c.Status.KubernetesVersion, c.Status.NodeSummary)
+	})
 	if c.Status.Agent == nil || c.Status.Agent.ConnectedTo != "e2e-hub" {
 		t.Errorf("member-1 agent status = %+v, want connectedTo e2e-hub", c.Status.Agent)
 	}
