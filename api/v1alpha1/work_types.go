@@ -77,6 +77,10 @@ const (
 	ReasonAppliedPending    = "Pending"
 )
 
+// AnnotationWorkBinding on a Work names the binding it renders:
+// NAMESPACE/NAME, or NAME for a ClusterResourceBinding.
+const AnnotationWorkBinding = "flotilla.io/binding"
+
 // ExecutionNamespacePrefix starts the namespace that holds a cluster's Works.
 const ExecutionNamespacePrefix = "flotilla-es-"
 

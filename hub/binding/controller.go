@@ -86,7 +86,7 @@ func pick[PT comparable](old, cur PT) PT {
 // changed, so a Work edited or lost behind the controller's back is fixed.
 func (c *Controller) indexWork(old, cur *v1alpha1.Work) {
 	w := pick(old, cur)
-	key, owner := controller.Key(w.Namespace, w.Name), w.Annotations[AnnotationBinding]
+	key, owner := controller.Key(w.Namespace, w.Name), w.Annotations[v1alpha1.AnnotationWorkBinding]
 	c.mu.Lock()
 	if cur == nil {
 		delete(c.worksOf[owner], key)
@@ -240,7 +240,7 @@ func (c *Controller) ensureWork(ctx context.Context, bindingKey, name, cluster s
 	switch {
 	case apierrors.IsNotFound(err):
 		w := &v1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Generation: 1,
-			Annotations: map[string]string{AnnotationBinding: bindingKey}}, Spec: want}
+			Annotations: map[string]string{v1alpha1.AnnotationWorkBinding: bindingKey}}, Spec: want}
 		if _, err := c.objs.Works.Create(ctx, w); err != nil {
 			return fmt.Errorf("create Work %s/%s: %w", namespace, name, err)
 		}

@@ -11,10 +11,6 @@ import (
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 )
 
-// AnnotationBinding on a Work names its binding: NAMESPACE/NAME, or NAME
-// for a ClusterResourceBinding.
-const AnnotationBinding = "flotilla.io/binding"
-
 // maxWorkNamePrefix leaves room for "-" and 8 hex digits in 63 bytes.
 const maxWorkNamePrefix = 54
 

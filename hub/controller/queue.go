@@ -7,7 +7,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
 )
 
 // Backoff of a key whose reconcile failed.
@@ -85,3 +88,13 @@ type DiscardRecorder struct{}
 
 // Event implements Recorder.
 func (DiscardRecorder) Event(corev1.ObjectReference, string, string, string) {}
+
+// BindingRef names a ResourceBinding (or, without a namespace, a
+// ClusterResourceBinding) in events.
+func BindingRef(b metav1.Object) corev1.ObjectReference {
+	kind := v1alpha1.KindResourceBinding
+	if b.GetNamespace() == "" {
+		kind = v1alpha1.KindClusterResourceBinding
+	}
+	return corev1.ObjectReference{APIVersion: v1alpha1.APIVersion, Kind: kind, Namespace: b.GetNamespace(), Name: b.GetName(), UID: b.GetUID()}
+}

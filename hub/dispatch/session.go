@@ -193,7 +193,7 @@ func (s *session) sync(ctx context.Context, name string, w *v1alpha1.Work) error
 	for i, m := range w.Spec.Workload.Manifests {
 		manifests[i] = json.RawMessage(m.Raw)
 	}
-	upsert := &protocol.WorkUpsert{Name: name, Generation: w.Generation, Binding: w.Annotations[annotationBinding], Manifests: manifests}
+	upsert := &protocol.WorkUpsert{Name: name, Generation: w.Generation, Binding: w.Annotations[v1alpha1.AnnotationWorkBinding], Manifests: manifests}
 	s.sent[name] = w.Generation
 	if err := upsert.Validate(); err != nil {
 		// The agent would drop the session over it: keep the session, and
@@ -205,10 +205,6 @@ func (s *session) sync(ctx context.Context, name string, w *v1alpha1.Work) error
 	s.d.upserts.Add(1)
 	return s.write(upsert)
 }
-
-// annotationBinding is binding.AnnotationBinding (not imported: binding
-// depends on nothing of dispatch, and dispatch should not depend on it).
-const annotationBinding = "flotilla.io/binding"
 
 func (s *session) write(m protocol.Message) error {
 	_ = s.stream.SetWriteDeadline(time.Now().Add(writeTimeout))

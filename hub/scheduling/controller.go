@@ -152,7 +152,7 @@ func schedule[T any, PT store.Object[T]](ctx context.Context, c *Controller, r *
 	if err != nil {
 		return fmt.Errorf("store schedule of %s: %w", controller.Key(namespace, name), err)
 	}
-	ref := bindingRef(updated)
+	ref := controller.BindingRef(updated)
 	switch {
 	case placed:
 		c.recorder.Event(ref, corev1.EventTypeNormal, "Scheduled", "placed on "+summary(spec.Clusters))
@@ -178,15 +178,6 @@ func evictedFrom(spec *v1alpha1.ResourceBindingSpec) []string {
 func freshRequested(spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus) bool {
 	return spec.RescheduleTriggeredAt != nil &&
 		(status.LastScheduledTime == nil || spec.RescheduleTriggeredAt.After(status.LastScheduledTime.Time))
-}
-
-// bindingRef names a binding in events.
-func bindingRef(b metav1.Object) corev1.ObjectReference {
-	kind := v1alpha1.KindResourceBinding
-	if b.GetNamespace() == "" {
-		kind = v1alpha1.KindClusterResourceBinding
-	}
-	return corev1.ObjectReference{APIVersion: v1alpha1.APIVersion, Kind: kind, Namespace: b.GetNamespace(), Name: b.GetName(), UID: b.GetUID()}
 }
 
 func ignoreNotFound(err error) error {

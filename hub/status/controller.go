@@ -58,7 +58,7 @@ func New(objs *objects.Objects, recorder controller.Recorder, logger *slog.Logge
 		if w == nil {
 			w = old
 		}
-		if owner := w.Annotations[binding.AnnotationBinding]; owner != "" {
+		if owner := w.Annotations[v1alpha1.AnnotationWorkBinding]; owner != "" {
 			c.queue.Add(owner)
 		}
 	})
@@ -114,7 +114,7 @@ func update[T any, PT store.Object[T]](ctx context.Context, c *Controller, r *st
 		if _, err := r.Update(ctx, stored); err != nil {
 			return fmt.Errorf("store status of binding %s: %w", controller.Key(namespace, name), err)
 		}
-		ref := corev1.ObjectReference{APIVersion: v1alpha1.APIVersion, Kind: kindOf(namespace), Namespace: namespace, Name: name, UID: stored.GetUID()}
+		ref := controller.BindingRef(stored)
 		switch {
 		case cond.Status == metav1.ConditionTrue && !wasApplied:
 			c.recorder.Event(ref, corev1.EventTypeNormal, "FullyApplied", cond.Message)
@@ -123,13 +123,6 @@ func update[T any, PT store.Object[T]](ctx context.Context, c *Controller, r *st
 		}
 	}
 	return c.updateTemplate(ctx, spec, items)
-}
-
-func kindOf(namespace string) string {
-	if namespace == "" {
-		return v1alpha1.KindClusterResourceBinding
-	}
-	return v1alpha1.KindResourceBinding
 }
 
 // updateTemplate writes the summed status on a workload template.
