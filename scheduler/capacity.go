@@ -109,3 +109,28 @@ func addSat(a, b int64) int64 {
 	}
 	return a + b
 }
+
+// roomCache remembers AvailableReplicas per cluster for one Schedule call:
+// ranking spread groups and dividing replicas both need it, and it is the
+// costliest part of a schedule (a walk over the resource summary).
+type roomCache struct {
+	requirements *v1alpha1.ReplicaRequirements
+	byName       map[string]int64
+}
+
+func newRoomCache(req *v1alpha1.ReplicaRequirements) *roomCache {
+	return &roomCache{requirements: req}
+}
+
+// of returns AvailableReplicas(c, requirements).
+func (r *roomCache) of(c *v1alpha1.Cluster) int64 {
+	if n, ok := r.byName[c.Name]; ok {
+		return n
+	}
+	if r.byName == nil {
+		r.byName = map[string]int64{}
+	}
+	n := AvailableReplicas(c, r.requirements)
+	r.byName[c.Name] = n
+	return n
+}

@@ -84,7 +84,7 @@ func compileStaticWeights(list []v1alpha1.StaticClusterWeight) (division, error)
 
 // divide assigns the replicas of in to clusters (sorted by name), keeping
 // the order.
-func (d *division) divide(in *Input, clusters []*v1alpha1.Cluster) ([]v1alpha1.TargetCluster, error) {
+func (d *division) divide(in *Input, room *roomCache, clusters []*v1alpha1.Cluster) ([]v1alpha1.TargetCluster, error) {
 	switch {
 	case in.Replicas == 0:
 		return every(clusters, 0), nil
@@ -92,10 +92,10 @@ func (d *division) divide(in *Input, clusters []*v1alpha1.Cluster) ([]v1alpha1.T
 		return every(clusters, in.Replicas), nil
 	case d.kind == divideDynamicWeight, d.kind == divideAggregated:
 		return divideByCapacity(capacityRequest{
-			replicas:     int64(in.Replicas),
-			previous:     in.Previous,
-			requirements: in.Requirements,
-			fresh:        in.Fresh,
+			replicas: int64(in.Replicas),
+			previous: in.Previous,
+			room:     room,
+			fresh:    in.Fresh,
 		}, d.kind == divideAggregated, clusters)
 	}
 	parties := d.weigh(clusters)

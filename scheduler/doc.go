@@ -17,10 +17,19 @@
 //     cluster is eviction's job, not the scheduler's, and dropping it here
 //     would bypass graceful eviction. Tolerations of Karmada's
 //     cluster.karmada.io/* keys also tolerate the cluster.flotilla.io/* taint
-//     with the same suffix, so Karmada policies work unchanged. With
-//     clusterAffinities, the groups are tried in order and the first that
-//     leaves a cluster wins. When nothing fits, Schedule returns an
+//     with the same suffix, so Karmada policies work unchanged. Clusters
+//     that reported the APIs they serve without the template's kind are no
+//     candidates either. When nothing fits, Schedule returns an
 //     [*UnschedulableError] worded like the Kubernetes scheduler's.
+//
+//     With clusterAffinities, steps 1–3 run with one group at a time, and
+//     the first group that schedules (room and spread included) wins. The
+//     groups are tried from the one the binding uses now
+//     (Input.ObservedAffinity) to the last, then from the first: a binding
+//     that fell back to a backup group stays there when the preferred group
+//     recovers, until a Fresh schedule (rebalance, failback) starts again
+//     from the first group. When every group fails, the error is the last
+//     one tried.
 //
 //  2. Spread (only with placement.spreadConstraints). Each constraint
 //     groups the clusters left by the one before (the first: those that
@@ -34,10 +43,10 @@
 //     most room for the workload (the sum of [AvailableReplicas]), then
 //     group name. A cluster scores 100 when the binding has replicas on it
 //     (Input.Previous; locality) plus 10 when the affinity used lists it
-//     in clusterNames. A spread by cluster thus keeps at most maxGroups
+//     in clusterNames, minus 1 for each PreferNoSchedule taint the
+//     placement does not tolerate. A spread by cluster thus keeps at most maxGroups
 //     clusters, placed ones first. The clusters of the groups kept go on to
-//     division; a failing spread does not fall back to the next
-//     clusterAffinities group.
+//     division.
 //
 //  3. Divide. Duplicated gives every selected cluster all replicas. Divided
 //     with static weights apportions them with the Webster (Sainte-Laguë)
@@ -82,7 +91,4 @@
 //
 // The result is sorted by cluster name and depends only on the input's
 // content, not on the order of the clusters.
-//
-// Not done yet: the API-availability filter, and scores for
-// PreferNoSchedule taints.
 package scheduler

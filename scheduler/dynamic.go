@@ -18,10 +18,10 @@ type slot struct {
 
 // capacityRequest is what divideByCapacity needs beyond the clusters.
 type capacityRequest struct {
-	replicas     int64
-	previous     []v1alpha1.TargetCluster
-	requirements *v1alpha1.ReplicaRequirements
-	fresh        bool
+	replicas int64
+	previous []v1alpha1.TargetCluster
+	room     *roomCache
+	fresh    bool
 }
 
 // divideByCapacity divides replicas (> 0) among clusters (sorted by name)
@@ -37,7 +37,7 @@ func divideByCapacity(r capacityRequest, aggregated bool, clusters []*v1alpha1.C
 	slots := make([]slot, len(clusters))
 	var kept int64 // replicas on clusters still selected
 	for i, c := range clusters {
-		slots[i] = slot{name: c.Name, prev: prev[c.Name], avail: AvailableReplicas(c, r.requirements)}
+		slots[i] = slot{name: c.Name, prev: prev[c.Name], avail: r.room.of(c)}
 		kept += slots[i].prev
 	}
 

@@ -75,14 +75,29 @@ func checkInvariants(t *testing.T, label string, in Input, got Result, err error
 	for _, n := range in.Evicted {
 		evicted[n] = true
 	}
-	var selected []*v1alpha1.Cluster
-	var group string
-	for _, g := range affinityGroups(in.Placement) {
-		if selected = fits(g.affinity); len(selected) > 0 {
-			group = g.name
-			break
+	// Groups are tried from the observed one (the first when Fresh),
+	// wrapping around; the one used is the first that schedules alone, and
+	// on failure every group failed and the error is the last one's.
+	groups := triedGroups(in)
+	used := len(groups) - 1
+	if err == nil {
+		used = slices.IndexFunc(groups, func(g affinityGroup) bool { return g.name == got.AffinityName })
+		if used < 0 {
+			fail("used group %q is unknown", got.AffinityName)
 		}
 	}
+	for _, g := range groups[:used] {
+		if _, gerr := Schedule(alone(in, g)); gerr == nil {
+			fail("group %q schedules alone but was passed over", g.name)
+		}
+	}
+	if err != nil {
+		if _, gerr := Schedule(alone(in, groups[used])); gerr == nil {
+			fail("unschedulable, but the last group tried, %q, schedules alone", groups[used].name)
+		}
+	}
+	group := groups[used].name
+	selected := fits(groups[used].affinity)
 
 	if err != nil {
 		var ue *UnschedulableError
@@ -102,7 +117,7 @@ func checkInvariants(t *testing.T, label string, in Input, got Result, err error
 				fail("reasons do not cover every cluster")
 			}
 			if len(selected) > 0 {
-				fail("unschedulable, but group %q fits", group)
+				fail("no cluster fits, but group %q leaves some", group)
 			}
 		case ue.Reason == v1alpha1.ReasonUnschedulable:
 			if !byCapacity(in.Placement) || in.Replicas == 0 || len(selected) == 0 {
@@ -135,9 +150,6 @@ func checkInvariants(t *testing.T, label string, in Input, got Result, err error
 	}
 	if len(selected) == 0 {
 		fail("scheduled, but no group fits")
-	}
-	if got.AffinityName != group {
-		fail("used group %q, want the first that fits, %q", got.AffinityName, group)
 	}
 	selectedNames := map[string]bool{}
 	for _, c := range selected {
@@ -323,6 +335,27 @@ func affinityGroups(p *v1alpha1.Placement) []affinityGroup {
 	return gs
 }
 
+// triedGroups is the order Schedule tries the affinity groups in.
+func triedGroups(in Input) []affinityGroup {
+	gs := affinityGroups(in.Placement)
+	start := 0
+	if !in.Fresh && in.ObservedAffinity != "" {
+		start = max(0, slices.IndexFunc(gs, func(g affinityGroup) bool { return g.name == in.ObservedAffinity }))
+	}
+	return append(gs[start:], gs[:start]...)
+}
+
+// alone is in with group g as its only cluster affinity.
+func alone(in Input, g affinityGroup) Input {
+	if in.Placement == nil {
+		return in
+	}
+	p := *in.Placement
+	p.ClusterAffinities, p.ClusterAffinity = nil, g.affinity
+	in.Placement = &p
+	return in
+}
+
 // byCapacity reports whether p divides by room: dynamic weights or Aggregated.
 func byCapacity(p *v1alpha1.Placement) bool {
 	if !isDivided(p) {
@@ -426,6 +459,7 @@ func randomInput(r *rand.Rand) Input {
 		for i := range r.IntN(4) {
 			p.ClusterAffinities = append(p.ClusterAffinities, v1alpha1.ClusterAffinityTerm{AffinityName: fmt.Sprintf("group%d", i), ClusterAffinity: *randomAffinity(r, all)})
 		}
+		in.ObservedAffinity = pick(r, "", "group1", "group3")
 	} else if r.IntN(2) == 0 {
 		p.ClusterAffinity = randomAffinity(r, all)
 	}

@@ -22,6 +22,9 @@ type Input struct {
 	// Evicted are the clusters in the binding's graceful eviction tasks:
 	// never candidates, even when in Previous.
 	Evicted []string
+	// ObservedAffinity is the clusterAffinities group the binding uses now
+	// (status.schedulerObservedAffinityName): groups are tried from it on.
+	ObservedAffinity string
 	// APIVersion and Kind are the template's. A cluster whose agent reported
 	// the APIs it serves without this kind is no candidate; empty skips the
 	// check.
@@ -66,26 +69,72 @@ func Schedule(in Input) (Result, error) {
 		return Result{}, err
 	}
 	placed, evicted := targetNames(in.Previous), exclusions(in.Evicted, in.APIVersion, in.Kind, clusters)
-	selected, t, err := selectClusters(terms, placement, clusters, placed, evicted)
-	if err != nil {
-		return Result{}, err
-	}
-	if len(spreads) > 0 {
-		s := newScorer(in.Previous, &terms[t].matcher)
-		if selected, err = spread(spreads, &in, &s, selected); err != nil {
-			var ue *UnschedulableError
-			if errors.As(err, &ue) {
-				ue.FilterReasons = map[string]string{}
-				filter(&terms[t].matcher, placement.ClusterTolerations, clusters, placed, evicted, ue.FilterReasons)
-			}
+	room := newRoomCache(in.Requirements)
+	order := termOrder(terms, in.ObservedAffinity, in.Fresh)
+	var lastErr error
+	for i, t := range order {
+		last := i == len(order)-1
+		targets, err := scheduleTerm(&in, &terms[t], placement, &div, spreads, clusters, placed, evicted, room, last)
+		if err == nil {
+			return Result{Clusters: targets, AffinityName: terms[t].name}, nil
+		}
+		if !errors.As(err, new(*UnschedulableError)) {
 			return Result{}, err
 		}
+		lastErr = err
 	}
-	targets, err := div.divide(&in, selected)
-	if err != nil {
-		return Result{}, err
+	return Result{}, lastErr
+}
+
+// scheduleTerm selects, spreads and divides with one affinity group. When
+// it fails and explain is set, the error says why each cluster was left out.
+func scheduleTerm(in *Input, t *term, p *v1alpha1.Placement, div *division, spreads []spreadRule, clusters []*v1alpha1.Cluster, placed map[string]bool, evicted map[string]string, room *roomCache, explain bool) ([]v1alpha1.TargetCluster, error) {
+	reasons := func() map[string]string {
+		r := map[string]string{}
+		filter(&t.matcher, p.ClusterTolerations, clusters, placed, evicted, r)
+		return r
 	}
-	return Result{Clusters: targets, AffinityName: terms[t].name}, nil
+	selected := filter(&t.matcher, p.ClusterTolerations, clusters, placed, evicted, nil)
+	if len(selected) == 0 {
+		if !explain {
+			return nil, &UnschedulableError{Reason: v1alpha1.ReasonNoClusterFit}
+		}
+		return nil, newUnschedulableError(len(clusters), reasons())
+	}
+	if len(spreads) > 0 {
+		s := newScorer(in.Previous, &t.matcher, p.ClusterTolerations)
+		var err error
+		if selected, err = spread(spreads, in, &s, room, selected); err != nil {
+			var ue *UnschedulableError
+			if explain && errors.As(err, &ue) {
+				ue.FilterReasons = reasons()
+			}
+			return nil, err
+		}
+	}
+	return div.divide(in, room, selected)
+}
+
+// termOrder is the order to try the affinity groups in: from the one the
+// binding uses now (observed) to the last, then from the first. Starting
+// at the group in use keeps a binding that fell back to a later group
+// there when an earlier one recovers (as Karmada does); a Fresh reschedule
+// (rebalance, failback) starts from the first, preferred group.
+func termOrder(terms []term, observed string, fresh bool) []int {
+	start := 0
+	if !fresh {
+		for i := range terms {
+			if observed != "" && terms[i].name == observed {
+				start = i
+				break
+			}
+		}
+	}
+	order := make([]int, 0, len(terms))
+	for i := range terms {
+		order = append(order, (start+i)%len(terms))
+	}
+	return order
 }
 
 // term is one affinity group to try; name is "" for a plain clusterAffinity.
@@ -118,21 +167,6 @@ func compileTerms(p *v1alpha1.Placement) ([]term, error) {
 		terms[i] = term{name: a.AffinityName, matcher: m}
 	}
 	return terms, nil
-}
-
-// selectClusters returns the clusters that fit the first term leaving any,
-// and that term's index. When none does, the error gives the last term's
-// reasons.
-func selectClusters(terms []term, p *v1alpha1.Placement, clusters []*v1alpha1.Cluster, placed map[string]bool, evicted map[string]string) ([]*v1alpha1.Cluster, int, error) {
-	for i := range terms {
-		if fit := filter(&terms[i].matcher, p.ClusterTolerations, clusters, placed, evicted, nil); len(fit) > 0 {
-			return fit, i, nil
-		}
-	}
-	// Filter the last term again, this time for the reasons.
-	reasons := map[string]string{}
-	filter(&terms[len(terms)-1].matcher, p.ClusterTolerations, clusters, placed, evicted, reasons)
-	return nil, 0, newUnschedulableError(len(clusters), reasons)
 }
 
 // sortedClusters returns a copy of clusters sorted by name, so the result

@@ -197,6 +197,7 @@ func TestScheduleAffinities(t *testing.T) {
 		clusters[1].Spec.Taints = []corev1.Taint{{Key: v1alpha1.TaintClusterNotReady, Effect: corev1.TaintEffectNoSchedule}} // aws-east
 		return Input{Placement: &v1alpha1.Placement{ClusterAffinities: ts}, Replicas: 1, Clusters: clusters}
 	}
+	with := func(in Input, f func(*Input)) Input { f(&in); return in }
 	term := func(name string, a *v1alpha1.ClusterAffinity) v1alpha1.ClusterAffinityTerm {
 		return v1alpha1.ClusterAffinityTerm{AffinityName: name, ClusterAffinity: *a}
 	}
@@ -205,6 +206,32 @@ func TestScheduleAffinities(t *testing.T) {
 			Result{Clusters: targets("gcp-eu", 1), AffinityName: "primary"}},
 		{"first group matches only a tainted cluster", terms(term("primary", names("aws-east")), term("backup", names("onprem", "gcp-eu"))),
 			Result{Clusters: targets("gcp-eu", 1, "onprem", 1), AffinityName: "backup"}},
+		{"a group whose clusters lack room falls through to the next", Input{
+			Placement: &v1alpha1.Placement{
+				ClusterAffinities: []v1alpha1.ClusterAffinityTerm{term("primary", names("small")), term("backup", names("big"))},
+				ReplicaScheduling: dynamicWeight(),
+			},
+			Replicas: 5, Clusters: roomy("small", 2, "big", 10),
+		}, Result{Clusters: targets("big", 5), AffinityName: "backup"}},
+		{"a group whose spread fails falls through to the next", Input{
+			Placement: &v1alpha1.Placement{
+				ClusterAffinities: []v1alpha1.ClusterAffinityTerm{term("primary", names("gcp-eu")), term("backup", names("aws-west", "gcp-eu", "onprem"))},
+				SpreadConstraints: []v1alpha1.SpreadConstraint{{SpreadByField: v1alpha1.SpreadByFieldCluster, MinGroups: 2}},
+			},
+			Replicas: 1, Clusters: fleet(),
+		}, Result{Clusters: targets("aws-west", 1, "gcp-eu", 1, "onprem", 1), AffinityName: "backup"}},
+		{"starts at the observed group: a recovered primary is not taken back", with(terms(term("primary", names("gcp-eu")), term("backup", names("onprem"))), func(in *Input) {
+			in.ObservedAffinity, in.Previous = "backup", targets("onprem", 1)
+		}), Result{Clusters: targets("onprem", 1), AffinityName: "backup"}},
+		{"Fresh starts at the first group", with(terms(term("primary", names("gcp-eu")), term("backup", names("onprem"))), func(in *Input) {
+			in.ObservedAffinity, in.Previous, in.Fresh = "backup", targets("onprem", 1), true
+		}), Result{Clusters: targets("gcp-eu", 1), AffinityName: "primary"}},
+		{"wraps around to earlier groups when the observed one and later fail", with(terms(term("primary", names("gcp-eu")), term("backup", names("aws-east"))), func(in *Input) {
+			in.ObservedAffinity = "backup"
+		}), Result{Clusters: targets("gcp-eu", 1), AffinityName: "primary"}},
+		{"an unknown observed group starts at the first", with(terms(term("primary", names("gcp-eu")), term("backup", names("onprem"))), func(in *Input) {
+			in.ObservedAffinity = "gone"
+		}), Result{Clusters: targets("gcp-eu", 1), AffinityName: "primary"}},
 		{"falls through several groups", terms(term("a", names("missing")), term("b", names("aws-east")), term("c", &v1alpha1.ClusterAffinity{})),
 			Result{Clusters: targets("aws-west", 1, "gcp-eu", 1, "onprem", 1), AffinityName: "c"}},
 	})

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 )
 
@@ -16,16 +18,21 @@ const (
 	scoreLocality = 100
 	// scoreAffinity is for a cluster the affinity used lists by name.
 	scoreAffinity = 10
+	// scorePreferNoSchedule is taken off for each PreferNoSchedule taint
+	// the placement does not tolerate: such a cluster is chosen last among
+	// equals, but still before a cluster without the binding's replicas.
+	scorePreferNoSchedule = 1
 )
 
 // scorer scores clusters for one binding.
 type scorer struct {
-	placed map[string]bool // in Previous with replicas > 0
-	listed map[string]bool // clusterNames of the affinity used; nil: none
+	placed      map[string]bool // in Previous with replicas > 0
+	listed      map[string]bool // clusterNames of the affinity used; nil: none
+	tolerations []corev1.Toleration
 }
 
-func newScorer(previous []v1alpha1.TargetCluster, m *affinityMatcher) scorer {
-	s := scorer{placed: map[string]bool{}, listed: m.names}
+func newScorer(previous []v1alpha1.TargetCluster, m *affinityMatcher, tolerations []corev1.Toleration) scorer {
+	s := scorer{placed: map[string]bool{}, listed: m.names, tolerations: tolerations}
 	for _, t := range previous {
 		if t.Replicas > 0 {
 			s.placed[t.Name] = true
@@ -35,14 +42,21 @@ func newScorer(previous []v1alpha1.TargetCluster, m *affinityMatcher) scorer {
 }
 
 // score is locality (100 when the binding has replicas there) plus
-// affinity (10 when the affinity used lists the cluster by name).
-func (s *scorer) score(name string) int64 {
+// affinity (10 when the affinity used lists the cluster by name) minus 1
+// for each untolerated PreferNoSchedule taint.
+func (s *scorer) score(c *v1alpha1.Cluster) int64 {
 	var n int64
-	if s.placed[name] {
+	if s.placed[c.Name] {
 		n += scoreLocality
 	}
-	if s.listed[name] {
+	if s.listed[c.Name] {
 		n += scoreAffinity
+	}
+	for i := range c.Spec.Taints {
+		t := &c.Spec.Taints[i]
+		if t.Effect == corev1.TaintEffectPreferNoSchedule && !Tolerates(s.tolerations, t) {
+			n -= scorePreferNoSchedule
+		}
 	}
 	return n
 }
@@ -111,17 +125,17 @@ type spreadGroup struct {
 // spread applies rules in order to clusters (sorted by name), each
 // narrowing the clusters the previous one chose, and returns the chosen
 // ones, still sorted by name.
-func spread(rules []spreadRule, in *Input, s *scorer, clusters []*v1alpha1.Cluster) ([]*v1alpha1.Cluster, error) {
+func spread(rules []spreadRule, in *Input, s *scorer, room *roomCache, clusters []*v1alpha1.Cluster) ([]*v1alpha1.Cluster, error) {
 	for i := range rules {
 		var err error
-		if clusters, err = spreadOne(&rules[i], in, s, clusters); err != nil {
+		if clusters, err = spreadOne(&rules[i], in, s, room, clusters); err != nil {
 			return nil, err
 		}
 	}
 	return clusters, nil
 }
 
-func spreadOne(r *spreadRule, in *Input, s *scorer, clusters []*v1alpha1.Cluster) ([]*v1alpha1.Cluster, error) {
+func spreadOne(r *spreadRule, in *Input, s *scorer, room *roomCache, clusters []*v1alpha1.Cluster) ([]*v1alpha1.Cluster, error) {
 	var groups []spreadGroup
 	index := map[string]int{}
 	grouped := 0
@@ -139,7 +153,7 @@ func spreadOne(r *spreadRule, in *Input, s *scorer, clusters []*v1alpha1.Cluster
 		}
 		g := &groups[i]
 		g.clusters = append(g.clusters, c)
-		g.score += s.score(c.Name)
+		g.score += s.score(c)
 	}
 	if len(groups) < r.min {
 		return nil, newSpreadError(r, groups)
@@ -150,12 +164,11 @@ func spreadOne(r *spreadRule, in *Input, s *scorer, clusters []*v1alpha1.Cluster
 		}
 		return mergeGroups(groups, len(clusters)), nil
 	}
-	// Capacity only breaks ties of score, and costs a resource summary
-	// walk per cluster: count it only when it can matter.
+	// Capacity only breaks ties of score: count it only when it can matter.
 	if in.Replicas > 0 {
 		for i := range groups {
 			for _, c := range groups[i].clusters {
-				groups[i].capacity = addSat(groups[i].capacity, AvailableReplicas(c, in.Requirements))
+				groups[i].capacity = addSat(groups[i].capacity, room.of(c))
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 )
@@ -104,6 +105,19 @@ func TestScheduleSpread(t *testing.T) {
 			Result{Clusters: targets("us-1", 12)}},
 		{"Aggregated over the chosen groups", spreadInput(12, aggregated(), regions(), byRegion(2, 2)),
 			Result{Clusters: targets("us-1", 12)}},
+		{"an untolerated PreferNoSchedule taint ranks a group last among equals", spreadInput(2, nil, []*v1alpha1.Cluster{
+			regional("x", "xx", 4, tainted("slow", "", corev1.TaintEffectPreferNoSchedule)), regional("y", "yy", 4), regional("z", "zz", 4),
+		}, byRegion(2, 2)), Result{Clusters: targets("y", 2, "z", 2)}},
+		{"a tolerated PreferNoSchedule taint does not count", with(spreadInput(2, nil, []*v1alpha1.Cluster{
+			regional("x", "xx", 4, tainted("slow", "", corev1.TaintEffectPreferNoSchedule)), regional("y", "yy", 4), regional("z", "zz", 4),
+		}, byRegion(2, 2)), func(in *Input) {
+			in.Placement.ClusterTolerations = []corev1.Toleration{toleration("slow", corev1.TolerationOpExists, "")}
+		}), Result{Clusters: targets("x", 2, "y", 2)}},
+		{"PreferNoSchedule does not outweigh locality", with(spreadInput(2, nil, []*v1alpha1.Cluster{
+			regional("x", "xx", 4, tainted("slow", "", corev1.TaintEffectPreferNoSchedule)), regional("y", "yy", 4), regional("z", "zz", 4),
+		}, byRegion(1, 1)), func(in *Input) {
+			in.Previous = targets("x", 2)
+		}), Result{Clusters: targets("x", 2)}},
 		{"evicted cluster is no candidate, nor its locality", with(spreadInput(2, nil, regions(), byRegion(1, 1)), func(in *Input) {
 			in.Previous, in.Evicted = targets("eu-2", 2), []string{"eu-2"}
 		}), Result{Clusters: targets("us-1", 2)}},

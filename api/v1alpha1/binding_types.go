@@ -86,6 +86,16 @@ type GracefulEvictionTask struct {
 	CreationTimestamp  *metav1.Time `json:"creationTimestamp,omitempty"`
 }
 
+// EvictingClusters names the clusters of the graceful eviction tasks: the
+// binding is leaving them, so they are no scheduling candidates.
+func (s *ResourceBindingSpec) EvictingClusters() []string {
+	var out []string
+	for _, task := range s.GracefulEvictionTasks {
+		out = append(out, task.FromCluster)
+	}
+	return out
+}
+
 // ResourceBindingStatus is what the hub observed of a binding.
 type ResourceBindingStatus struct {
 	SchedulerObservedGeneration   int64                  `json:"schedulerObservedGeneration,omitempty"`

@@ -114,8 +114,9 @@ func schedule[T any, PT store.Object[T]](ctx context.Context, c *Controller, r *
 	fresh := freshRequested(spec, status)
 	result, schedErr := scheduler.Schedule(scheduler.Input{
 		Placement: spec.Placement, Replicas: spec.Replicas, Previous: spec.Clusters, Clusters: c.clusters.List(),
-		Requirements: spec.ReplicaRequirements, Fresh: fresh, Evicted: evictedFrom(spec),
-		APIVersion: spec.Resource.APIVersion, Kind: spec.Resource.Kind,
+		Requirements: spec.ReplicaRequirements, Fresh: fresh, Evicted: spec.EvictingClusters(),
+		ObservedAffinity: status.SchedulerObservedAffinityName,
+		APIVersion:       spec.Resource.APIVersion, Kind: spec.Resource.Kind,
 	})
 	now := metav1.NewTime(c.clock.Now())
 	cond := metav1.Condition{Type: v1alpha1.BindingConditionScheduled, ObservedGeneration: stored.GetGeneration()}
@@ -161,16 +162,6 @@ func schedule[T any, PT store.Object[T]](ctx context.Context, c *Controller, r *
 	}
 	c.logger.Info("binding scheduled", "binding", controller.Key(namespace, name), "scheduled", cond.Status, "result", summary(spec.Clusters), "reason", cond.Reason)
 	return nil
-}
-
-// evictedFrom lists the clusters of the binding's graceful eviction tasks:
-// the workload is leaving them, so they are no candidates.
-func evictedFrom(spec *v1alpha1.ResourceBindingSpec) []string {
-	var out []string
-	for _, task := range spec.GracefulEvictionTasks {
-		out = append(out, task.FromCluster)
-	}
-	return out
 }
 
 // freshRequested reports whether a rebalance or failback asked for a Fresh

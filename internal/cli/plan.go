@@ -140,8 +140,9 @@ func loadPlanInput(inv *invocation, o planOptions) (*planInput, error) {
 		if err != nil {
 			return nil, err
 		}
-		in.Previous = prev
-		for _, tc := range prev {
+		in.Previous, in.Evicted = prev.Spec.Clusters, prev.Spec.EvictingClusters()
+		in.ObservedAffinity = prev.Status.SchedulerObservedAffinityName
+		for _, tc := range in.Previous {
 			in.previous[tc.Name] = tc.Replicas
 		}
 	}

@@ -123,7 +123,10 @@ func loadClusters(inv *invocation, path string) ([]*v1alpha1.Cluster, error) {
 	return clusters, nil
 }
 
-func loadPrevious(inv *invocation, path string) ([]v1alpha1.TargetCluster, error) {
+// loadPrevious reads the binding whose spec.clusters is the previous
+// result; its eviction tasks and affinity group count too, so planning on
+// a binding read from the hub gives the hub's answer.
+func loadPrevious(inv *invocation, path string) (*v1alpha1.ResourceBinding, error) {
 	manifests, err := readPlanFile(inv, "--previous", path)
 	if err != nil {
 		return nil, err
@@ -139,5 +142,5 @@ func loadPrevious(inv *invocation, path string) ([]v1alpha1.TargetCluster, error
 	if errs := validation.DecodeStrict(m.raw, b); len(errs) > 0 {
 		return nil, fieldProblems(m, errs)
 	}
-	return b.Spec.Clusters, nil
+	return b, nil
 }

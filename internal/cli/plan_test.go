@@ -150,3 +150,18 @@ func TestPlanBadInput(t *testing.T) {
 		})
 	}
 }
+
+func TestPlanPreviousBindingsEvictionTasksCount(t *testing.T) {
+	evicting := planPrevious + `  gracefulEvictionTasks: [{fromCluster: member-1, reason: TaintUntolerated, producer: TaintManager}]
+`
+	planFiles(t, map[string]string{"evicting.yaml": evicting})
+	r := runEnv(t, nil, append(slicesClone(planArgs), "--previous", "evicting.yaml", "-o", "json")...)
+	wantExit(t, r, 0)
+	var b v1alpha1.ResourceBinding
+	if err := json.Unmarshal([]byte(r.stdout), &b); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	if diff := cmp.Diff([]v1alpha1.TargetCluster{{Name: "member-2", Replicas: 3}}, b.Spec.Clusters); diff != "" {
+		t.Errorf("spec.clusters with member-1 being evicted (-want +got):\n%s", diff)
+	}
+}
