@@ -111,8 +111,10 @@ func addSat(a, b int64) int64 {
 }
 
 // roomCache remembers AvailableReplicas per cluster for one Schedule call:
-// ranking spread groups and dividing replicas both need it, and it is the
-// costliest part of a schedule (a walk over the resource summary).
+// ranking spread groups and dividing replicas by room both need it, and it
+// is the costliest part of a schedule (a walk over the resource summary).
+// Only the spread stores what it computed; division just reuses it, since
+// filling a map costs more than computing the room once.
 type roomCache struct {
 	requirements *v1alpha1.ReplicaRequirements
 	byName       map[string]int64
@@ -122,15 +124,23 @@ func newRoomCache(req *v1alpha1.ReplicaRequirements) *roomCache {
 	return &roomCache{requirements: req}
 }
 
-// of returns AvailableReplicas(c, requirements).
-func (r *roomCache) of(c *v1alpha1.Cluster) int64 {
+// remember returns AvailableReplicas(c, requirements) and keeps it.
+func (r *roomCache) remember(c *v1alpha1.Cluster, hint int) int64 {
 	if n, ok := r.byName[c.Name]; ok {
 		return n
 	}
 	if r.byName == nil {
-		r.byName = map[string]int64{}
+		r.byName = make(map[string]int64, hint)
 	}
 	n := AvailableReplicas(c, r.requirements)
 	r.byName[c.Name] = n
 	return n
+}
+
+// of returns AvailableReplicas(c, requirements), remembered or not.
+func (r *roomCache) of(c *v1alpha1.Cluster) int64 {
+	if n, ok := r.byName[c.Name]; ok {
+		return n
+	}
+	return AvailableReplicas(c, r.requirements)
 }

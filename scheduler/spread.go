@@ -168,7 +168,7 @@ func spreadOne(r *spreadRule, in *Input, s *scorer, room *roomCache, clusters []
 	if in.Replicas > 0 {
 		for i := range groups {
 			for _, c := range groups[i].clusters {
-				groups[i].capacity = addSat(groups[i].capacity, room.of(c))
+				groups[i].capacity = addSat(groups[i].capacity, room.remember(c, len(clusters)))
 			}
 		}
 	}
