@@ -153,17 +153,25 @@ func deploymentState(d *appsv1.Deployment) string {
 		d.Spec.Template.Spec.Containers[0].Image, available(d))
 }
 
-// waitDeployments waits until each cluster runs nginx available with the
-// wanted replicas and image.
+// waitDeployments waits until each cluster runs web/nginx available with
+// the wanted replicas and image.
 func (f *fleet) waitDeployments(want map[string]int32, image string) {
 	f.t.Helper()
-	waitFor(f.t, 60*time.Second, fmt.Sprintf("nginx %v with %s", want, image), func() (bool, string) {
+	f.waitDeploymentsOf("web", "nginx", want, image)
+}
+
+// waitDeploymentsOf waits until each cluster of want runs namespace/name
+// available with the wanted replicas (and image, unless "").
+func (f *fleet) waitDeploymentsOf(namespace, name string, want map[string]int32, image string) {
+	f.t.Helper()
+	waitFor(f.t, 60*time.Second, fmt.Sprintf("%s/%s %v with %q", namespace, name, want, image), func() (bool, string) {
 		var states []string
 		ok := true
 		for cluster, replicas := range want {
-			d := f.deployment(cluster, "web", "nginx")
+			d := f.deployment(cluster, namespace, name)
 			states = append(states, cluster+": "+deploymentState(d))
-			ok = ok && d != nil && available(d) && *d.Spec.Replicas == replicas && d.Spec.Template.Spec.Containers[0].Image == image
+			ok = ok && d != nil && available(d) && *d.Spec.Replicas == replicas &&
+				(image == "" || d.Spec.Template.Spec.Containers[0].Image == image)
 		}
 		return ok, strings.Join(states, "; ")
 	})
