@@ -20,7 +20,7 @@ import (
 func planCommand() *command {
 	return &command{
 		name:  "plan",
-		usage: "plan --policy FILE --template FILE --clusters FILE [--previous FILE] [--replicas N] [--fresh] [--what-if-fail CLUSTER] [-o json|yaml]",
+		usage: "plan --policy FILE --template FILE --clusters FILE [--previous FILE] [--replicas N] [--fresh] [--what-if-fail CLUSTER] [-o table|json|yaml]",
 		short: "Show where a policy would place a workload, offline",
 		long: `Run the hub's scheduler on files, without a hub: where would this policy put
 this template on these clusters? The same code as the hub's, so the answer is
@@ -34,8 +34,9 @@ the one the hub would give.
                of "flotilla get clusters -o yaml": labels, spec.provider/region/
                zone/taints and status.resourceSummary are used
   --previous   a ResourceBinding whose spec.clusters is the current placement
-               (e.g. "flotilla get binding NAME -o yaml"); without it the plan
-               starts from nothing
+               (e.g. "flotilla get binding NAME -o yaml"); its eviction tasks
+               and clusterAffinities group count as on the hub. Without it the
+               plan starts from nothing
   --what-if-fail CLUSTER
                plan as if that cluster had failed: it is no candidate and its
                replicas must go elsewhere (repeatable)
@@ -72,7 +73,7 @@ func bindPlan(fs *pflag.FlagSet) runFunc {
 	fs.Int32Var(&o.replicas, "replicas", -1, "replicas to place, instead of the template's")
 	fs.BoolVar(&o.fresh, "fresh", false, "divide from scratch, as a rebalance does, instead of keeping the previous placement")
 	fs.StringArrayVar(&o.fail, "what-if-fail", nil, "plan as if `CLUSTER` had failed (repeatable)")
-	fs.StringVarP(&o.output, "output", "o", "", "output format: json or yaml (default: a table)")
+	fs.StringVarP(&o.output, "output", "o", "", "output format: table, json or yaml")
 	return func(ctx context.Context, inv *invocation, args []string) error {
 		return runPlan(inv, o, args)
 	}
@@ -87,9 +88,13 @@ func runPlan(inv *invocation, o planOptions, args []string) error {
 			return inv.usagef("%s is required", flag)
 		}
 	}
-	format, err := parseOutput(o.output)
+	output := o.output
+	if output == "table" {
+		output = "" // plan names its default; get has only -o wide
+	}
+	format, err := parseOutput(output)
 	if err != nil || format == outputWide {
-		return inv.usagef("invalid --output %q: must be json or yaml (or none, for a table)", o.output)
+		return inv.usagef("invalid --output %q: must be table, json or yaml", o.output)
 	}
 	in, err := loadPlanInput(inv, o)
 	if err != nil {

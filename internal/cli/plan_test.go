@@ -94,6 +94,7 @@ func TestPlanTables(t *testing.T) {
 	}{
 		{"replicas from the template", nil, "CLUSTER REPLICAS\nmember-1 1\nmember-2 2\n"},
 		{"replicas overridden", []string{"--replicas", "9"}, "CLUSTER REPLICAS\nmember-1 3\nmember-2 6\n"},
+		{"-o table is the default", []string{"-o", "table"}, "CLUSTER REPLICAS\nmember-1 1\nmember-2 2\n"},
 		{"what if member-1 failed", []string{"--previous", "binding.yaml", "--what-if-fail", "member-1"},
 			"CLUSTER REPLICAS PREVIOUS\nmember-2 3 2\nmember-1 failed 1\n"},
 	}
