@@ -176,8 +176,29 @@ type DecisionConditions struct {
 
 // ClusterFailoverBehavior says how a workload leaves a failed cluster.
 type ClusterFailoverBehavior struct {
+	// PurgeMode is Gracefully (default: the old copy stays until the
+	// replacement is healthy or the grace period ends), Directly (removed
+	// at once) or Never (kept until someone acts).
 	PurgeMode         string             `json:"purgeMode,omitempty"`
 	StatePreservation *StatePreservation `json:"statePreservation,omitempty"`
+	// Fencing (opt-in) stops the workload in a cluster whose agent is cut
+	// off from the hub, so that it never runs in two places.
+	Fencing *Fencing `json:"fencing,omitempty"`
+	// Failback (opt-in) brings the workload back to a cluster it was
+	// evicted from once that cluster is healthy again.
+	Failback *Failback `json:"failback,omitempty"`
+}
+
+// Fencing scales the workload to zero in a cluster whose agent has been
+// cut off from the hub for StopAfterSeconds; the hub restores it.
+type Fencing struct {
+	StopAfterSeconds int32 `json:"stopAfterSeconds"`
+}
+
+// Failback gives the binding a Fresh reschedule once a cluster it was
+// evicted from has been Ready for StabilizationSeconds.
+type Failback struct {
+	StabilizationSeconds int32 `json:"stabilizationSeconds"`
 }
 
 // StatePreservation is accepted for compatibility with Karmada documents;
@@ -197,7 +218,23 @@ const (
 	PurgeModeGracefully = "Gracefully"
 	PurgeModeDirectly   = "Directly"
 	PurgeModeNever      = "Never"
+	// Karmada's older names, accepted as written: Graciously is
+	// Gracefully, Immediately is Directly.
+	PurgeModeGraciously  = "Graciously"
+	PurgeModeImmediately = "Immediately"
 )
+
+// NormalPurgeMode maps a policy's purge mode to Gracefully, Directly or
+// Never; empty is Gracefully.
+func NormalPurgeMode(mode string) string {
+	switch mode {
+	case "", PurgeModeGraciously:
+		return PurgeModeGracefully
+	case PurgeModeImmediately:
+		return PurgeModeDirectly
+	}
+	return mode
+}
 
 // PropagationPolicyList is a list of PropagationPolicies.
 //

@@ -293,7 +293,8 @@ func replicaScheduling(r *v1alpha1.ReplicaSchedulingStrategy, path *field.Path) 
 	return errs
 }
 
-var purgeModes = []string{v1alpha1.PurgeModeGracefully, v1alpha1.PurgeModeDirectly, v1alpha1.PurgeModeNever}
+var purgeModes = []string{v1alpha1.PurgeModeGracefully, v1alpha1.PurgeModeDirectly, v1alpha1.PurgeModeNever,
+	v1alpha1.PurgeModeGraciously, v1alpha1.PurgeModeImmediately}
 
 func failover(f *v1alpha1.FailoverBehavior, path *field.Path) field.ErrorList {
 	if f == nil {
@@ -311,7 +312,14 @@ func failover(f *v1alpha1.FailoverBehavior, path *field.Path) field.ErrorList {
 		}
 	}
 	if c := f.Cluster; c != nil {
-		errs = append(errs, purgeMode(c.PurgeMode, path.Child("cluster", "purgeMode"))...)
+		cp := path.Child("cluster")
+		errs = append(errs, purgeMode(c.PurgeMode, cp.Child("purgeMode"))...)
+		if c.Fencing != nil && c.Fencing.StopAfterSeconds <= 0 {
+			errs = append(errs, field.Invalid(cp.Child("fencing", "stopAfterSeconds"), c.Fencing.StopAfterSeconds, "must be positive"))
+		}
+		if c.Failback != nil && c.Failback.StabilizationSeconds < 0 {
+			errs = append(errs, field.Invalid(cp.Child("failback", "stabilizationSeconds"), c.Failback.StabilizationSeconds, "must not be negative"))
+		}
 	}
 	return errs
 }
