@@ -1,7 +1,7 @@
 // Package scheduling runs the scheduler for bindings: when a binding's spec
-// or the clusters change, it computes the placement with the pure
-// scheduler package and records the result in spec.clusters and the
-// Scheduled condition.
+// or the clusters change and the binding needs it (see scheduleNeeded), it
+// computes the placement with the pure scheduler package and records the
+// result in spec.clusters and the Scheduled condition.
 package scheduling
 
 import (
@@ -111,6 +111,9 @@ func schedule[T any, PT store.Object[T]](ctx context.Context, c *Controller, r *
 		return ignoreNotFound(err)
 	}
 	spec, status := parts(stored)
+	if !scheduleNeeded(stored.GetGeneration(), spec, status) {
+		return nil
+	}
 	fresh := freshRequested(spec, status)
 	result, schedErr := scheduler.Schedule(scheduler.Input{
 		Placement: spec.Placement, Replicas: spec.Replicas, Previous: spec.Clusters, Clusters: c.clusters.List(),
@@ -162,6 +165,29 @@ func schedule[T any, PT store.Object[T]](ctx context.Context, c *Controller, r *
 	}
 	c.logger.Info("binding scheduled", "binding", controller.Key(namespace, name), "scheduled", cond.Status, "result", summary(spec.Clusters), "reason", cond.Reason)
 	return nil
+}
+
+// scheduleNeeded says whether a binding must be scheduled. As in Karmada,
+// a Divided binding whose replicas are all placed keeps its placement when
+// clusters change: a recovered cluster does not pull replicas back by
+// itself (failback and rebalancing ask for that with a Fresh schedule).
+// Eviction removes a cluster and bumps the generation, so the missing
+// replicas are placed again. Duplicated bindings follow the clusters.
+func scheduleNeeded(generation int64, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus) bool {
+	cond := meta.FindStatusCondition(status.Conditions, v1alpha1.BindingConditionScheduled)
+	switch {
+	case status.SchedulerObservedGeneration != generation, freshRequested(spec, status),
+		len(spec.Clusters) == 0, cond == nil || cond.Status != metav1.ConditionTrue:
+		return true
+	case spec.Replicas == 0 || spec.Placement == nil || spec.Placement.ReplicaScheduling == nil ||
+		spec.Placement.ReplicaScheduling.ReplicaSchedulingType != v1alpha1.ReplicaSchedulingTypeDivided:
+		return true
+	}
+	var placed int64
+	for _, tc := range spec.Clusters {
+		placed += int64(tc.Replicas)
+	}
+	return placed != int64(spec.Replicas)
 }
 
 // freshRequested reports whether a rebalance or failback asked for a Fresh

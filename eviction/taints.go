@@ -1,0 +1,108 @@
+package eviction
+
+import (
+	"math"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/flotilla-io/flotilla/scheduler"
+)
+
+// Decision is what the taint manager does with one binding on one cluster.
+type Decision struct {
+	Evict bool          // evict now
+	At    time.Time     // when !Evict: the earliest instant a toleration runs out; zero = never
+	Taint *corev1.Taint // the deciding taint (untolerated or expiring first); nil if none; points into the taints slice passed in
+}
+
+// Decide applies Kubernetes' NoExecute taint semantics per taint, with
+// Karmada's per-taint start: only NoExecute taints count. For each such
+// taint, the matching tolerations are those that tolerate it. No matching
+// toleration -> Evict now. Otherwise the taint's allowance is the minimum
+// TolerationSeconds among matching tolerations that set one (a value <= 0
+// counts as 0); if none sets one, that taint is tolerated forever. The
+// allowance runs from start = max(taint.TimeAdded, since); a taint without
+// TimeAdded starts at since, or at now when since is zero too. deadline =
+// start + allowance; deadline <= now -> Evict now. Evict wins over any other
+// taint (the first such taint in slice order is Decision.Taint). Otherwise
+// At = the minimum deadline (Taint = that taint), zero if all tolerated
+// forever. since is the partition-protection floor: grace restarts when the
+// hub leaves isolation.
+func Decide(taints []corev1.Taint, tolerations []corev1.Toleration, since, now time.Time) Decision {
+	var d Decision
+	for i := range taints {
+		taint := &taints[i]
+		if taint.Effect != corev1.TaintEffectNoExecute {
+			continue
+		}
+		allowance, forever, tolerated := allowanceFor(tolerations, taint)
+		if !tolerated {
+			return Decision{Evict: true, Taint: taint}
+		}
+		if forever {
+			continue
+		}
+		deadline := taintStart(taint, since, now).Add(allowance)
+		if !deadline.After(now) {
+			return Decision{Evict: true, Taint: taint}
+		}
+		// Strictly earlier only, so that ties go to the first taint.
+		if d.At.IsZero() || deadline.Before(d.At) {
+			d.At, d.Taint = deadline, taint
+		}
+	}
+	return d
+}
+
+// maxSeconds is the longest toleration time.Duration can hold; longer ones
+// are cut to it rather than overflowing into the past (≈292 years is
+// forever for any practical purpose, but still a deadline).
+const maxSeconds = math.MaxInt64 / int64(time.Second)
+
+// allowanceFor returns how long taint is tolerated: tolerated is false when
+// no toleration matches; forever is true when every matching toleration
+// leaves TolerationSeconds unset. As in Kubernetes' getMinTolerationTime, a
+// toleration with seconds beats one without: the bounded one is the
+// stricter promise.
+func allowanceFor(tolerations []corev1.Toleration, taint *corev1.Taint) (allowance time.Duration, forever, tolerated bool) {
+	minSeconds := int64(-1)
+	for i := range tolerations {
+		if !scheduler.Tolerates(tolerations[i:i+1], taint) {
+			continue
+		}
+		tolerated = true
+		s := tolerations[i].TolerationSeconds
+		if s == nil {
+			continue
+		}
+		secs := min(max(*s, 0), maxSeconds)
+		if minSeconds < 0 || secs < minSeconds {
+			minSeconds = secs
+		}
+	}
+	if !tolerated {
+		return 0, false, false
+	}
+	if minSeconds < 0 {
+		return 0, true, true
+	}
+	return time.Duration(minSeconds) * time.Second, false, true
+}
+
+// taintStart is when a taint's allowance starts running: its TimeAdded, but
+// never before since, so that allowances restart when the hub leaves
+// isolation instead of evicting everything at once. A taint without
+// TimeAdded (set by hand) starts at since, or now if there is no floor.
+func taintStart(taint *corev1.Taint, since, now time.Time) time.Time {
+	if taint.TimeAdded == nil || taint.TimeAdded.IsZero() {
+		if since.IsZero() {
+			return now
+		}
+		return since
+	}
+	if added := taint.TimeAdded.Time; added.After(since) {
+		return added
+	}
+	return since
+}
