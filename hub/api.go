@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub/failover"
 	"github.com/flotilla-io/flotilla/hub/objects"
 )
 
@@ -36,6 +37,7 @@ type apiServer struct {
 	registry *Registry
 	objects  *objects.Objects
 	agents   *agentServer
+	failover *failover.Controller
 	logger   *slog.Logger
 }
 
@@ -183,6 +185,10 @@ type Stats struct {
 	// to agents.
 	WorksSent       int64 `json:"worksSent"`
 	WorkDeletesSent int64 `json:"workDeletesSent"`
+	// Failover: evictions made, eviction tasks ended and each zone's
+	// partition protection mode (Normal, PartialDisruption,
+	// FullDisruption, Isolated).
+	Failover failover.Stats `json:"failover"`
 }
 
 func (a *apiServer) stats(w http.ResponseWriter, _ *http.Request) {
@@ -198,7 +204,7 @@ func (a *apiServer) stats(w http.ResponseWriter, _ *http.Request) {
 	st := &a.registry.stats
 	sent := a.agents.dispatch.Counts()
 	writeJSON(w, http.StatusOK, Stats{
-		WorksSent: sent.Upserts, WorkDeletesSent: sent.Deletes,
+		WorksSent: sent.Upserts, WorkDeletesSent: sent.Deletes, Failover: a.failover.Stats(),
 		Clusters: clusters, ConnectedAgents: connected,
 		Renewals: st.renewals.Load(), StatusReports: st.statusReports.Load(),
 		StoreWrites: st.storeWrites.Load(), StoreTxns: st.storeTxns.Load(),

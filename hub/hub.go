@@ -19,6 +19,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/binding"
 	"github.com/flotilla-io/flotilla/hub/detector"
 	"github.com/flotilla-io/flotilla/hub/dispatch"
+	"github.com/flotilla-io/flotilla/hub/failover"
 	"github.com/flotilla-io/flotilla/hub/health"
 	"github.com/flotilla-io/flotilla/hub/objects"
 	"github.com/flotilla-io/flotilla/hub/scheduling"
@@ -45,6 +46,9 @@ type Config struct {
 	LeaseFlushInterval time.Duration
 	// EventTTL: events older than this are deleted.
 	EventTTL time.Duration
+	// Failover settings: default tolerations, graceful eviction timeout,
+	// partition protection.
+	Failover failover.Config
 	// MaxClockSkew tolerated before ClockSynced goes False.
 	MaxClockSkew time.Duration
 	// HubID names this hub replica.
@@ -118,7 +122,8 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	objs := objects.New(s)
 	dispatcher := dispatch.New(objs, cfg.Clock, logger)
 	agents := newAgentServer(registry, dispatcher, cfg.HubID, cfg.Clock, logger)
-	api := &apiServer{registry: registry, objects: objs, agents: agents, logger: logger}
+	failoverCtl := failover.New(objs, registry, cfg.Clock, cfg.Failover, logger)
+	api := &apiServer{registry: registry, objects: objs, agents: agents, failover: failoverCtl, logger: logger}
 	httpServer := &http.Server{Handler: api.handler(), ReadHeaderTimeout: 10 * time.Second}
 
 	registryCtx, stopRegistry := context.WithCancel(context.WithoutCancel(ctx))
@@ -132,6 +137,7 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	wg.Go(func() { scheduling.New(objs, registry, cfg.Clock, logger).Run(ctx, controllerWorkers) })
 	wg.Go(func() { binding.New(objs, cfg.Clock, logger).Run(ctx, controllerWorkers) })
 	wg.Go(func() { status.New(objs, registry, logger).Run(ctx, controllerWorkers) })
+	wg.Go(func() { failoverCtl.Run(ctx, controllerWorkers) })
 	wg.Go(func() { agents.serve(agentsCtx, ln); close(agentsDone) })
 	httpErr := make(chan error, 1)
 	wg.Go(func() { httpErr <- httpServer.Serve(httpLn) })

@@ -81,6 +81,12 @@ const (
 // NAMESPACE/NAME, or NAME for a ClusterResourceBinding.
 const AnnotationWorkBinding = "flotilla.io/binding"
 
+// AnnotationWorkReplicas on a Work is the replicas its binding assigned
+// the cluster when the Work was rendered. Status counts a Work as applied
+// only when this matches the binding's current assignment, so a Work not
+// yet updated after a reschedule is not taken for the new placement.
+const AnnotationWorkReplicas = "flotilla.io/replicas"
+
 // ExecutionNamespacePrefix starts the namespace that holds a cluster's Works.
 const ExecutionNamespacePrefix = "flotilla-es-"
 

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/flotilla-io/flotilla/hub"
+	"github.com/flotilla-io/flotilla/hub/failover"
 	"github.com/flotilla-io/flotilla/hub/health"
 )
 
@@ -64,6 +65,19 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	flags.DurationVar(&cfg.MaxClockSkew, "max-clock-skew", 2*time.Second, "agent clock skew beyond which condition ClockSynced goes False")
 	flags.StringVar(&cfg.HubID, "hub-id", hostname, "name of this hub replica, shown in status.agent.connectedTo")
 	flags.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra DNS names or IPs for the hub's QUIC certificate (localhost, 127.0.0.1 and the hostname are always included)")
+	fo := failover.DefaultConfig()
+	notReadySeconds := flags.Int64("default-not-ready-toleration-seconds", int64(fo.DefaultNotReadyToleration/time.Second),
+		"how long workloads of a placement without its own NoExecute toleration of cluster.flotilla.io/not-ready stay on such a cluster")
+	unreachableSeconds := flags.Int64("default-unreachable-toleration-seconds", int64(fo.DefaultUnreachableToleration/time.Second),
+		"how long workloads of a placement without its own NoExecute toleration of cluster.flotilla.io/unreachable stay on such a cluster")
+	flags.DurationVar(&fo.GracefulEvictionTimeout, "graceful-eviction-timeout", fo.GracefulEvictionTimeout,
+		"how long an evicted cluster keeps its copy when the replacement is scheduled but not healthy yet (tasks without their own grace period)")
+	flags.Float64Var(&fo.Zones.Rate, "eviction-rate", fo.Zones.Rate, "bindings evicted per second per zone")
+	flags.Float64Var(&fo.Zones.SecondaryRate, "secondary-eviction-rate", fo.Zones.SecondaryRate,
+		"bindings evicted per second in a zone where --unhealthy-zone-threshold of the clusters are not Ready (zones of more than --large-zone-threshold clusters; smaller ones evict nothing)")
+	flags.IntVar(&fo.Zones.LargeZoneThreshold, "large-zone-threshold", fo.Zones.LargeZoneThreshold, "zones with more clusters than this keep evicting at the secondary rate when partially disrupted")
+	flags.Float64Var(&fo.Zones.UnhealthyThreshold, "unhealthy-zone-threshold", fo.Zones.UnhealthyThreshold,
+		"fraction of a zone's clusters not Ready (and more than 2) at which the zone slows to the secondary rate")
 	logLevel := flags.String("log-level", "info", "log level: debug, info, warn or error")
 	flags.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: flotilla-hub [flags]\n       flotilla-hub certs issue --data-dir DIR --cluster NAME --out DIR\n\n"+
@@ -76,6 +90,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if flags.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q (see --help)", flags.Args())
+	}
+	if err := setFailover(&cfg, fo, *notReadySeconds, *unreachableSeconds); err != nil {
+		return err
 	}
 	if err := validateDurations(cfg); err != nil {
 		return err
@@ -111,6 +128,33 @@ func validateDurations(cfg hub.Config) error {
 			return fmt.Errorf("%s %v: want zero or a positive duration", name, d)
 		}
 	}
+	return nil
+}
+
+// setFailover checks the failover flags and puts them in cfg.
+func setFailover(cfg *hub.Config, fo failover.Config, notReadySeconds, unreachableSeconds int64) error {
+	for name, n := range map[string]int64{
+		"--default-not-ready-toleration-seconds":   notReadySeconds,
+		"--default-unreachable-toleration-seconds": unreachableSeconds,
+	} {
+		if n < 0 {
+			return fmt.Errorf("%s %d: want zero or more seconds", name, n)
+		}
+	}
+	fo.DefaultNotReadyToleration, fo.DefaultUnreachableToleration = time.Duration(notReadySeconds)*time.Second, time.Duration(unreachableSeconds)*time.Second
+	switch z := fo.Zones; {
+	case fo.GracefulEvictionTimeout < 0:
+		return fmt.Errorf("--graceful-eviction-timeout %v: want zero or a positive duration", fo.GracefulEvictionTimeout)
+	case z.Rate <= 0:
+		return fmt.Errorf("--eviction-rate %v: want a positive rate", z.Rate)
+	case z.SecondaryRate < 0:
+		return fmt.Errorf("--secondary-eviction-rate %v: want zero or a positive rate", z.SecondaryRate)
+	case z.LargeZoneThreshold < 0:
+		return fmt.Errorf("--large-zone-threshold %d: want zero or more clusters", z.LargeZoneThreshold)
+	case z.UnhealthyThreshold <= 0 || z.UnhealthyThreshold > 1:
+		return fmt.Errorf("--unhealthy-zone-threshold %v: want a fraction in (0, 1]", z.UnhealthyThreshold)
+	}
+	cfg.Failover = fo
 	return nil
 }
 

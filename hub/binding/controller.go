@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -136,7 +137,9 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 			targets[tc.Name] = target{replicas: tc.Replicas}
 		}
 		for _, task := range spec.GracefulEvictionTasks {
-			if _, placed := targets[task.FromCluster]; !placed {
+			// Directly: the old copy goes at once, before its replacement.
+			_, placed := targets[task.FromCluster]
+			if !placed && v1alpha1.NormalPurgeMode(task.PurgeMode) != v1alpha1.PurgeModeDirectly {
 				targets[task.FromCluster] = target{keep: true}
 			}
 		}
@@ -231,16 +234,19 @@ func (c *Controller) ensureWork(ctx context.Context, bindingKey, name, cluster s
 		return err
 	}
 	want := v1alpha1.WorkSpec{Workload: v1alpha1.WorkloadTemplate{Manifests: []v1alpha1.Manifest{manifest}}}
+	wantReplicas := strconv.Itoa(int(replicas))
 	namespace := v1alpha1.ExecutionNamespace(cluster)
-	current := c.works.Get(controller.Key(namespace, name))
-	if current != nil && current.DeletionTimestamp == nil && equality.Semantic.DeepEqual(current.Spec, want) {
+	inStep := func(w *v1alpha1.Work) bool {
+		return w.DeletionTimestamp == nil && equality.Semantic.DeepEqual(w.Spec, want) && w.Annotations[v1alpha1.AnnotationWorkReplicas] == wantReplicas
+	}
+	if current := c.works.Get(controller.Key(namespace, name)); current != nil && inStep(current) {
 		return nil
 	}
 	stored, err := c.objs.Works.Get(ctx, namespace, name)
 	switch {
 	case apierrors.IsNotFound(err):
 		w := &v1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Generation: 1,
-			Annotations: map[string]string{v1alpha1.AnnotationWorkBinding: bindingKey}}, Spec: want}
+			Annotations: map[string]string{v1alpha1.AnnotationWorkBinding: bindingKey, v1alpha1.AnnotationWorkReplicas: wantReplicas}}, Spec: want}
 		if _, err := c.objs.Works.Create(ctx, w); err != nil {
 			return fmt.Errorf("create Work %s/%s: %w", namespace, name, err)
 		}
@@ -249,11 +255,18 @@ func (c *Controller) ensureWork(ctx context.Context, bindingKey, name, cluster s
 	case err != nil:
 		return err
 	}
-	if stored.DeletionTimestamp == nil && equality.Semantic.DeepEqual(stored.Spec, want) {
+	if inStep(stored) {
 		return nil
 	}
-	stored.Spec, stored.DeletionTimestamp = want, nil
-	stored.Generation++
+	if stored.DeletionTimestamp != nil || !equality.Semantic.DeepEqual(stored.Spec, want) {
+		// Only a new spec goes to the agent: the annotation alone does not.
+		stored.Spec, stored.DeletionTimestamp = want, nil
+		stored.Generation++
+	}
+	if stored.Annotations == nil {
+		stored.Annotations = map[string]string{}
+	}
+	stored.Annotations[v1alpha1.AnnotationWorkReplicas] = wantReplicas
 	if _, err := c.objs.Works.Update(ctx, stored); err != nil {
 		return fmt.Errorf("update Work %s/%s: %w", namespace, name, err)
 	}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 )
@@ -31,16 +32,26 @@ type Queue struct {
 
 // NewQueue returns a queue whose keys are handled by reconcile.
 func NewQueue(name string, reconcile func(ctx context.Context, key string) error, logger *slog.Logger) *Queue {
+	return NewQueueWithClock(name, reconcile, logger, clock.RealClock{})
+}
+
+// NewQueueWithClock is NewQueue whose AddAfter delays run on clk.
+func NewQueueWithClock(name string, reconcile func(ctx context.Context, key string) error, logger *slog.Logger, clk clock.WithTicker) *Queue {
 	// Per-key backoff only: client-go's default adds a global 10/s bucket,
 	// which would throttle a burst of conflicts between controllers writing
 	// the same bindings to a trickle.
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryBase, retryMax)
-	q := workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: name, Clock: clk})
 	return &Queue{name: name, queue: q, reconcile: reconcile, logger: logger.With("controller", name)}
 }
 
 // Add queues key.
 func (q *Queue) Add(key string) { q.queue.Add(key) }
+
+// AddAfter queues key once d has passed: a controller that knows when its
+// answer changes by time alone (a toleration running out) is woken then,
+// without polling. A key already waiting keeps the earlier time.
+func (q *Queue) AddAfter(key string, d time.Duration) { q.queue.AddAfter(key, d) }
 
 // Len is the number of keys waiting.
 func (q *Queue) Len() int { return q.queue.Len() }

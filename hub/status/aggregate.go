@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,23 +13,25 @@ import (
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 )
 
-// aggregate computes a binding's per-cluster status from its Works, in
-// the order of the clusters' names.
-func aggregate(spec *v1alpha1.ResourceBindingSpec, workOf func(cluster string) *v1alpha1.Work) []v1alpha1.AggregatedStatusItem {
-	clusters := make([]string, 0, len(spec.Clusters))
-	for _, tc := range spec.Clusters {
-		clusters = append(clusters, tc.Name)
-	}
-	slices.Sort(clusters)
-	items := make([]v1alpha1.AggregatedStatusItem, 0, len(clusters))
-	for _, cluster := range clusters {
-		item := v1alpha1.AggregatedStatusItem{ClusterName: cluster, Health: v1alpha1.HealthUnknown}
-		w := workOf(cluster)
+// Aggregate computes a binding's per-cluster status from its Works, in
+// the order of the clusters' names. The failover controller uses it too,
+// on its own mirror of the Works: a task must not end on a stored status
+// that predates the binding's latest placement.
+func Aggregate(spec *v1alpha1.ResourceBindingSpec, workOf func(cluster string) *v1alpha1.Work) []v1alpha1.AggregatedStatusItem {
+	targets := slices.SortedFunc(slices.Values(spec.Clusters), func(a, b v1alpha1.TargetCluster) int { return strings.Compare(a.Name, b.Name) })
+	items := make([]v1alpha1.AggregatedStatusItem, 0, len(targets))
+	for _, tc := range targets {
+		item := v1alpha1.AggregatedStatusItem{ClusterName: tc.Name, Health: v1alpha1.HealthUnknown}
+		w := workOf(tc.Name)
 		switch {
 		case w == nil || w.DeletionTimestamp != nil:
 			item.AppliedMessage = "no Work yet"
 		default:
 			item.Applied, item.AppliedMessage = applied(w)
+			if got := w.Annotations[v1alpha1.AnnotationWorkReplicas]; got != strconv.Itoa(int(tc.Replicas)) {
+				// The Work still renders an earlier placement.
+				item.Applied, item.AppliedMessage = false, fmt.Sprintf("Work not yet rendered for %d replicas (has %s)", tc.Replicas, got)
+			}
 			if len(w.Status.ManifestStatuses) > 0 {
 				ms := w.Status.ManifestStatuses[0]
 				if ms.Health != "" {

@@ -10,8 +10,10 @@ import (
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 )
 
-func work(generation, observed int64, appliedStatus metav1.ConditionStatus, health, status string) *v1alpha1.Work {
-	w := &v1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Generation: generation}}
+// work is a Work rendered for replicas, at generation, of which the agent
+// applied observed.
+func work(replicas string, generation, observed int64, appliedStatus metav1.ConditionStatus, health, status string) *v1alpha1.Work {
+	w := &v1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Generation: generation, Annotations: map[string]string{v1alpha1.AnnotationWorkReplicas: replicas}}}
 	w.Status.ObservedGeneration = observed
 	if appliedStatus != "" {
 		w.Status.Conditions = []metav1.Condition{{Type: v1alpha1.WorkConditionApplied, Status: appliedStatus, Message: "boom"}}
@@ -29,10 +31,10 @@ func work(generation, observed int64, appliedStatus metav1.ConditionStatus, heal
 func TestAggregate(t *testing.T) {
 	spec := &v1alpha1.ResourceBindingSpec{Clusters: []v1alpha1.TargetCluster{{Name: "member2", Replicas: 2}, {Name: "member1", Replicas: 1}, {Name: "member3", Replicas: 1}}}
 	works := map[string]*v1alpha1.Work{
-		"member1": work(2, 2, metav1.ConditionTrue, v1alpha1.HealthHealthy, `{"readyReplicas":1,"replicas":1}`),
-		"member2": work(3, 2, metav1.ConditionTrue, v1alpha1.HealthUnhealthy, `{"readyReplicas":1,"replicas":2}`),
+		"member1": work("1", 2, 2, metav1.ConditionTrue, v1alpha1.HealthHealthy, `{"readyReplicas":1,"replicas":1}`),
+		"member2": work("2", 3, 2, metav1.ConditionTrue, v1alpha1.HealthUnhealthy, `{"readyReplicas":1,"replicas":2}`),
 	}
-	items := aggregate(spec, func(c string) *v1alpha1.Work { return works[c] })
+	items := Aggregate(spec, func(c string) *v1alpha1.Work { return works[c] })
 	type row struct {
 		Cluster, Health, Message string
 		Applied                  bool
@@ -56,13 +58,20 @@ func TestAggregate(t *testing.T) {
 	if cond.Status != metav1.ConditionFalse || cond.Reason != v1alpha1.ReasonFullyAppliedFailed {
 		t.Errorf("FullyApplied = %s/%s %q", cond.Status, cond.Reason, cond.Message)
 	}
-	works["member2"] = work(3, 3, metav1.ConditionTrue, v1alpha1.HealthHealthy, "")
-	works["member3"] = work(1, 1, metav1.ConditionTrue, v1alpha1.HealthHealthy, "")
-	if cond := fullyApplied(aggregate(spec, func(c string) *v1alpha1.Work { return works[c] }), 4); cond.Status != metav1.ConditionTrue {
+	works["member2"] = work("2", 3, 3, metav1.ConditionTrue, v1alpha1.HealthHealthy, "")
+	works["member3"] = work("1", 1, 1, metav1.ConditionTrue, v1alpha1.HealthHealthy, "")
+	if cond := fullyApplied(Aggregate(spec, func(c string) *v1alpha1.Work { return works[c] }), 4); cond.Status != metav1.ConditionTrue {
 		t.Errorf("all applied: FullyApplied = %s %q", cond.Status, cond.Message)
 	}
-	works["member3"] = work(1, 0, metav1.ConditionFalse, "", "")
-	if cond := fullyApplied(aggregate(spec, func(c string) *v1alpha1.Work { return works[c] }), 4); cond.Reason != v1alpha1.ReasonFullyAppliedFailed || cond.Message != "[member3: boom]" {
+	works["member3"] = work("1", 1, 0, metav1.ConditionFalse, "", "")
+	if cond := fullyApplied(Aggregate(spec, func(c string) *v1alpha1.Work { return works[c] }), 4); cond.Reason != v1alpha1.ReasonFullyAppliedFailed || cond.Message != "[member3: boom]" {
 		t.Errorf("failed apply: FullyApplied = %s %q", cond.Reason, cond.Message)
+	}
+	// A Work applied and healthy, but rendered for an earlier placement,
+	// does not count for the current one.
+	works["member3"] = work("4", 1, 1, metav1.ConditionTrue, v1alpha1.HealthHealthy, "")
+	items = Aggregate(spec, func(c string) *v1alpha1.Work { return works[c] })
+	if it := items[2]; it.Applied || it.AppliedMessage != "Work not yet rendered for 1 replicas (has 4)" {
+		t.Errorf("stale Work: applied %v %q", it.Applied, it.AppliedMessage)
 	}
 }

@@ -101,7 +101,7 @@ func update[T any, PT store.Object[T]](ctx context.Context, c *Controller, r *st
 		return err
 	}
 	spec, status := parts(stored)
-	items := aggregate(spec, workOf)
+	items := Aggregate(spec, workOf)
 	changed := !equality.Semantic.DeepEqual(status.AggregatedStatus, items)
 	status.AggregatedStatus = items
 	before := meta.FindStatusCondition(status.Conditions, v1alpha1.BindingConditionFullyApplied)

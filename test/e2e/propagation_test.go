@@ -92,9 +92,11 @@ type fleet struct {
 	dir     string
 }
 
-func startFleet(t *testing.T, clusters int) *fleet {
+// startFleet starts member clusters, a hub (with extra flags) and an
+// agent per cluster, and waits until every cluster is Ready.
+func startFleet(t *testing.T, clusters int, hubFlags ...string) *fleet {
 	t.Helper()
-	f := &fleet{t: t, env: membercluster.StartForTest(t, membercluster.Specs(clusters)...), hub: startHub(t),
+	f := &fleet{t: t, env: membercluster.StartForTest(t, membercluster.Specs(clusters)...), hub: startHub(t, hubFlags...),
 		agents: map[string]*agent{}, clients: map[string]kubernetes.Interface{}, dir: t.TempDir()}
 	for _, c := range f.env.Clusters() {
 		f.agents[c.Name] = startAgent(t, f.hub, c)

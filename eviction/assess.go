@@ -1,0 +1,120 @@
+package eviction
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+)
+
+// Verdict is the state of one graceful eviction task.
+type Verdict struct {
+	Done   bool
+	Reason string // when Done: ReasonReplacementHealthy or ReasonGracePeriodExpired
+	// Waiting is, when !Done, what the task waits for, for humans (describe
+	// binding), e.g. "replacement not scheduled yet: <Scheduled condition
+	// message>", "member-2 not healthy yet (Unknown), member-3 not applied
+	// yet; grace period ends in 9m30s", "kept until removed by hand
+	// (purgeMode Never)".
+	Waiting string
+	// Recheck is, when !Done, when the verdict can change by time alone
+	// (the grace deadline), zero if only other changes can.
+	Recheck time.Time
+}
+
+// maxListed is how many waiting clusters a Verdict names before "and N more".
+const maxListed = 5
+
+// Assess decides whether task has ended, given the binding's generation,
+// spec and status:
+//   - SuppressDeletion true (Never): never done.
+//   - "replaced" = status.SchedulerObservedGeneration == generation AND the
+//     Scheduled condition is True with ObservedGeneration == generation AND
+//     len(spec.Clusters) > 0. Not replaced -> not done, whatever the grace
+//     period says (no purge without a replacement); Recheck zero.
+//   - Replaced and every cluster of spec.Clusters has an AggregatedStatus
+//     item that is Applied and Health == Healthy -> Done,
+//     ReasonReplacementHealthy.
+//   - Replaced and now >= CreationTimestamp + grace (task.GracePeriodSeconds,
+//     else defaultGrace; a nil CreationTimestamp counts as expired) -> Done,
+//     ReasonGracePeriodExpired.
+//   - Otherwise not done, Recheck = the grace deadline, Waiting lists the
+//     clusters not yet healthy (sorted by name, at most 5, then "and N
+//     more").
+func Assess(task *v1alpha1.GracefulEvictionTask, generation int64, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus, defaultGrace time.Duration, now time.Time) Verdict {
+	if task == nil {
+		return Verdict{Waiting: "no eviction task"}
+	}
+	if task.SuppressDeletion != nil && *task.SuppressDeletion {
+		return Verdict{Waiting: "kept until removed by hand (purgeMode Never)"}
+	}
+	if spec == nil {
+		spec = &v1alpha1.ResourceBindingSpec{}
+	}
+	if status == nil {
+		status = &v1alpha1.ResourceBindingStatus{}
+	}
+	if why := notReplaced(generation, spec, status); why != "" {
+		return Verdict{Waiting: "replacement not scheduled yet: " + why}
+	}
+	unhealthy := unhealthyClusters(spec.Clusters, status.AggregatedStatus)
+	if len(unhealthy) == 0 {
+		return Verdict{Done: true, Reason: ReasonReplacementHealthy}
+	}
+	if task.CreationTimestamp == nil {
+		return Verdict{Done: true, Reason: ReasonGracePeriodExpired}
+	}
+	deadline := task.CreationTimestamp.Add(gracePeriod(task, defaultGrace))
+	if !now.Before(deadline) {
+		return Verdict{Done: true, Reason: ReasonGracePeriodExpired}
+	}
+	return Verdict{
+		Waiting: fmt.Sprintf("%s; grace period ends in %s", listWaiting(unhealthy), deadline.Sub(now).Round(time.Second)),
+		Recheck: deadline,
+	}
+}
+
+// notReplaced says why the binding has no replacement for the evicted
+// cluster yet, or "" if it has one. The generations must match: a Scheduled
+// condition from before the eviction describes the old result, which still
+// held the evicted cluster.
+func notReplaced(generation int64, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus) string {
+	if status.SchedulerObservedGeneration != generation {
+		return fmt.Sprintf("the scheduler has not seen generation %d yet (observed %d)", generation, status.SchedulerObservedGeneration)
+	}
+	cond := meta.FindStatusCondition(status.Conditions, v1alpha1.BindingConditionScheduled)
+	switch {
+	case cond == nil:
+		return "no Scheduled condition"
+	case cond.ObservedGeneration != generation:
+		return fmt.Sprintf("the Scheduled condition is for generation %d, not %d", cond.ObservedGeneration, generation)
+	case cond.Status != metav1.ConditionTrue:
+		return conditionText(cond)
+	case len(spec.Clusters) == 0:
+		return "no cluster selected"
+	}
+	return ""
+}
+
+// conditionText is a not-True condition in a few words: its message, else
+// its reason, else its status.
+func conditionText(cond *metav1.Condition) string {
+	for _, s := range []string{cond.Message, cond.Reason} {
+		if s != "" {
+			return s
+		}
+	}
+	return "Scheduled is " + string(cond.Status)
+}
+
+// gracePeriod is the task's own grace period, else the hub's default. A
+// negative one counts as 0.
+func gracePeriod(task *v1alpha1.GracefulEvictionTask, defaultGrace time.Duration) time.Duration {
+	if task.GracePeriodSeconds != nil {
+		return time.Duration(max(*task.GracePeriodSeconds, 0)) * time.Second
+	}
+	return defaultGrace
+}

@@ -1,0 +1,53 @@
+// Package eviction is the decision logic of the failover pipeline: when a
+// binding must leave a cluster, what the graceful eviction task says, when
+// that task ends, and how fast a zone may lose its workloads. It is pure
+// logic over the API types — no store, network, clock, goroutines or
+// package state; times are passed in — so the hub's controllers can be
+// tested, and their decisions replayed, without waiting for anything.
+//
+// Taints ([Decide]). Only NoExecute taints evict. A taint that no toleration
+// of the binding tolerates evicts at once. A tolerated taint evicts once
+// its allowance has run: the smallest tolerationSeconds among the
+// tolerations that match it (one with seconds beats one without, as in
+// Kubernetes; <= 0 is 0), or never if none sets seconds. Unlike Kubernetes,
+// which starts every allowance when the pod is first seen tainted, each
+// taint's allowance starts at its own timeAdded (as in Karmada), and never
+// before the time the hub last left isolation, so that a hub that was cut
+// off does not evict everything the moment it can see again. Tolerations
+// of cluster.karmada.io/* keys tolerate the cluster.flotilla.io/* taint
+// with the same suffix ([scheduler.Tolerates]).
+//
+// Default tolerations ([WithDefaultTolerations]). A policy that does not
+// tolerate the not-ready or unreachable NoExecute taint gets a toleration
+// of it for a fixed time (300 s by default), like the DefaultTolerationSeconds
+// admission plugin of Kubernetes. A policy's own toleration wins, forever
+// included.
+//
+// Eviction ([Evict]). The cluster leaves spec.clusters, so the scheduler
+// sees replicas missing and places them elsewhere, and a graceful eviction
+// task keeps the old copy running meanwhile. There is at most one task per
+// cluster: a repeated eviction keeps the first task's creation time.
+// purgeMode Never sets suppressDeletion.
+//
+// Task end ([Assess]). A task with suppressDeletion never ends by itself. A
+// task never ends before the scheduler has placed the binding anew (its
+// observed generation and a True Scheduled condition for the current
+// generation, with at least one cluster): there is no purge without a
+// replacement, whatever the grace period. Once replaced, the task ends
+// when every cluster of the new result reports the workload applied and
+// Healthy, or when its grace period (its own gracePeriodSeconds, else the
+// hub's default) has run from its creation.
+//
+// Partition protection ([Zones]). Evictions are rate limited per zone (a
+// token bucket of burst 1 per zone, 0.5 bindings/s by default). The rules
+// are the Kubernetes node lifecycle controller's, with clusters for
+// nodes. A zone whose clusters are all not Ready is in FullDisruption and
+// keeps the normal rate: the zone is most likely really down. A zone with
+// more than 2 and at least 55 % of its clusters not Ready is in
+// PartialDisruption: that looks like a network problem more than failed
+// clusters, so its rate drops to 0.01/s, or to 0 for zones of at most 50
+// clusters. When every zone is in FullDisruption the hub assumes that it is
+// the one cut off: every zone is Isolated and nothing is evicted until a
+// cluster is Ready again; then the grace of every taint restarts
+// ([Zones.GraceStart]).
+package eviction

@@ -1,0 +1,267 @@
+package eviction
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// zoneOf returns n clusters of zone, the first down of them not Ready.
+func zoneOf(zone string, n, down int) []ClusterHealth {
+	out := make([]ClusterHealth, n)
+	for i := range out {
+		out[i] = ClusterHealth{Name: fmt.Sprintf("%s-%d", zone, i), Zone: zone, Ready: i >= down}
+	}
+	return out
+}
+
+func fleetOf(zones ...[]ClusterHealth) []ClusterHealth {
+	var out []ClusterHealth
+	for _, z := range zones {
+		out = append(out, z...)
+	}
+	return out
+}
+
+func TestZonesModes(t *testing.T) {
+	tests := []struct {
+		name     string
+		clusters []ClusterHealth
+		want     map[string]Mode
+	}{
+		{"no clusters", nil, map[string]Mode{}},
+		{"all ready", zoneOf("eu", 3, 0), map[string]Mode{"eu": ModeNormal}},
+		{"1 of 3 down", zoneOf("eu", 3, 1), map[string]Mode{"eu": ModeNormal}},
+		{"2 of 3 down: not more than 2", zoneOf("eu", 3, 2), map[string]Mode{"eu": ModeNormal}},
+		{"3 of 5 down: partial", zoneOf("eu", 5, 3), map[string]Mode{"eu": ModePartialDisruption}},
+		{"3 of 6 down: under 55%", zoneOf("eu", 6, 3), map[string]Mode{"eu": ModeNormal}},
+		{"11 of 20 down: exactly 55%", zoneOf("eu", 20, 11), map[string]Mode{"eu": ModePartialDisruption}},
+		{"10 of 20 down: under 55%", zoneOf("eu", 20, 10), map[string]Mode{"eu": ModeNormal}},
+		{"one zone all down, another fine", fleetOf(zoneOf("eu", 3, 3), zoneOf("us", 2, 0)),
+			map[string]Mode{"eu": ModeFullDisruption, "us": ModeNormal}},
+		{"a single cluster down in its own zone", fleetOf(zoneOf("eu", 1, 1), zoneOf("us", 1, 0)),
+			map[string]Mode{"eu": ModeFullDisruption, "us": ModeNormal}},
+		{"every zone all down: isolated", fleetOf(zoneOf("eu", 3, 3), zoneOf("us", 2, 2)),
+			map[string]Mode{"eu": ModeIsolated, "us": ModeIsolated}},
+		{"one zone, all down: isolated", zoneOf("eu", 4, 4), map[string]Mode{"eu": ModeIsolated}},
+		{"the empty zone is a zone", fleetOf(zoneOf("", 1, 1), zoneOf("us", 1, 0)),
+			map[string]Mode{"": ModeFullDisruption, "us": ModeNormal}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			z := NewZones(ZoneConfig{})
+			z.Observe(tt.clusters, t0)
+			if diff := cmp.Diff(tt.want, z.Modes()); diff != "" {
+				t.Errorf("Modes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestZonesCustomThreshold(t *testing.T) {
+	z := NewZones(ZoneConfig{UnhealthyThreshold: 0.3})
+	z.Observe(zoneOf("eu", 10, 3), t0)
+	if diff := cmp.Diff(map[string]Mode{"eu": ModePartialDisruption}, z.Modes()); diff != "" {
+		t.Errorf("Modes (-want +got):\n%s", diff)
+	}
+}
+
+func TestZonesChanges(t *testing.T) {
+	z := NewZones(ZoneConfig{})
+	steps := []struct {
+		name     string
+		clusters []ClusterHealth
+		want     []ModeChange
+	}{
+		{"first sight", fleetOf(zoneOf("us", 5, 0), zoneOf("eu", 3, 0)), []ModeChange{
+			{Zone: "eu", To: ModeNormal, Total: 3},
+			{Zone: "us", To: ModeNormal, Total: 5},
+		}},
+		{"same again: nothing", fleetOf(zoneOf("us", 5, 0), zoneOf("eu", 3, 0)), nil},
+		{"counts change, mode does not: nothing", fleetOf(zoneOf("us", 5, 2), zoneOf("eu", 3, 1)), nil},
+		{"us partial, eu full", fleetOf(zoneOf("us", 5, 3), zoneOf("eu", 3, 3)), []ModeChange{
+			{Zone: "eu", From: ModeNormal, To: ModeFullDisruption, NotReady: 3, Total: 3},
+			{Zone: "us", From: ModeNormal, To: ModePartialDisruption, NotReady: 3, Total: 5},
+		}},
+		{"reported once", fleetOf(zoneOf("us", 5, 3), zoneOf("eu", 3, 3)), nil},
+		{"all down: isolated", fleetOf(zoneOf("us", 5, 5), zoneOf("eu", 3, 3)), []ModeChange{
+			{Zone: "eu", From: ModeFullDisruption, To: ModeIsolated, NotReady: 3, Total: 3},
+			{Zone: "us", From: ModePartialDisruption, To: ModeIsolated, NotReady: 5, Total: 5},
+		}},
+		{"eu gone, a new zone ap", fleetOf(zoneOf("us", 5, 0), zoneOf("ap", 1, 0)), []ModeChange{
+			{Zone: "ap", To: ModeNormal, Total: 1},
+			{Zone: "eu", From: ModeIsolated},
+			{Zone: "us", From: ModeIsolated, To: ModeNormal, Total: 5},
+		}},
+		{"no clusters at all", nil, []ModeChange{
+			{Zone: "ap", From: ModeNormal},
+			{Zone: "us", From: ModeNormal},
+		}},
+	}
+	for i, s := range steps {
+		got := z.Observe(s.clusters, at(time.Duration(i)*time.Minute))
+		if diff := cmp.Diff(s.want, got); diff != "" {
+			t.Fatalf("step %q: Observe (-want +got):\n%s", s.name, diff)
+		}
+	}
+}
+
+// allowStep is a call of Allow and what it should return.
+type allowStep struct {
+	zone      string
+	now       time.Time
+	wantOK    bool
+	wantRetry time.Time
+}
+
+func checkAllow(t *testing.T, z *Zones, steps ...allowStep) {
+	t.Helper()
+	for i, s := range steps {
+		ok, retry := z.Allow(s.zone, s.now)
+		if ok != s.wantOK || !retry.Equal(s.wantRetry) {
+			t.Errorf("step %d: Allow(%q, %v) = %v, %v; want %v, %v", i, s.zone, s.now, ok, retry, s.wantOK, s.wantRetry)
+		}
+	}
+}
+
+func TestZonesAllow(t *testing.T) {
+	never := time.Time{}
+	tests := []struct {
+		name     string
+		cfg      ZoneConfig
+		clusters []ClusterHealth
+		steps    []allowStep
+	}{
+		{"normal zone at 0.5/s", ZoneConfig{}, zoneOf("eu", 3, 1), []allowStep{
+			{"eu", t0, true, never},
+			{"eu", t0, false, at(2 * time.Second)},
+			{"eu", at(time.Second), false, at(2 * time.Second)},
+			{"eu", at(2 * time.Second), true, never},
+			{"eu", at(10 * time.Second), true, never}, // burst 1: no saving up
+			{"eu", at(10 * time.Second), false, at(12 * time.Second)},
+		}},
+		{"custom rate", ZoneConfig{Rate: 4}, zoneOf("eu", 3, 1), []allowStep{
+			{"eu", t0, true, never},
+			{"eu", t0, false, at(250 * time.Millisecond)},
+			{"eu", at(250 * time.Millisecond), true, never},
+		}},
+		{"full disruption next to a fine zone keeps the rate", ZoneConfig{},
+			fleetOf(zoneOf("eu", 3, 3), zoneOf("us", 2, 0)), []allowStep{
+				{"eu", t0, true, never},
+				{"eu", t0, false, at(2 * time.Second)},
+				{"us", t0, true, never}, // one bucket per zone
+			}},
+		{"isolated never allows", ZoneConfig{}, fleetOf(zoneOf("eu", 3, 3), zoneOf("us", 2, 2)), []allowStep{
+			{"eu", t0, false, never},
+			{"us", at(time.Hour), false, never},
+			{"unknown", t0, false, never},
+		}},
+		{"small partial zone: 0, even for the first", ZoneConfig{}, zoneOf("eu", 5, 3), []allowStep{
+			{"eu", t0, false, never},
+			{"eu", at(time.Hour), false, never},
+		}},
+		{"large partial zone: secondary rate", ZoneConfig{}, zoneOf("eu", 60, 40), []allowStep{
+			{"eu", t0, true, never},
+			{"eu", at(time.Second), false, at(100 * time.Second)},
+			{"eu", at(100 * time.Second), true, never},
+		}},
+		{"custom large zone threshold and secondary rate", ZoneConfig{LargeZoneThreshold: 4, SecondaryRate: 0.1}, zoneOf("eu", 5, 3), []allowStep{
+			{"eu", t0, true, never},
+			{"eu", t0, false, at(10 * time.Second)},
+		}},
+		{"a rate too slow for a Duration waits the longest Duration", ZoneConfig{Rate: 1e-12}, zoneOf("eu", 1, 0), []allowStep{
+			{"eu", t0, true, never},
+			{"eu", t0, false, t0.Add(time.Duration(math.MaxInt64))},
+		}},
+		{"unknown zone at Rate", ZoneConfig{}, zoneOf("eu", 3, 0), []allowStep{
+			{"new", t0, true, never},
+			{"new", t0, false, at(2 * time.Second)},
+			{"other", t0, true, never},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			z := NewZones(tt.cfg)
+			z.Observe(tt.clusters, t0)
+			checkAllow(t, z, tt.steps...)
+		})
+	}
+}
+
+func TestZonesRateChangeKeepsTokens(t *testing.T) {
+	z := NewZones(ZoneConfig{})
+	z.Observe(zoneOf("eu", 60, 0), t0)
+	checkAllow(t, z, allowStep{"eu", t0, true, time.Time{}})
+	// Half a token earned at 0.5/s; the rest comes at 0.01/s: 50 s more.
+	z.Observe(zoneOf("eu", 60, 40), at(time.Second))
+	checkAllow(t, z,
+		allowStep{"eu", at(time.Second), false, at(51 * time.Second)},
+		allowStep{"eu", at(51 * time.Second), true, time.Time{}})
+}
+
+func TestZonesLimitFollowsSizeWithinMode(t *testing.T) {
+	z := NewZones(ZoneConfig{LargeZoneThreshold: 5})
+	z.Observe(zoneOf("eu", 5, 3), t0)
+	checkAllow(t, z, allowStep{"eu", t0, false, time.Time{}})
+	if got := z.Observe(zoneOf("eu", 6, 4), at(time.Second)); got != nil {
+		t.Errorf("Observe = %v, want no change", got)
+	}
+	checkAllow(t, z, allowStep{"eu", at(time.Second), true, time.Time{}})
+}
+
+func TestZonesUnknownZoneObservedLater(t *testing.T) {
+	z := NewZones(ZoneConfig{})
+	checkAllow(t, z, allowStep{"eu", t0, true, time.Time{}})
+	if diff := cmp.Diff(map[string]Mode{}, z.Modes()); diff != "" {
+		t.Errorf("Modes before Observe (-want +got):\n%s", diff)
+	}
+	got := z.Observe(zoneOf("eu", 2, 0), t0)
+	if diff := cmp.Diff([]ModeChange{{Zone: "eu", To: ModeNormal, Total: 2}}, got); diff != "" {
+		t.Errorf("Observe (-want +got):\n%s", diff)
+	}
+	// The token taken before the zone was observed stays taken.
+	checkAllow(t, z, allowStep{"eu", at(time.Second), false, at(2 * time.Second)})
+}
+
+func TestZonesIsolationAndRecovery(t *testing.T) {
+	z := NewZones(ZoneConfig{})
+	down := fleetOf(zoneOf("eu", 3, 3), zoneOf("us", 2, 2))
+	z.Observe(fleetOf(zoneOf("eu", 3, 0), zoneOf("us", 2, 0)), t0)
+	z.Observe(down, at(time.Minute))
+	z.Observe(down, at(2*time.Minute))
+	if got := z.GraceStart(); !got.IsZero() {
+		t.Fatalf("GraceStart while isolated = %v, want zero", got)
+	}
+	checkAllow(t, z, allowStep{"eu", at(2 * time.Minute), false, time.Time{}})
+
+	recovered := at(5 * time.Minute)
+	got := z.Observe(fleetOf(zoneOf("eu", 3, 3), zoneOf("us", 2, 1)), recovered)
+	want := []ModeChange{
+		{Zone: "eu", From: ModeIsolated, To: ModeFullDisruption, NotReady: 3, Total: 3},
+		{Zone: "us", From: ModeIsolated, To: ModeNormal, NotReady: 1, Total: 2},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Observe (-want +got):\n%s", diff)
+	}
+	if got := z.GraceStart(); !got.Equal(recovered) {
+		t.Errorf("GraceStart = %v, want %v", got, recovered)
+	}
+	checkAllow(t, z, allowStep{"eu", recovered, true, time.Time{}})
+	// Staying out of isolation does not move the grace start.
+	z.Observe(fleetOf(zoneOf("eu", 3, 0), zoneOf("us", 2, 0)), at(time.Hour))
+	if got := z.GraceStart(); !got.Equal(recovered) {
+		t.Errorf("GraceStart after a later Observe = %v, want %v", got, recovered)
+	}
+}
+
+func TestZonesModesIsACopy(t *testing.T) {
+	z := NewZones(ZoneConfig{})
+	z.Observe(zoneOf("eu", 1, 0), t0)
+	z.Modes()["eu"] = ModeIsolated
+	if got := z.Modes()["eu"]; got != ModeNormal {
+		t.Errorf("Modes()[eu] = %q after writing to a copy, want Normal", got)
+	}
+}

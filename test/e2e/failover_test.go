@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+)
+
+// Failover timings for tests: a cut-off cluster is Unknown after
+// testGrace, NoExecute testEvictionTimeout later, and its workloads are
+// evicted when the default toleration of testToleration runs out.
+const testToleration = 2 * time.Second
+
+// failoverFlags are the hub flags of the failover tests.
+var failoverFlags = []string{
+	fmt.Sprintf("--default-unreachable-toleration-seconds=%d", int(testToleration/time.Second)),
+	fmt.Sprintf("--default-not-ready-toleration-seconds=%d", int(testToleration/time.Second)),
+	"--graceful-eviction-timeout=2m", "--eviction-rate=50",
+}
+
+// taintAdded returns when the cluster got the taint, or zero.
+func taintAdded(c *v1alpha1.Cluster, key string, effect corev1.TaintEffect) time.Time {
+	for _, t := range c.Spec.Taints {
+		if t.Key == key && t.Effect == effect && t.TimeAdded != nil {
+			return t.TimeAdded.Time
+		}
+	}
+	return time.Time{}
+}
+
+func taskFrom(b *v1alpha1.ResourceBinding, cluster string) *v1alpha1.GracefulEvictionTask {
+	for i := range b.Spec.GracefulEvictionTasks {
+		if b.Spec.GracefulEvictionTasks[i].FromCluster == cluster {
+			return &b.Spec.GracefulEvictionTasks[i]
+		}
+	}
+	return nil
+}
+
+// TestFailoverSeedScenario is the seed example's failover: nginx 1:2 on
+// member-1 and member-2; member-1's agent dies; after Unknown,
+// unreachable:NoSchedule, NoExecute and the toleration, member-2 runs all
+// 3 replicas, the eviction task ends, and member-1's copy is deleted when
+// its agent comes back. The placement does not move back by itself.
+func TestFailoverSeedScenario(t *testing.T) {
+	f := startFleet(t, 3, failoverFlags...)
+	f.apply("seed.yaml", nginxYAML+"---\n"+policyYAML)
+	f.waitDeployments(map[string]int32{"member-1": 1, "member-2": 2}, "nginx:1.27")
+
+	killed := time.Now()
+	if err := f.agents["member-1"].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	var noExecuteAt time.Time
+	waitFor(t, testGrace+testEvictionTimeout+10*time.Second, "member-1 Unknown with unreachable:NoExecute", func() (bool, string) {
+		c := f.hub.cluster(t, "member-1")
+		noExecuteAt = taintAdded(c, v1alpha1.TaintClusterUnreachable, corev1.TaintEffectNoExecute)
+		return !noExecuteAt.IsZero(), describe(c)
+	})
+
+	var task v1alpha1.GracefulEvictionTask
+	waitFor(t, 30*time.Second, "binding evicted from member-1", func() (bool, string) {
+		b := f.binding("web", "nginx-deployment")
+		if tk := taskFrom(b, "member-1"); tk != nil {
+			task = *tk
+			return true, ""
+		}
+		return false, fmt.Sprintf("clusters %v, tasks %v", b.Spec.Clusters, b.Spec.GracefulEvictionTasks)
+	})
+	if evictedAfter := task.CreationTimestamp.Sub(noExecuteAt); evictedAfter < testToleration-time.Second {
+		// Timestamps are whole seconds: allow one second of rounding.
+		t.Errorf("evicted %v after NoExecute, before the %v toleration ran out", evictedAfter, testToleration)
+	}
+	if task.Reason != "TaintUntolerated" || task.Producer != "TaintManager" || task.PurgeMode != v1alpha1.PurgeModeGracefully || task.Replicas == nil || *task.Replicas != 1 {
+		t.Errorf("eviction task %+v", task)
+	}
+	t.Logf("agent killed → NoExecute %v → evicted %v", noExecuteAt.Sub(killed).Round(100*time.Millisecond), task.CreationTimestamp.Sub(noExecuteAt))
+
+	f.waitDeployments(map[string]int32{"member-2": 3}, "nginx:1.27")
+	waitFor(t, 30*time.Second, "eviction task ended", func() (bool, string) {
+		b := f.binding("web", "nginx-deployment")
+		return len(b.Spec.GracefulEvictionTasks) == 0, fmt.Sprintf("tasks %+v", b.Spec.GracefulEvictionTasks)
+	})
+	if d := f.deployment("member-1", "web", "nginx"); d == nil {
+		t.Errorf("member-1's nginx is gone while its agent is down; nothing could have deleted it")
+	}
+	events := mustFlotilla(t, f.hub, "describe", "binding", "nginx-deployment", "-n", "web")
+	for _, want := range []string{"Evicted", "EvictionTaskEnded"} {
+		if !strings.Contains(events, want) {
+			t.Errorf("describe binding lacks the %s event:\n%s", want, events)
+		}
+	}
+
+	if err := f.agents["member-1"].Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, f.hub, "member-1", 30*time.Second)
+	waitFor(t, 30*time.Second, "member-1's nginx deleted after its agent came back", func() (bool, string) {
+		d := f.deployment("member-1", "web", "nginx")
+		return d == nil, deploymentState(d)
+	})
+	b := f.binding("web", "nginx-deployment")
+	if diff := cmp.Diff([]v1alpha1.TargetCluster{{Name: "member-2", Replicas: 3}}, b.Spec.Clusters); diff != "" {
+		t.Errorf("placement after member-1 came back (-want +got):\n%s", diff)
+	}
+	st := f.stats()
+	if st.Failover.Evictions != 1 || st.Failover.TasksEnded != 1 {
+		t.Errorf("failover stats %+v, want 1 eviction and 1 task ended", st.Failover)
+	}
+	_ = slices.Contains[[]string]
+}
