@@ -23,6 +23,10 @@ type Verdict struct {
 	// Recheck is, when !Done, when the verdict can change by time alone
 	// (the grace deadline), zero if only other changes can.
 	Recheck time.Time
+	// NoReplacement is set when the task waits because the binding has no
+	// replacement scheduled: if the evicted cluster recovers meanwhile, the
+	// eviction can be called off.
+	NoReplacement bool
 }
 
 // maxListed is how many waiting clusters a Verdict names before "and N more".
@@ -58,7 +62,7 @@ func Assess(task *v1alpha1.GracefulEvictionTask, generation int64, spec *v1alpha
 		status = &v1alpha1.ResourceBindingStatus{}
 	}
 	if why := notReplaced(generation, spec, status); why != "" {
-		return Verdict{Waiting: "replacement not scheduled yet: " + why}
+		return Verdict{Waiting: "replacement not scheduled yet: " + why, NoReplacement: true}
 	}
 	unhealthy := unhealthyClusters(spec.Clusters, status.AggregatedStatus)
 	if len(unhealthy) == 0 {

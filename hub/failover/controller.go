@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -124,15 +125,15 @@ type Stats struct {
 	ZoneModes  map[string]string `json:"zoneModes"`
 }
 
-// Stats returns the counters and zone modes ("" is the zone of clusters
-// without spec.zone).
+// Stats returns the counters and zone modes ("default" is the zone of
+// clusters without spec.zone).
 func (c *Controller) Stats() Stats {
 	c.mu.Lock()
 	modes := c.zones.Modes()
 	c.mu.Unlock()
 	out := Stats{Evictions: c.evictions.Load(), TasksEnded: c.tasksEnded.Load(), ZoneModes: map[string]string{}}
 	for zone, mode := range modes {
-		out.ZoneModes[zone] = string(mode)
+		out.ZoneModes[zoneName(zone)] = string(mode)
 	}
 	return out
 }
@@ -276,13 +277,14 @@ func reconcileBinding[T any, PT store.Object[T]](ctx context.Context, c *Control
 	// stored aggregated status may still describe the placement before.
 	current := *status
 	current.AggregatedStatus = hubstatus.Aggregate(spec, workOf)
-	ended := c.endTasks(obj.GetGeneration(), spec, &current, now, &wake)
-	evicted := c.dueEvictions(spec, now, &wake)
+	tolerations := c.tolerations(spec)
+	ended := c.endTasks(obj.GetGeneration(), spec, &current, tolerations, now, &wake)
+	evicted := c.dueEvictions(spec, tolerations, now, &wake)
 	for _, e := range evicted {
 		eviction.Evict(spec, e, now)
 	}
 	if len(ended) > 0 || len(evicted) > 0 {
-		if len(evicted) > 0 {
+		if len(evicted) > 0 || slices.ContainsFunc(ended, func(t endedTask) bool { return t.cancelled }) {
 			// A new generation tells the scheduler to place the replicas
 			// again, and tasks wait until it has.
 			obj.SetGeneration(obj.GetGeneration() + 1)
@@ -298,21 +300,33 @@ func reconcileBinding[T any, PT store.Object[T]](ctx context.Context, c *Control
 	return nil
 }
 
-// endedTask is a task that is over, and why.
+// endedTask is a task that is over, and why. A cancelled one gave its
+// cluster back: it recovered before any replacement could be scheduled.
 type endedTask struct {
-	task   v1alpha1.GracefulEvictionTask
-	reason string
+	task      v1alpha1.GracefulEvictionTask
+	reason    string
+	cancelled bool
 }
 
+// reasonRecovered ends a task whose cluster recovered before the binding
+// found a replacement: the workload stays where it runs.
+const reasonRecovered = "ClusterRecovered"
+
 // endTasks removes the tasks that are over from spec and returns them.
-func (c *Controller) endTasks(generation int64, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus, now time.Time, wake *wakeup) []endedTask {
+func (c *Controller) endTasks(generation int64, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus,
+	tolerations []corev1.Toleration, now time.Time, wake *wakeup) []endedTask {
 	var ended []endedTask
 	kept := spec.GracefulEvictionTasks[:0:0]
 	for i := range spec.GracefulEvictionTasks {
 		task := spec.GracefulEvictionTasks[i]
 		v := eviction.Assess(&task, generation, spec, status, c.cfg.GracefulEvictionTimeout, now)
-		if v.Done {
+		switch {
+		case v.Done:
 			ended = append(ended, endedTask{task: task, reason: v.Reason})
+			continue
+		case v.NoReplacement && task.Producer == eviction.ProducerTaintManager && c.recovered(task.FromCluster, tolerations, now):
+			ended = append(ended, endedTask{task: task, reason: reasonRecovered, cancelled: true})
+			giveBack(spec, &task)
 			continue
 		}
 		wake.at(v.Recheck)
@@ -324,14 +338,45 @@ func (c *Controller) endTasks(generation int64, spec *v1alpha1.ResourceBindingSp
 	return ended
 }
 
+// recovered reports whether a cluster is Ready and its taints no longer
+// call for an eviction.
+func (c *Controller) recovered(cluster string, tolerations []corev1.Toleration, now time.Time) bool {
+	cl := c.clusters.Get(cluster)
+	if cl == nil || !ready(cl) {
+		return false
+	}
+	c.mu.Lock()
+	since := c.zones.GraceStart()
+	c.mu.Unlock()
+	return !eviction.Decide(cl.Spec.Taints, tolerations, since, now).Evict
+}
+
+// giveBack puts the task's cluster back into spec.clusters with the
+// replicas it had.
+func giveBack(spec *v1alpha1.ResourceBindingSpec, task *v1alpha1.GracefulEvictionTask) {
+	if slices.ContainsFunc(spec.Clusters, func(tc v1alpha1.TargetCluster) bool { return tc.Name == task.FromCluster }) {
+		return
+	}
+	replicas := spec.Replicas
+	if task.Replicas != nil {
+		replicas = *task.Replicas
+	}
+	spec.Clusters = append(slices.Clone(spec.Clusters), v1alpha1.TargetCluster{Name: task.FromCluster, Replicas: replicas})
+	slices.SortFunc(spec.Clusters, func(a, b v1alpha1.TargetCluster) int { return strings.Compare(a.Name, b.Name) })
+}
+
+// tolerations are the placement's, with the default NoExecute ones.
+func (c *Controller) tolerations(spec *v1alpha1.ResourceBindingSpec) []corev1.Toleration {
+	var own []corev1.Toleration
+	if spec.Placement != nil {
+		own = spec.Placement.ClusterTolerations
+	}
+	return eviction.WithDefaultTolerations(own, c.cfg.DefaultNotReadyToleration, c.cfg.DefaultUnreachableToleration)
+}
+
 // dueEvictions returns the clusters of spec the binding must leave now, as
 // far as each zone's rate allows.
-func (c *Controller) dueEvictions(spec *v1alpha1.ResourceBindingSpec, now time.Time, wake *wakeup) []eviction.Eviction {
-	var tolerations []corev1.Toleration
-	if spec.Placement != nil {
-		tolerations = spec.Placement.ClusterTolerations
-	}
-	tolerations = eviction.WithDefaultTolerations(tolerations, c.cfg.DefaultNotReadyToleration, c.cfg.DefaultUnreachableToleration)
+func (c *Controller) dueEvictions(spec *v1alpha1.ResourceBindingSpec, tolerations []corev1.Toleration, now time.Time, wake *wakeup) []eviction.Eviction {
 	purgeMode := ""
 	if spec.Failover != nil && spec.Failover.Cluster != nil {
 		purgeMode = spec.Failover.Cluster.PurgeMode
@@ -383,7 +428,10 @@ func (c *Controller) record(obj metav1.Object, spec *v1alpha1.ResourceBindingSpe
 		c.tasksEnded.Add(1)
 		c.logger.Info("eviction task ended", "binding", key, "cluster", t.task.FromCluster, "reason", t.reason)
 		message := fmt.Sprintf("eviction from %s ended (%s); its copy there is removed", t.task.FromCluster, t.reason)
-		if v1alpha1.NormalPurgeMode(t.task.PurgeMode) == v1alpha1.PurgeModeDirectly {
+		switch {
+		case t.cancelled:
+			message = fmt.Sprintf("eviction from %s called off: the cluster recovered before any other cluster could take the workload, which stays there", t.task.FromCluster)
+		case v1alpha1.NormalPurgeMode(t.task.PurgeMode) == v1alpha1.PurgeModeDirectly:
 			message = fmt.Sprintf("eviction from %s ended (%s); its copy was removed when it was evicted", t.task.FromCluster, t.reason)
 		}
 		event(corev1.EventTypeNormal, "EvictionTaskEnded", message)

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -114,5 +113,4 @@ func TestFailoverSeedScenario(t *testing.T) {
 	if st.Failover.Evictions != 1 || st.Failover.TasksEnded != 1 {
 		t.Errorf("failover stats %+v, want 1 eviction and 1 task ended", st.Failover)
 	}
-	_ = slices.Contains[[]string]
 }
