@@ -103,6 +103,16 @@ type ResourceBindingStatus struct {
 	LastScheduledTime             *metav1.Time           `json:"lastScheduledTime,omitempty"`
 	Conditions                    []metav1.Condition     `json:"conditions,omitempty"`
 	AggregatedStatus              []AggregatedStatusItem `json:"aggregatedStatus,omitempty"`
+	// FailbackClusters are clusters the binding was evicted from while its
+	// policy asks for failback: once one has been Ready for the
+	// stabilization period, the binding gets a Fresh reschedule.
+	FailbackClusters []FailbackCluster `json:"failbackClusters,omitempty"`
+}
+
+// FailbackCluster is a cluster a binding may return to.
+type FailbackCluster struct {
+	Name      string      `json:"name"`
+	EvictedAt metav1.Time `json:"evictedAt"`
 }
 
 // AggregatedStatusItem is the workload's state in one cluster.

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/eviction"
@@ -72,6 +73,10 @@ type Controller struct {
 
 	mu    sync.Mutex
 	zones *eviction.Zones // guarded by mu
+	// unhealthySince is, per binding key and cluster, since when the
+	// workload has been unhealthy there (application failover); guarded
+	// by mu.
+	unhealthySince map[string]map[string]time.Time
 
 	evictions, tasksEnded atomic.Int64
 }
@@ -79,7 +84,8 @@ type Controller struct {
 // New returns a failover controller over objs.
 func New(objs *objects.Objects, recorder controller.Recorder, clk clock.WithTicker, cfg Config, logger *slog.Logger) *Controller {
 	logger = logger.With("controller", "failover")
-	c := &Controller{objs: objs, recorder: recorder, clock: clk, logger: logger, cfg: cfg, zones: eviction.NewZones(cfg.Zones)}
+	c := &Controller{objs: objs, recorder: recorder, clock: clk, logger: logger, cfg: cfg, zones: eviction.NewZones(cfg.Zones),
+		unhealthySince: map[string]map[string]time.Time{}}
 	c.clusters = controller.NewInformer(objs.Clusters, nil, logger)
 	c.bindings = controller.NewInformer(objs.Bindings, nil, logger)
 	c.clusterBindings = controller.NewInformer(objs.ClusterBindings, nil, logger)
@@ -244,6 +250,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	if strings.Contains(key, "/") {
 		b := c.bindings.Get(key)
 		if b == nil {
+			c.forget(key)
 			return nil
 		}
 		b = b.DeepCopy()
@@ -251,10 +258,18 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	}
 	b := c.clusterBindings.Get(key)
 	if b == nil {
+		c.forget(key)
 		return nil
 	}
 	b = b.DeepCopy()
 	return reconcileBinding(ctx, c, c.objs.ClusterBindings, b, key, &b.Spec, &b.Status, c.workOf(key, b.Name))
+}
+
+// forget drops what is kept in memory about a deleted binding.
+func (c *Controller) forget(key string) {
+	c.mu.Lock()
+	delete(c.unhealthySince, key)
+	c.mu.Unlock()
 }
 
 // workOf returns a binding's Work in a cluster, from the mirror.
@@ -280,10 +295,12 @@ func reconcileBinding[T any, PT store.Object[T]](ctx context.Context, c *Control
 	tolerations := c.tolerations(spec)
 	ended := c.endTasks(obj.GetGeneration(), spec, &current, tolerations, now, &wake)
 	evicted := c.dueEvictions(spec, tolerations, now, &wake)
+	evicted = append(evicted, c.applicationFailures(key, spec, current.AggregatedStatus, evicted, now, &wake)...)
 	for _, e := range evicted {
 		eviction.Evict(spec, e, now)
 	}
-	if len(ended) > 0 || len(evicted) > 0 {
+	failedBack, failbackChanged := c.failback(spec, status, evicted, now, &wake)
+	if len(ended) > 0 || len(evicted) > 0 || failbackChanged {
 		if len(evicted) > 0 || slices.ContainsFunc(ended, func(t endedTask) bool { return t.cancelled }) {
 			// A new generation tells the scheduler to place the replicas
 			// again, and tasks wait until it has.
@@ -292,7 +309,7 @@ func reconcileBinding[T any, PT store.Object[T]](ctx context.Context, c *Control
 		if _, err := r.Update(ctx, obj); err != nil {
 			return fmt.Errorf("store failover decisions for %s: %w", key, err)
 		}
-		c.record(obj, spec, evicted, ended)
+		c.record(obj, spec, evicted, ended, failedBack)
 	}
 	if d, ok := wake.after(now); ok {
 		c.queue.AddAfter(key, d)
@@ -402,7 +419,8 @@ func (c *Controller) dueEvictions(spec *v1alpha1.ResourceBindingSpec, toleration
 		}
 		out = append(out, eviction.Eviction{
 			Cluster: tc.Name, Reason: eviction.ReasonTaintUntolerated, Producer: eviction.ProducerTaintManager, PurgeMode: purgeMode,
-			Message: fmt.Sprintf("cluster %s has taint %s:%s that the placement does not tolerate (any longer)", tc.Name, d.Taint.Key, d.Taint.Effect),
+			GracePeriod: ptr.To(c.defaultGraceSeconds()),
+			Message:     fmt.Sprintf("cluster %s has taint %s:%s that the placement does not tolerate (any longer)", tc.Name, d.Taint.Key, d.Taint.Effect),
 		})
 	}
 	return out
@@ -410,7 +428,7 @@ func (c *Controller) dueEvictions(spec *v1alpha1.ResourceBindingSpec, toleration
 
 // record logs and records events for what reconcile stored, on the
 // binding and on its template.
-func (c *Controller) record(obj metav1.Object, spec *v1alpha1.ResourceBindingSpec, evicted []eviction.Eviction, ended []endedTask) {
+func (c *Controller) record(obj metav1.Object, spec *v1alpha1.ResourceBindingSpec, evicted []eviction.Eviction, ended []endedTask, failedBack []string) {
 	bindingRef := controller.BindingRef(obj)
 	templateRef := corev1.ObjectReference{APIVersion: spec.Resource.APIVersion, Kind: spec.Resource.Kind, Namespace: spec.Resource.Namespace, Name: spec.Resource.Name}
 	event := func(eventType, reason, message string) {
@@ -435,6 +453,10 @@ func (c *Controller) record(obj metav1.Object, spec *v1alpha1.ResourceBindingSpe
 			message = fmt.Sprintf("eviction from %s ended (%s); its copy was removed when it was evicted", t.task.FromCluster, t.reason)
 		}
 		event(corev1.EventTypeNormal, "EvictionTaskEnded", message)
+	}
+	if len(failedBack) > 0 {
+		c.logger.Info("failback", "binding", key, "clusters", failedBack)
+		event(corev1.EventTypeNormal, "Failback", fmt.Sprintf("%s Ready again for the stabilization period: rescheduling afresh", strings.Join(failedBack, ", ")))
 	}
 }
 

@@ -24,6 +24,16 @@ var failoverFlags = []string{
 	"--graceful-eviction-timeout=2m", "--eviction-rate=50",
 }
 
+// failbackStabilization is nginx-fb's failback.stabilizationSeconds.
+const failbackStabilization = 3 * time.Second
+
+// failbackYAML is the seed example as nginx-fb, with failback.
+func failbackYAML() string {
+	r := strings.NewReplacer("name: nginx\n", "name: nginx-fb\n", "app: nginx}", "app: nginx-fb}", "name: nginx-propagation", "name: nginx-fb")
+	policy := r.Replace(policyYAML) + fmt.Sprintf("  failover: {cluster: {failback: {stabilizationSeconds: %d}}}\n", int(failbackStabilization/time.Second))
+	return r.Replace(nginxYAML) + "---\n" + policy
+}
+
 // taintAdded returns when the cluster got the taint, or zero.
 func taintAdded(c *v1alpha1.Cluster, key string, effect corev1.TaintEffect) time.Time {
 	for _, t := range c.Spec.Taints {
@@ -51,7 +61,10 @@ func taskFrom(b *v1alpha1.ResourceBinding, cluster string) *v1alpha1.GracefulEvi
 func TestFailoverSeedScenario(t *testing.T) {
 	f := startFleet(t, 3, failoverFlags...)
 	f.apply("seed.yaml", nginxYAML+"---\n"+policyYAML)
+	// The same, with failback: it returns to member-1 by itself.
+	f.apply("failback.yaml", failbackYAML())
 	f.waitDeployments(map[string]int32{"member-1": 1, "member-2": 2}, "nginx:1.27")
+	f.waitDeploymentsOf("web", "nginx-fb", map[string]int32{"member-1": 1, "member-2": 2}, "")
 
 	killed := time.Now()
 	if err := f.agents["member-1"].Kill(); err != nil {
@@ -83,9 +96,11 @@ func TestFailoverSeedScenario(t *testing.T) {
 	t.Logf("agent killed → NoExecute %v → evicted %v", noExecuteAt.Sub(killed).Round(100*time.Millisecond), task.CreationTimestamp.Sub(noExecuteAt))
 
 	f.waitDeployments(map[string]int32{"member-2": 3}, "nginx:1.27")
-	waitFor(t, 30*time.Second, "eviction task ended", func() (bool, string) {
-		b := f.binding("web", "nginx-deployment")
-		return len(b.Spec.GracefulEvictionTasks) == 0, fmt.Sprintf("tasks %+v", b.Spec.GracefulEvictionTasks)
+	f.waitDeploymentsOf("web", "nginx-fb", map[string]int32{"member-2": 3}, "")
+	waitFor(t, 30*time.Second, "eviction tasks ended", func() (bool, string) {
+		b, fb := f.binding("web", "nginx-deployment"), f.binding("web", "nginx-fb-deployment")
+		return len(b.Spec.GracefulEvictionTasks) == 0 && len(fb.Spec.GracefulEvictionTasks) == 0,
+			fmt.Sprintf("tasks %v and %v", b.Spec.EvictingClusters(), fb.Spec.EvictingClusters())
 	})
 	if d := f.deployment("member-1", "web", "nginx"); d == nil {
 		t.Errorf("member-1's nginx is gone while its agent is down; nothing could have deleted it")
@@ -105,12 +120,19 @@ func TestFailoverSeedScenario(t *testing.T) {
 		d := f.deployment("member-1", "web", "nginx")
 		return d == nil, deploymentState(d)
 	})
+	readyAgain := time.Now()
+	// With failback, nginx-fb returns once member-1 has been Ready for
+	// the stabilization period; nginx, without, stays.
+	f.waitDeploymentsOf("web", "nginx-fb", map[string]int32{"member-1": 1, "member-2": 2}, "")
+	if took := time.Since(readyAgain); took < failbackStabilization-time.Second {
+		t.Errorf("nginx-fb failed back %v after member-1 was Ready, before the %v stabilization", took, failbackStabilization)
+	}
 	b := f.binding("web", "nginx-deployment")
 	if diff := cmp.Diff([]v1alpha1.TargetCluster{{Name: "member-2", Replicas: 3}}, b.Spec.Clusters); diff != "" {
 		t.Errorf("placement after member-1 came back (-want +got):\n%s", diff)
 	}
 	st := f.stats()
-	if st.Failover.Evictions != 1 || st.Failover.TasksEnded != 1 {
-		t.Errorf("failover stats %+v, want 1 eviction and 1 task ended", st.Failover)
+	if st.Failover.Evictions != 2 || st.Failover.TasksEnded != 2 {
+		t.Errorf("failover stats %+v, want 2 evictions and 2 tasks ended", st.Failover)
 	}
 }

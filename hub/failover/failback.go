@@ -1,0 +1,74 @@
+package failover
+
+import (
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/eviction"
+)
+
+// failback keeps status.failbackClusters for a policy with failback: the
+// clusters the taint manager evicted the binding from. Once one has been
+// Ready for the stabilization period (and is neither placed nor still
+// being evicted from), the binding gets a Fresh reschedule through
+// spec.rescheduleTriggeredAt. It returns the clusters that triggered one
+// and whether spec or status changed.
+func (c *Controller) failback(spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus, evicted []eviction.Eviction,
+	now time.Time, wake *wakeup) (triggered []string, changed bool) {
+	var fb *v1alpha1.Failback
+	if spec.Failover != nil && spec.Failover.Cluster != nil {
+		fb = spec.Failover.Cluster.Failback
+	}
+	if fb == nil {
+		changed = len(status.FailbackClusters) > 0
+		status.FailbackClusters = nil
+		return nil, changed
+	}
+	for _, e := range evicted {
+		if e.Producer == eviction.ProducerTaintManager && !slices.ContainsFunc(status.FailbackClusters, func(f v1alpha1.FailbackCluster) bool { return f.Name == e.Cluster }) {
+			status.FailbackClusters = append(status.FailbackClusters, v1alpha1.FailbackCluster{Name: e.Cluster, EvictedAt: metav1.NewTime(now)})
+			changed = true
+		}
+	}
+	stabilization := time.Duration(fb.StabilizationSeconds) * time.Second
+	var keep []v1alpha1.FailbackCluster
+	for _, f := range status.FailbackClusters {
+		switch due, ok := c.failbackDue(spec, f.Name, stabilization); {
+		case !ok:
+			changed = true // gone, or placed again: nothing to come back to
+		case due.IsZero():
+			keep = append(keep, f) // not Ready, or still being evicted from
+		case now.Before(due):
+			wake.at(due)
+			keep = append(keep, f)
+		default:
+			triggered, changed = append(triggered, f.Name), true
+		}
+	}
+	status.FailbackClusters = keep
+	if len(triggered) > 0 {
+		t := metav1.NewTime(now)
+		spec.RescheduleTriggeredAt = &t
+	}
+	return triggered, changed
+}
+
+// failbackDue is when the binding may fail back to cluster: its Ready
+// transition plus stabilization; zero while it is not Ready or the
+// binding is still being evicted from it; ok false when there is nothing
+// to fail back to (the cluster is gone or the binding is placed on it).
+func (c *Controller) failbackDue(spec *v1alpha1.ResourceBindingSpec, cluster string, stabilization time.Duration) (time.Time, bool) {
+	cl := c.clusters.Get(cluster)
+	if cl == nil || slices.ContainsFunc(spec.Clusters, func(tc v1alpha1.TargetCluster) bool { return tc.Name == cluster }) {
+		return time.Time{}, false
+	}
+	cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.ClusterConditionReady)
+	if cond == nil || cond.Status != metav1.ConditionTrue || slices.Contains(spec.EvictingClusters(), cluster) {
+		return time.Time{}, true
+	}
+	return cond.LastTransitionTime.Add(stabilization), true
+}
