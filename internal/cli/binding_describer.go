@@ -10,8 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/eviction"
 )
 
 // writeBindingDescription prints a binding the way describe shows it.
@@ -22,6 +24,7 @@ func writeBindingDescription(w io.Writer, det *bindingDetails, now time.Time) er
 	d.placement(b.Spec.Placement)
 	d.conditions(b.Status.Conditions)
 	d.bindingClusters(b)
+	d.evictionTasks(b)
 	d.works(det.works)
 	d.events(det.events)
 	return d.flush(w)
@@ -117,6 +120,30 @@ func clusterRows(b *v1alpha1.ResourceBinding, now time.Time) [][]string {
 		}
 	}
 	return rows
+}
+
+// evictionTasks tabulates the graceful eviction tasks with their age and
+// what each waits for, judged by the hub's own rules on the status shown.
+func (d *describeWriter) evictionTasks(b *v1alpha1.ResourceBinding) {
+	if len(b.Spec.GracefulEvictionTasks) == 0 {
+		return
+	}
+	d.heading("Eviction Tasks:")
+	rows := make([][]string, 0, len(b.Spec.GracefulEvictionTasks))
+	for i := range b.Spec.GracefulEvictionTasks {
+		t := &b.Spec.GracefulEvictionTasks[i]
+		since := unknownAge
+		if t.CreationTimestamp != nil {
+			since = age(d.now, t.CreationTimestamp.Time)
+		}
+		v := eviction.Assess(t, b.Generation, &b.Spec, &b.Status, 0, d.now)
+		waiting := v.Waiting
+		if v.Done {
+			waiting = "nothing: ending (" + v.Reason + ")"
+		}
+		rows = append(rows, []string{t.FromCluster, since, v1alpha1.NormalPurgeMode(t.PurgeMode), orNone(t.Reason), orNone(t.Producer), waiting})
+	}
+	d.table(&table{header: []string{"FROM", "AGE", "PURGE", "REASON", "BY", "WAITING FOR"}, rows: rows})
 }
 
 func replicasOrNone(r *int32) string {

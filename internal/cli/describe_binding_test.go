@@ -39,6 +39,9 @@ Clusters:
   member1   2          True      Healthy   readyReplicas=2 replicas=2
   member2   1          False     Unknown   waiting for the agent
   member3   1          True      Healthy   evicting (TaintUntolerated, 2m ago)
+Eviction Tasks:
+  FROM      AGE   PURGE        REASON             BY             WAITING FOR
+  member3   2m    Gracefully   TaintUntolerated   TaintManager   member2 not applied yet; grace period ends in 8m0s
 Works:
   CLUSTER   NAME                        GENERATION   ACKED   APPLIED   DELETING
   member1   nginx-deployment-1a2b3c4d   3            3       True      no

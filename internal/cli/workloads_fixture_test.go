@@ -129,7 +129,7 @@ func nginxBinding() v1alpha1.ResourceBinding {
 			Clusters:  []v1alpha1.TargetCluster{{Name: "member1", Replicas: 2}, {Name: "member2", Replicas: 1}},
 			GracefulEvictionTasks: []v1alpha1.GracefulEvictionTask{{
 				FromCluster: "member3", Replicas: ptr(int32(1)), Reason: "TaintUntolerated", Producer: "TaintManager",
-				PurgeMode: v1alpha1.PurgeModeGracefully, CreationTimestamp: agoPtr(2 * time.Minute),
+				PurgeMode: v1alpha1.PurgeModeGracefully, CreationTimestamp: agoPtr(2 * time.Minute), GracePeriodSeconds: ptr(int32(600)),
 			}},
 		},
 		Status: v1alpha1.ResourceBindingStatus{

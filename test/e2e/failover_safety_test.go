@@ -73,6 +73,34 @@ spec:
     replicaScheduling: {replicaSchedulingType: Divided}
 `
 
+// flakyYAML is a 4-CPU Deployment placed on member-3 (full, so its pod
+// stays Pending: never healthy), with application failover after 3 s.
+const flakyYAML = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: flaky, namespace: safe}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: flaky}}
+  template:
+    metadata: {labels: {app: flaky}}
+    spec: {containers: [{name: c, image: busybox:flaky, resources: {requests: {cpu: "4"}}}]}
+---
+apiVersion: flotilla.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: flaky, namespace: safe}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: flaky}]
+  placement:
+    clusterAffinity: {clusterNames: [member-2, member-3]}
+    replicaScheduling:
+      replicaSchedulingType: Divided
+      weightPreference: {staticWeightList: [{targetCluster: {clusterNames: [member-3]}, weight: 1}]}
+  failover:
+    application:
+      decisionConditions: {tolerationSeconds: 3}
+      gracePeriodSeconds: 30
+`
+
 // safetyGrace is the graceful eviction timeout of TestFailoverSafety.
 const safetyGrace = 8 * time.Second
 
@@ -118,6 +146,33 @@ func TestFailoverSafety(t *testing.T) {
 		f.waitDeploymentsOf("safe", name, want, "")
 	}
 	soloUID := f.deployment("member-1", "safe", "solo").UID
+
+	t.Run("application failover: never healthy on member-3, moved to member-2", func(t *testing.T) {
+		path := f.writeFile("flaky.yaml", flakyYAML)
+		mustFlotilla(t, f.hub, "apply", "-f", path)
+		var task v1alpha1.GracefulEvictionTask
+		waitFor(t, 30*time.Second, "flaky evicted from member-3 for ApplicationFailure", func() (bool, string) {
+			b := f.binding("safe", "flaky-deployment")
+			if b == nil {
+				return false, "no binding yet"
+			}
+			tk := taskFrom(b, "member-3")
+			if tk != nil {
+				task = *tk
+			}
+			return tk != nil, fmt.Sprintf("clusters %v, tasks %v", b.Spec.Clusters, b.Spec.EvictingClusters())
+		})
+		if task.Reason != "ApplicationFailure" || task.Producer != "ApplicationFailover" || task.GracePeriodSeconds == nil || *task.GracePeriodSeconds != 30 {
+			t.Errorf("task %+v", task)
+		}
+		f.waitDeploymentsOf("safe", "flaky", map[string]int32{"member-2": 1}, "")
+		waitFor(t, 30*time.Second, "flaky's task ended and its member-3 copy gone", func() (bool, string) {
+			b := f.binding("safe", "flaky-deployment")
+			d := f.deployment("member-3", "safe", "flaky")
+			return len(b.Spec.GracefulEvictionTasks) == 0 && d == nil, fmt.Sprintf("tasks %v, member-3: %s", b.Spec.EvictingClusters(), deploymentState(d))
+		})
+		mustFlotilla(t, f.hub, "delete", "-f", path)
+	})
 
 	t.Run("member-1 fails: dup moves to member-3, solo has nowhere to go and stays", func(t *testing.T) {
 		if err := f.agents["member-1"].Kill(); err != nil {

@@ -115,11 +115,17 @@ func startFleet(t *testing.T, clusters int, hubFlags ...string) *fleet {
 // apply writes the documents to a file and runs flotilla apply -f on it.
 func (f *fleet) apply(name, docs string) string {
 	f.t.Helper()
+	return mustFlotilla(f.t, f.hub, "apply", "-f", f.writeFile(name, docs))
+}
+
+// writeFile writes a file in the fleet's folder and returns its path.
+func (f *fleet) writeFile(name, content string) string {
+	f.t.Helper()
 	path := filepath.Join(f.dir, name)
-	if err := os.WriteFile(path, []byte(docs), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		f.t.Fatal(err)
 	}
-	return mustFlotilla(f.t, f.hub, "apply", "-f", path)
+	return path
 }
 
 // deployment reads a Deployment from a member cluster; nil if absent.
