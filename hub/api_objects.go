@@ -31,6 +31,7 @@ func (a *apiServer) objectRoutes(mux *http.ServeMux) {
 	routeKind(mux, "resourcebindings", v1alpha1.KindResourceBindingList, a.objects.Bindings)
 	routeKind(mux, "clusterresourcebindings", v1alpha1.KindClusterResourceBindingList, a.objects.ClusterBindings)
 	routeKind(mux, "works", v1alpha1.KindWorkList, a.objects.Works)
+	a.purgeRoutes(mux)
 }
 
 // list is the JSON shape of every list the API returns.

@@ -11,8 +11,8 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no command", nil, "error: no command given; supported commands: get, describe, apply, delete, plan, taint, cordon, uncordon\nSee 'flotilla --help' for usage.\n"},
-		{"unknown command", []string{"drain", "cluster", "x"}, "error: unknown command \"drain\"; supported commands: get, describe, apply, delete, plan, taint, cordon, uncordon\nSee 'flotilla --help' for usage.\n"},
+		{"no command", nil, "error: no command given; supported commands: get, describe, apply, delete, plan, taint, cordon, uncordon, purge\nSee 'flotilla --help' for usage.\n"},
+		{"unknown command", []string{"drain", "cluster", "x"}, "error: unknown command \"drain\"; supported commands: get, describe, apply, delete, plan, taint, cordon, uncordon, purge\nSee 'flotilla --help' for usage.\n"},
 		{"unknown global flag", []string{"--colour", "get", "clusters"}, "error: unknown flag: --colour\nSee 'flotilla --help' for usage.\n"},
 		{"get without resource", []string{"get"}, "error: missing the resource type; supported: clusters, leases, policies, clusterpolicies, bindings, clusterbindings, works, resources\nSee 'flotilla get --help' for usage.\n"},
 		{"get unknown resource", []string{"get", "pods"}, "error: unknown resource type \"pods\"; supported: clusters, leases, policies, clusterpolicies, bindings, clusterbindings, works, resources\nSee 'flotilla get --help' for usage.\n"},
@@ -23,7 +23,7 @@ func TestUsageErrors(t *testing.T) {
 		{"bad server", []string{"get", "clusters", "--server", "127.0.0.1:7080"}, "error: invalid --server \"127.0.0.1:7080\": must be an http:// or https:// URL such as http://127.0.0.1:7080\nSee 'flotilla get --help' for usage.\n"},
 		{"negative timeout", []string{"--timeout=-1s", "cordon", "a"}, "error: invalid --timeout -1s: must not be negative\nSee 'flotilla cordon --help' for usage.\n"},
 		{"bad timeout", []string{"cordon", "a", "--timeout", "soon"}, "error: invalid argument \"soon\" for \"--timeout\" flag: must be a duration like \"30s\" or \"5m\"\nSee 'flotilla cordon --help' for usage.\n"},
-		{"help of unknown command", []string{"help", "drain"}, "error: unknown command \"drain\"; supported commands: get, describe, apply, delete, plan, taint, cordon, uncordon\nSee 'flotilla --help' for usage.\n"},
+		{"help of unknown command", []string{"help", "drain"}, "error: unknown command \"drain\"; supported commands: get, describe, apply, delete, plan, taint, cordon, uncordon, purge\nSee 'flotilla --help' for usage.\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

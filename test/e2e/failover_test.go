@@ -29,9 +29,14 @@ const failbackStabilization = 3 * time.Second
 
 // failbackYAML is the seed example as nginx-fb, with failback.
 func failbackYAML() string {
-	r := strings.NewReplacer("name: nginx\n", "name: nginx-fb\n", "app: nginx}", "app: nginx-fb}", "name: nginx-propagation", "name: nginx-fb")
-	policy := r.Replace(policyYAML) + fmt.Sprintf("  failover: {cluster: {failback: {stabilizationSeconds: %d}}}\n", int(failbackStabilization/time.Second))
-	return r.Replace(nginxYAML) + "---\n" + policy
+	return variantYAML("nginx-fb", fmt.Sprintf("  failover: {cluster: {failback: {stabilizationSeconds: %d}}}\n", int(failbackStabilization/time.Second)))
+}
+
+// variantYAML is the seed example under another name, with more policy
+// spec (indented for spec:).
+func variantYAML(name, policySpec string) string {
+	r := strings.NewReplacer("name: nginx\n", "name: "+name+"\n", "app: nginx}", "app: "+name+"}", "name: nginx-propagation", "name: "+name)
+	return r.Replace(nginxYAML) + "---\n" + r.Replace(policyYAML) + policySpec
 }
 
 // taintAdded returns when the cluster got the taint, or zero.
@@ -63,8 +68,11 @@ func TestFailoverSeedScenario(t *testing.T) {
 	f.apply("seed.yaml", nginxYAML+"---\n"+policyYAML)
 	// The same, with failback: it returns to member-1 by itself.
 	f.apply("failback.yaml", failbackYAML())
+	// And with purgeMode Never: member-1 keeps its copy until purged by hand.
+	f.apply("keep.yaml", variantYAML("nginx-keep", "  failover: {cluster: {purgeMode: Never}}\n"))
 	f.waitDeployments(map[string]int32{"member-1": 1, "member-2": 2}, "nginx:1.27")
 	f.waitDeploymentsOf("web", "nginx-fb", map[string]int32{"member-1": 1, "member-2": 2}, "")
+	f.waitDeploymentsOf("web", "nginx-keep", map[string]int32{"member-1": 1, "member-2": 2}, "")
 
 	killed := time.Now()
 	if err := f.agents["member-1"].Kill(); err != nil {
@@ -97,6 +105,7 @@ func TestFailoverSeedScenario(t *testing.T) {
 
 	f.waitDeployments(map[string]int32{"member-2": 3}, "nginx:1.27")
 	f.waitDeploymentsOf("web", "nginx-fb", map[string]int32{"member-2": 3}, "")
+	f.waitDeploymentsOf("web", "nginx-keep", map[string]int32{"member-2": 3}, "")
 	waitFor(t, 30*time.Second, "eviction tasks ended", func() (bool, string) {
 		b, fb := f.binding("web", "nginx-deployment"), f.binding("web", "nginx-fb-deployment")
 		return len(b.Spec.GracefulEvictionTasks) == 0 && len(fb.Spec.GracefulEvictionTasks) == 0,
@@ -131,8 +140,28 @@ func TestFailoverSeedScenario(t *testing.T) {
 	if diff := cmp.Diff([]v1alpha1.TargetCluster{{Name: "member-2", Replicas: 3}}, b.Spec.Clusters); diff != "" {
 		t.Errorf("placement after member-1 came back (-want +got):\n%s", diff)
 	}
+	// purgeMode Never: the task stayed, and member-1 still runs its copy
+	// until someone purges it.
+	keep := f.binding("web", "nginx-keep-deployment")
+	if task := taskFrom(keep, "member-1"); task == nil || task.SuppressDeletion == nil || !*task.SuppressDeletion {
+		t.Errorf("nginx-keep's tasks: %+v, want member-1's kept (suppressDeletion)", keep.Spec.GracefulEvictionTasks)
+	}
+	if d := f.deployment("member-1", "web", "nginx-keep"); d == nil {
+		t.Errorf("nginx-keep's member-1 copy is gone before anyone purged it")
+	}
+	if out := mustFlotilla(t, f.hub, "describe", "binding", "nginx-keep-deployment", "-n", "web"); !strings.Contains(out, "purgeMode Never") {
+		t.Errorf("describe binding does not say what the Never task waits for:\n%s", out)
+	}
+	mustFlotilla(t, f.hub, "purge", "binding", "nginx-keep-deployment", "-n", "web", "--cluster", "member-1")
+	waitFor(t, 30*time.Second, "nginx-keep's member-1 copy purged", func() (bool, string) {
+		d := f.deployment("member-1", "web", "nginx-keep")
+		return d == nil, deploymentState(d)
+	})
+	if out, err := flotilla(t, f.hub, "purge", "binding", "nginx-keep-deployment", "-n", "web", "--cluster", "member-1"); err == nil || !strings.Contains(out, "no eviction task") {
+		t.Errorf("a second purge: %v\n%s", err, out)
+	}
 	st := f.stats()
-	if st.Failover.Evictions != 2 || st.Failover.TasksEnded != 2 {
-		t.Errorf("failover stats %+v, want 2 evictions and 2 tasks ended", st.Failover)
+	if st.Failover.Evictions != 3 || st.Failover.TasksEnded != 2 {
+		t.Errorf("failover stats %+v, want 3 evictions and 2 tasks ended by the hub (the third by hand)", st.Failover)
 	}
 }
