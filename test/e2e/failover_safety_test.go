@@ -291,14 +291,16 @@ func TestFailoverSafety(t *testing.T) {
 			}
 		}
 		waitFor(t, testGrace+testEvictionTimeout+10*time.Second, "every cluster NoExecute, zone Isolated", func() (bool, string) {
-			tainted := 0
+			tainted, seen := 0, []string{}
 			for name := range f.agents {
-				if !taintAdded(f.hub.cluster(t, name), v1alpha1.TaintClusterUnreachable, "NoExecute").IsZero() {
+				c := f.hub.cluster(t, name)
+				if !taintAdded(c, v1alpha1.TaintClusterUnreachable, "NoExecute").IsZero() || !taintAdded(c, v1alpha1.TaintClusterNotReady, "NoExecute").IsZero() {
 					tainted++
 				}
+				seen = append(seen, describe(c))
 			}
 			modes := f.stats().Failover.ZoneModes
-			return tainted == 3 && modes["default"] == "Isolated", fmt.Sprintf("%d NoExecute, zones %v", tainted, modes)
+			return tainted == 3 && modes["default"] == "Isolated", fmt.Sprintf("%d NoExecute, zones %v; %s", tainted, modes, strings.Join(seen, "; "))
 		})
 		holdFor(t, testToleration+2*time.Second, "no eviction while isolated", func() (bool, string) {
 			now := f.placements("safe")
