@@ -1,10 +1,11 @@
 // Command flotilla-demo runs the whole system on one machine: three real
 // member clusters, the hub with its embedded store, one agent per cluster,
 // the seed workload (nginx, 3 replicas divided 1:2 over member-1 and
-// member-2) propagated to them, and a scripted failure you can watch — an
-// agent is killed, its cluster goes Unknown and is tainted, then the agent
-// comes back. It prints the cluster and binding tables as it goes and runs
-// until Ctrl-C.
+// member-2) propagated to them, and a scripted failover you can watch —
+// member-1's agent is killed, its cluster goes Unknown and is tainted, the
+// nginx replicas move to member-2 once the toleration runs out, and when
+// the agent comes back the old copy is deleted there. It prints the
+// cluster and binding tables as it goes and runs until Ctrl-C.
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -30,6 +32,8 @@ type options struct {
 	quicAddr, httpAddr string
 	clusters           int
 	grace, eviction    time.Duration
+	toleration         time.Duration
+	failCluster        string
 	failAfter, outage  time.Duration
 	every              time.Duration
 }
@@ -44,16 +48,30 @@ func main() {
 	flags.IntVar(&o.clusters, "clusters", 3, "member clusters")
 	flags.DurationVar(&o.grace, "grace", 10*time.Second, "hub --cluster-monitor-grace-period (short, so the demo is quick to watch)")
 	flags.DurationVar(&o.eviction, "eviction-timeout", 30*time.Second, "hub --failover-eviction-timeout")
-	flags.DurationVar(&o.failAfter, "fail-after", 30*time.Second, "when to kill the last cluster's agent (0: never)")
-	flags.DurationVar(&o.outage, "outage", 60*time.Second, "how long that agent stays down")
+	flags.DurationVar(&o.toleration, "toleration", 10*time.Second, "hub --default-unreachable/not-ready-toleration-seconds: how long workloads stay on a NoExecute cluster")
+	flags.StringVar(&o.failCluster, "fail-cluster", "member-1", "the cluster whose agent is killed")
+	flags.DurationVar(&o.failAfter, "fail-after", 20*time.Second, "when to kill that agent (0: never)")
+	flags.DurationVar(&o.outage, "outage", 80*time.Second, "how long that agent stays down")
 	flags.DurationVar(&o.every, "print-every", 5*time.Second, "how often to print the cluster table")
 	_ = flags.Parse(os.Args[1:])
+	if !slices.Contains(clusterNames(o.clusters), o.failCluster) {
+		fmt.Fprintf(os.Stderr, "flotilla-demo: --fail-cluster %s: no such cluster (member-1 ... member-%d)\n", o.failCluster, o.clusters)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "flotilla-demo:", err)
 		os.Exit(1)
 	}
+}
+
+func clusterNames(n int) []string {
+	var names []string
+	for _, s := range membercluster.Specs(n) {
+		names = append(names, s.Name)
+	}
+	return names
 }
 
 func say(format string, args ...any) {
@@ -93,7 +111,9 @@ func run(ctx context.Context, o options) error {
 	hubProc := &process.Process{
 		Name: "flotilla-hub", Binary: bin("flotilla-hub"), LogPath: filepath.Join(dir, "hub.log"),
 		Args: []string{"--data-dir=" + dataDir, "--quic-addr=" + o.quicAddr, "--http-addr=" + o.httpAddr, "--hub-id=demo-hub",
-			"--cluster-monitor-grace-period=" + o.grace.String(), "--failover-eviction-timeout=" + o.eviction.String()},
+			"--cluster-monitor-grace-period=" + o.grace.String(), "--failover-eviction-timeout=" + o.eviction.String(),
+			fmt.Sprintf("--default-unreachable-toleration-seconds=%d", int(o.toleration/time.Second)),
+			fmt.Sprintf("--default-not-ready-toleration-seconds=%d", int(o.toleration/time.Second))},
 		Env: []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"},
 	}
 	say("starting the hub (QUIC %s, API http://%s, grace %v, eviction timeout %v); log: %s", o.quicAddr, o.httpAddr, o.grace, o.eviction, hubProc.LogPath)
@@ -137,7 +157,7 @@ func run(ctx context.Context, o options) error {
 		"    %[1]s --server http://%[2]s get resources\n"+
 		"    %[1]s --server http://%[2]s describe cluster member-%[3]d\n"+
 		"    kubectl --kubeconfig %[4]s get deployments -A", bin("flotilla"), o.httpAddr, o.clusters, env.Clusters()[0].Kubeconfig)
-	return script(ctx, o, bin("flotilla"), agents[fmt.Sprintf("member-%d", o.clusters)])
+	return script(ctx, o, bin("flotilla"), agents[o.failCluster])
 }
 
 // script prints the cluster table regularly and plays the failure.
@@ -156,14 +176,15 @@ func script(ctx context.Context, o options, cli string, victim *process.Process)
 		elapsed := time.Since(start)
 		switch {
 		case !killed && elapsed >= o.failAfter:
-			say("killing the agent of %s (SIGKILL): its lease stops; Unknown and unreachable:NoSchedule after %v, NoExecute %v later",
-				victim.Name[len("flotilla-agent/"):], o.grace, o.eviction)
+			say("killing the agent of %s (SIGKILL): its lease stops; Unknown and unreachable:NoSchedule after %v, NoExecute %v later; "+
+				"%v after that its workloads are evicted and the replicas move (the old copy stays until the agent is back)",
+				victim.Name[len("flotilla-agent/"):], o.grace, o.eviction, o.toleration)
 			if err := victim.Kill(); err != nil {
 				return err
 			}
 			killed = true
 		case killed && !restored && elapsed >= o.failAfter+o.outage:
-			say("starting the agent again: Ready, taints removed")
+			say("starting the agent again: Ready, taints removed, the evicted copy deleted there; the placement stays where it moved")
 			if err := victim.Start(); err != nil {
 				return err
 			}
