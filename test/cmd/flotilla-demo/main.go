@@ -10,9 +10,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -22,6 +24,9 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
 
 	"github.com/flotilla-io/flotilla/test/membercluster"
 	"github.com/flotilla-io/flotilla/test/process"
@@ -64,6 +69,46 @@ func main() {
 		fmt.Fprintln(os.Stderr, "flotilla-demo:", err)
 		os.Exit(1)
 	}
+}
+
+// waitReady polls the hub until every cluster is Ready (a minute at most).
+func waitReady(ctx context.Context, o options) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		ready, err := readyClusters(ctx, "http://"+o.httpAddr+"/apis/flotilla.io/v1alpha1/clusters")
+		if err == nil && ready == o.clusters {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %d Ready clusters (last: %d, %v): %w", o.clusters, ready, err, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func readyClusters(ctx context.Context, url string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var list v1alpha1.ClusterList
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return 0, err
+	}
+	ready := 0
+	for i := range list.Items {
+		if meta.IsStatusConditionTrue(list.Items[i].Status.Conditions, v1alpha1.ClusterConditionReady) {
+			ready++
+		}
+	}
+	return ready, nil
 }
 
 func clusterNames(n int) []string {
@@ -139,6 +184,12 @@ func run(ctx context.Context, o options) error {
 		}
 		defer a.Stop()
 		agents[c.Name] = a
+	}
+	// A Divided binding is divided among the clusters there are when it
+	// is scheduled, and stays so: let every cluster join first.
+	say("waiting for the %d clusters to be Ready", o.clusters)
+	if err := waitReady(ctx, o); err != nil {
+		return err
 	}
 	seed, err := writeSeed(dir)
 	if err != nil {
