@@ -32,6 +32,7 @@ func (a *apiServer) objectRoutes(mux *http.ServeMux) {
 	routeKind(mux, "clusterresourcebindings", v1alpha1.KindClusterResourceBindingList, a.objects.ClusterBindings)
 	routeKind(mux, "works", v1alpha1.KindWorkList, a.objects.Works)
 	a.purgeRoutes(mux)
+	a.rebalancerRoutes(mux)
 }
 
 // list is the JSON shape of every list the API returns.
@@ -41,15 +42,22 @@ type list[PT any] struct {
 	Items           []PT `json:"items"`
 }
 
-// routeKind serves list (all namespaces, or one) and get of a typed kind.
+// routeKind serves list (all namespaces, or one) and get of a typed kind
+// of group flotilla.io.
 func routeKind[T any, PT store.Object[T]](mux *http.ServeMux, resource, listKind string, r *store.Resource[T, PT]) {
+	routeKindIn(mux, v1alpha1.SchemeGroupVersion, resource, listKind, r)
+}
+
+// routeKindIn serves list and get of a typed kind of group version gv.
+func routeKindIn[T any, PT store.Object[T]](mux *http.ServeMux, gv schema.GroupVersion, resource, listKind string, r *store.Resource[T, PT]) {
+	groupPath := "/apis/" + gv.String()
 	listIn := func(w http.ResponseWriter, req *http.Request, namespace string) {
 		items, rev, err := r.List(req.Context(), namespace)
 		if err != nil {
 			writeError(w, err)
 			return
 		}
-		out := list[PT]{TypeMeta: v1alpha1.TypeMeta(listKind), ListMeta: metav1.ListMeta{ResourceVersion: fmt.Sprint(rev)}, Items: items}
+		out := list[PT]{TypeMeta: metav1.TypeMeta{APIVersion: gv.String(), Kind: listKind}, ListMeta: metav1.ListMeta{ResourceVersion: fmt.Sprint(rev)}, Items: items}
 		writeJSON(w, http.StatusOK, out)
 	}
 	get := func(w http.ResponseWriter, req *http.Request, namespace string) {

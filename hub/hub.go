@@ -22,6 +22,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/failover"
 	"github.com/flotilla-io/flotilla/hub/health"
 	"github.com/flotilla-io/flotilla/hub/objects"
+	"github.com/flotilla-io/flotilla/hub/rebalancer"
 	"github.com/flotilla-io/flotilla/hub/scheduling"
 	"github.com/flotilla-io/flotilla/hub/status"
 	"github.com/flotilla-io/flotilla/protocol"
@@ -138,6 +139,7 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	wg.Go(func() { binding.New(objs, cfg.Clock, logger).Run(ctx, controllerWorkers) })
 	wg.Go(func() { status.New(objs, registry, logger).Run(ctx, controllerWorkers) })
 	wg.Go(func() { failoverCtl.Run(ctx, controllerWorkers) })
+	wg.Go(func() { rebalancer.New(objs, registry, cfg.Clock, logger).Run(ctx, controllerWorkers) })
 	wg.Go(func() { agents.serve(agentsCtx, ln); close(agentsDone) })
 	httpErr := make(chan error, 1)
 	wg.Go(func() { httpErr <- httpServer.Serve(httpLn) })

@@ -1,5 +1,5 @@
-// Package validation checks objects users hand the hub: resource templates
-// and (Cluster)PropagationPolicies. Every problem is a field.Error with the
+// Package validation checks objects users hand the hub: resource templates,
+// (Cluster)PropagationPolicies and WorkloadRebalancers. Every problem is a field.Error with the
 // path of the offending field, so the CLI can point at it; nothing here
 // touches the store.
 package validation

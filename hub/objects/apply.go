@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	appsv1alpha1 "github.com/flotilla-io/flotilla/api/apps/v1alpha1"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/api/validation"
 	"github.com/flotilla-io/flotilla/store"
@@ -48,6 +49,7 @@ const conflictRetries = 5
 type item struct {
 	policy        *v1alpha1.PropagationPolicy
 	clusterPolicy *v1alpha1.ClusterPropagationPolicy
+	rebalancer    *appsv1alpha1.WorkloadRebalancer
 	template      *unstructured.Unstructured
 	namespaced    bool
 }
@@ -58,6 +60,8 @@ func (it *item) meta() metav1.Object {
 		return it.policy
 	case it.clusterPolicy != nil:
 		return it.clusterPolicy
+	case it.rebalancer != nil:
+		return it.rebalancer
 	}
 	return it.template
 }
@@ -70,6 +74,8 @@ func (it *item) outcome(action string) Outcome {
 		o.APIVersion, o.Kind = v1alpha1.APIVersion, v1alpha1.KindPropagationPolicy
 	case it.clusterPolicy != nil:
 		o.APIVersion, o.Kind = v1alpha1.APIVersion, v1alpha1.KindClusterPropagationPolicy
+	case it.rebalancer != nil:
+		o.APIVersion, o.Kind = appsv1alpha1.APIVersion, appsv1alpha1.KindWorkloadRebalancer
 	default:
 		o.APIVersion, o.Kind = it.template.GetAPIVersion(), it.template.GetKind()
 	}
@@ -234,6 +240,16 @@ func decodeItem(doc json.RawMessage, defaultNamespace string, scopes map[schema.
 		}
 		return nil, field.ErrorList{field.NotSupported(field.NewPath("kind"), tm.Kind, []string{v1alpha1.KindPropagationPolicy, v1alpha1.KindClusterPropagationPolicy})}
 	}
+	if validation.IsRebalancerAPIVersion(tm.APIVersion) {
+		if tm.Kind != appsv1alpha1.KindWorkloadRebalancer {
+			return nil, field.ErrorList{field.NotSupported(field.NewPath("kind"), tm.Kind, []string{appsv1alpha1.KindWorkloadRebalancer})}
+		}
+		r, errs := validation.WorkloadRebalancer(doc)
+		if r == nil {
+			return nil, errs
+		}
+		return &item{rebalancer: r}, errs
+	}
 	gv, _ := schema.ParseGroupVersion(tm.APIVersion)
 	namespaced := !scopes[gv.WithKind(tm.Kind).GroupKind()]
 	doc, err := withNamespace(namespaced)
@@ -305,6 +321,13 @@ func (o *Objects) stage(ctx context.Context, txn *store.Txn, it *item) (string, 
 	case it.clusterPolicy != nil:
 		return stageTyped(ctx, txn, o.ClusterPolicies, it.clusterPolicy, func(stored *v1alpha1.ClusterPropagationPolicy) bool {
 			return equality.Semantic.DeepEqual(stored.Spec, it.clusterPolicy.Spec) && sameMeta(stored, it.clusterPolicy)
+		})
+	case it.rebalancer != nil:
+		// The status is the hub's: an apply keeps it, and a spec change
+		// bumps the generation, so the rebalancer controller acts on it.
+		return stageTyped(ctx, txn, o.Rebalancers, it.rebalancer, func(stored *appsv1alpha1.WorkloadRebalancer) bool {
+			it.rebalancer.Status = stored.Status
+			return equality.Semantic.DeepEqual(stored.Spec, it.rebalancer.Spec) && sameMeta(stored, it.rebalancer)
 		})
 	}
 	return o.stageTemplate(ctx, txn, it)

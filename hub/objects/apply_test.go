@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	appsv1alpha1 "github.com/flotilla-io/flotilla/api/apps/v1alpha1"
 	"github.com/flotilla-io/flotilla/store"
 )
 
@@ -221,5 +222,80 @@ func TestApplyOfLargeTemplatesFitsOneTransaction(t *testing.T) {
 	}
 	if _, err := o.Apply(t.Context(), items, "", false); err != nil {
 		t.Fatalf("2.1 MiB of ConfigMaps: %v", err)
+	}
+}
+
+const rebalancer = `apiVersion: apps.karmada.io/v1alpha1
+kind: WorkloadRebalancer
+metadata: {name: demo}
+spec:
+  workloads:
+    - {apiVersion: apps/v1, kind: Deployment, name: nginx, namespace: default}`
+
+func TestApplyRebalancerKeepsStatusAndBumpsGeneration(t *testing.T) {
+	o := openObjects(t)
+	ctx := t.Context()
+	// -n does not give a cluster-scoped kind a namespace.
+	got, err := o.Apply(ctx, docs(t, rebalancer), "prod", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"WorkloadRebalancer /demo created"}, actions(got)); diff != "" {
+		t.Fatalf("first apply (-want +got):\n%s", diff)
+	}
+	if got[0].APIVersion != "apps.flotilla.io/v1alpha1" {
+		t.Errorf("outcome apiVersion %q, want Flotilla's", got[0].APIVersion)
+	}
+	stored, err := o.Rebalancers.Get(ctx, "", "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.APIVersion != "apps.flotilla.io/v1alpha1" || stored.Generation != 1 {
+		t.Errorf("stored %s generation %d, want apps.flotilla.io/v1alpha1 and 1", stored.APIVersion, stored.Generation)
+	}
+	stored.Status.ObservedGeneration = 1
+	stored.Status.ObservedWorkloads = []appsv1alpha1.ObservedWorkload{{Workload: stored.Spec.Workloads[0], Result: appsv1alpha1.RebalanceSuccessful}}
+	if _, err := o.Rebalancers.Update(ctx, stored); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := o.Apply(ctx, docs(t, rebalancer), "", false); err != nil || got[0].Action != ActionUnchanged {
+		t.Fatalf("same document again: %v, %v; want unchanged", got, err)
+	}
+	edited := rebalancer + "\n    - {apiVersion: v1, kind: ConfigMap, name: settings, namespace: default}"
+	if got, err := o.Apply(ctx, docs(t, edited), "", false); err != nil || got[0].Action != ActionConfigured {
+		t.Fatalf("a workload added: %v, %v; want configured", got, err)
+	}
+	stored, err = o.Rebalancers.Get(ctx, "", "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.Generation != 2 || len(stored.Spec.Workloads) != 2 || stored.Status.ObservedGeneration != 1 || len(stored.Status.ObservedWorkloads) != 1 {
+		t.Errorf("after the edit: generation %d, %d workloads, status %+v; want 2, 2 and the status kept", stored.Generation, len(stored.Spec.Workloads), stored.Status)
+	}
+	got, err = o.Delete(ctx, docs(t, "apiVersion: apps.flotilla.io/v1alpha1\nkind: WorkloadRebalancer\nmetadata: {name: demo}"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"WorkloadRebalancer /demo deleted"}, actions(got)); diff != "" {
+		t.Errorf("delete (-want +got):\n%s", diff)
+	}
+}
+
+func TestApplyInvalidRebalancerNamesTheField(t *testing.T) {
+	o := openObjects(t)
+	bad := strings.Replace(rebalancer, "kind: Deployment, ", "", 1)
+	_, err := o.Apply(t.Context(), docs(t, deployment, bad, "apiVersion: apps.flotilla.io/v1alpha1\nkind: Rebalancer\nmetadata: {name: x}"), "", false)
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("err = %v, want Invalid", err)
+	}
+	var fields []string
+	for _, c := range err.(apierrors.APIStatus).Status().Details.Causes {
+		fields = append(fields, c.Field)
+	}
+	if diff := cmp.Diff([]string{"items[1].spec.workloads[0].kind", "items[2].kind"}, fields); diff != "" {
+		t.Errorf("causes (-want +got):\n%s", diff)
+	}
+	if all, _, _ := o.Rebalancers.List(t.Context(), ""); len(all) != 0 {
+		t.Errorf("%d rebalancers stored by a refused apply", len(all))
 	}
 }

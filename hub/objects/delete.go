@@ -27,6 +27,8 @@ func (o *Objects) stageDelete(ctx context.Context, txn *store.Txn, it *item) (st
 		return stageDeleteTyped(ctx, txn, o.Policies, m.GetNamespace(), m.GetName())
 	case it.clusterPolicy != nil:
 		return stageDeleteTyped(ctx, txn, o.ClusterPolicies, "", m.GetName())
+	case it.rebalancer != nil:
+		return stageDeleteTyped(ctx, txn, o.Rebalancers, "", m.GetName())
 	}
 	r := o.Template(it.template.GroupVersionKind().GroupKind(), it.namespaced)
 	return stageDeleteTyped(ctx, txn, r, m.GetNamespace(), m.GetName())

@@ -1,6 +1,7 @@
 // Package objects is the hub's access to the propagation objects in the
-// store: resource templates (any kind), policies, bindings and Works, and
-// the all-or-nothing apply and delete of user documents.
+// store: resource templates (any kind), policies, bindings, Works and
+// WorkloadRebalancers, and the all-or-nothing apply and delete of user
+// documents.
 package objects
 
 import (
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	appsv1alpha1 "github.com/flotilla-io/flotilla/api/apps/v1alpha1"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/store"
 )
@@ -25,6 +27,9 @@ var (
 	BindingKind        = flotillaKind("resourcebindings", v1alpha1.KindResourceBinding, true)
 	ClusterBindingKind = flotillaKind("clusterresourcebindings", v1alpha1.KindClusterResourceBinding, false)
 	WorkKind           = flotillaKind("works", v1alpha1.KindWork, true)
+	// RebalancerKind is cluster-scoped, of group apps.flotilla.io.
+	RebalancerKind = store.Kind{Resource: "workloadrebalancers",
+		GVK: appsv1alpha1.SchemeGroupVersion.WithKind(appsv1alpha1.KindWorkloadRebalancer)}
 	// TemplatesKind lists and watches every template, whatever its kind.
 	TemplatesKind = store.Kind{Resource: templatesResource}
 )
@@ -52,6 +57,7 @@ type Objects struct {
 	Works           *store.Resource[v1alpha1.Work, *v1alpha1.Work]
 	Clusters        *store.Resource[v1alpha1.Cluster, *v1alpha1.Cluster]
 	Templates       *store.Resource[unstructured.Unstructured, *unstructured.Unstructured]
+	Rebalancers     *store.Resource[appsv1alpha1.WorkloadRebalancer, *appsv1alpha1.WorkloadRebalancer]
 }
 
 // New returns the typed stores of s.
@@ -65,6 +71,7 @@ func New(s *store.Store) *Objects {
 		Works:           store.For[v1alpha1.Work](s, WorkKind),
 		Clusters:        store.For[v1alpha1.Cluster](s, ClusterKind),
 		Templates:       store.For[unstructured.Unstructured](s, TemplatesKind),
+		Rebalancers:     store.For[appsv1alpha1.WorkloadRebalancer](s, RebalancerKind),
 	}
 }
 

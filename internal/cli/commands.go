@@ -36,7 +36,7 @@ type command struct {
 func commands() []*command {
 	return []*command{
 		getCommand(), describeCommand(), applyCommand(), deleteCommand(), planCommand(),
-		taintCommand(), cordonCommand(), uncordonCommand(), purgeCommand(),
+		taintCommand(), cordonCommand(), uncordonCommand(), rebalanceCommand(), purgeCommand(),
 	}
 }
 

@@ -19,8 +19,8 @@ const maxDescribedEvents = 20
 func describeCommand() *command {
 	return &command{
 		name:  "describe",
-		usage: "describe cluster|binding|clusterbinding NAME [-n NAMESPACE]",
-		short: "Show everything the hub knows about a cluster or a binding",
+		usage: "describe cluster|binding|clusterbinding|workloadrebalancer NAME [-n NAMESPACE]",
+		short: "Show everything the hub knows about a cluster, a binding or a rebalancer",
 		long: `Show one object in detail.
 
   cluster NAME          labels, provider, region and zone, taints with how long
@@ -33,6 +33,9 @@ func describeCommand() *command {
                         evicted from (replicas, applied, health, status), its
                         Works and its latest events
   clusterbinding NAME   the same for a ClusterResourceBinding (crb)
+  workloadrebalancer NAME
+                        a WorkloadRebalancer (flotilla rebalance): its TTL, whether
+                        it finished, the result of every workload and its events
 
 A binding is named after its template and the template's kind in lower case:
 the Deployment nginx has the binding nginx-deployment.`,
@@ -40,6 +43,9 @@ the Deployment nginx has the binding nginx-deployment.`,
 
   # Where the Deployment nginx of namespace shop runs, and why
   flotilla describe binding nginx-deployment -n shop
+
+  # What a rebalance did
+  flotilla describe workloadrebalancer rebalance-20260501-120000
 `,
 		bind: bindDescribe,
 	}
@@ -52,6 +58,7 @@ const (
 	describeCluster describeKind = iota
 	describeBinding
 	describeClusterBinding
+	describeRebalancer
 )
 
 // describeKinds maps every accepted spelling to its kind.
@@ -61,10 +68,12 @@ var describeKinds = map[string]describeKind{
 	"resourcebindings": describeBinding, "rb": describeBinding,
 	"clusterbinding": describeClusterBinding, "clusterbindings": describeClusterBinding,
 	"clusterresourcebinding": describeClusterBinding, "clusterresourcebindings": describeClusterBinding,
-	"crb": describeClusterBinding,
+	"crb":                describeClusterBinding,
+	"workloadrebalancer": describeRebalancer, "workloadrebalancers": describeRebalancer,
+	"rebalancer": describeRebalancer, "rebalancers": describeRebalancer,
 }
 
-const describeKindNames = "cluster, binding, clusterbinding"
+const describeKindNames = "cluster, binding, clusterbinding, workloadrebalancer"
 
 type describeOptions struct {
 	namespace string
@@ -91,6 +100,8 @@ func (o *describeOptions) run(ctx context.Context, inv *invocation, args []strin
 		return describeBindingNamed(ctx, inv, cmp.Or(o.namespace, defaultNamespace), name)
 	case describeClusterBinding:
 		return describeBindingNamed(ctx, inv, "", name)
+	case describeRebalancer:
+		return describeRebalancerNamed(ctx, inv, name)
 	}
 	d, err := fetchClusterDetails(ctx, inv.client(), name)
 	if err != nil {

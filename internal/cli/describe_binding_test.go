@@ -159,7 +159,7 @@ func TestDescribeBindingErrors(t *testing.T) {
 		{"missing name", []string{"describe", "binding"}, 2,
 			"error: missing the name of the binding\nSee 'flotilla describe --help' for usage.\n"},
 		{"nothing", []string{"describe"}, 2,
-			"error: missing the resource type and name; supported types: cluster, binding, clusterbinding\nSee 'flotilla describe --help' for usage.\n"},
+			"error: missing the resource type and name; supported types: cluster, binding, clusterbinding, workloadrebalancer\nSee 'flotilla describe --help' for usage.\n"},
 		{"bad namespace", []string{"describe", "rb", "x", "-n", "a_b"}, 2,
 			"error: invalid namespace \"a_b\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')\nSee 'flotilla describe --help' for usage.\n"},
 	}

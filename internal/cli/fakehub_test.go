@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	appsv1alpha1 "github.com/flotilla-io/flotilla/api/apps/v1alpha1"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -33,6 +34,10 @@ type fakeHub struct {
 	// objects are what apply stores and the reading paths serve: templates,
 	// policies, and the bindings and Works tests add, by objectKey.
 	objects map[objectKey]map[string]any
+	// rebalancers are the WorkloadRebalancers, by name; rebalance, if set,
+	// plays the hub's controller on each GET of one of them.
+	rebalancers map[string]*appsv1alpha1.WorkloadRebalancer
+	rebalance   func(rb *appsv1alpha1.WorkloadRebalancer)
 
 	// conflicts is how many PUTs still get 409 Conflict; before answering
 	// one, onConflict (if set) changes the stored cluster as a concurrent
@@ -50,7 +55,7 @@ func newFakeHub(t *testing.T) *fakeHub {
 	t.Helper()
 	h := &fakeHub{
 		clusters: map[string]*v1alpha1.Cluster{}, leases: map[string]*coordinationv1.Lease{},
-		objects: map[objectKey]map[string]any{},
+		objects: map[objectKey]map[string]any{}, rebalancers: map[string]*appsv1alpha1.WorkloadRebalancer{},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+clustersPath, h.listClusters)
@@ -60,6 +65,7 @@ func newFakeHub(t *testing.T) *fakeHub {
 	mux.HandleFunc("GET "+leasesPath+"/{name}", h.getLease)
 	mux.HandleFunc("GET "+eventsPath, h.listEvents)
 	h.routeObjects(mux)
+	h.routeRebalancers(mux)
 	h.Server = httptest.NewServer(h.record(mux))
 	t.Cleanup(h.Close)
 	return h

@@ -13,7 +13,7 @@ func getCommand() *command {
 	return &command{
 		name:  "get",
 		usage: "get RESOURCE [NAME] [-n NAMESPACE | -A] [--cluster NAME] [-o wide|json|yaml]",
-		short: "List clusters, leases, policies, bindings, works or resource templates",
+		short: "List clusters, leases, policies, bindings, works, resource templates or rebalancers",
 		long: `List objects of the hub as a table, or print them as the hub sent them, as
 JSON or YAML.
 
@@ -31,6 +31,9 @@ Resources:
   works             what each cluster must run for each binding: the generation,
                     the one its agent acknowledged, and whether it was applied
   resources         the resource templates, with readiness summed over clusters
+  workloadrebalancers
+                    rebalances (flotilla rebalance): how many workloads
+                    succeeded or failed, when it finished, its TTL
 
 Singular names and the long names (propagationpolicies, resourcebindings, ...)
 work too.
@@ -60,6 +63,9 @@ namespace unless -n picks one; a NAME picks the templates of that name.`,
 
   # Every resource template, and how many replicas are ready
   flotilla get resources
+
+  # Rebalances and their results
+  flotilla get workloadrebalancers
 `,
 		bind: bindGet,
 	}
@@ -141,6 +147,11 @@ var getResources = []getResource{
 	{
 		plural: "resources", scope: filtered, names: []string{"resources", "resource"},
 		collection: fixedPath(templatesPath), table: templatesTable,
+	},
+	{
+		plural:     "workloadrebalancers",
+		names:      []string{"workloadrebalancers", "workloadrebalancer", "rebalancers", "rebalancer"},
+		collection: fixedPath(rebalancersPath), table: rebalancersTable,
 	},
 }
 

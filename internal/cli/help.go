@@ -11,7 +11,7 @@ import (
 const topHelp = `flotilla is the operator's client of a Flotilla hub: it applies resource
 templates and the policies that propagate them to member clusters, shows where
 they run (bindings and Works), shows the clusters, their leases and events,
-and taints or cordons clusters.
+taints or cordons clusters, and reschedules workloads from scratch.
 
 Usage:
   flotilla [global flags] COMMAND [ARGS] [flags]
@@ -35,6 +35,9 @@ const topExamples = `Examples:
   # Stop scheduling onto a cluster, then allow it again
   flotilla cordon edge-1
   flotilla uncordon edge-1
+
+  # Spread a workload anew once the cluster is back
+  flotilla rebalance deployment/nginx -n web
 `
 
 const topFooter = `Environment:
@@ -69,7 +72,19 @@ func writeCommandHelp(w io.Writer, cmd *command, local, global *pflag.FlagSet) {
 		writeFlags(w, local)
 	}
 	fmt.Fprintf(w, "\nGlobal flags:\n")
-	writeFlags(w, global)
+	writeFlags(w, unshadowed(global, local))
+}
+
+// unshadowed is global without the flags local redefines (rebalance's
+// --timeout is how long it waits): those are the command's.
+func unshadowed(global, local *pflag.FlagSet) *pflag.FlagSet {
+	out := pflag.NewFlagSet(global.Name(), pflag.ContinueOnError)
+	global.VisitAll(func(f *pflag.Flag) {
+		if local.Lookup(f.Name) == nil {
+			out.AddFlag(f)
+		}
+	})
+	return out
 }
 
 // writeFlags lists flags like "  -o, --output FORMAT   usage (default x)".

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 
+	appsv1alpha1 "github.com/flotilla-io/flotilla/api/apps/v1alpha1"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,8 @@ const (
 	applyPath     = flotillaPath + "/apply"
 	deletePath    = flotillaPath + "/delete"
 	templatesPath = flotillaPath + "/resources"
+
+	rebalancersPath = "/apis/" + appsv1alpha1.GroupName + "/" + appsv1alpha1.Version + "/workloadrebalancers"
 )
 
 // Resources (URL path segments) of Flotilla's kinds.
@@ -45,6 +48,8 @@ func collectionPath(resource, ns string) string {
 func objectPath(resource, ns, name string) string {
 	return collectionPath(resource, ns) + "/" + url.PathEscape(name)
 }
+
+func rebalancerPath(name string) string { return rebalancersPath + "/" + url.PathEscape(name) }
 
 func clusterPath(name string) string { return clustersPath + "/" + url.PathEscape(name) }
 

@@ -3,6 +3,10 @@
 // every cluster (as the hub sees it: the template's readyReplicas summed
 // over clusters), and the throughput of many bindings at once — bindings
 // scheduled per second, Works applied per second — with the hub's memory.
+//
+// With --failover it measures cluster failover instead of the latency:
+// once the Deployments run 1:1:1, it kills member-1's agent and times the
+// hub's evictions and the replacements becoming Available (failover.go).
 package main
 
 import (
@@ -33,8 +37,9 @@ import (
 
 type options struct {
 	clusters, bindings, samples, batch int
-	dir, binDir                        string
+	dir, binDir, hubLogLevel           string
 	kubeQPS                            float32
+	failover                           failoverOptions
 }
 
 func main() {
@@ -47,13 +52,37 @@ func main() {
 	flags.StringVar(&o.dir, "dir", "", "working folder (default: a temporary folder, removed afterwards)")
 	flags.StringVar(&o.binDir, "bin-dir", "bin", "folder with flotilla-hub and flotilla-agent (make build)")
 	flags.Float32Var(&o.kubeQPS, "kube-api-qps", 50, "the agents' --kube-api-qps (burst is twice that)")
+	flags.StringVar(&o.hubLogLevel, "hub-log-level", "warn", "the hub's --log-level (its log is hub.log in the working folder)")
+	o.failover.addFlags(flags)
 	_ = flags.Parse(os.Args[1:])
+	if err := o.validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "flotilla-propagation:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "flotilla-propagation:", err)
 		os.Exit(1)
 	}
+}
+
+func (o *options) validate() error {
+	switch {
+	case o.clusters < 1:
+		return fmt.Errorf("--clusters %d: want at least 1", o.clusters)
+	case o.bindings < 1:
+		return fmt.Errorf("--bindings %d: want at least 1", o.bindings)
+	case o.batch < 1:
+		return fmt.Errorf("--batch %d: want at least 1", o.batch)
+	case o.samples < 1 && !o.failover.enabled:
+		return fmt.Errorf("--samples %d: want at least 1", o.samples)
+	}
+	if o.failover.enabled {
+		o.samples = 0 // the failover run skips the latency samples
+		return o.failover.validate(o.clusters)
+	}
+	return nil
 }
 
 func logf(format string, args ...any) {
@@ -81,7 +110,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer env.Stop()
-	h, err := startFleet(ctx, o, dir, env)
+	h, err := startFleet(ctx, o, dir, env, o.failover.hubArgs()...)
 	if err != nil {
 		return err
 	}
@@ -91,6 +120,9 @@ func run(ctx context.Context, o options) error {
 	for i, c := range env.Clusters() {
 		names[i] = c.Name
 	}
+	if o.failover.enabled {
+		return runFailover(ctx, h, env, o, names)
+	}
 	if err := h.apply(ctx, []any{policy("latency", names), policy("throughput", names)}); err != nil {
 		return err
 	}
@@ -98,7 +130,9 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	through, err := measureThroughput(ctx, h, o)
+	through, err := measureThroughput(ctx, h, o, "throughput", func(name string) map[string]any {
+		return deployment(name, "throughput", len(h.agents))
+	})
 	if err != nil {
 		return err
 	}
@@ -174,18 +208,19 @@ func measureLatency(ctx context.Context, h *fleetProcs, o options) ([]time.Durat
 
 type throughput struct{ scheduled, applied, available time.Duration }
 
-// measureThroughput applies many Deployments at once and times when every
+// measureThroughput applies many Deployments at once (made by template,
+// labelled bench=group, one replica per cluster) and times when every
 // binding is scheduled, every Work applied and every template ready.
-func measureThroughput(ctx context.Context, h *fleetProcs, o options) (throughput, error) {
+func measureThroughput(ctx context.Context, h *fleetProcs, o options, group string, template func(name string) map[string]any) (throughput, error) {
 	var t throughput
 	start := time.Now()
 	for from := 0; from < o.bindings; from += o.batch {
 		var items []any
 		for i := from; i < min(from+o.batch, o.bindings); i++ {
-			items = append(items, deployment(fmt.Sprintf("app-%05d", i), "throughput", len(h.agents)))
+			items = append(items, template(fmt.Sprintf("app-%05d", i)))
 		}
 		if err := h.apply(ctx, items); err != nil {
-			return t, err
+			return t, fmt.Errorf("apply Deployments %d–%d: %w", from, from+len(items)-1, err)
 		}
 	}
 	logf("applied %d Deployments in %v", o.bindings, time.Since(start).Round(time.Millisecond))
@@ -197,7 +232,7 @@ func measureThroughput(ctx context.Context, h *fleetProcs, o options) (throughpu
 	}{
 		{"bindings scheduled", &t.scheduled, func() (bool, error) { n, err := h.countScheduled(); return n >= o.bindings+o.samples, err }},
 		{"Works applied", &t.applied, func() (bool, error) { n, err := h.countApplied(); return n >= wantWorks+o.samples*len(h.agents), err }},
-		{"templates ready", &t.available, func() (bool, error) { n, err := h.countReady("throughput", len(h.agents)); return n >= o.bindings, err }},
+		{"templates ready", &t.available, func() (bool, error) { n, err := h.countReady(group, len(h.agents)); return n >= o.bindings, err }},
 	} {
 		if err := h.await(ctx, 30*time.Minute, step.what, step.done); err != nil {
 			return t, err
@@ -215,7 +250,7 @@ type fleetProcs struct {
 	httpAddr string
 }
 
-func startFleet(ctx context.Context, o options, dir string, env *membercluster.Environment) (*fleetProcs, error) {
+func startFleet(ctx context.Context, o options, dir string, env *membercluster.Environment, hubArgs ...string) (*fleetProcs, error) {
 	quicPort, err := freeport.UDP()
 	if err != nil {
 		return nil, err
@@ -229,7 +264,7 @@ func startFleet(ctx context.Context, o options, dir string, env *membercluster.E
 	dataDir := filepath.Join(dir, "hub")
 	env0 := []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"}
 	f.hub = &process.Process{Name: "flotilla-hub", Binary: filepath.Join(o.binDir, "flotilla-hub"), LogPath: filepath.Join(dir, "hub.log"), Env: env0,
-		Args: []string{"--data-dir=" + dataDir, "--quic-addr=" + quicAddr, "--http-addr=" + f.httpAddr, "--log-level=warn"}}
+		Args: append([]string{"--data-dir=" + dataDir, "--quic-addr=" + quicAddr, "--http-addr=" + f.httpAddr, "--log-level=" + o.hubLogLevel}, hubArgs...)}
 	if err := f.hub.Start(); err != nil {
 		return nil, err
 	}
