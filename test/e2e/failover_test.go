@@ -62,7 +62,8 @@ func taskFrom(b *v1alpha1.ResourceBinding, cluster string) *v1alpha1.GracefulEvi
 // member-1 and member-2; member-1's agent dies; after Unknown,
 // unreachable:NoSchedule, NoExecute and the toleration, member-2 runs all
 // 3 replicas, the eviction task ends, and member-1's copy is deleted when
-// its agent comes back. The placement does not move back by itself.
+// its agent comes back. The placement does not move back by itself; a
+// WorkloadRebalancer moves it back.
 func TestFailoverSeedScenario(t *testing.T) {
 	f := startFleet(t, 3, failoverFlags...)
 	f.apply("seed.yaml", nginxYAML+"---\n"+policyYAML)
@@ -140,6 +141,12 @@ func TestFailoverSeedScenario(t *testing.T) {
 	if diff := cmp.Diff([]v1alpha1.TargetCluster{{Name: "member-2", Replicas: 3}}, b.Spec.Clusters); diff != "" {
 		t.Errorf("placement after member-1 came back (-want +got):\n%s", diff)
 	}
+	// A WorkloadRebalancer puts nginx back where its weights say.
+	if out := mustFlotilla(t, f.hub, "rebalance", "deployment/nginx", "-n", "web"); !strings.Contains(out, "Successful") {
+		t.Errorf("rebalance:\n%s", out)
+	}
+	f.waitDeployments(map[string]int32{"member-1": 1, "member-2": 2}, "nginx:1.27")
+
 	// purgeMode Never: the task stayed, and member-1 still runs its copy
 	// until someone purges it.
 	keep := f.binding("web", "nginx-keep-deployment")

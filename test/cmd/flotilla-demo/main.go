@@ -4,8 +4,9 @@
 // member-2) propagated to them, and a scripted failover you can watch —
 // member-1's agent is killed, its cluster goes Unknown and is tainted, the
 // nginx replicas move to member-2 once the toleration runs out, and when
-// the agent comes back the old copy is deleted there. It prints the
-// cluster and binding tables as it goes and runs until Ctrl-C.
+// the agent comes back the old copy is deleted there; a WorkloadRebalancer
+// then puts the replicas back 1:2. It prints the cluster and binding
+// tables as it goes and runs until Ctrl-C.
 package main
 
 import (
@@ -211,12 +212,16 @@ func run(ctx context.Context, o options) error {
 	return script(ctx, o, bin("flotilla"), agents[o.failCluster])
 }
 
+// rebalanceAfter is how long after the failed agent's return the demo
+// rebalances nginx back.
+const rebalanceAfter = 15 * time.Second
+
 // script prints the cluster table regularly and plays the failure.
 func script(ctx context.Context, o options, cli string, victim *process.Process) error {
 	start := time.Now()
 	ticker := time.NewTicker(o.every)
 	defer ticker.Stop()
-	killed, restored := o.failAfter <= 0, o.failAfter <= 0
+	killed, restored, rebalanced := o.failAfter <= 0, o.failAfter <= 0, o.failAfter <= 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -240,6 +245,14 @@ func script(ctx context.Context, o options, cli string, victim *process.Process)
 				return err
 			}
 			restored = true
+		case restored && !rebalanced && elapsed >= o.failAfter+o.outage+rebalanceAfter:
+			say("rebalancing: flotilla rebalance deployment/nginx -n default — a Fresh schedule puts the replicas back 1:2")
+			rebalance := exec.CommandContext(ctx, cli, "--server", "http://"+o.httpAddr, "rebalance", "deployment/nginx", "-n", "default")
+			rebalance.Stdout, rebalance.Stderr = os.Stdout, os.Stderr
+			if err := rebalance.Run(); err != nil {
+				say("rebalance failed: %v", err)
+			}
+			rebalanced = true
 		}
 		fmt.Printf("\n--- %s (+%v)\n", time.Now().Format("15:04:05"), elapsed.Round(time.Second))
 		for _, args := range [][]string{{"get", "clusters", "-o", "wide"}, {"get", "bindings", "-A", "-o", "wide"}} {
