@@ -19,12 +19,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/eviction"
@@ -124,26 +121,6 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	c.queue.Run(ctx, workers)
 }
 
-// Stats are the controller's counters and each zone's mode, for /debug/stats.
-type Stats struct {
-	Evictions  int64             `json:"evictions"`
-	TasksEnded int64             `json:"evictionTasksEnded"`
-	ZoneModes  map[string]string `json:"zoneModes"`
-}
-
-// Stats returns the counters and zone modes ("default" is the zone of
-// clusters without spec.zone).
-func (c *Controller) Stats() Stats {
-	c.mu.Lock()
-	modes := c.zones.Modes()
-	c.mu.Unlock()
-	out := Stats{Evictions: c.evictions.Load(), TasksEnded: c.tasksEnded.Load(), ZoneModes: map[string]string{}}
-	for zone, mode := range modes {
-		out.ZoneModes[zoneName(zone)] = string(mode)
-	}
-	return out
-}
-
 // clusterChanged re-evaluates the zones and the bindings on the cluster
 // when its health or taints changed.
 func (c *Controller) clusterChanged(old, cur *v1alpha1.Cluster) {
@@ -164,41 +141,6 @@ func healthChanged(old, cur *v1alpha1.Cluster) bool {
 
 func ready(c *v1alpha1.Cluster) bool {
 	return meta.IsStatusConditionTrue(c.Status.Conditions, v1alpha1.ClusterConditionReady)
-}
-
-// observeZones recomputes the zones' modes, records the changes and
-// reports whether there were any.
-func (c *Controller) observeZones() bool {
-	list := c.clusters.List()
-	health := make([]eviction.ClusterHealth, len(list))
-	for i, cl := range list {
-		health[i] = eviction.ClusterHealth{Name: cl.Name, Zone: cl.Spec.Zone, Ready: ready(cl)}
-	}
-	c.mu.Lock()
-	changes := c.zones.Observe(health, c.clock.Now())
-	c.mu.Unlock()
-	for _, ch := range changes {
-		c.logger.Info("zone mode changed", "zone", zoneName(ch.Zone), "from", ch.From, "to", ch.To, "notReady", ch.NotReady, "clusters", ch.Total)
-		if ch.To == "" || ch.From == "" && ch.To == eviction.ModeNormal {
-			continue // a zone gone, or a new one that is fine: nothing to tell
-		}
-		eventType, message := corev1.EventTypeNormal, fmt.Sprintf("zone %s: %s (%d of %d clusters not Ready)", zoneName(ch.Zone), ch.To, ch.NotReady, ch.Total)
-		switch ch.To {
-		case eviction.ModePartialDisruption:
-			eventType, message = corev1.EventTypeWarning, message+"; evictions slowed"
-		case eviction.ModeIsolated:
-			eventType, message = corev1.EventTypeWarning, message+"; every cluster looks down, so the hub assumes it is the one cut off and evicts nothing"
-		}
-		c.recorder.Event(corev1.ObjectReference{APIVersion: v1alpha1.APIVersion, Kind: "Zone", Name: zoneName(ch.Zone)}, eventType, "ZoneMode"+string(ch.To), message)
-	}
-	return len(changes) > 0
-}
-
-func zoneName(zone string) string {
-	if zone == "" {
-		return "default"
-	}
-	return zone
 }
 
 func (c *Controller) requeueAll() {
@@ -315,149 +257,6 @@ func reconcileBinding[T any, PT store.Object[T]](ctx context.Context, c *Control
 		c.queue.AddAfter(key, d)
 	}
 	return nil
-}
-
-// endedTask is a task that is over, and why. A cancelled one gave its
-// cluster back: it recovered before any replacement could be scheduled.
-type endedTask struct {
-	task      v1alpha1.GracefulEvictionTask
-	reason    string
-	cancelled bool
-}
-
-// reasonRecovered ends a task whose cluster recovered before the binding
-// found a replacement: the workload stays where it runs.
-const reasonRecovered = "ClusterRecovered"
-
-// endTasks removes the tasks that are over from spec and returns them.
-func (c *Controller) endTasks(generation int64, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus,
-	tolerations []corev1.Toleration, now time.Time, wake *wakeup) []endedTask {
-	var ended []endedTask
-	kept := spec.GracefulEvictionTasks[:0:0]
-	for i := range spec.GracefulEvictionTasks {
-		task := spec.GracefulEvictionTasks[i]
-		v := eviction.Assess(&task, generation, spec, status, c.cfg.GracefulEvictionTimeout, now)
-		switch {
-		case v.Done:
-			ended = append(ended, endedTask{task: task, reason: v.Reason})
-			continue
-		case v.NoReplacement && task.Producer == eviction.ProducerTaintManager && c.recovered(task.FromCluster, tolerations, now):
-			ended = append(ended, endedTask{task: task, reason: reasonRecovered, cancelled: true})
-			giveBack(spec, &task)
-			continue
-		}
-		wake.at(v.Recheck)
-		kept = append(kept, task)
-	}
-	if len(ended) > 0 {
-		spec.GracefulEvictionTasks = kept
-	}
-	return ended
-}
-
-// recovered reports whether a cluster is Ready and its taints no longer
-// call for an eviction.
-func (c *Controller) recovered(cluster string, tolerations []corev1.Toleration, now time.Time) bool {
-	cl := c.clusters.Get(cluster)
-	if cl == nil || !ready(cl) {
-		return false
-	}
-	c.mu.Lock()
-	since := c.zones.GraceStart()
-	c.mu.Unlock()
-	return !eviction.Decide(cl.Spec.Taints, tolerations, since, now).Evict
-}
-
-// giveBack puts the task's cluster back into spec.clusters with the
-// replicas it had.
-func giveBack(spec *v1alpha1.ResourceBindingSpec, task *v1alpha1.GracefulEvictionTask) {
-	if slices.ContainsFunc(spec.Clusters, func(tc v1alpha1.TargetCluster) bool { return tc.Name == task.FromCluster }) {
-		return
-	}
-	replicas := spec.Replicas
-	if task.Replicas != nil {
-		replicas = *task.Replicas
-	}
-	spec.Clusters = append(slices.Clone(spec.Clusters), v1alpha1.TargetCluster{Name: task.FromCluster, Replicas: replicas})
-	slices.SortFunc(spec.Clusters, func(a, b v1alpha1.TargetCluster) int { return strings.Compare(a.Name, b.Name) })
-}
-
-// tolerations are the placement's, with the default NoExecute ones.
-func (c *Controller) tolerations(spec *v1alpha1.ResourceBindingSpec) []corev1.Toleration {
-	var own []corev1.Toleration
-	if spec.Placement != nil {
-		own = spec.Placement.ClusterTolerations
-	}
-	return eviction.WithDefaultTolerations(own, c.cfg.DefaultNotReadyToleration, c.cfg.DefaultUnreachableToleration)
-}
-
-// dueEvictions returns the clusters of spec the binding must leave now, as
-// far as each zone's rate allows.
-func (c *Controller) dueEvictions(spec *v1alpha1.ResourceBindingSpec, tolerations []corev1.Toleration, now time.Time, wake *wakeup) []eviction.Eviction {
-	purgeMode := ""
-	if spec.Failover != nil && spec.Failover.Cluster != nil {
-		purgeMode = spec.Failover.Cluster.PurgeMode
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	since := c.zones.GraceStart()
-	var out []eviction.Eviction
-	for _, tc := range spec.Clusters {
-		cl := c.clusters.Get(tc.Name)
-		if cl == nil {
-			continue
-		}
-		d := eviction.Decide(cl.Spec.Taints, tolerations, since, now)
-		if !d.Evict {
-			wake.at(d.At)
-			continue
-		}
-		ok, retryAt := c.zones.Allow(cl.Spec.Zone, now)
-		if !ok {
-			wake.at(retryAt) // zero: until the zone's mode changes
-			continue
-		}
-		out = append(out, eviction.Eviction{
-			Cluster: tc.Name, Reason: eviction.ReasonTaintUntolerated, Producer: eviction.ProducerTaintManager, PurgeMode: purgeMode,
-			GracePeriod: ptr.To(c.defaultGraceSeconds()),
-			Message:     fmt.Sprintf("cluster %s has taint %s:%s that the placement does not tolerate (any longer)", tc.Name, d.Taint.Key, d.Taint.Effect),
-		})
-	}
-	return out
-}
-
-// record logs and records events for what reconcile stored, on the
-// binding and on its template.
-func (c *Controller) record(obj metav1.Object, spec *v1alpha1.ResourceBindingSpec, evicted []eviction.Eviction, ended []endedTask, failedBack []string) {
-	bindingRef := controller.BindingRef(obj)
-	templateRef := corev1.ObjectReference{APIVersion: spec.Resource.APIVersion, Kind: spec.Resource.Kind, Namespace: spec.Resource.Namespace, Name: spec.Resource.Name}
-	event := func(eventType, reason, message string) {
-		c.recorder.Event(bindingRef, eventType, reason, message)
-		c.recorder.Event(templateRef, eventType, reason, message)
-	}
-	key := controller.Key(obj.GetNamespace(), obj.GetName())
-	for _, e := range evicted {
-		c.evictions.Add(1)
-		mode := v1alpha1.NormalPurgeMode(e.PurgeMode)
-		c.logger.Info("evicted", "binding", key, "cluster", e.Cluster, "reason", e.Reason, "purgeMode", mode)
-		event(corev1.EventTypeWarning, "Evicted", fmt.Sprintf("evicted from %s (%s, purge mode %s): %s", e.Cluster, e.Reason, mode, e.Message))
-	}
-	for _, t := range ended {
-		c.tasksEnded.Add(1)
-		c.logger.Info("eviction task ended", "binding", key, "cluster", t.task.FromCluster, "reason", t.reason)
-		message := fmt.Sprintf("eviction from %s ended (%s); its copy there is removed", t.task.FromCluster, t.reason)
-		switch {
-		case t.cancelled:
-			message = fmt.Sprintf("eviction from %s called off: the cluster recovered before any other cluster could take the workload, which stays there", t.task.FromCluster)
-		case v1alpha1.NormalPurgeMode(t.task.PurgeMode) == v1alpha1.PurgeModeDirectly:
-			message = fmt.Sprintf("eviction from %s ended (%s); its copy was removed when it was evicted", t.task.FromCluster, t.reason)
-		}
-		event(corev1.EventTypeNormal, "EvictionTaskEnded", message)
-	}
-	if len(failedBack) > 0 {
-		c.logger.Info("failback", "binding", key, "clusters", failedBack)
-		event(corev1.EventTypeNormal, "Failback", fmt.Sprintf("%s Ready again for the stabilization period: rescheduling afresh", strings.Join(failedBack, ", ")))
-	}
 }
 
 // wakeup is the earliest instant a decision is due.

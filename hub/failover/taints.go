@@ -1,0 +1,56 @@
+package failover
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/eviction"
+)
+
+// tolerations are the placement's, with the default NoExecute ones.
+func (c *Controller) tolerations(spec *v1alpha1.ResourceBindingSpec) []corev1.Toleration {
+	var own []corev1.Toleration
+	if spec.Placement != nil {
+		own = spec.Placement.ClusterTolerations
+	}
+	return eviction.WithDefaultTolerations(own, c.cfg.DefaultNotReadyToleration, c.cfg.DefaultUnreachableToleration)
+}
+
+// dueEvictions returns the clusters of spec the binding must leave now, as
+// far as each zone's rate allows.
+func (c *Controller) dueEvictions(spec *v1alpha1.ResourceBindingSpec, tolerations []corev1.Toleration, now time.Time, wake *wakeup) []eviction.Eviction {
+	purgeMode := ""
+	if spec.Failover != nil && spec.Failover.Cluster != nil {
+		purgeMode = spec.Failover.Cluster.PurgeMode
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	since := c.zones.GraceStart()
+	var out []eviction.Eviction
+	for _, tc := range spec.Clusters {
+		cl := c.clusters.Get(tc.Name)
+		if cl == nil {
+			continue
+		}
+		d := eviction.Decide(cl.Spec.Taints, tolerations, since, now)
+		if !d.Evict {
+			wake.at(d.At)
+			continue
+		}
+		ok, retryAt := c.zones.Allow(cl.Spec.Zone, now)
+		if !ok {
+			wake.at(retryAt) // zero: until the zone's mode changes
+			continue
+		}
+		out = append(out, eviction.Eviction{
+			Cluster: tc.Name, Reason: eviction.ReasonTaintUntolerated, Producer: eviction.ProducerTaintManager, PurgeMode: purgeMode,
+			GracePeriod: ptr.To(c.defaultGraceSeconds()),
+			Message:     fmt.Sprintf("cluster %s has taint %s:%s that the placement does not tolerate (any longer)", tc.Name, d.Taint.Key, d.Taint.Effect),
+		})
+	}
+	return out
+}

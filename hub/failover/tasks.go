@@ -1,0 +1,77 @@
+package failover
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/eviction"
+)
+
+// endedTask is a task that is over, and why. A cancelled one gave its
+// cluster back: it recovered before any replacement could be scheduled.
+type endedTask struct {
+	task      v1alpha1.GracefulEvictionTask
+	reason    string
+	cancelled bool
+}
+
+// reasonRecovered ends a task whose cluster recovered before the binding
+// found a replacement: the workload stays where it runs.
+const reasonRecovered = "ClusterRecovered"
+
+// endTasks removes the tasks that are over from spec and returns them.
+func (c *Controller) endTasks(generation int64, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus,
+	tolerations []corev1.Toleration, now time.Time, wake *wakeup) []endedTask {
+	var ended []endedTask
+	kept := spec.GracefulEvictionTasks[:0:0]
+	for i := range spec.GracefulEvictionTasks {
+		task := spec.GracefulEvictionTasks[i]
+		v := eviction.Assess(&task, generation, spec, status, c.cfg.GracefulEvictionTimeout, now)
+		switch {
+		case v.Done:
+			ended = append(ended, endedTask{task: task, reason: v.Reason})
+			continue
+		case v.NoReplacement && task.Producer == eviction.ProducerTaintManager && c.recovered(task.FromCluster, tolerations, now):
+			ended = append(ended, endedTask{task: task, reason: reasonRecovered, cancelled: true})
+			giveBack(spec, &task)
+			continue
+		}
+		wake.at(v.Recheck)
+		kept = append(kept, task)
+	}
+	if len(ended) > 0 {
+		spec.GracefulEvictionTasks = kept
+	}
+	return ended
+}
+
+// recovered reports whether a cluster is Ready and its taints no longer
+// call for an eviction.
+func (c *Controller) recovered(cluster string, tolerations []corev1.Toleration, now time.Time) bool {
+	cl := c.clusters.Get(cluster)
+	if cl == nil || !ready(cl) {
+		return false
+	}
+	c.mu.Lock()
+	since := c.zones.GraceStart()
+	c.mu.Unlock()
+	return !eviction.Decide(cl.Spec.Taints, tolerations, since, now).Evict
+}
+
+// giveBack puts the task's cluster back into spec.clusters with the
+// replicas it had.
+func giveBack(spec *v1alpha1.ResourceBindingSpec, task *v1alpha1.GracefulEvictionTask) {
+	if slices.ContainsFunc(spec.Clusters, func(tc v1alpha1.TargetCluster) bool { return tc.Name == task.FromCluster }) {
+		return
+	}
+	replicas := spec.Replicas
+	if task.Replicas != nil {
+		replicas = *task.Replicas
+	}
+	spec.Clusters = append(slices.Clone(spec.Clusters), v1alpha1.TargetCluster{Name: task.FromCluster, Replicas: replicas})
+	slices.SortFunc(spec.Clusters, func(a, b v1alpha1.TargetCluster) int { return strings.Compare(a.Name, b.Name) })
+}
