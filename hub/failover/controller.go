@@ -233,7 +233,10 @@ func reconcileBinding[T any, PT store.Object[T]](ctx context.Context, c *Control
 	// Judge the replacement on the Works as they are now: the binding's
 	// stored aggregated status may still describe the placement before.
 	current := *status
-	current.AggregatedStatus = hubstatus.Aggregate(spec, workOf)
+	current.AggregatedStatus = hubstatus.Aggregate(spec, workOf, func(cluster string) bool {
+		cl := c.clusters.Get(cluster)
+		return cl != nil && hubstatus.Reachable(cl)
+	})
 	tolerations := c.tolerations(spec)
 	ended := c.endTasks(obj.GetGeneration(), spec, &current, tolerations, now, &wake)
 	evicted := c.dueEvictions(spec, tolerations, now, &wake)

@@ -17,7 +17,10 @@ import (
 // the order of the clusters' names. The failover controller uses it too,
 // on its own mirror of the Works: a task must not end on a stored status
 // that predates the binding's latest placement.
-func Aggregate(spec *v1alpha1.ResourceBindingSpec, workOf func(cluster string) *v1alpha1.Work) []v1alpha1.AggregatedStatusItem {
+//
+// A cluster that is not reachable (its Ready condition Unknown: the agent
+// is silent) has health Unknown whatever its agent last said.
+func Aggregate(spec *v1alpha1.ResourceBindingSpec, workOf func(cluster string) *v1alpha1.Work, reachable func(cluster string) bool) []v1alpha1.AggregatedStatusItem {
 	targets := slices.SortedFunc(slices.Values(spec.Clusters), func(a, b v1alpha1.TargetCluster) int { return strings.Compare(a.Name, b.Name) })
 	items := make([]v1alpha1.AggregatedStatusItem, 0, len(targets))
 	for _, tc := range targets {
@@ -34,7 +37,7 @@ func Aggregate(spec *v1alpha1.ResourceBindingSpec, workOf func(cluster string) *
 			}
 			if len(w.Status.ManifestStatuses) > 0 {
 				ms := w.Status.ManifestStatuses[0]
-				if ms.Health != "" {
+				if ms.Health != "" && reachable(tc.Name) {
 					item.Health = ms.Health
 				}
 				item.Status = ms.Status.DeepCopy()

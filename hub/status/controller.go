@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,6 +34,7 @@ type Controller struct {
 	bindings        *controller.Informer[v1alpha1.ResourceBinding, *v1alpha1.ResourceBinding]
 	clusterBindings *controller.Informer[v1alpha1.ClusterResourceBinding, *v1alpha1.ClusterResourceBinding]
 	works           *controller.Informer[v1alpha1.Work, *v1alpha1.Work]
+	clusters        *controller.Informer[v1alpha1.Cluster, *v1alpha1.Cluster]
 	queue           *controller.Queue
 }
 
@@ -42,7 +44,19 @@ func New(objs *objects.Objects, recorder controller.Recorder, logger *slog.Logge
 	c.bindings = controller.NewInformer(objs.Bindings, nil, logger)
 	c.clusterBindings = controller.NewInformer(objs.ClusterBindings, nil, logger)
 	c.works = controller.NewInformer(objs.Works, nil, logger)
+	c.clusters = controller.NewInformer(objs.Clusters, nil, logger)
 	c.queue = controller.NewQueue("status", c.reconcile, logger)
+	// A cluster going silent or coming back changes its health column.
+	c.clusters.AddHandler(func(old, cur *v1alpha1.Cluster) {
+		if old != nil && cur != nil && Reachable(old) == Reachable(cur) {
+			return
+		}
+		name := cur
+		if name == nil {
+			name = old
+		}
+		c.requeueOn(name.Name)
+	})
 	c.bindings.AddHandler(func(_, cur *v1alpha1.ResourceBinding) {
 		if cur != nil {
 			c.queue.Add(controller.Key(cur.Namespace, cur.Name))
@@ -67,10 +81,38 @@ func New(objs *objects.Objects, recorder controller.Recorder, logger *slog.Logge
 
 // Run runs the controller until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	if !controller.StartAndSync(ctx, c.works, c.bindings, c.clusterBindings) {
+	if !controller.StartAndSync(ctx, c.works, c.bindings, c.clusterBindings, c.clusters) {
 		return
 	}
 	c.queue.Run(ctx, workers)
+}
+
+// Reachable reports whether a cluster's agent is heard from: its Ready
+// condition is not Unknown.
+func Reachable(cl *v1alpha1.Cluster) bool {
+	cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.ClusterConditionReady)
+	return cond == nil || cond.Status != metav1.ConditionUnknown
+}
+
+// requeueOn queues the bindings placed on cluster.
+func (c *Controller) requeueOn(cluster string) {
+	for _, b := range c.bindings.List() {
+		if slices.ContainsFunc(b.Spec.Clusters, func(tc v1alpha1.TargetCluster) bool { return tc.Name == cluster }) {
+			c.queue.Add(controller.Key(b.Namespace, b.Name))
+		}
+	}
+	for _, b := range c.clusterBindings.List() {
+		if slices.ContainsFunc(b.Spec.Clusters, func(tc v1alpha1.TargetCluster) bool { return tc.Name == cluster }) {
+			c.queue.Add(b.Name)
+		}
+	}
+}
+
+// reachable reports whether the named cluster is reachable; an unknown
+// cluster is not.
+func (c *Controller) reachable(cluster string) bool {
+	cl := c.clusters.Get(cluster)
+	return cl != nil && Reachable(cl)
 }
 
 func (c *Controller) reconcile(ctx context.Context, key string) error {
@@ -101,7 +143,7 @@ func update[T any, PT store.Object[T]](ctx context.Context, c *Controller, r *st
 		return err
 	}
 	spec, status := parts(stored)
-	items := Aggregate(spec, workOf)
+	items := Aggregate(spec, workOf, c.reachable)
 	changed := !equality.Semantic.DeepEqual(status.AggregatedStatus, items)
 	status.AggregatedStatus = items
 	before := meta.FindStatusCondition(status.Conditions, v1alpha1.BindingConditionFullyApplied)

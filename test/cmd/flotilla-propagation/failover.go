@@ -33,6 +33,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/flotilla-io/flotilla/agent"
 	"github.com/flotilla-io/flotilla/test/membercluster"
 	"github.com/flotilla-io/flotilla/test/procstat"
 )
@@ -158,6 +159,8 @@ type failoverReport struct {
 	endReasons                                   map[string]int
 	fromFallback                                 int
 	eventsListed                                 int
+	polls                                        int
+	pollTime                                     time.Duration
 	// Hub resources.
 	cpuSeconds                  float64 // over kill → done
 	cpuActivePercent, cpuPeak5s float64
@@ -209,6 +212,15 @@ func measureFailover(ctx context.Context, h *fleetProcs, env *membercluster.Envi
 	pid := h.hub.Pid()
 	if pid == 0 {
 		return nil, fmt.Errorf("the hub is not running:\n%v", h.hub.ExitError())
+	}
+	// After its start the hub declares nothing Unknown for a grace period
+	// plus the lease duration (the one the agents propose, not the one it
+	// grants), so a kill before then would measure that protection.
+	if restartGrace := h.started.Add(o.failover.grace + agent.DefaultLeaseDuration + time.Second); time.Now().Before(restartGrace) {
+		logf("failover: waiting %v for the end of the hub's restart grace (started + grace + agents' lease %v)", time.Until(restartGrace).Round(time.Second), agent.DefaultLeaseDuration)
+		if err := sleepCtx(ctx, time.Until(restartGrace)); err != nil {
+			return nil, err
+		}
 	}
 	var before hubStats
 	if err := h.get("/debug/stats", &before); err != nil {
@@ -273,6 +285,8 @@ func measureFailover(ctx context.Context, h *fleetProcs, env *membercluster.Envi
 			if err := pollBindings(h, victim, fallback, now); err != nil {
 				logf("failover: list bindings: %v", err)
 			}
+			rep.polls++
+			rep.pollTime += time.Since(now)
 		}
 		done := evicted >= n && ended >= n
 		if done || now.Sub(lastProgress) >= o.failover.progressEvery {
@@ -813,6 +827,9 @@ func (r *failoverReport) print(o options, names []string) {
 	fmt.Printf("  tasks ended by            %s\n", strings.Join(rs, ", "))
 	fmt.Printf("  events                    %d Evicted, %d EvictionTaskEnded on bindings (hub counters: %d evictions, %d tasks ended; %d duplicate Evicted)\n",
 		r.evictedEvents, r.endedEvents, r.statsEvictions, r.statsEnded, r.duplicateEvicted)
+	if r.polls > 0 {
+		fmt.Printf("  binding polls (fallback)  %d lists of the bindings during the failover, %s each on average\n", r.polls, ms(r.pollTime/time.Duration(r.polls)))
+	}
 	if r.fromFallback > 0 {
 		fmt.Printf("  FALLBACK                  %d bindings timed from binding specs (task creationTimestamp: seconds; task end: %v polls)\n", r.fromFallback, o.failover.poll)
 	}

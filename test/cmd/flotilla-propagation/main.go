@@ -246,6 +246,7 @@ func measureThroughput(ctx context.Context, h *fleetProcs, o options, group stri
 // fleetProcs is the hub and the agents.
 type fleetProcs struct {
 	hub      *process.Process
+	started  time.Time // when the hub was started
 	agents   []*process.Process
 	httpAddr string
 }
@@ -265,6 +266,7 @@ func startFleet(ctx context.Context, o options, dir string, env *membercluster.E
 	env0 := []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"}
 	f.hub = &process.Process{Name: "flotilla-hub", Binary: filepath.Join(o.binDir, "flotilla-hub"), LogPath: filepath.Join(dir, "hub.log"), Env: env0,
 		Args: append([]string{"--data-dir=" + dataDir, "--quic-addr=" + quicAddr, "--http-addr=" + f.httpAddr, "--log-level=" + o.hubLogLevel}, hubArgs...)}
+	f.started = time.Now()
 	if err := f.hub.Start(); err != nil {
 		return nil, err
 	}
