@@ -52,6 +52,7 @@ func (a *apiServer) handler() http.Handler {
 	a.objectRoutes(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
 	mux.HandleFunc("GET /debug/stats", a.stats)
+	mux.Handle("GET /metrics", a.metricsHandler())
 	// Profiles, for operators chasing cost (the API listens on loopback by
 	// default).
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)

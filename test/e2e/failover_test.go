@@ -167,6 +167,12 @@ func TestFailoverSeedScenario(t *testing.T) {
 	if out, err := flotilla(t, f.hub, "purge", "binding", "nginx-keep-deployment", "-n", "web", "--cluster", "member-1"); err == nil || !strings.Contains(out, "no eviction task") {
 		t.Errorf("a second purge: %v\n%s", err, out)
 	}
+	metrics := f.hub.metrics(t)
+	for _, want := range []string{"flotilla_evictions_total 3", "flotilla_eviction_tasks_ended_total 2", `flotilla_zone_mode{mode="Normal",zone="default"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, metrics)
+		}
+	}
 	st := f.stats()
 	if st.Failover.Evictions != 3 || st.Failover.TasksEnded != 2 {
 		t.Errorf("failover stats %+v, want 3 evictions and 2 tasks ended by the hub (the third by hand)", st.Failover)

@@ -156,6 +156,21 @@ func (h *hub) getJSON(t *testing.T, path string, v any) int {
 	return resp.StatusCode
 }
 
+// metrics reads the hub's Prometheus metrics.
+func (h *hub) metrics(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get("http://" + h.httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %s %v", resp.Status, err)
+	}
+	return string(body)
+}
+
 func (h *hub) cluster(t *testing.T, name string) *v1alpha1.Cluster {
 	t.Helper()
 	var c v1alpha1.Cluster

@@ -1,0 +1,61 @@
+package hub
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/flotilla-io/flotilla/eviction"
+)
+
+// zoneModes are the partition protection modes a zone can be in, each a
+// series of flotilla_zone_mode.
+var zoneModes = []eviction.Mode{eviction.ModeNormal, eviction.ModePartialDisruption, eviction.ModeFullDisruption, eviction.ModeIsolated}
+
+// metricsHandler serves the hub's counters in the Prometheus format: the
+// same figures as /debug/stats, read when scraped.
+func (a *apiServer) metricsHandler() http.Handler {
+	reg := prometheus.NewRegistry()
+	counter := func(name, help string, read func() float64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, read))
+	}
+	gauge := func(name, help string, read func() float64) {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, read))
+	}
+	st := &a.registry.stats
+	counter("flotilla_lease_renewals_total", "Lease renewals received from agents.", func() float64 { return float64(st.renewals.Load()) })
+	counter("flotilla_status_reports_total", "Cluster status reports received from agents.", func() float64 { return float64(st.statusReports.Load()) })
+	counter("flotilla_ready_transitions_total", "Changes of a cluster's Ready condition.", func() float64 { return float64(st.transitions.Load()) })
+	counter("flotilla_works_sent_total", "Work upserts sent to agents.", func() float64 { return float64(a.agents.dispatch.Counts().Upserts) })
+	counter("flotilla_work_deletes_sent_total", "Work deletions sent to agents.", func() float64 { return float64(a.agents.dispatch.Counts().Deletes) })
+	counter("flotilla_evictions_total", "Bindings evicted from a cluster (taint manager and application failover).", func() float64 { return float64(a.failover.Stats().Evictions) })
+	counter("flotilla_eviction_tasks_ended_total", "Graceful eviction tasks ended by the hub.", func() float64 { return float64(a.failover.Stats().TasksEnded) })
+	gauge("flotilla_connected_agents", "Agents connected to this hub.", func() float64 {
+		a.agents.mu.Lock()
+		defer a.agents.mu.Unlock()
+		return float64(len(a.agents.sessions))
+	})
+	reg.MustRegister(zoneCollector{a})
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
+// zoneCollector exports each zone's partition protection mode: one series
+// per zone and mode, 1 for the zone's current mode, 0 for the others.
+type zoneCollector struct{ a *apiServer }
+
+var zoneModeDesc = prometheus.NewDesc("flotilla_zone_mode", "Partition protection mode of each zone (1 for the current one).", []string{"zone", "mode"}, nil)
+
+func (zoneCollector) Describe(ch chan<- *prometheus.Desc) { ch <- zoneModeDesc }
+
+func (z zoneCollector) Collect(ch chan<- prometheus.Metric) {
+	for zone, mode := range z.a.failover.Stats().ZoneModes {
+		for _, m := range zoneModes {
+			v := 0.0
+			if string(m) == mode {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(zoneModeDesc, prometheus.GaugeValue, v, zone, string(m))
+		}
+	}
+}
