@@ -23,9 +23,10 @@ type Verdict struct {
 	// Recheck is, when !Done, when the verdict can change by time alone
 	// (the grace deadline), zero if only other changes can.
 	Recheck time.Time
-	// NoReplacement is set when the task waits because the binding has no
-	// replacement scheduled: if the evicted cluster recovers meanwhile, the
-	// eviction can be called off.
+	// NoReplacement is set when the scheduler has seen the eviction (the
+	// binding's current generation) and found no replacement: if the
+	// evicted cluster recovers meanwhile, the eviction can be called off.
+	// It is not set while the scheduler has yet to run.
 	NoReplacement bool
 }
 
@@ -34,7 +35,8 @@ const maxListed = 5
 
 // Assess decides whether task has ended, given the binding's generation,
 // spec and status:
-//   - SuppressDeletion true (Never): never done.
+//   - SuppressDeletion true (Never): never done (NoReplacement still says
+//     whether the scheduler found none).
 //   - "replaced" = status.SchedulerObservedGeneration == generation AND the
 //     Scheduled condition is True with ObservedGeneration == generation AND
 //     len(spec.Clusters) > 0. Not replaced -> not done, whatever the grace
@@ -42,9 +44,9 @@ const maxListed = 5
 //   - Replaced and every cluster of spec.Clusters has an AggregatedStatus
 //     item that is Applied and Health == Healthy -> Done,
 //     ReasonReplacementHealthy.
-//   - Replaced and now >= CreationTimestamp + grace (task.GracePeriodSeconds,
-//     else defaultGrace; a nil CreationTimestamp counts as expired) -> Done,
-//     ReasonGracePeriodExpired.
+//   - Replaced and now >= max(CreationTimestamp, status.lastScheduledTime) +
+//     grace (task.GracePeriodSeconds, else defaultGrace; a nil
+//     CreationTimestamp counts as expired) -> Done, ReasonGracePeriodExpired.
 //   - Otherwise not done, Recheck = the grace deadline, Waiting lists the
 //     clusters not yet healthy (sorted by name, at most 5, then "and N
 //     more").
@@ -52,17 +54,18 @@ func Assess(task *v1alpha1.GracefulEvictionTask, generation int64, spec *v1alpha
 	if task == nil {
 		return Verdict{Waiting: "no eviction task"}
 	}
-	if task.SuppressDeletion != nil && *task.SuppressDeletion {
-		return Verdict{Waiting: "kept until removed by hand (purgeMode Never)"}
-	}
 	if spec == nil {
 		spec = &v1alpha1.ResourceBindingSpec{}
 	}
 	if status == nil {
 		status = &v1alpha1.ResourceBindingStatus{}
 	}
-	if why := notReplaced(generation, spec, status); why != "" {
-		return Verdict{Waiting: "replacement not scheduled yet: " + why, NoReplacement: true}
+	why, settled := notReplaced(generation, spec, status)
+	if task.SuppressDeletion != nil && *task.SuppressDeletion {
+		return Verdict{Waiting: "kept until removed by hand (purgeMode Never)", NoReplacement: why != "" && settled}
+	}
+	if why != "" {
+		return Verdict{Waiting: "replacement not scheduled yet: " + why, NoReplacement: settled}
 	}
 	unhealthy := unhealthyClusters(spec.Clusters, status.AggregatedStatus)
 	if len(unhealthy) == 0 {
@@ -71,7 +74,13 @@ func Assess(task *v1alpha1.GracefulEvictionTask, generation int64, spec *v1alpha
 	if task.CreationTimestamp == nil {
 		return Verdict{Done: true, Reason: ReasonGracePeriodExpired}
 	}
-	deadline := task.CreationTimestamp.Add(gracePeriod(task, defaultGrace))
+	// The grace runs from when the replacement was placed, if that was
+	// later: a replacement found late must get its chance to start.
+	start := task.CreationTimestamp.Time
+	if lst := status.LastScheduledTime; lst != nil && lst.After(start) {
+		start = lst.Time
+	}
+	deadline := start.Add(gracePeriod(task, defaultGrace))
 	if !now.Before(deadline) {
 		return Verdict{Done: true, Reason: ReasonGracePeriodExpired}
 	}
@@ -82,25 +91,27 @@ func Assess(task *v1alpha1.GracefulEvictionTask, generation int64, spec *v1alpha
 }
 
 // notReplaced says why the binding has no replacement for the evicted
-// cluster yet, or "" if it has one. The generations must match: a Scheduled
-// condition from before the eviction describes the old result, which still
-// held the evicted cluster.
-func notReplaced(generation int64, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus) string {
+// cluster yet, or "" if it has one, and whether that is the scheduler's
+// answer for the current generation (settled) rather than a schedule yet
+// to come. The generations must match: a Scheduled condition from before
+// the eviction describes the old result, which still held the evicted
+// cluster.
+func notReplaced(generation int64, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus) (string, bool) {
 	if status.SchedulerObservedGeneration != generation {
-		return fmt.Sprintf("the scheduler has not seen generation %d yet (observed %d)", generation, status.SchedulerObservedGeneration)
+		return fmt.Sprintf("the scheduler has not seen generation %d yet (observed %d)", generation, status.SchedulerObservedGeneration), false
 	}
 	cond := meta.FindStatusCondition(status.Conditions, v1alpha1.BindingConditionScheduled)
 	switch {
 	case cond == nil:
-		return "no Scheduled condition"
+		return "no Scheduled condition", false
 	case cond.ObservedGeneration != generation:
-		return fmt.Sprintf("the Scheduled condition is for generation %d, not %d", cond.ObservedGeneration, generation)
+		return fmt.Sprintf("the Scheduled condition is for generation %d, not %d", cond.ObservedGeneration, generation), false
 	case cond.Status != metav1.ConditionTrue:
-		return conditionText(cond)
+		return conditionText(cond), true
 	case len(spec.Clusters) == 0:
-		return "no cluster selected"
+		return "no cluster selected", true
 	}
-	return ""
+	return "", true
 }
 
 // conditionText is a not-True condition in a few words: its message, else

@@ -67,13 +67,17 @@ func TestAssess(t *testing.T) {
 	}{
 		{"Never is never done", suppressed, replacement, allHealthy, late,
 			Verdict{Waiting: "kept until removed by hand (purgeMode Never)"}},
+		{"Never without a replacement says so", suppressed, placed(), allHealthy, late,
+			Verdict{Waiting: "kept until removed by hand (purgeMode Never)", NoReplacement: true}},
+		{"the grace runs from a replacement placed late", fresh, replacement, placedLate(halfway), at(defaultGrace + time.Minute),
+			Verdict{Waiting: "member-3 not healthy yet (Unknown); grace period ends in 1m0s", Recheck: at(defaultGrace + 2*time.Minute)}},
 		{"suppressDeletion false follows the usual rules", released, replacement, allHealthy, t0,
 			Verdict{Done: true, Reason: ReasonReplacementHealthy}},
 		{"stale scheduler generation", fresh, replacement,
 			v1alpha1.ResourceBindingStatus{SchedulerObservedGeneration: gen - 1, Conditions: []metav1.Condition{*scheduledTrue}}, late,
-			Verdict{Waiting: "replacement not scheduled yet: the scheduler has not seen generation 7 yet (observed 6)", NoReplacement: true}},
+			Verdict{Waiting: "replacement not scheduled yet: the scheduler has not seen generation 7 yet (observed 6)"}},
 		{"no Scheduled condition", fresh, replacement, scheduledStatus(nil), late,
-			Verdict{Waiting: "replacement not scheduled yet: no Scheduled condition", NoReplacement: true}},
+			Verdict{Waiting: "replacement not scheduled yet: no Scheduled condition"}},
 		{"Scheduled False, whatever the grace period", fresh, replacement,
 			scheduledStatus(scheduled(metav1.ConditionFalse, gen, v1alpha1.ReasonNoClusterFit, "0/3 clusters are available: 3 cluster(s) is being evicted from this binding.")), late,
 			Verdict{Waiting: "replacement not scheduled yet: 0/3 clusters are available: 3 cluster(s) is being evicted from this binding.", NoReplacement: true}},
@@ -85,7 +89,7 @@ func TestAssess(t *testing.T) {
 			Verdict{Waiting: "replacement not scheduled yet: Scheduled is Unknown", NoReplacement: true}},
 		{"Scheduled True for an older generation", fresh, replacement,
 			scheduledStatus(scheduled(metav1.ConditionTrue, gen-1, v1alpha1.ReasonScheduled, ""), healthy("member-2"), healthy("member-3")), late,
-			Verdict{Waiting: "replacement not scheduled yet: the Scheduled condition is for generation 6, not 7", NoReplacement: true}},
+			Verdict{Waiting: "replacement not scheduled yet: the Scheduled condition is for generation 6, not 7"}},
 		{"scheduled to no cluster", fresh, placed(), allHealthy, late,
 			Verdict{Waiting: "replacement not scheduled yet: no cluster selected", NoReplacement: true}},
 		{"nil creation time without replacement", task(time.Time{}, nil), placed(), allHealthy, late,
@@ -144,6 +148,13 @@ func TestAssessListsAtMostFive(t *testing.T) {
 	}
 }
 
+// placedLate is status with its last schedule 2 minutes after t0.
+func placedLate(status v1alpha1.ResourceBindingStatus) v1alpha1.ResourceBindingStatus {
+	lst := metav1.NewTime(at(2 * time.Minute))
+	status.LastScheduledTime = &lst
+	return status
+}
+
 func TestAssessNilInputs(t *testing.T) {
 	task := &v1alpha1.GracefulEvictionTask{FromCluster: "a", CreationTimestamp: &metav1.Time{Time: t0}}
 	tests := []struct {
@@ -153,7 +164,7 @@ func TestAssessNilInputs(t *testing.T) {
 		want Verdict
 	}{
 		{"nil task", nil, &v1alpha1.ResourceBindingSpec{}, Verdict{Waiting: "no eviction task"}},
-		{"nil spec and status", task, nil, Verdict{Waiting: "replacement not scheduled yet: the scheduler has not seen generation 7 yet (observed 0)", NoReplacement: true}},
+		{"nil spec and status", task, nil, Verdict{Waiting: "replacement not scheduled yet: the scheduler has not seen generation 7 yet (observed 0)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -137,9 +137,12 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 			targets[tc.Name] = target{replicas: tc.Replicas}
 		}
 		for _, task := range spec.GracefulEvictionTasks {
-			// Directly: the old copy goes at once, before its replacement.
+			// Directly: the old copy goes at once, before its replacement
+			// runs — but not while no other cluster is placed: never the
+			// last copy.
 			_, placed := targets[task.FromCluster]
-			if !placed && v1alpha1.NormalPurgeMode(task.PurgeMode) != v1alpha1.PurgeModeDirectly {
+			direct := v1alpha1.NormalPurgeMode(task.PurgeMode) == v1alpha1.PurgeModeDirectly && len(spec.Clusters) > 0
+			if !placed && !direct {
 				targets[task.FromCluster] = target{keep: true}
 			}
 		}

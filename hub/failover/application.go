@@ -57,6 +57,9 @@ func (c *Controller) applicationFailures(key string, spec *v1alpha1.ResourceBind
 			wake.at(deadline)
 			continue
 		}
+		// Kept until the eviction is stored: a failed write must not
+		// start the count again.
+		next[item.ClusterName] = since
 		out = append(out, eviction.Eviction{
 			Cluster: item.ClusterName, Reason: eviction.ReasonApplicationFailure, Producer: eviction.ProducerApplicationFailover,
 			PurgeMode: app.PurgeMode, GracePeriod: grace,
@@ -69,6 +72,17 @@ func (c *Controller) applicationFailures(key string, spec *v1alpha1.ResourceBind
 		c.unhealthySince[key] = next
 	}
 	return out
+}
+
+// restartUnhealthy starts the unhealthy count of a cluster again from now
+// (its eviction was called off for want of a replacement).
+func (c *Controller) restartUnhealthy(key, cluster string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.unhealthySince[key] == nil {
+		c.unhealthySince[key] = map[string]time.Time{}
+	}
+	c.unhealthySince[key][cluster] = now
 }
 
 func evicting(evictions []eviction.Eviction, cluster string) bool {

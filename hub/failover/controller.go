@@ -76,6 +76,7 @@ type Controller struct {
 	unhealthySince map[string]map[string]time.Time
 
 	evictions, tasksEnded atomic.Int64
+	synced                atomic.Bool // cluster events count once every mirror is listed
 }
 
 // New returns a failover controller over objs.
@@ -118,13 +119,17 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		return
 	}
 	c.observeZones()
+	c.synced.Store(true)
+	c.requeueAll() // cluster changes seen while listing were not acted on
 	c.queue.Run(ctx, workers)
 }
 
 // clusterChanged re-evaluates the zones and the bindings on the cluster
 // when its health or taints changed.
 func (c *Controller) clusterChanged(old, cur *v1alpha1.Cluster) {
-	if old != nil && cur != nil && !healthChanged(old, cur) {
+	// Run observes every zone once the mirrors are complete; a partial
+	// list would see zones smaller or more broken than they are.
+	if !c.synced.Load() || old != nil && cur != nil && !healthChanged(old, cur) {
 		return
 	}
 	name := pick(old, cur).Name
@@ -155,18 +160,24 @@ func (c *Controller) requeueAll() {
 // requeueOn queues the bindings placed on, or being evicted from, cluster.
 func (c *Controller) requeueOn(cluster string) {
 	for _, b := range c.bindings.List() {
-		if involves(&b.Spec, cluster) {
+		if involves(&b.Spec, &b.Status, cluster) {
 			c.queue.Add(controller.Key(b.Namespace, b.Name))
 		}
 	}
 	for _, b := range c.clusterBindings.List() {
-		if involves(&b.Spec, cluster) {
+		if involves(&b.Spec, &b.Status, cluster) {
 			c.queue.Add(b.Name)
 		}
 	}
 }
 
-func involves(spec *v1alpha1.ResourceBindingSpec, cluster string) bool {
+func involves(spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus, cluster string) bool {
+	// A cluster the binding may fail back to: its return matters.
+	for _, f := range status.FailbackClusters {
+		if f.Name == cluster {
+			return true
+		}
+	}
 	for _, tc := range spec.Clusters {
 		if tc.Name == cluster {
 			return true
@@ -238,7 +249,7 @@ func reconcileBinding[T any, PT store.Object[T]](ctx context.Context, c *Control
 		return cl != nil && hubstatus.Reachable(cl)
 	})
 	tolerations := c.tolerations(spec)
-	ended := c.endTasks(obj.GetGeneration(), spec, &current, tolerations, now, &wake)
+	ended := c.endTasks(key, obj.GetGeneration(), spec, &current, tolerations, now, &wake)
 	evicted := c.dueEvictions(spec, tolerations, now, &wake)
 	evicted = append(evicted, c.applicationFailures(key, spec, current.AggregatedStatus, evicted, now, &wake)...)
 	for _, e := range evicted {

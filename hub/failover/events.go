@@ -33,6 +33,8 @@ func (c *Controller) record(obj metav1.Object, spec *v1alpha1.ResourceBindingSpe
 		c.logger.Info("eviction task ended", "binding", key, "cluster", t.task.FromCluster, "reason", t.reason)
 		message := fmt.Sprintf("eviction from %s ended (%s); its copy there is removed", t.task.FromCluster, t.reason)
 		switch {
+		case t.cancelled && t.reason == reasonNoReplacement:
+			message = fmt.Sprintf("eviction from %s called off: no other cluster can take the workload, which stays there", t.task.FromCluster)
 		case t.cancelled:
 			message = fmt.Sprintf("eviction from %s called off: the cluster recovered before any other cluster could take the workload, which stays there", t.task.FromCluster)
 		case v1alpha1.NormalPurgeMode(t.task.PurgeMode) == v1alpha1.PurgeModeDirectly:

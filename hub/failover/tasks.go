@@ -23,8 +23,17 @@ type endedTask struct {
 // found a replacement: the workload stays where it runs.
 const reasonRecovered = "ClusterRecovered"
 
+// reasonNoReplacement ends an application-failure task for which the
+// scheduler found no other cluster.
+const reasonNoReplacement = "NoReplacement"
+
 // endTasks removes the tasks that are over from spec and returns them.
-func (c *Controller) endTasks(generation int64, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus,
+// A task the scheduler found no replacement for is called off (its
+// cluster given back, the workload staying where it runs) when the
+// cluster recovered (taint manager, and Never tasks), or at once for an
+// application failure: with nowhere else to go, an unhealthy copy beats
+// none, and the unhealthy count starts again.
+func (c *Controller) endTasks(key string, generation int64, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus,
 	tolerations []corev1.Toleration, now time.Time, wake *wakeup) []endedTask {
 	var ended []endedTask
 	kept := spec.GracefulEvictionTasks[:0:0]
@@ -35,7 +44,12 @@ func (c *Controller) endTasks(generation int64, spec *v1alpha1.ResourceBindingSp
 		case v.Done:
 			ended = append(ended, endedTask{task: task, reason: v.Reason})
 			continue
-		case v.NoReplacement && task.Producer == eviction.ProducerTaintManager && c.recovered(task.FromCluster, tolerations, now):
+		case v.NoReplacement && task.Producer == eviction.ProducerApplicationFailover:
+			ended = append(ended, endedTask{task: task, reason: reasonNoReplacement, cancelled: true})
+			giveBack(spec, &task)
+			c.restartUnhealthy(key, task.FromCluster, now)
+			continue
+		case v.NoReplacement && c.recovered(task.FromCluster, tolerations, now):
 			ended = append(ended, endedTask{task: task, reason: reasonRecovered, cancelled: true})
 			giveBack(spec, &task)
 			continue
