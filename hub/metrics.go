@@ -14,7 +14,7 @@ import (
 var zoneModes = []eviction.Mode{eviction.ModeNormal, eviction.ModePartialDisruption, eviction.ModeFullDisruption, eviction.ModeIsolated}
 
 // metricsHandler serves the hub's counters in the Prometheus format: the
-// same figures as /debug/stats, read when scraped.
+// same figures as /debug/stats, read only when scraped.
 func (a *apiServer) metricsHandler() http.Handler {
 	reg := prometheus.NewRegistry()
 	counter := func(name, help string, read func() float64) {
@@ -23,10 +23,9 @@ func (a *apiServer) metricsHandler() http.Handler {
 	gauge := func(name, help string, read func() float64) {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, read))
 	}
-	st := &a.registry.stats
-	counter("flotilla_lease_renewals_total", "Lease renewals received from agents.", func() float64 { return float64(st.renewals.Load()) })
-	counter("flotilla_status_reports_total", "Cluster status reports received from agents.", func() float64 { return float64(st.statusReports.Load()) })
-	counter("flotilla_ready_transitions_total", "Changes of a cluster's Ready condition.", func() float64 { return float64(st.transitions.Load()) })
+	counter("flotilla_lease_renewals_total", "Lease renewals received from agents.", func() float64 { return float64(a.registry.stats.renewals.Load()) })
+	counter("flotilla_status_reports_total", "Cluster status reports received from agents.", func() float64 { return float64(a.registry.stats.statusReports.Load()) })
+	counter("flotilla_ready_transitions_total", "Changes of a cluster's Ready condition.", func() float64 { return float64(a.registry.stats.transitions.Load()) })
 	counter("flotilla_works_sent_total", "Work upserts sent to agents.", func() float64 { return float64(a.agents.dispatch.Counts().Upserts) })
 	counter("flotilla_work_deletes_sent_total", "Work deletions sent to agents.", func() float64 { return float64(a.agents.dispatch.Counts().Deletes) })
 	counter("flotilla_evictions_total", "Bindings evicted from a cluster (taint manager and application failover).", func() float64 { return float64(a.failover.Stats().Evictions) })

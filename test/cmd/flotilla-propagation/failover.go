@@ -179,6 +179,8 @@ type failoverReport struct {
 
 type bindingTimes struct {
 	evicted, ended       time.Time
+	rescheduled          time.Time // first Scheduled event after the eviction
+	scheduledEvents      []time.Time
 	endReason            string
 	evictedFromFallback  bool
 	endedFromFallback    bool
@@ -415,7 +417,13 @@ func (r *failoverReport) readEvents(h *fleetProcs, victim string) error {
 	endReason := regexp.MustCompile(`\(([A-Za-z]+)\)`)
 	for _, ev := range list.Items {
 		at := eventTime(&ev)
-		if at.Before(r.killAt) || !strings.Contains(ev.Message, " "+victim+" ") {
+		if at.Before(r.killAt) {
+			continue
+		}
+		// Evictions and task ends name the victim; Scheduled events
+		// ("placed on {member-2:2, member-3:1}") after the kill are the
+		// new placement.
+		if ev.Reason != "Scheduled" && !strings.Contains(ev.Message, " "+victim+" ") {
 			continue
 		}
 		t := r.bindings[ev.InvolvedObject.Name]
@@ -424,6 +432,8 @@ func (r *failoverReport) readEvents(h *fleetProcs, victim string) error {
 			r.bindings[ev.InvolvedObject.Name] = t
 		}
 		switch ev.Reason {
+		case "Scheduled":
+			t.scheduledEvents = append(t.scheduledEvents, at)
 		case "Evicted":
 			r.evictedEvents++
 			if !t.evicted.IsZero() {
@@ -444,6 +454,13 @@ func (r *failoverReport) readEvents(h *fleetProcs, victim string) error {
 					t.endReason = "ClusterRecovered"
 				}
 				r.endReasons[t.endReason]++
+			}
+		}
+	}
+	for _, t := range r.bindings {
+		for _, at := range t.scheduledEvents {
+			if !t.evicted.IsZero() && !at.Before(t.evicted) && (t.rescheduled.IsZero() || at.Before(t.rescheduled)) {
+				t.rescheduled = at
 			}
 		}
 	}
@@ -528,10 +545,15 @@ func (r *failoverReport) lastEnded() time.Time {
 
 // latencies are eviction decision → task end, per binding with both.
 func (r *failoverReport) latencies() []time.Duration {
+	return r.span(func(t *bindingTimes) (time.Time, time.Time) { return t.evicted, t.ended })
+}
+
+// span returns to − from over the bindings with both, sorted.
+func (r *failoverReport) span(times func(*bindingTimes) (from, to time.Time)) []time.Duration {
 	var out []time.Duration
 	for _, t := range r.bindings {
-		if !t.evicted.IsZero() && !t.ended.IsZero() {
-			out = append(out, t.ended.Sub(t.evicted))
+		if from, to := times(t); !from.IsZero() && !to.IsZero() {
+			out = append(out, to.Sub(from))
 		}
 	}
 	slices.Sort(out)
@@ -732,14 +754,18 @@ type hubLogSummary struct {
 	path           string
 	warns, errors  int
 	firstMessages  []string
+	kinds          map[string]int // "WARN reconcile failed; retrying controller=status" → lines
 	readErr        error
 	linesAfterKill int
 }
 
-var logTime = regexp.MustCompile(`^time=(\S+) level=(\w+) msg=("(?:[^"\\]|\\.)*"|\S+)`)
+var (
+	logTime       = regexp.MustCompile(`^time=(\S+) level=(\w+) msg=("(?:[^"\\]|\\.)*"|\S+)`)
+	logController = regexp.MustCompile(` controller=(\S+)`)
+)
 
 func summarizeHubLog(path string, since time.Time) hubLogSummary {
-	s := hubLogSummary{path: path}
+	s := hubLogSummary{path: path, kinds: map[string]int{}}
 	f, err := os.Open(path)
 	if err != nil {
 		s.readErr = err
@@ -767,6 +793,10 @@ func summarizeHubLog(path string, since time.Time) hubLogSummary {
 			s.errors++
 		}
 		key := m[2] + " " + m[3]
+		if c := logController.FindStringSubmatch(sc.Text()); c != nil {
+			key += " controller=" + c[1]
+		}
+		s.kinds[key]++
 		if seen[key] == 0 && len(s.firstMessages) < 8 {
 			line := sc.Text()
 			if len(line) > 300 {
@@ -819,6 +849,14 @@ func (r *failoverReport) print(o options, names []string) {
 		fmt.Printf("  eviction → replacement Available (task end)  p50 %s  p99 %s  max %s  (min %s, %d bindings)\n",
 			pct(lat, 0.5), pct(lat, 0.99), ms(lat[len(lat)-1]), ms(lat[0]), len(lat))
 	}
+	if lat := r.span(func(t *bindingTimes) (time.Time, time.Time) { return t.evicted, t.rescheduled }); len(lat) > 0 {
+		fmt.Printf("    of which eviction → rescheduled (Scheduled event)  p50 %s  p99 %s  max %s  (%d bindings)\n",
+			pct(lat, 0.5), pct(lat, 0.99), ms(lat[len(lat)-1]), len(lat))
+	}
+	if lat := r.span(func(t *bindingTimes) (time.Time, time.Time) { return t.rescheduled, t.ended }); len(lat) > 0 {
+		fmt.Printf("    and rescheduled → task end (agents, member clusters, status)  p50 %s  p99 %s  max %s\n",
+			pct(lat, 0.5), pct(lat, 0.99), ms(lat[len(lat)-1]))
+	}
 	reasons := slices.Sorted(mapKeys(r.endReasons))
 	var rs []string
 	for _, k := range reasons {
@@ -854,6 +892,12 @@ func (r *failoverReport) print(o options, names []string) {
 		fmt.Printf("hub log                     %s: %v\n", l.path, l.readErr)
 	default:
 		fmt.Printf("hub log since the kill      %d lines, %d warnings, %d errors (%s)\n", l.linesAfterKill, l.warns, l.errors, l.path)
+		for _, k := range slices.Sorted(mapKeys(l.kinds)) {
+			fmt.Printf("  %5d × %s\n", l.kinds[k], k)
+		}
+		if len(l.firstMessages) > 0 {
+			fmt.Println("  first of each kind:")
+		}
 		for _, m := range l.firstMessages {
 			fmt.Printf("  %s\n", m)
 		}
