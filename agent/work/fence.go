@@ -60,8 +60,8 @@ func (e *Engine) Contact(at time.Time, renewInterval time.Duration) {
 	}
 }
 
-// FenceSignal returns a channel that is closed the next time a Work is
-// fenced. A session that receives it while connected ends, so that the
+// FenceSignal returns a channel that is closed the next time a Work that
+// was not fenced is fenced. A session that receives it while connected ends, so that the
 // next one's inventory reports the fenced Work and the hub restores it.
 func (e *Engine) FenceSignal() <-chan struct{} {
 	e.mu.Lock()
@@ -214,7 +214,7 @@ func (e *Engine) applyFencing(ctx context.Context, ref objectRef, spec map[strin
 }
 
 // settleFence ends a fence operation: retried with backoff if it failed;
-// else logged, and the sessions are told.
+// else logged, and the sessions are told if the Work was not fenced yet.
 func (e *Engine) settleFence(op *operation, stopped int, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -226,6 +226,8 @@ func (e *Engine) settleFence(op *operation, stopped int, err error) {
 		return
 	}
 	e.log.Warn("Work fenced: its workloads are stopped until the hub sends it again", "work", op.work, "stopped", stopped)
-	close(e.fenced)
-	e.fenced = make(chan struct{})
+	if op.record != nil && !op.record.fenced() { // else every inventory since has said so
+		close(e.fenced)
+		e.fenced = make(chan struct{})
+	}
 }
