@@ -65,7 +65,7 @@ func newAgent(cfg Config, tlsConf *tls.Config, client kubernetes.Interface, dyn 
 	cfg = cfg.withDefaults()
 	log := cfg.Logger.With("cluster", cfg.ClusterName)
 	works, err := work.NewEngine(work.Config{Kube: client, Dynamic: dyn, SystemNamespace: cfg.SystemNamespace,
-		Logger: log.With("component", "work")})
+		Logger: log.With("component", "work"), Clock: cfg.Clock})
 	if err != nil {
 		return nil, err
 	}

@@ -74,13 +74,15 @@ func (s *session) readControl() error {
 }
 
 // onAck measures round-trip time and clock offset from an acknowledged
-// renewal.
+// renewal, and tells the Work engine that the hub was there when the
+// renewal was sent (fencing counts from that contact).
 func (s *session) onAck(ack *protocol.LeaseAck) {
 	sent, ok := s.pending.take(ack.Seq)
 	if !ok {
 		s.log.Debug("lease ack for an unknown renewal", "seq", ack.Seq)
 		return
 	}
+	s.agent.works.Contact(sent, s.renewEvery)
 	now := s.agent.clock.Now()
 	rtt, offset := estimateClock(sent, now, ack.HubTime)
 	s.agent.stats.update(func(st *Stats) {

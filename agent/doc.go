@@ -12,4 +12,7 @@
 // The Work engine (package work) belongs to the Agent, not to a session:
 // applies, retries and watches go on while the hub is unreachable, and each
 // new session starts with the engine's inventory and a status snapshot.
+// Each acknowledged renewal tells the engine that the hub was there, which
+// is what fencing counts from; a session in which the engine fences a Work
+// ends, so that the next inventory tells the hub, which restores it.
 package agent

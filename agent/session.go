@@ -38,6 +38,8 @@ type session struct {
 	control   *quic.Stream
 	reader    *protocol.Reader // read only by the handshake, then readControl
 	pending   pendingRenewals
+	// renewEvery is the renew interval of the welcomed session.
+	renewEvery time.Duration
 }
 
 // runSession dials the hub and serves one session until it ends. welcomedAt
@@ -142,6 +144,10 @@ func (s *session) serve(ctx context.Context, welcome *protocol.Welcome) error {
 	// only once this function is ready to say goodbye.
 	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLoops()
+	// Set before the reader starts: onAck reads it.
+	s.renewEvery = renewInterval(welcome, s.agent.cfg.LeaseDuration)
+	// The welcome is an answer from the hub: fencing counts from here.
+	s.agent.works.Contact(s.agent.clock.Now(), s.renewEvery)
 	errc := make(chan error, 4) // one per goroutine: none blocks on it
 	readerDone := make(chan struct{})
 	var wg sync.WaitGroup
@@ -150,7 +156,7 @@ func (s *session) serve(ctx context.Context, welcome *protocol.Welcome) error {
 		errc <- s.readControl()
 	})
 	ackTimeout := time.Duration(welcome.LeaseDurationSeconds) * time.Second
-	wg.Go(func() { errc <- s.renewLoop(loopCtx, renewInterval(welcome, s.agent.cfg.LeaseDuration), ackTimeout) })
+	wg.Go(func() { errc <- s.renewLoop(loopCtx, s.renewEvery, ackTimeout) })
 	wg.Go(func() { errc <- s.statusLoop(loopCtx) })
 	wg.Go(func() { errc <- s.workLoop(loopCtx) })
 

@@ -37,6 +37,9 @@ func (s *session) workLoop(ctx context.Context) error {
 		return nil
 	case <-engine.Loaded():
 	}
+	// Taken before the inventory: a Work fenced after it was listed ends
+	// the session (see forwardWork).
+	fenced := engine.FenceSignal()
 	inventory := &protocol.WorkInventory{Works: engine.Inventory()}
 	if err := s.sendWork(str, inventory); err != nil {
 		return err
@@ -51,14 +54,20 @@ func (s *session) workLoop(ctx context.Context) error {
 	readErr := make(chan error, 1)
 	var wg sync.WaitGroup
 	wg.Go(func() { readErr <- s.readWork(protocol.NewReader(str, protocol.MaxWorkFrameSize)) })
-	err = s.forwardWork(ctx, str, feed, readErr)
+	err = s.forwardWork(ctx, str, feed, readErr, fenced)
 	str.CancelRead(0) // ends readWork if it still reads
 	wg.Wait()
 	return err
 }
 
-// forwardWork sends the engine's messages until ctx ends or reading fails.
-func (s *session) forwardWork(ctx context.Context, str *quic.Stream, feed *work.Feed, readErr <-chan error) error {
+// errFencedWhileConnected ends a session in which the engine fenced a
+// Work: the hub restores fenced Works when an inventory reports them, so
+// the agent reconnects to send one.
+var errFencedWhileConnected = errors.New("a Work was fenced while the hub's acknowledgements were late; reconnecting so that the hub restores it")
+
+// forwardWork sends the engine's messages until ctx ends, reading fails or
+// a Work is fenced.
+func (s *session) forwardWork(ctx context.Context, str *quic.Stream, feed *work.Feed, readErr <-chan error, fenced <-chan struct{}) error {
 	for {
 		for m, ok := feed.Pop(); ok; m, ok = feed.Pop() {
 			if err := s.sendWork(str, m); err != nil {
@@ -70,6 +79,8 @@ func (s *session) forwardWork(ctx context.Context, str *quic.Stream, feed *work.
 			return nil
 		case err := <-readErr:
 			return err
+		case <-fenced:
+			return errFencedWhileConnected
 		case <-feed.Ready():
 		}
 	}

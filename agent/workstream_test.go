@@ -139,3 +139,78 @@ func readyReplicas(t *testing.T, r protocol.ManifestResult) int64 {
 	}
 	return status.ReadyReplicas
 }
+
+// TestAgentFencesWhenAcksStop: a hub that stops acknowledging renewals
+// (the connection still up) cuts the agent off; after stopAfterSeconds the
+// agent fences the Work, ends the session although its lease has not run
+// out, and reports the Work fenced in the next inventory; the hub's upsert
+// restores it.
+func TestAgentFencesWhenAcksStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real member cluster")
+	}
+	env := membercluster.StartForTest(t, membercluster.Specs(1)...)
+	cluster := env.Clusters()[0]
+	client, err := cluster.Clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newTestPKI(t)
+	// A lease of 10 s: the session would outlive the fencing time.
+	longLease := func(*protocol.Hello) protocol.Message {
+		return &protocol.Welcome{ProtocolVersion: protocol.Version, HubID: "test-hub", HubTime: time.Now(),
+			LeaseDurationSeconds: 10, RenewIntervalMillis: 100}
+	}
+	hub := startTestHub(t, p.hubTLS(t), longLease)
+	a, err := New(Config{Hub: hub.addr(), ClusterName: cluster.Name, Kubeconfig: cluster.Kubeconfig,
+		CertDir: p.certDir(t, protocol.ClusterCommonName(cluster.Name)), Version: "test", Logger: testLogger(t)})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	run := startAgent(t, a)
+	replicas := func() int32 {
+		d, err := client.AppsV1().Deployments("shop").Get(t.Context(), "shop", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get the Deployment: %v", err)
+		}
+		return *d.Spec.Replicas
+	}
+
+	first := hub.waitConn(t, waitTimeout)
+	waitWork[*protocol.WorkInventory](t, hub, first.id, "the inventory", clusterWait, nil)
+	shop := shopWork(t)
+	shop.StopAfterSeconds = 1
+	if err := first.sendWork(shop); err != nil {
+		t.Fatal(err)
+	}
+	if applied := waitWork(t, hub, first.id, "WorkApplied", clusterWait, func(a *protocol.WorkApplied) bool { return a.Name == "shop" }); !applied.Applied {
+		t.Fatalf("not applied: %s", applied.Message)
+	}
+	// Acks keep coming past the fencing time: nothing is fenced.
+	hub.waitFor(t, "renewals for 1.5 s", waitTimeout, func(e hubEvent) bool {
+		return e.kind == "renew" && e.conn == first.id && e.renew.Seq >= 15
+	})
+	if r := replicas(); r != 2 {
+		t.Fatalf("the Deployment has %d replicas while the hub answers, want 2", r)
+	}
+
+	hub.muteAcks.Store(true)
+	second := hub.waitNewConn(t, first, "the agent fenced the Work")
+	hub.muteAcks.Store(false)
+	if r := replicas(); r != 0 {
+		t.Errorf("the Deployment has %d replicas after the fence, want 0", r)
+	}
+	inv := waitWork[*protocol.WorkInventory](t, hub, second.id, "the inventory after the fence", clusterWait, nil)
+	if diff := cmp.Diff([]protocol.WorkRef{{Name: "shop", Generation: 1, Fenced: true}}, inv.Works); diff != "" {
+		t.Errorf("inventory after the fence (-want +got):\n%s", diff)
+	}
+	if err := second.sendWork(shop); err != nil {
+		t.Fatal(err)
+	}
+	waitWork(t, hub, second.id, "the restore applied", clusterWait, func(a *protocol.WorkApplied) bool { return a.Name == "shop" && a.Applied })
+	if r := replicas(); r != 2 {
+		t.Errorf("the Deployment has %d replicas after the restore, want 2", r)
+	}
+	run.cancel()
+	checkGoodbye(t, hub, second.id, run)
+}

@@ -29,6 +29,10 @@ func FuzzReadMessage(f *testing.F) {
 		rawFrame(TypeClusterStatus, `{"observedAt":"0001-01-01T00:00:00.000000001Z","allocatable":{"cpu":"1e3"}}`),
 		rawFrame(TypeWelcome, `{"hubTime":"9999-12-31T23:59:59+23:59","hubID":"\u003c"}`),
 		rawFrame(TypeError, "{\"code\":\"\\ud800\",\"message\":\"\xff\"}"), // lone surrogate, invalid UTF-8
+		// stopAfterSeconds overflows int32; then one over the limit.
+		rawFrame(TypeWorkUpsert, `{"name":"w","generation":1,"manifests":[],"stopAfterSeconds":4294967296}`),
+		rawFrame(TypeWorkUpsert, `{"name":"w","generation":1,"stopAfterSeconds":2592001}`),
+		rawFrame(TypeWorkInventory, `{"works":[{"name":"w","generation":1,"fenced":"yes"},{"name":"v","generation":2,"fenced":true}]}`),
 	} {
 		f.Add(garbage)
 	}

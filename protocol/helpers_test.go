@@ -35,9 +35,10 @@ func sampleMessages() []Message {
 		},
 		&GoAway{Reason: "hub shutting down"},
 		&Error{Code: CodeUnauthorized, Message: "certificate names cluster member-2"},
-		&WorkInventory{Works: []WorkRef{{Name: "nginx-deployment-5f6c", Generation: 3}}},
+		&WorkInventory{Works: []WorkRef{{Name: "nginx-deployment-5f6c", Generation: 3}, {Name: "solo-deployment-0a1b", Generation: 2, Fenced: true}}},
 		&WorkUpsert{Name: "nginx-deployment-5f6c", Generation: 4, Binding: "default/nginx-deployment",
-			Manifests: []json.RawMessage{json.RawMessage(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"default"}}`)}},
+			Manifests:        []json.RawMessage{json.RawMessage(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"default"}}`)},
+			StopAfterSeconds: 300},
 		&WorkDelete{Name: "nginx-deployment-5f6c"},
 		&WorkApplied{Name: "nginx-deployment-5f6c", Generation: 4, Applied: true, Manifests: []ManifestResult{
 			{Ordinal: 0, Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments", Namespace: "default", Name: "nginx", Health: HealthUnknown, Status: json.RawMessage(`{"readyReplicas":1}`)},

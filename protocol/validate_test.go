@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func validStatus() *ClusterStatus {
@@ -110,6 +112,8 @@ func TestValidateRejects(t *testing.T) {
 		{"upsert without name", &WorkUpsert{Generation: 1}, "name is required"},
 		{"upsert without generation", &WorkUpsert{Name: "w"}, "generation 0 must be positive"},
 		{"upsert manifest not an object", &WorkUpsert{Name: "w", Generation: 1, Manifests: []json.RawMessage{json.RawMessage(`[1]`)}}, "manifests[0] must be a JSON object"},
+		{"upsert negative stopAfterSeconds", &WorkUpsert{Name: "w", Generation: 1, StopAfterSeconds: -1}, "stopAfterSeconds -1 must be in [0, 2592000]"},
+		{"upsert stopAfterSeconds over 30 days", &WorkUpsert{Name: "w", Generation: 1, StopAfterSeconds: MaxStopAfterSeconds + 1}, "stopAfterSeconds 2592001 must be in [0, 2592000]"},
 		{"upsert too many manifests", &WorkUpsert{Name: "w", Generation: 1, Manifests: make([]json.RawMessage, maxManifests+1)}, "len(manifests) 1025"},
 		{"delete without name", &WorkDelete{}, "name is required"},
 		{"applied bad health", &WorkApplied{Name: "w", Generation: 1, Manifests: []ManifestResult{{Name: "x", Health: "Fine"}}}, `manifests[0].health "Fine"`},
@@ -138,5 +142,35 @@ func checkInvalid(t *testing.T, what string, err error, wantText string) {
 	}
 	if !strings.Contains(err.Error(), wantText) {
 		t.Errorf("%s = %q, want it to contain %q", what, err, wantText)
+	}
+}
+
+// The fencing fields are optional on the wire: absent when unset, so an
+// older peer sees the messages it knows, and read back as sent.
+func TestFencingFieldsOnTheWire(t *testing.T) {
+	tests := []struct {
+		m    Message
+		want string
+	}{
+		{&WorkUpsert{Name: "w", Generation: 1}, `{"name":"w","generation":1,"binding":"","manifests":null}`},
+		{&WorkUpsert{Name: "w", Generation: 1, StopAfterSeconds: 30}, `{"name":"w","generation":1,"binding":"","manifests":null,"stopAfterSeconds":30}`},
+		{&WorkInventory{Works: []WorkRef{{Name: "w", Generation: 1}}}, `{"works":[{"name":"w","generation":1}]}`},
+		{&WorkInventory{Works: []WorkRef{{Name: "w", Generation: 1, Fenced: true}}}, `{"works":[{"name":"w","generation":1,"fenced":true}]}`},
+	}
+	for _, tt := range tests {
+		var buf bytes.Buffer
+		if err := WriteMessage(&buf, tt.m); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(buf.Bytes()[lengthSize+1:]); got != tt.want {
+			t.Errorf("%v encodes as %s, want %s", tt.m.Type(), got, tt.want)
+		}
+		back, err := NewReader(&buf, MaxWorkFrameSize).ReadMessage()
+		if err != nil {
+			t.Fatalf("read back %s: %v", tt.want, err)
+		}
+		if diff := cmp.Diff(tt.m, back); diff != "" {
+			t.Errorf("round trip of %s (-sent +received):\n%s", tt.want, diff)
+		}
 	}
 }

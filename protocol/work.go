@@ -29,6 +29,11 @@ const (
 type WorkRef struct {
 	Name       string `json:"name"`
 	Generation int64  `json:"generation"`
+	// Fenced says the agent stopped the Work's workloads while it was cut
+	// off from the hub (see WorkUpsert.StopAfterSeconds). They stay stopped
+	// until the hub sends the Work again, which it does for every fenced
+	// Work it still wants, whatever the generation.
+	Fenced bool `json:"fenced,omitempty"`
 }
 
 // WorkInventory is the agent's first message on a work stream: every Work it
@@ -46,7 +51,15 @@ type WorkUpsert struct {
 	// "name"), for labels and logs.
 	Binding   string            `json:"binding"`
 	Manifests []json.RawMessage `json:"manifests"`
+	// StopAfterSeconds, when positive, fences the Work: an agent that has
+	// had no lease renewal acknowledged for this long scales the Work's
+	// workloads to zero (and suspends its Jobs), and keeps them so until
+	// the hub sends the Work again.
+	StopAfterSeconds int32 `json:"stopAfterSeconds,omitempty"`
 }
+
+// MaxStopAfterSeconds (30 days) bounds WorkUpsert.StopAfterSeconds.
+const MaxStopAfterSeconds = 30 * 24 * 3600
 
 // WorkDelete tells the agent to delete every object of a Work.
 type WorkDelete struct {
@@ -119,13 +132,15 @@ func (m *WorkInventory) Validate() error {
 	return invalid(TypeWorkInventory, checks...)
 }
 
-// Validate requires a name, a generation and manifests that are JSON objects.
+// Validate requires a name, a generation, manifests that are JSON objects
+// and a fencing time of at most MaxStopAfterSeconds.
 func (m *WorkUpsert) Validate() error {
 	checks := []error{
 		workName("name", m.Name),
 		positive("generation", m.Generation),
 		maxLen("binding", m.Binding, maxShortString),
 		inRange("len(manifests)", len(m.Manifests), 0, maxManifests),
+		inRange("stopAfterSeconds", m.StopAfterSeconds, 0, MaxStopAfterSeconds),
 	}
 	for i, raw := range m.Manifests {
 		checks = append(checks, jsonObject(fmt.Sprintf("manifests[%d]", i), raw))

@@ -104,15 +104,16 @@ func (a *applyRun) resolve(m manifest) (objectRef, error) {
 	return ref, nil
 }
 
-// remember records refs as the Work's before they are applied; refs it
-// already holds cost no write.
+// remember records refs as the Work's before they are applied, with the
+// generation's fencing setting; refs it already holds cost no write.
 func (a *applyRun) remember(refs []objectRef) error {
 	fresh := subtract(refs, a.record.all())
-	if len(fresh) == 0 {
+	after := a.op.upsert.StopAfterSeconds
+	if len(fresh) == 0 && (a.record.StopAfterSeconds == after || len(a.record.all()) == 0) {
 		return nil
 	}
 	next := *a.record
-	next.Binding = a.op.upsert.Binding
+	next.Binding, next.StopAfterSeconds = a.op.upsert.Binding, after
 	next.Pending = append(append([]objectRef(nil), next.Pending...), fresh...)
 	if err := a.e.records.save(a.op.ctx, a.op.work, &next); err != nil {
 		return err
@@ -168,17 +169,25 @@ func manifestIdentity(m manifest) protocol.ManifestResult {
 	return r
 }
 
-// finish prunes the objects the generation dropped and records it as
-// applied. It returns what went wrong, or "".
+// finish ends the fencing of a fenced Work, prunes the objects the
+// generation dropped and records it as applied (and no longer fenced). It
+// returns what went wrong, or "".
 func (a *applyRun) finish() string {
 	applied := make([]objectRef, len(a.refs))
 	for i, ref := range a.refs {
 		applied[i] = *ref // every manifest applied
 	}
+	if a.record.fenced() {
+		// The hub sent the Work again: the workloads run as it says.
+		if err := a.e.unfence(a.op, applied); err != nil {
+			return truncate("restore after fencing: "+err.Error(), maxMessage)
+		}
+	}
 	if err := a.e.prune(a.op, subtract(a.record.all(), applied)); err != nil {
 		return truncate("prune: "+err.Error(), maxMessage)
 	}
-	done := &record{Generation: a.op.upsert.Generation, Binding: a.op.upsert.Binding, Objects: applied}
+	done := &record{Generation: a.op.upsert.Generation, Binding: a.op.upsert.Binding, Objects: applied,
+		StopAfterSeconds: a.op.upsert.StopAfterSeconds}
 	if err := a.e.records.save(a.op.ctx, a.op.work, done); err != nil {
 		return truncate(err.Error(), maxMessage)
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/test/membercluster"
@@ -60,8 +61,15 @@ type runningEngine struct {
 // the test, and waits until it has loaded its records.
 func (c *testCluster) startEngine(t *testing.T) *runningEngine {
 	t.Helper()
+	return c.startEngineWithClock(t, nil)
+}
+
+// startEngineWithClock is startEngine with a clock for fencing (nil: the
+// real one).
+func (c *testCluster) startEngineWithClock(t *testing.T, clk clock.Clock) *runningEngine {
+	t.Helper()
 	e, err := NewEngine(Config{Kube: c.kube, Dynamic: c.dyn, RetryInitial: 200 * time.Millisecond,
-		RetryMax: 2 * time.Second, Logger: testLogger(t)})
+		RetryMax: 2 * time.Second, Logger: testLogger(t), Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,4 +13,14 @@
 // Work's label: such a manifest fails instead. What each Work applied is
 // recorded in a ConfigMap in the system namespace before the objects are
 // created, so a restarted agent still knows what to prune and delete.
+//
+// Fencing: a Work whose upsert carries StopAfterSeconds is stopped when the
+// hub has not answered for that long (the session reports answers with
+// [Engine.Contact]): its Deployments, StatefulSets, ReplicaSets and
+// ReplicationControllers are scaled to zero and its Jobs and CronJobs
+// suspended, by server-side apply with their own field manager, and its
+// record says it is fenced. Nothing but the hub's next upsert of the Work
+// starts it again, not even a restart of the agent; the inventory reports
+// fenced Works, and [Engine.FenceSignal] tells a session that one was
+// fenced while it ran.
 package work

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	"github.com/flotilla-io/flotilla/protocol"
 )
@@ -50,6 +51,8 @@ type Config struct {
 	Workers int
 	// Logger receives the engine's logs; nil discards them.
 	Logger *slog.Logger
+	// Clock times fencing; nil means the real clock.
+	Clock clock.Clock
 }
 
 func (cfg Config) withDefaults() Config {
@@ -70,6 +73,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	return cfg
 }
@@ -104,6 +110,9 @@ type Engine struct {
 	feeds   feeds
 	loaded  chan struct{}
 	started atomic.Bool
+	clock   clock.Clock
+	// fenceWake wakes the fencing loop.
+	fenceWake chan struct{}
 
 	mu    sync.Mutex
 	works map[string]*workState
@@ -112,6 +121,12 @@ type Engine struct {
 	queue   workqueue.TypedRateLimitingInterface[string]
 	statusQ workqueue.TypedDelayingInterface[string]
 	watch   *watcher
+	// contact is the last time the hub answered; contactFloor the least
+	// time without an answer that counts as cut off (see Contact).
+	contact      time.Time
+	contactFloor time.Duration
+	// fenced is closed, and replaced, when a Work is fenced.
+	fenced chan struct{}
 }
 
 // NewEngine checks cfg and returns an engine; call Run to start it.
@@ -129,6 +144,10 @@ func NewEngine(cfg Config) (*Engine, error) {
 		records: recordStore{client: cfg.Kube, namespace: cfg.SystemNamespace},
 		loaded:  make(chan struct{}),
 		works:   map[string]*workState{},
+		clock:   cfg.Clock,
+
+		fenceWake: make(chan struct{}, 1),
+		fenced:    make(chan struct{}),
 	}, nil
 }
 
@@ -141,14 +160,15 @@ func (e *Engine) Loaded() <-chan struct{} { return e.loaded }
 func (e *Engine) Subscribe() *Feed { return e.feeds.subscribe() }
 
 // Inventory lists the Works applied successfully at least once and not
-// deleted yet, by name, with the generation last applied successfully.
+// deleted yet, by name, with the generation last applied successfully and
+// whether they are fenced.
 func (e *Engine) Inventory() []protocol.WorkRef {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var refs []protocol.WorkRef
 	for name, st := range e.works {
 		if st.record != nil && st.record.Generation > 0 {
-			refs = append(refs, protocol.WorkRef{Name: name, Generation: st.record.Generation})
+			refs = append(refs, protocol.WorkRef{Name: name, Generation: st.record.Generation, Fenced: st.record.fenced()})
 		}
 	}
 	slices.SortFunc(refs, func(a, b protocol.WorkRef) int { return strings.Compare(a.Name, b.Name) })
@@ -180,6 +200,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		for e.processStatus() {
 		}
 	})
+	wg.Go(func() { e.fenceLoop(ctx) })
 	<-ctx.Done()
 	e.queue.ShutDown()
 	e.statusQ.ShutDown()
@@ -224,6 +245,10 @@ func (e *Engine) start(ctx context.Context, records map[string]*record) {
 	e.queue = workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{})
 	e.statusQ = workqueue.NewTypedDelayingQueue[string]()
 	e.watch = newWatcher(ctx, e.dyn, e.objectChanged, e.resourceSynced)
+	// Until the hub answers, the agent counts itself cut off from its start.
+	if e.contact.IsZero() {
+		e.contact = e.clock.Now()
+	}
 	for name, r := range records {
 		st := e.state(name)
 		st.record = r
@@ -232,6 +257,12 @@ func (e *Engine) start(ctx context.Context, records map[string]*record) {
 		}
 		for _, ref := range r.all() {
 			e.watch.ensure(ref.gvr())
+		}
+		if r.fenced() && st.desired == nil && !st.deleting {
+			// Fenced before a restart: fenced again, in case something
+			// scaled the workloads up meanwhile, until the hub says.
+			st.fence = true
+			st.seq++
 		}
 	}
 	for name, st := range e.works {

@@ -14,14 +14,19 @@ import (
 // Upsert asks the engine to apply a generation of a Work. It returns at
 // once; a WorkApplied on the feeds answers it. A newer request for the same
 // Work supersedes it: then only the newer one is answered.
+//
+// An upsert is also what ends the fencing of a fenced Work.
 func (e *Engine) Upsert(u *protocol.WorkUpsert) {
-	e.request(u.Name, func(st *workState) { st.desired, st.deleting = u, false })
+	e.request(u.Name, func(st *workState) { st.desired, st.deleting, st.fence = u, false, false })
+	if u.StopAfterSeconds > 0 {
+		e.wakeFencing()
+	}
 }
 
 // Delete asks the engine to delete every object of a Work. It returns at
 // once; a WorkDeleted on the feeds confirms that they are gone.
 func (e *Engine) Delete(work string) {
-	e.request(work, func(st *workState) { st.deleting, st.asked = true, map[identity]types.UID{} })
+	e.request(work, func(st *workState) { st.deleting, st.fence, st.asked = true, false, map[identity]types.UID{} })
 }
 
 // request records what is wanted of work, ends the reconcile in progress,
@@ -29,6 +34,11 @@ func (e *Engine) Delete(work string) {
 func (e *Engine) request(work string, set func(*workState)) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.requestLocked(work, set)
+}
+
+// requestLocked is request with e.mu held.
+func (e *Engine) requestLocked(work string, set func(*workState)) {
 	st := e.state(work)
 	set(st)
 	st.seq++
@@ -41,11 +51,13 @@ func (e *Engine) request(work string, set func(*workState)) {
 	}
 }
 
-// operation is one reconcile of a Work: an apply of upsert, or a delete.
+// operation is one reconcile of a Work: an apply of upsert, a fence, or a
+// delete.
 type operation struct {
 	work   string
 	seq    uint64
-	upsert *protocol.WorkUpsert // nil for a delete
+	fence  bool
+	upsert *protocol.WorkUpsert // nil for a fence or a delete
 	record *record
 	asked  map[identity]types.UID
 	ctx    context.Context
@@ -64,9 +76,13 @@ func (e *Engine) processNext() bool {
 		return true
 	}
 	defer cancel()
-	if op.upsert != nil {
+	switch {
+	case op.fence:
+		stopped, err := e.fence(op)
+		e.settleFence(op, stopped, err)
+	case op.upsert != nil:
 		e.settleApply(op, e.apply(op))
-	} else {
+	default:
 		e.settleDelete(op, e.deleteWork(op))
 	}
 	return true
@@ -84,7 +100,11 @@ func (e *Engine) begin(work string) (*operation, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(e.ctx)
 	st.cancel = cancel
 	op := &operation{work: work, seq: st.seq, record: st.record, asked: st.asked, ctx: ctx}
-	if !st.deleting {
+	switch {
+	case st.deleting:
+	case st.fence:
+		op.fence = true
+	default:
 		op.upsert = st.desired
 	}
 	return op, cancel

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,7 +25,18 @@ type record struct {
 	// created: they are recorded before they are applied, so that none
 	// escapes a delete.
 	Pending []objectRef
+	// StopAfterSeconds is the fencing setting of the latest generation the
+	// hub sent, so that a restarted agent that cannot reach the hub still
+	// fences the Work. 0: not fenced.
+	StopAfterSeconds int32
+	// FencedAt, when set, is when the agent stopped the Work's workloads
+	// because it was cut off from the hub; they stay stopped until the hub
+	// sends the Work again.
+	FencedAt time.Time
 }
+
+// fenced says whether the record says the Work is fenced.
+func (r *record) fenced() bool { return r != nil && !r.FencedAt.IsZero() }
 
 // all is every object the Work may have in the cluster.
 func (r *record) all() []objectRef {
@@ -40,10 +52,18 @@ const (
 	keyBinding    = "binding"
 	keyObjects    = "objects"
 	keyPending    = "pending"
+	keyStopAfter  = "stopAfterSeconds"
+	keyFencedAt   = "fencedAt"
 )
 
 func (r *record) data() (map[string]string, error) {
 	data := map[string]string{keyGeneration: strconv.FormatInt(r.Generation, 10), keyBinding: r.Binding}
+	if r.StopAfterSeconds > 0 {
+		data[keyStopAfter] = strconv.FormatInt(int64(r.StopAfterSeconds), 10)
+	}
+	if r.fenced() {
+		data[keyFencedAt] = r.FencedAt.UTC().Format(time.RFC3339Nano)
+	}
 	for key, refs := range map[string][]objectRef{keyObjects: r.Objects, keyPending: r.Pending} {
 		if len(refs) == 0 {
 			continue
@@ -63,6 +83,20 @@ func parseRecord(data map[string]string) (*record, error) {
 		return nil, fmt.Errorf("generation %q is not a generation", data[keyGeneration])
 	}
 	r := &record{Generation: gen, Binding: data[keyBinding]}
+	if v, ok := data[keyStopAfter]; ok {
+		after, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || after < 0 {
+			return nil, fmt.Errorf("%s %q is not a number of seconds", keyStopAfter, v)
+		}
+		r.StopAfterSeconds = int32(after)
+	}
+	if v, ok := data[keyFencedAt]; ok {
+		at, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", keyFencedAt, err)
+		}
+		r.FencedAt = at
+	}
 	for key, refs := range map[string]*[]objectRef{keyObjects: &r.Objects, keyPending: &r.Pending} {
 		if data[key] == "" {
 			continue

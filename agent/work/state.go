@@ -18,9 +18,13 @@ type workState struct {
 	// and cancel ends the reconcile in progress.
 	desired  *protocol.WorkUpsert
 	deleting bool
-	seq      uint64
-	doneSeq  uint64
-	cancel   context.CancelFunc
+	// fence is set when the Work is to be fenced (see fence.go), and stays
+	// set until the next upsert or delete: while it is, nothing applies
+	// the Work, retries included.
+	fence   bool
+	seq     uint64
+	doneSeq uint64
+	cancel  context.CancelFunc
 	// asked holds the UIDs of the objects the current delete asked to go.
 	asked map[identity]types.UID
 
@@ -76,9 +80,12 @@ func (e *Engine) state(work string) *workState {
 }
 
 // setRecord notes that the Work's record in the cluster is now r (nil:
-// deleted).
+// deleted). A record with objects to fence may bring a fencing deadline.
 func (e *Engine) setRecord(work string, r *record) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.state(work).record = r
+	e.mu.Unlock()
+	if r != nil && r.StopAfterSeconds > 0 {
+		e.wakeFencing()
+	}
 }

@@ -195,6 +195,9 @@ type Fencing struct {
 	StopAfterSeconds int32 `json:"stopAfterSeconds"`
 }
 
+// MaxFencingStopAfterSeconds (30 days) bounds Fencing.StopAfterSeconds.
+const MaxFencingStopAfterSeconds = 30 * 24 * 3600
+
 // Failback gives the binding a Fresh reschedule once a cluster it was
 // evicted from has been Ready for StabilizationSeconds.
 type Failback struct {

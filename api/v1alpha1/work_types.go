@@ -22,9 +22,20 @@ type Work struct {
 	Status WorkStatus `json:"status,omitempty"`
 }
 
-// WorkSpec holds the manifests.
+// WorkSpec holds the manifests and how the agent guards them.
 type WorkSpec struct {
 	Workload WorkloadTemplate `json:"workload"`
+	// Fencing, from the binding's failover.cluster.fencing, tells the agent
+	// to stop the workload if it is cut off from the hub that long.
+	Fencing *WorkFencing `json:"fencing,omitempty"`
+}
+
+// WorkFencing is the fencing setting a Work carries to its agent.
+type WorkFencing struct {
+	// StopAfterSeconds: an agent that has had no acknowledged lease
+	// renewal for this long scales the Work's workloads to zero (and
+	// suspends its Jobs) until the hub sends the Work again.
+	StopAfterSeconds int32 `json:"stopAfterSeconds"`
 }
 
 // WorkloadTemplate is the list of manifests of a Work.
@@ -75,6 +86,14 @@ const (
 	ReasonAppliedSuccessful = "AppliedSuccessful"
 	ReasonAppliedFailed     = "AppliedFailed"
 	ReasonAppliedPending    = "Pending"
+
+	// WorkConditionFenced is True once the agent reported (when it
+	// reconnected) that it had stopped the Work's workloads while cut off,
+	// and False again, reason Restored, once it applied the Work anew.
+	WorkConditionFenced = "Fenced"
+
+	ReasonFencedCutOff   = "StoppedWhileCutOff"
+	ReasonFencedRestored = "Restored"
 )
 
 // AnnotationWorkBinding on a Work names the binding it renders:

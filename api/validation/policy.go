@@ -314,8 +314,14 @@ func failover(f *v1alpha1.FailoverBehavior, path *field.Path) field.ErrorList {
 	if c := f.Cluster; c != nil {
 		cp := path.Child("cluster")
 		errs = append(errs, purgeMode(c.PurgeMode, cp.Child("purgeMode"))...)
-		if c.Fencing != nil && c.Fencing.StopAfterSeconds <= 0 {
-			errs = append(errs, field.Invalid(cp.Child("fencing", "stopAfterSeconds"), c.Fencing.StopAfterSeconds, "must be positive"))
+		if c.Fencing != nil {
+			switch s := c.Fencing.StopAfterSeconds; {
+			case s <= 0:
+				errs = append(errs, field.Invalid(cp.Child("fencing", "stopAfterSeconds"), s, "must be positive"))
+			case s > v1alpha1.MaxFencingStopAfterSeconds:
+				errs = append(errs, field.Invalid(cp.Child("fencing", "stopAfterSeconds"), s,
+					fmt.Sprintf("must be at most %d (30 days)", v1alpha1.MaxFencingStopAfterSeconds)))
+			}
 		}
 		if c.Failback != nil && c.Failback.StabilizationSeconds < 0 {
 			errs = append(errs, field.Invalid(cp.Child("failback", "stabilizationSeconds"), c.Failback.StabilizationSeconds, "must not be negative"))

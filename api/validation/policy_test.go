@@ -71,6 +71,8 @@ func TestPolicyErrorsNameTheField(t *testing.T) {
 		{"no selectors", "resourceSelectors:\n    - apiVersion: apps/v1\n      kind: Deployment\n      name: nginx", "resourceSelectors: []", "spec.resourceSelectors: Required value"},
 		{"other namespace", "name: nginx\n  placement", "name: nginx\n      namespace: prod\n  placement", "spec.resourceSelectors[0].namespace: Invalid value: \"prod\""},
 		{"bad purge mode", "purgeMode: Gracefully", "purgeMode: Later", `spec.failover.cluster.purgeMode: Unsupported value: "Later"`},
+		{"fencing at zero", "purgeMode: Gracefully", "purgeMode: Gracefully\n      fencing: {stopAfterSeconds: 0}", "spec.failover.cluster.fencing.stopAfterSeconds: Invalid value: 0: must be positive"},
+		{"fencing over 30 days", "purgeMode: Gracefully", "purgeMode: Gracefully\n      fencing: {stopAfterSeconds: 2592001}", "spec.failover.cluster.fencing.stopAfterSeconds: Invalid value: 2592001: must be at most 2592000 (30 days)"},
 		{"toleration seconds on NoSchedule", "effect: NoExecute", "effect: NoSchedule", "spec.placement.clusterTolerations[0].tolerationSeconds"},
 		{"no name", "name: nginx-propagation", "name: \"\"", "metadata.name: Required value"},
 	}

@@ -228,6 +228,16 @@ func isDivided(spec *v1alpha1.ResourceBindingSpec) bool {
 		p.ReplicaScheduling.ReplicaSchedulingType == v1alpha1.ReplicaSchedulingTypeDivided
 }
 
+// fencing is the binding's fencing setting as a Work carries it, nil if
+// the binding's policy does not ask for fencing.
+func fencing(spec *v1alpha1.ResourceBindingSpec) *v1alpha1.WorkFencing {
+	f := spec.Failover
+	if f == nil || f.Cluster == nil || f.Cluster.Fencing == nil || f.Cluster.Fencing.StopAfterSeconds <= 0 {
+		return nil
+	}
+	return &v1alpha1.WorkFencing{StopAfterSeconds: f.Cluster.Fencing.StopAfterSeconds}
+}
+
 // ensureWork creates or updates one cluster's Work; a tombstone that is
 // wanted again comes back to life with a new generation.
 func (c *Controller) ensureWork(ctx context.Context, bindingKey, name, cluster string, template *unstructured.Unstructured,
@@ -236,7 +246,7 @@ func (c *Controller) ensureWork(ctx context.Context, bindingKey, name, cluster s
 	if err != nil {
 		return err
 	}
-	want := v1alpha1.WorkSpec{Workload: v1alpha1.WorkloadTemplate{Manifests: []v1alpha1.Manifest{manifest}}}
+	want := v1alpha1.WorkSpec{Workload: v1alpha1.WorkloadTemplate{Manifests: []v1alpha1.Manifest{manifest}}, Fencing: fencing(spec)}
 	wantReplicas := strconv.Itoa(int(replicas))
 	namespace := v1alpha1.ExecutionNamespace(cluster)
 	inStep := func(w *v1alpha1.Work) bool {

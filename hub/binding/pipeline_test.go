@@ -169,3 +169,62 @@ func TestSeedExampleBecomesWorks(t *testing.T) {
 		"clusterNames: [member1]}", "clusterNames: [member3]}", 1))
 	p.awaitWorks(map[string]int64{"member3": 9}, "member1", "member2")
 }
+
+// awaitWork waits until the live Work of cluster satisfies ok. seen holds
+// the last live Work of each cluster, so events of other clusters read
+// meanwhile are not lost.
+func (p *pipeline) awaitWork(seen map[string]*v1alpha1.Work, cluster, what string, ok func(*v1alpha1.Work) bool) *v1alpha1.Work {
+	p.t.Helper()
+	timeout := time.After(15 * time.Second)
+	for {
+		if w := seen[cluster]; w != nil && ok(w) {
+			return w
+		}
+		select {
+		case ev := <-p.works:
+			c := strings.TrimPrefix(ev.Object.Namespace, v1alpha1.ExecutionNamespacePrefix)
+			if ev.Type == store.Deleted || ev.Object.DeletionTimestamp != nil {
+				delete(seen, c)
+			} else {
+				seen[c] = ev.Object
+			}
+		case <-timeout:
+			p.t.Fatalf("Work of %s: timed out waiting for %s; last seen: %+v", cluster, what, seen[cluster])
+		}
+	}
+}
+
+func stopAfter(w *v1alpha1.Work) int32 {
+	if w.Spec.Fencing == nil {
+		return 0
+	}
+	return w.Spec.Fencing.StopAfterSeconds
+}
+
+// The policy's fencing setting rides on the Works; changing it is a new
+// generation, so the agents learn of it.
+func TestFencingRidesOnTheWorks(t *testing.T) {
+	p := startPipeline(t, "member1", "member2")
+	withFencing := func(seconds string) string {
+		return weighted + "\n  failover: {cluster: {fencing: {stopAfterSeconds: " + seconds + "}}}"
+	}
+	p.apply(nginx, withFencing("60"))
+	seen := map[string]*v1alpha1.Work{}
+	first := p.awaitWork(seen, "member1", "fencing 60s", func(w *v1alpha1.Work) bool { return stopAfter(w) == 60 })
+	p.awaitWork(seen, "member2", "fencing 60s", func(w *v1alpha1.Work) bool { return stopAfter(w) == 60 })
+
+	p.apply(withFencing("120"))
+	second := p.awaitWork(seen, "member1", "fencing 120s", func(w *v1alpha1.Work) bool { return stopAfter(w) == 120 })
+	if second.Generation != first.Generation+1 {
+		t.Errorf("generation %d after the fencing change, want %d", second.Generation, first.Generation+1)
+	}
+
+	p.apply(weighted)
+	third := p.awaitWork(seen, "member1", "no fencing", func(w *v1alpha1.Work) bool { return w.Spec.Fencing == nil })
+	if third.Generation != second.Generation+1 {
+		t.Errorf("generation %d after fencing was dropped, want %d", third.Generation, second.Generation+1)
+	}
+	if replicasIn(t, third) != 1 {
+		t.Errorf("member1 Work has %d replicas, want 1", replicasIn(t, third))
+	}
+}

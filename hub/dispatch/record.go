@@ -54,7 +54,25 @@ func (d *Dispatcher) recordApplied(ctx context.Context, cluster string, m *proto
 		if m.Applied && w.Status.ObservedGeneration != m.Generation {
 			w.Status.ObservedGeneration, changed = m.Generation, true
 		}
+		if m.Applied && !fromInventory && m.Generation == w.Generation && meta.IsStatusConditionTrue(w.Status.Conditions, v1alpha1.WorkConditionFenced) {
+			changed = meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: v1alpha1.WorkConditionFenced,
+				Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonFencedRestored, ObservedGeneration: m.Generation,
+				Message: "the agent applied the Work again after it reconnected: its workloads run as the Work says"}) || changed
+		}
 		return setManifests(w, m.Manifests) || changed
+	})
+}
+
+// recordFenced notes on a Work that its agent reported it fenced: the
+// agent stopped its workloads while it was cut off from the hub.
+func (d *Dispatcher) recordFenced(ctx context.Context, cluster, name string) {
+	d.updateWork(ctx, cluster, name, func(w *v1alpha1.Work) bool {
+		if w.DeletionTimestamp != nil {
+			return false
+		}
+		return meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: v1alpha1.WorkConditionFenced,
+			Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonFencedCutOff, ObservedGeneration: w.Generation,
+			Message: "the agent scaled the workloads to zero while it was cut off from the hub; the hub is sending the Work again to restore them"})
 	})
 }
 

@@ -29,6 +29,10 @@ const (
 	writeTimeout = 30 * time.Second
 	// deleteSent marks a Work whose delete was sent, in session.sent.
 	deleteSent = -1
+	// heldFenced, in session.sent, marks a Work the agent holds but has
+	// fenced: it matches no generation, so the Work is sent again (which
+	// restores it) if the hub still wants it, and deleted if not.
+	heldFenced = 0
 )
 
 // session is one agent's work stream. Its loop goroutine owns sent and
@@ -46,6 +50,8 @@ type session struct {
 	// sent is the generation each Work has at the agent, as far as the hub
 	// knows: from the inventory, then from what it sent.
 	sent map[string]int64
+	// fenced are the Works the inventory reported fenced, until resync.
+	fenced map[string]bool
 }
 
 func (s *session) notify(name string) {
@@ -61,7 +67,7 @@ func (s *session) notify(name string) {
 // Serve runs the work stream of one session until it fails or ctx ends.
 func (d *Dispatcher) Serve(ctx context.Context, cluster string, stream Stream) error {
 	s := &session{d: d, cluster: cluster, stream: stream, logger: d.logger.With("cluster", cluster),
-		pending: map[string]bool{}, wake: make(chan struct{}, 1), sent: map[string]int64{}}
+		pending: map[string]bool{}, wake: make(chan struct{}, 1), sent: map[string]int64{}, fenced: map[string]bool{}}
 	reader := protocol.NewReader(stream, protocol.MaxWorkFrameSize)
 	_ = stream.SetReadDeadline(time.Now().Add(inventoryTimeout))
 	first, err := reader.ReadMessage()
@@ -75,6 +81,9 @@ func (d *Dispatcher) Serve(ctx context.Context, cluster string, stream Stream) e
 	_ = stream.SetReadDeadline(time.Time{})
 	for _, ref := range inventory.Works {
 		s.sent[ref.Name] = ref.Generation
+		if ref.Fenced {
+			s.sent[ref.Name], s.fenced[ref.Name] = heldFenced, true
+		}
 	}
 	// Before the mirror holds every Work, a held Work would look unknown
 	// and be deleted from the member cluster.
@@ -127,12 +136,20 @@ func (s *session) readLoop(ctx context.Context, reader *protocol.Reader, out cha
 }
 
 // resync brings the agent in step with the store after its inventory:
-// Works it lacks or holds at another generation, tombstones, and Works it
-// holds that the hub no longer knows.
+// Works it lacks or holds at another generation or fenced, tombstones, and
+// Works it holds that the hub no longer knows.
 func (s *session) resync(ctx context.Context) error {
 	works := s.d.worksOf(s.cluster)
-	acked := 0
+	acked, restored := 0, 0
 	for name, w := range works {
+		if s.fenced[name] && w.DeletionTimestamp == nil {
+			// Noted before the upsert goes out, so the agent's answer
+			// finds it and marks the Work restored.
+			s.logger.Warn("the agent stopped this Work's workloads while it was cut off from the hub; sending the Work again to restore them",
+				"work", name, "generation", w.Generation)
+			s.d.recordFenced(ctx, s.cluster, name)
+			restored++
+		}
 		if w.DeletionTimestamp == nil && s.sent[name] == w.Generation {
 			acked++
 			if w.Status.ObservedGeneration != w.Generation {
@@ -151,7 +168,8 @@ func (s *session) resync(ctx context.Context) error {
 			}
 		}
 	}
-	s.logger.Info("work stream in step", "works", len(works), "alreadyApplied", acked, "sent", len(works)-acked)
+	clear(s.fenced)
+	s.logger.Info("work stream in step", "works", len(works), "alreadyApplied", acked, "sent", len(works)-acked, "restoredFromFencing", restored)
 	return nil
 }
 
@@ -194,6 +212,9 @@ func (s *session) sync(ctx context.Context, name string, w *v1alpha1.Work) error
 		manifests[i] = json.RawMessage(m.Raw)
 	}
 	upsert := &protocol.WorkUpsert{Name: name, Generation: w.Generation, Binding: w.Annotations[v1alpha1.AnnotationWorkBinding], Manifests: manifests}
+	if w.Spec.Fencing != nil {
+		upsert.StopAfterSeconds = w.Spec.Fencing.StopAfterSeconds
+	}
 	s.sent[name] = w.Generation
 	if err := upsert.Validate(); err != nil {
 		// The agent would drop the session over it: keep the session, and

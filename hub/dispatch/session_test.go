@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
@@ -168,4 +169,73 @@ func TestResyncSendsOnlyWhatDiffers(t *testing.T) {
 			t.Fatalf("older observed generation 2: %v; tombstone removed: %v", observed, tombstoneGone)
 		}
 	}
+}
+
+// A Work the agent reports fenced is sent again even at the generation the
+// agent holds, since only an upsert restores it; fenced Works the hub no
+// longer wants are deleted as any other. The Work says it was fenced
+// until the agent has applied it again.
+func TestResyncRestoresFencedWorks(t *testing.T) {
+	fenced := work("fenced", 3, false)
+	fenced.Spec.Fencing = &v1alpha1.WorkFencing{StopAfterSeconds: 30}
+	f := startSession(t,
+		[]*v1alpha1.Work{fenced, work("same", 1, false), work("gone", 2, true)},
+		[]protocol.WorkRef{{Name: "fenced", Generation: 3, Fenced: true}, {Name: "same", Generation: 1},
+			{Name: "gone", Generation: 2, Fenced: true}, {Name: "unknown", Generation: 1, Fenced: true}})
+	changes := f.objs.Works.Watch(t.Context(), "", 0)
+	var got []string
+	for range 3 {
+		m := f.agent.next()
+		got = append(got, describeMsg(m))
+		if u, ok := m.(*protocol.WorkUpsert); ok && (u.Generation != 3 || u.StopAfterSeconds != 30) {
+			t.Errorf("upsert of fenced: generation %d, stopAfterSeconds %d; want 3 and 30", u.Generation, u.StopAfterSeconds)
+		}
+	}
+	sort.Strings(got)
+	if diff := cmp.Diff([]string{"delete gone", "delete unknown", "upsert fenced"}, got); diff != "" {
+		t.Errorf("resync (-want +got):\n%s", diff)
+	}
+
+	fencedCondition := func(wantStatus metav1.ConditionStatus, wantReason string) {
+		t.Helper()
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case ev := <-changes:
+				c := meta.FindStatusCondition(ev.Object.Status.Conditions, v1alpha1.WorkConditionFenced)
+				if ev.Object.Name == "fenced" && c != nil && c.Status == wantStatus && c.Reason == wantReason {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("Work fenced never had condition Fenced=%s (%s)", wantStatus, wantReason)
+			}
+		}
+	}
+	fencedCondition(metav1.ConditionTrue, v1alpha1.ReasonFencedCutOff)
+	f.agent.send(&protocol.WorkApplied{Name: "fenced", Generation: 3, Applied: true})
+	fencedCondition(metav1.ConditionFalse, v1alpha1.ReasonFencedRestored)
+	if c := f.stored(t, "same"); meta.FindStatusCondition(c.Status.Conditions, v1alpha1.WorkConditionFenced) != nil {
+		t.Errorf("Work same, not fenced, has a Fenced condition: %+v", c.Status.Conditions)
+	}
+
+	// Once in step, a Work at the agent's generation is not sent again.
+	w := f.stored(t, "same")
+	w.Annotations = map[string]string{"touched": "yes"}
+	if _, err := f.objs.Works.Update(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-f.agent.msgs:
+		t.Errorf("unexpected %s after the resync", describeMsg(m))
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+func (f *fixture) stored(t *testing.T, name string) *v1alpha1.Work {
+	t.Helper()
+	w, err := f.objs.Works.Get(t.Context(), v1alpha1.ExecutionNamespace("edge-1"), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
