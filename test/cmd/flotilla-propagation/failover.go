@@ -834,8 +834,12 @@ func (r *failoverReport) print(o options, names []string) {
 		fmt.Printf("  evictions                 none seen (hub counter: %d)\n", r.statsEvictions)
 	} else {
 		first, last := evicted[0], evicted[len(evicted)-1]
-		fmt.Printf("  kill → first eviction     %s (expected ≤ grace + eviction timeout = %v; NoExecute → first eviction %s)\n",
-			ms(first.Sub(r.killAt)), o.failover.grace+o.failover.evictionTimeout, ms(first.Sub(r.noExecuteAt)))
+		sinceTaint := ""
+		if !r.noExecuteAt.IsZero() {
+			sinceTaint = "; NoExecute → first eviction " + ms(first.Sub(r.noExecuteAt))
+		}
+		fmt.Printf("  kill → first eviction     %s (expected ≤ grace + eviction timeout = %v%s)\n",
+			ms(first.Sub(r.killAt)), o.failover.grace+o.failover.evictionTimeout, sinceTaint)
 		rate := "n/a"
 		if span := last.Sub(first); len(evicted) > 1 && span > 0 {
 			rate = fmt.Sprintf("%.0f/s", float64(len(evicted)-1)/span.Seconds())

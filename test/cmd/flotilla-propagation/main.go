@@ -46,7 +46,7 @@ func main() {
 	var o options
 	flags := pflag.NewFlagSet("flotilla-propagation", pflag.ExitOnError)
 	flags.IntVar(&o.clusters, "clusters", 3, "member clusters (real API servers with KWOK nodes)")
-	flags.IntVar(&o.bindings, "bindings", 1000, "Deployments applied at once for the throughput measurement")
+	flags.IntVar(&o.bindings, "bindings", 1000, "Deployments applied at once for the throughput measurement (and failed over with --failover)")
 	flags.IntVar(&o.samples, "samples", 20, "Deployments applied one by one for the latency measurement")
 	flags.IntVar(&o.batch, "batch", 500, "templates per apply request in the throughput measurement")
 	flags.StringVar(&o.dir, "dir", "", "working folder (default: a temporary folder, removed afterwards)")
