@@ -36,9 +36,9 @@ func (r *Registry) Connect(ctx context.Context, hello *protocol.Hello, session, 
 	e := r.entries[hello.ClusterName]
 	now := r.clock.Now()
 	e.session = session
-	if hello.LeaseDurationSeconds > 0 {
-		e.obs.LeaseDuration = time.Duration(hello.LeaseDurationSeconds) * time.Second
-	}
+	// The lease granted, not the one asked for: restart grace and renewal
+	// bookkeeping must use what the agent actually renews against.
+	e.obs.LeaseDuration = time.Duration(grantedLeaseSeconds(hello.LeaseDurationSeconds, r.cfg.Health)) * time.Second
 	connectedAt := metav1.NewTime(now)
 	e.obj.Status.Agent = &v1alpha1.AgentStatus{Version: hello.AgentVersion, ConnectedTo: r.cfg.HubID, ConnectedAt: &connectedAt, ClockSkew: agentSkew(e)}
 	r.recordLocked(e.obj, corev1.EventTypeNormal, "AgentConnected", fmt.Sprintf("agent %s connected from %s", hello.AgentVersion, remote), now)

@@ -530,3 +530,25 @@ func TestRegistryKeepsServedAPIsUntilTheAgentSendsNew(t *testing.T) {
 		t.Errorf("apiEnablements (-want +got):\n%s", diff)
 	}
 }
+
+// An agent asking for a lease longer than the grace period is granted the
+// grace period; the restart grace counts the lease granted, not the one
+// asked for (which kept clusters from going Unknown for grace + 120 s).
+func TestRegistryRestartGraceUsesTheGrantedLease(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f := newRegistryFixture(t, t.TempDir(), clk, t0)
+	hello := &protocol.Hello{ProtocolVersion: protocol.Version, ClusterName: "edge-1", AgentVersion: "v-test", LeaseDurationSeconds: 120}
+	if err := f.reg.Connect(t.Context(), hello, "session-edge-1", "192.0.2.1:4000"); err != nil {
+		t.Fatal(err)
+	}
+	f.renew("edge-1")
+	// grace 40 s + granted lease 40 s after the hub started at t0.
+	f.advance(80*time.Second - time.Millisecond)
+	if got := readyOf(f.cluster("edge-1")); got != metav1.ConditionTrue {
+		t.Fatalf("within the restart grace Ready = %q, want True", got)
+	}
+	f.advance(time.Millisecond)
+	if got := readyOf(f.cluster("edge-1")); got != metav1.ConditionUnknown {
+		t.Fatalf("after grace + granted lease Ready = %q, want Unknown", got)
+	}
+}

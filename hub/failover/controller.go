@@ -81,13 +81,12 @@ type Controller struct {
 
 // New returns a failover controller over objs.
 func New(objs *objects.Objects, recorder controller.Recorder, clk clock.WithTicker, cfg Config, logger *slog.Logger) *Controller {
-	logger = logger.With("controller", "failover")
-	c := &Controller{objs: objs, recorder: recorder, clock: clk, logger: logger, cfg: cfg, zones: eviction.NewZones(cfg.Zones),
+	c := &Controller{objs: objs, recorder: recorder, clock: clk, logger: logger.With("controller", "failover"), cfg: cfg, zones: eviction.NewZones(cfg.Zones),
 		unhealthySince: map[string]map[string]time.Time{}}
 	c.clusters = controller.NewInformer(objs.Clusters, nil, logger)
 	c.bindings = controller.NewInformer(objs.Bindings, nil, logger)
 	c.clusterBindings = controller.NewInformer(objs.ClusterBindings, nil, logger)
-	c.queue = controller.NewQueueWithClock("failover", c.reconcile, logger, clk)
+	c.queue = controller.NewQueueWithClock("failover", c.reconcile, logger, clk) // the queue names the controller
 	// Status changes matter too: a task ends when the replacement reports
 	// healthy.
 	c.bindings.AddHandler(func(_, cur *v1alpha1.ResourceBinding) {
