@@ -89,6 +89,16 @@ func NewZones(cfg ZoneConfig) *Zones {
 // allowances start no earlier.
 func (z *Zones) GraceStart() time.Time { return z.graceStart }
 
+// RestartGrace makes taint allowances start no earlier than now: a hub
+// that has just started (and may have missed an isolation that ended
+// while it was down) gives every cluster a full toleration again rather
+// than evicting on deadlines it did not watch.
+func (z *Zones) RestartGrace(now time.Time) {
+	if now.After(z.graceStart) {
+		z.graceStart = now
+	}
+}
+
 // Modes returns each zone's mode (a copy).
 func (z *Zones) Modes() map[string]Mode {
 	out := make(map[string]Mode, len(z.zones))

@@ -265,3 +265,15 @@ func TestZonesModesIsACopy(t *testing.T) {
 		t.Errorf("Modes()[eu] = %q after writing to a copy, want Normal", got)
 	}
 }
+
+func TestRestartGrace(t *testing.T) {
+	z := NewZones(ZoneConfig{})
+	z.RestartGrace(t0)
+	if got := z.GraceStart(); !got.Equal(t0) {
+		t.Errorf("GraceStart after RestartGrace(t0) = %v, want %v", got, t0)
+	}
+	z.RestartGrace(t0.Add(-time.Minute)) // never moves back
+	if got := z.GraceStart(); !got.Equal(t0) {
+		t.Errorf("GraceStart moved back to %v", got)
+	}
+}

@@ -117,6 +117,11 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !controller.StartAndSync(ctx, c.clusters, c.bindings, c.clusterBindings, c.works) {
 		return
 	}
+	c.mu.Lock()
+	// A restarted hub does not know whether the fleet just came back from
+	// an isolation: tolerations count from its start at the earliest.
+	c.zones.RestartGrace(c.clock.Now())
+	c.mu.Unlock()
 	c.observeZones()
 	c.synced.Store(true)
 	c.requeueAll() // cluster changes seen while listing were not acted on
