@@ -109,3 +109,8 @@ func BindingRef(b metav1.Object) corev1.ObjectReference {
 	}
 	return corev1.ObjectReference{APIVersion: v1alpha1.APIVersion, Kind: kind, Namespace: b.GetNamespace(), Name: b.GetName(), UID: b.GetUID()}
 }
+
+// TemplateRef names a binding's resource template in events.
+func TemplateRef(r v1alpha1.ObjectReference) corev1.ObjectReference {
+	return corev1.ObjectReference{APIVersion: r.APIVersion, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
+}

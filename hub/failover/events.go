@@ -16,7 +16,7 @@ import (
 // binding and on its template.
 func (c *Controller) record(obj metav1.Object, spec *v1alpha1.ResourceBindingSpec, evicted []eviction.Eviction, ended []endedTask, failedBack []string) {
 	bindingRef := controller.BindingRef(obj)
-	templateRef := corev1.ObjectReference{APIVersion: spec.Resource.APIVersion, Kind: spec.Resource.Kind, Namespace: spec.Resource.Namespace, Name: spec.Resource.Name}
+	templateRef := controller.TemplateRef(spec.Resource)
 	event := func(eventType, reason, message string) {
 		c.recorder.Event(bindingRef, eventType, reason, message)
 		c.recorder.Event(templateRef, eventType, reason, message)
