@@ -56,37 +56,30 @@ func New(objs *objects.Objects, clk clock.PassiveClock, logger *slog.Logger) *Co
 	// of bindings, and generation changes of templates, requeue.
 	c.bindings.AddHandler(func(old, cur *v1alpha1.ResourceBinding) {
 		if old == nil || cur == nil || !equality.Semantic.DeepEqual(old.Spec, cur.Spec) {
-			c.queue.Add(controller.Key(pick(old, cur).Namespace, pick(old, cur).Name))
+			b := controller.Subject(old, cur)
+			c.queue.Add(controller.Key(b.Namespace, b.Name))
 		}
 	})
 	c.clusterBindings.AddHandler(func(old, cur *v1alpha1.ClusterResourceBinding) {
 		if old == nil || cur == nil || !equality.Semantic.DeepEqual(old.Spec, cur.Spec) {
-			c.queue.Add(pick(old, cur).Name)
+			c.queue.Add(controller.Subject(old, cur).Name)
 		}
 	})
 	c.templates.AddHandler(func(old, cur *unstructured.Unstructured) {
 		if old != nil && cur != nil && old.GetGeneration() == cur.GetGeneration() {
 			return
 		}
-		u := pick(old, cur)
+		u := controller.Subject(old, cur)
 		c.queue.Add(controller.Key(u.GetNamespace(), detector.BindingName(u.GetName(), u.GetKind())))
 	})
 	c.works.AddHandler(c.indexWork)
 	return c
 }
 
-func pick[PT comparable](old, cur PT) PT {
-	var zero PT
-	if cur != zero {
-		return cur
-	}
-	return old
-}
-
 // indexWork keeps worksOf current and requeues the owner of a Work that
 // changed, so a Work edited or lost behind the controller's back is fixed.
 func (c *Controller) indexWork(old, cur *v1alpha1.Work) {
-	w := pick(old, cur)
+	w := controller.Subject(old, cur)
 	key, owner := controller.Key(w.Namespace, w.Name), w.Annotations[v1alpha1.AnnotationWorkBinding]
 	c.mu.Lock()
 	if cur == nil {

@@ -20,6 +20,16 @@ func Key(namespace, name string) string {
 	return namespace + "/" + name
 }
 
+// Subject is the object a handler call is about: cur, or old when the
+// object was deleted.
+func Subject[PT comparable](old, cur PT) PT {
+	var zero PT
+	if cur != zero {
+		return cur
+	}
+	return old
+}
+
 // Handler hears of every change: old is nil for an add, cur is nil for a
 // delete. It runs on the informer's goroutine and must not block.
 type Handler[PT any] func(old, cur PT)

@@ -102,7 +102,7 @@ func New(objs *objects.Objects, recorder controller.Recorder, clk clock.WithTick
 	c.works = controller.NewInformer(objs.Works, nil, logger)
 	// A Work's status is where a replacement turns healthy.
 	c.works.AddHandler(func(old, cur *v1alpha1.Work) {
-		if owner := pick(old, cur).Annotations[v1alpha1.AnnotationWorkBinding]; owner != "" {
+		if owner := controller.Subject(old, cur).Annotations[v1alpha1.AnnotationWorkBinding]; owner != "" {
 			c.queue.Add(owner)
 		}
 	})
@@ -136,7 +136,7 @@ func (c *Controller) clusterChanged(old, cur *v1alpha1.Cluster) {
 	if !c.synced.Load() || old != nil && cur != nil && !healthChanged(old, cur) {
 		return
 	}
-	name := pick(old, cur).Name
+	name := controller.Subject(old, cur).Name
 	if c.observeZones() {
 		c.requeueAll()
 		return
@@ -193,14 +193,6 @@ func involves(spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindi
 		}
 	}
 	return false
-}
-
-func pick[PT comparable](old, cur PT) PT {
-	var zero PT
-	if cur != zero {
-		return cur
-	}
-	return old
 }
 
 func (c *Controller) reconcile(ctx context.Context, key string) error {

@@ -51,11 +51,7 @@ func New(objs *objects.Objects, recorder controller.Recorder, logger *slog.Logge
 		if old != nil && cur != nil && Reachable(old) == Reachable(cur) {
 			return
 		}
-		name := cur
-		if name == nil {
-			name = old
-		}
-		c.requeueOn(name.Name)
+		c.requeueOn(controller.Subject(old, cur).Name)
 	})
 	c.bindings.AddHandler(func(_, cur *v1alpha1.ResourceBinding) {
 		if cur != nil {
@@ -68,11 +64,7 @@ func New(objs *objects.Objects, recorder controller.Recorder, logger *slog.Logge
 		}
 	})
 	c.works.AddHandler(func(old, cur *v1alpha1.Work) {
-		w := cur
-		if w == nil {
-			w = old
-		}
-		if owner := w.Annotations[v1alpha1.AnnotationWorkBinding]; owner != "" {
+		if owner := controller.Subject(old, cur).Annotations[v1alpha1.AnnotationWorkBinding]; owner != "" {
 			c.queue.Add(owner)
 		}
 	})
