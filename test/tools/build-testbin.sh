@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the test-only binaries for real member clusters into $1 (default
 # ../../.testbin): kube-apiserver, kube-controller-manager, kube-scheduler,
-# etcd, kwok, and the KWOK stages file.
+# kubectl (for end-to-end tests against the hub), etcd, kwok, and the KWOK
+# stages file.
 #
 # Idempotent and fast when warm: the output folder remembers the key (a hash
 # of this module's go.mod/go.sum, this script and the Go version) it was built
@@ -12,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 mkdir -p "${1:-../../.testbin}"
 out=$(cd "${1:-../../.testbin}" && pwd)
-files=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok kwok-stages.yaml)
+files=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwok-stages.yaml)
 
 step() { printf 'testbin: %s\n' "$*" >&2; }
 complete() { local f; for f in "${files[@]}"; do [[ -s "$1/$f" ]] || return 1; done; }
@@ -41,11 +42,12 @@ done
 
 rm -f "$out/.key"
 started=$SECONDS
-step "kube-apiserver kube-controller-manager kube-scheduler (cold: about 10 minutes on 2 cores)"
+step "kube-apiserver kube-controller-manager kube-scheduler kubectl (cold: about 11 minutes on 2 cores)"
 go build -ldflags "$k8s_ldflags" -o "$out/" \
 	k8s.io/kubernetes/cmd/kube-apiserver \
 	k8s.io/kubernetes/cmd/kube-controller-manager \
-	k8s.io/kubernetes/cmd/kube-scheduler
+	k8s.io/kubernetes/cmd/kube-scheduler \
+	k8s.io/kubernetes/cmd/kubectl
 step "etcd"
 go build -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=v3.7.0" -o "$out/etcd" go.etcd.io/etcd/server/v3
 step "kwok"
