@@ -58,9 +58,12 @@ const (
 type Store struct {
 	client   *clientv3.Client
 	embedded *embed.Etcd
-	prefix   string
-	clock    clock.PassiveClock
-	logger   *slog.Logger
+	// endpoints are the client URLs other etcd clients in this process (the
+	// embedded API server) dial.
+	endpoints []string
+	prefix    string
+	clock     clock.PassiveClock
+	logger    *slog.Logger
 }
 
 // Open starts the embedded etcd or connects to the external one.
@@ -85,6 +88,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			client.Close()
 			return nil, fmt.Errorf("connect to etcd %v: %w", cfg.Endpoints, err)
 		}
+		s.endpoints = cfg.Endpoints
 		s.logger.Info("store: using external etcd", "endpoints", cfg.Endpoints)
 		return s, nil
 	}
@@ -96,6 +100,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s.embedded = e
+	for _, u := range e.Config().ListenClientUrls {
+		s.endpoints = append(s.endpoints, u.String())
+	}
 	s.client = v3client.New(e.Server)
 	s.logger.Info("store: embedded etcd ready", "dir", e.Config().Dir)
 	return s, nil
@@ -105,6 +112,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 // sockets in its own folder: the hub talks to it in-process, and several
 // hubs on one machine never collide on ports.
 func startEmbedded(ctx context.Context, dir string) (*embed.Etcd, error) {
+	dir, err := filepath.Abs(dir) // socket URLs must not be relative
+	if err != nil {
+		return nil, fmt.Errorf("embedded etcd: %w", err)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("embedded etcd: %w", err)
 	}
@@ -146,6 +157,10 @@ func startEmbedded(ctx context.Context, dir string) (*embed.Etcd, error) {
 		return nil, fmt.Errorf("embedded etcd in %s not ready after %v", dir, embeddedStartTimeout)
 	}
 }
+
+// Endpoints are the etcd client URLs: the embedded etcd's unix socket, or
+// the external cluster's endpoints.
+func (s *Store) Endpoints() []string { return s.endpoints }
 
 // Client returns the underlying etcd client, for leader election.
 func (s *Store) Client() *clientv3.Client { return s.client }
