@@ -14,8 +14,8 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/util/keyutil"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/keyutil"
 
 	"github.com/flotilla-io/flotilla/internal/pki"
 )
