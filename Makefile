@@ -3,6 +3,9 @@ GO        ?= go
 TESTBIN   := $(CURDIR)/.testbin
 DEMO_DIR  ?= $(CURDIR)/.demo
 GOTESTFLAGS ?= -race -count=1 -timeout 30m
+# VERSION is stamped into the binaries (--version, the hub's /version).
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+LDFLAGS   := -X github.com/flotilla-io/flotilla/internal/version.override=$(VERSION)
 
 export FLOTILLA_TESTBIN := $(TESTBIN)
 export QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING := true
@@ -14,13 +17,13 @@ help: ## list the targets
 
 build: ## compile every package, and flotilla-hub, flotilla-agent, flotilla and the test tools into bin/
 	$(GO) build ./...
-	$(GO) build -o bin/ ./cmd/... ./test/cmd/...
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/... ./test/cmd/...
 
 testbin: ## build kube-apiserver, controller-manager, scheduler, etcd and KWOK into .testbin/ (cold ~10 min, warm seconds)
 	test/tools/build-testbin.sh $(TESTBIN)
 
-generate: ## regenerate the deep copies of api/ (controller-gen from the module proxy)
-	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.19.0 object paths=./api/...
+generate: ## regenerate api/: deep copies, CRDs (api/crds), typed clients (api/client); generators from the module proxy
+	GO=$(GO) api/hack/generate.sh
 
 vet: ## go vet and gofmt check of both modules
 	$(GO) vet ./...

@@ -11,7 +11,16 @@ import (
 // The detector creates it (name: template name and lower-case kind), the
 // scheduler fills spec.clusters, the binding controller renders Works.
 //
+// +genclient
 // +kubebuilder:object:root=true
+// +kubebuilder:resource:path=resourcebindings,scope=Namespaced,shortName=rb,categories=flotilla
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Scheduled",type=string,JSONPath=`.status.conditions[?(@.type=="Scheduled")].status`,description="Status of the Scheduled condition"
+// +kubebuilder:printcolumn:name="FullyApplied",type=string,JSONPath=`.status.conditions[?(@.type=="FullyApplied")].status`,description="Status of the FullyApplied condition"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.spec.resource.kind`,priority=1,description="Kind of the template"
+// +kubebuilder:printcolumn:name="Resource",type=string,JSONPath=`.spec.resource.name`,priority=1,description="Name of the template"
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`,priority=1
 type ResourceBinding struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -23,7 +32,17 @@ type ResourceBinding struct {
 // ClusterResourceBinding is the binding of a cluster-scoped template
 // (namespaced templates get a ResourceBinding, whichever policy matched).
 //
+// +genclient
+// +genclient:nonNamespaced
 // +kubebuilder:object:root=true
+// +kubebuilder:resource:path=clusterresourcebindings,scope=Cluster,shortName=crb,categories=flotilla
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Scheduled",type=string,JSONPath=`.status.conditions[?(@.type=="Scheduled")].status`,description="Status of the Scheduled condition"
+// +kubebuilder:printcolumn:name="FullyApplied",type=string,JSONPath=`.status.conditions[?(@.type=="FullyApplied")].status`,description="Status of the FullyApplied condition"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.spec.resource.kind`,priority=1,description="Kind of the template"
+// +kubebuilder:printcolumn:name="Resource",type=string,JSONPath=`.spec.resource.name`,priority=1,description="Name of the template"
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`,priority=1
 type ClusterResourceBinding struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -98,11 +117,14 @@ func (s *ResourceBindingSpec) EvictingClusters() []string {
 
 // ResourceBindingStatus is what the hub observed of a binding.
 type ResourceBindingStatus struct {
-	SchedulerObservedGeneration   int64                  `json:"schedulerObservedGeneration,omitempty"`
-	SchedulerObservedAffinityName string                 `json:"schedulerObservedAffinityName,omitempty"`
-	LastScheduledTime             *metav1.Time           `json:"lastScheduledTime,omitempty"`
-	Conditions                    []metav1.Condition     `json:"conditions,omitempty"`
-	AggregatedStatus              []AggregatedStatusItem `json:"aggregatedStatus,omitempty"`
+	SchedulerObservedGeneration   int64        `json:"schedulerObservedGeneration,omitempty"`
+	SchedulerObservedAffinityName string       `json:"schedulerObservedAffinityName,omitempty"`
+	LastScheduledTime             *metav1.Time `json:"lastScheduledTime,omitempty"`
+	// Conditions are Scheduled and FullyApplied, one of each at most.
+	// +listType=map
+	// +listMapKey=type
+	Conditions       []metav1.Condition     `json:"conditions,omitempty"`
+	AggregatedStatus []AggregatedStatusItem `json:"aggregatedStatus,omitempty"`
 	// FailbackClusters are clusters the binding was evicted from while its
 	// policy asks for failback: once one has been Ready for the
 	// stabilization period, the binding gets a Fresh reschedule.

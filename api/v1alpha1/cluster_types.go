@@ -8,7 +8,18 @@ import (
 // Cluster is a member cluster as the hub sees it. It is cluster-scoped and
 // registered when the cluster's agent first connects.
 //
+// +genclient
+// +genclient:nonNamespaced
 // +kubebuilder:object:root=true
+// +kubebuilder:resource:path=clusters,scope=Cluster,categories=flotilla
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Status of the Ready condition"
+// +kubebuilder:printcolumn:name="Taints",type=string,JSONPath=`.spec.taints[*].key`,description="Taint keys (the table shows the first)"
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.kubernetesVersion`,description="Kubernetes version of the member cluster"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Zone",type=string,JSONPath=`.spec.zone`,priority=1
+// +kubebuilder:printcolumn:name="Region",type=string,JSONPath=`.spec.region`,priority=1
+// +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider`,priority=1
 type Cluster struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -31,6 +42,9 @@ type ClusterSpec struct {
 
 // ClusterStatus is what the hub observed of a cluster.
 type ClusterStatus struct {
+	// Conditions are Ready and ClockSynced, one of each at most.
+	// +listType=map
+	// +listMapKey=type
 	Conditions        []metav1.Condition `json:"conditions,omitempty"`
 	KubernetesVersion string             `json:"kubernetesVersion,omitempty"`
 	NodeSummary       *NodeSummary       `json:"nodeSummary,omitempty"`

@@ -9,7 +9,13 @@ import (
 // which member clusters. Field names are Karmada's, so a
 // policy.karmada.io/v1alpha1 document is accepted as it is.
 //
+// +genclient
+// +genclient:noStatus
 // +kubebuilder:object:root=true
+// +kubebuilder:resource:path=propagationpolicies,scope=Namespaced,shortName=pp,categories=flotilla
+// +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`,description="Priority among policies matching the same template"
+// +kubebuilder:printcolumn:name="Scheduling",type=string,JSONPath=`.spec.placement.replicaScheduling.replicaSchedulingType`,description="Replica scheduling type (empty: Duplicated)"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type PropagationPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -21,7 +27,14 @@ type PropagationPolicy struct {
 // namespace and for cluster-scoped templates. A PropagationPolicy that
 // matches a namespaced template wins over any ClusterPropagationPolicy.
 //
+// +genclient
+// +genclient:nonNamespaced
+// +genclient:noStatus
 // +kubebuilder:object:root=true
+// +kubebuilder:resource:path=clusterpropagationpolicies,scope=Cluster,shortName=cpp,categories=flotilla
+// +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`,description="Priority among policies matching the same template"
+// +kubebuilder:printcolumn:name="Scheduling",type=string,JSONPath=`.spec.placement.replicaScheduling.replicaSchedulingType`,description="Replica scheduling type (empty: Duplicated)"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ClusterPropagationPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -201,6 +214,9 @@ const MaxFencingStopAfterSeconds = 30 * 24 * 3600
 // Failback gives the binding a Fresh reschedule once a cluster it was
 // evicted from has been Ready for StabilizationSeconds.
 type Failback struct {
+	// StabilizationSeconds may be 0 (fail back as soon as the cluster is
+	// Ready), so it may also be left out.
+	// +optional
 	StabilizationSeconds int32 `json:"stabilizationSeconds"`
 }
 

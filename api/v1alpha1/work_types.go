@@ -13,7 +13,14 @@ import (
 // Deleting a Work sets its deletionTimestamp: it stays as a tombstone until
 // the agent confirms the objects are gone from the member cluster.
 //
+// +genclient
 // +kubebuilder:object:root=true
+// +kubebuilder:resource:path=works,scope=Namespaced,categories=flotilla
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Applied",type=string,JSONPath=`.status.conditions[?(@.type=="Applied")].status`,description="Status of the Applied condition"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Generation",type=integer,JSONPath=`.metadata.generation`,priority=1,description="Generation of the manifests"
+// +kubebuilder:printcolumn:name="Acked",type=integer,JSONPath=`.status.observedGeneration`,priority=1,description="Generation the agent acknowledged"
 type Work struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -43,7 +50,11 @@ type WorkloadTemplate struct {
 	Manifests []Manifest `json:"manifests,omitempty"`
 }
 
-// Manifest is one Kubernetes object, as JSON.
+// Manifest is one Kubernetes object, as JSON. The API server keeps every
+// field of it: it is not checked against any schema.
+//
+// +kubebuilder:validation:Type=object
+// +kubebuilder:pruning:PreserveUnknownFields
 type Manifest struct {
 	runtime.RawExtension `json:",inline"`
 }
@@ -51,9 +62,12 @@ type Manifest struct {
 // WorkStatus is what the agent reported about a Work.
 type WorkStatus struct {
 	// ObservedGeneration is the generation the agent last acknowledged.
-	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
-	Conditions         []metav1.Condition `json:"conditions,omitempty"`
-	ManifestStatuses   []ManifestStatus   `json:"manifestStatuses,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions are Applied and Fenced, one of each at most.
+	// +listType=map
+	// +listMapKey=type
+	Conditions       []metav1.Condition `json:"conditions,omitempty"`
+	ManifestStatuses []ManifestStatus   `json:"manifestStatuses,omitempty"`
 }
 
 // ManifestStatus is the state of one applied manifest.
@@ -70,7 +84,9 @@ type ManifestStatus struct {
 // ResourceIdentifier names one manifest of a Work.
 type ResourceIdentifier struct {
 	// Ordinal is the manifest's index in the Work.
-	Ordinal   int    `json:"ordinal"`
+	Ordinal int `json:"ordinal"`
+	// Group is empty for the core group.
+	// +optional
 	Group     string `json:"group"`
 	Version   string `json:"version"`
 	Kind      string `json:"kind"`

@@ -11,9 +11,13 @@ import (
 // replicas from scratch instead of keeping the current placement. It is
 // cluster-scoped.
 //
+// +genclient
+// +genclient:nonNamespaced
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:path=workloadrebalancers,scope="Cluster"
+// +kubebuilder:resource:path=workloadrebalancers,scope=Cluster,categories=flotilla
 // +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Finished",type=date,JSONPath=`.status.finishTime`,description="When every workload had a result"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type WorkloadRebalancer struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
