@@ -39,6 +39,15 @@ type Config struct {
 	QUICAddr string
 	// HTTPAddr serves the API.
 	HTTPAddr string
+	// APIAddr is the HTTPS address of the embedded kube-apiserver.
+	APIAddr string
+	// EtcdCAFile, EtcdCertFile and EtcdKeyFile secure an external etcd.
+	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
+	// AuditLogPath and AuditPolicyFile configure the API server's audit
+	// log (empty path: no audit log; empty policy: the default one).
+	AuditLogPath, AuditPolicyFile string
+	// KubeAPIServerArgs are passed to the embedded kube-apiserver as they are.
+	KubeAPIServerArgs []string
 	// Health thresholds; HubStarted is set by Run.
 	Health health.Config
 	// FlushInterval between batched writes of clusters and events.
@@ -71,7 +80,8 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		cfg.Clock = clock.RealClock{}
 	}
 	logger := cfg.Logger
-	s, err := store.Open(ctx, store.Config{DataDir: cfg.DataDir, Endpoints: cfg.EtcdEndpoints, Clock: cfg.Clock, Logger: logger})
+	s, err := store.Open(ctx, store.Config{DataDir: cfg.DataDir, Endpoints: cfg.EtcdEndpoints, Clock: cfg.Clock, Logger: logger,
+		TLS: store.TLSFiles{CAFile: cfg.EtcdCAFile, CertFile: cfg.EtcdCertFile, KeyFile: cfg.EtcdKeyFile}})
 	if err != nil {
 		return err
 	}
@@ -81,6 +91,20 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	if err != nil {
 		return err
 	}
+	// The API server stops with apiCtx, after everything that uses it.
+	apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
+	api, err := startAPIServer(ctx, apiCtx, cfg, s, ca)
+	if err != nil {
+		stopAPI()
+		if api != nil {
+			<-api.Done()
+		}
+		return err
+	}
+	defer func() {
+		stopAPI()
+		<-api.Done()
+	}()
 	cert, err := servingCertificate(ca, cfg.TLSSANs)
 	if err != nil {
 		return fmt.Errorf("hub serving certificate: %w", err)
@@ -124,8 +148,8 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	dispatcher := dispatch.New(objs, cfg.Clock, logger)
 	agents := newAgentServer(registry, dispatcher, cfg.HubID, cfg.Clock, logger)
 	failoverCtl := failover.New(objs, registry, cfg.Clock, cfg.Failover, logger)
-	api := &apiServer{registry: registry, objects: objs, agents: agents, failover: failoverCtl, logger: logger}
-	httpServer := &http.Server{Handler: api.handler(), ReadHeaderTimeout: 10 * time.Second}
+	httpAPI := &apiServer{registry: registry, objects: objs, agents: agents, failover: failoverCtl, logger: logger}
+	httpServer := &http.Server{Handler: httpAPI.handler(), ReadHeaderTimeout: 10 * time.Second}
 
 	registryCtx, stopRegistry := context.WithCancel(context.WithoutCancel(ctx))
 	agentsCtx, stopAgents := context.WithCancel(ctx)
@@ -144,7 +168,7 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	httpErr := make(chan error, 1)
 	wg.Go(func() { httpErr <- httpServer.Serve(httpLn) })
 
-	logger.Info("hub ready", "hubID", cfg.HubID, "quic", ln.Addr().String(), "http", httpLn.Addr().String(),
+	logger.Info("hub ready", "hubID", cfg.HubID, "quic", ln.Addr().String(), "http", httpLn.Addr().String(), "api", api.URL, "kubeconfig", api.AdminKubeconfig,
 		"gracePeriod", cfg.Health.GracePeriod, "evictionTimeout", cfg.Health.EvictionTimeout)
 	if ready != nil {
 		ready(ln.Addr(), httpLn.Addr())
@@ -154,7 +178,9 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	select {
 	case <-ctx.Done():
 	case err := <-httpErr:
-		runErr = fmt.Errorf("API server: %w", err)
+		runErr = fmt.Errorf("HTTP API: %w", err)
+	case <-api.Done():
+		runErr = fmt.Errorf("kube-apiserver stopped: %w", api.Err())
 	}
 	logger.Info("hub shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

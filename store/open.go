@@ -11,6 +11,7 @@ package store
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
@@ -31,6 +33,8 @@ type Config struct {
 	DataDir string
 	// Endpoints of an external etcd cluster; empty means embedded.
 	Endpoints []string
+	// TLS secures the connection to an external etcd.
+	TLS TLSFiles
 	// Prefix of every key; default "/flotilla".
 	Prefix string
 	// Clock stamps creation times; default the real clock.
@@ -53,6 +57,27 @@ const (
 	// watcher that reconnects; older revisions are compacted automatically.
 	embeddedCompactionRetention = "10m"
 )
+
+// TLSFiles are PEM files for an external etcd: CAFile verifies its
+// servers; CertFile and KeyFile are this client's certificate.
+type TLSFiles struct {
+	CAFile, CertFile, KeyFile string
+}
+
+func (f TLSFiles) config() (*tls.Config, error) {
+	if f == (TLSFiles{}) {
+		return nil, nil
+	}
+	if (f.CertFile == "") != (f.KeyFile == "") {
+		return nil, errors.New("etcd client certificate: give both --etcd-certfile and --etcd-keyfile")
+	}
+	info := transport.TLSInfo{TrustedCAFile: f.CAFile, CertFile: f.CertFile, KeyFile: f.KeyFile}
+	cfg, err := info.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("etcd TLS: %w", err)
+	}
+	return cfg, nil
+}
 
 // Store is an open connection to etcd.
 type Store struct {
@@ -79,7 +104,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		s.logger = slog.Default()
 	}
 	if len(cfg.Endpoints) > 0 {
-		client, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: dialTimeout, Context: ctx})
+		tlsConfig, err := cfg.TLS.config()
+		if err != nil {
+			return nil, err
+		}
+		client, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: dialTimeout, Context: ctx, TLS: tlsConfig})
 		if err != nil {
 			return nil, fmt.Errorf("connect to etcd %v: %w", cfg.Endpoints, err)
 		}

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -51,6 +53,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	var cfg hub.Config
 	flags.StringVar(&cfg.DataDir, "data-dir", "flotilla-data", "folder for the embedded etcd and the hub CA (pki/ca.crt, pki/ca.key)")
 	flags.StringSliceVar(&cfg.EtcdEndpoints, "etcd-endpoints", nil, "external etcd endpoints (comma-separated) instead of the embedded etcd")
+	flags.StringVar(&cfg.EtcdCAFile, "etcd-cafile", "", "CA bundle that verifies the external etcd's servers")
+	flags.StringVar(&cfg.EtcdCertFile, "etcd-certfile", "", "client certificate for the external etcd")
+	flags.StringVar(&cfg.EtcdKeyFile, "etcd-keyfile", "", "client key for the external etcd")
+	flags.StringVar(&cfg.APIAddr, "api-addr", "0.0.0.0:6443", "HTTPS address of the hub's Kubernetes API (kubectl and flotilla use DATA/admin.kubeconfig)")
+	flags.StringVar(&cfg.AuditLogPath, "audit-log-path", "", "audit log of the Kubernetes API, one JSON event per line (default DATA/audit.log; \"-\" is stdout; \"none\" turns it off)")
+	flags.StringVar(&cfg.AuditPolicyFile, "audit-policy-file", "", "audit policy replacing the default one (every write with its user, at Metadata level; reads and the hub's own lease and status writes are not recorded)")
+	flags.StringArrayVar(&cfg.KubeAPIServerArgs, "kube-apiserver-arg", nil, "flag passed to the embedded kube-apiserver as is, e.g. --kube-apiserver-arg=--oidc-issuer-url=https://issuer.example.com (repeatable; wins over the hub's own settings)")
 	flags.StringVar(&cfg.QUICAddr, "quic-addr", ":7443", "UDP address agents dial (QUIC, ALPN flotilla/1)")
 	flags.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:7080", "TCP address of the HTTP API used by the flotilla CLI")
 	flags.DurationVar(&cfg.Health.GracePeriod, "cluster-monitor-grace-period", defaults.GracePeriod, "time without a lease renewal before a cluster's Ready goes Unknown")
@@ -64,7 +73,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	flags.DurationVar(&cfg.EventTTL, "event-ttl", time.Hour, "how long cluster events are kept (0 keeps them forever)")
 	flags.DurationVar(&cfg.MaxClockSkew, "max-clock-skew", 2*time.Second, "agent clock skew beyond which condition ClockSynced goes False")
 	flags.StringVar(&cfg.HubID, "hub-id", hostname, "name of this hub replica, shown in status.agent.connectedTo")
-	flags.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra DNS names or IPs for the hub's QUIC certificate (localhost, 127.0.0.1 and the hostname are always included)")
+	flags.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra DNS names or IPs for the hub's QUIC and API serving certificates (localhost, 127.0.0.1 and the hostname are always included)")
 	fo := failover.DefaultConfig()
 	notReadySeconds := flags.Int64("default-not-ready-toleration-seconds", int64(fo.DefaultNotReadyToleration/time.Second),
 		"how long workloads of a placement without its own NoExecute toleration of cluster.flotilla.io/not-ready stay on such a cluster")
@@ -82,7 +91,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	flags.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: flotilla-hub [flags]\n       flotilla-hub certs issue --data-dir DIR --cluster NAME --out DIR\n\n"+
 			"Runs the Flotilla hub: agents dial --quic-addr over QUIC with a client certificate\n"+
-			"signed by the hub CA (see `certs issue`); the flotilla CLI talks to --http-addr.\n\nFlags:\n")
+			"signed by the hub CA (see `certs issue`); the flotilla CLI talks to --http-addr.\n"+
+			"The hub also serves a Kubernetes API (an embedded kube-apiserver) on --api-addr,\n"+
+			"with an admin kubeconfig in DATA/admin.kubeconfig.\n\nFlags:\n")
 		flags.PrintDefaults()
 	}
 	if err := flags.Parse(args); err != nil {
@@ -95,6 +106,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	if err := validateDurations(cfg); err != nil {
+		return err
+	}
+	if err := setAPIServer(&cfg); err != nil {
 		return err
 	}
 	logger, err := newLogger(stderr, *logLevel)
@@ -127,6 +141,25 @@ func validateDurations(cfg hub.Config) error {
 		if d < 0 {
 			return fmt.Errorf("%s %v: want zero or a positive duration", name, d)
 		}
+	}
+	return nil
+}
+
+// setAPIServer checks the API server flags and fills in their defaults.
+func setAPIServer(cfg *hub.Config) error {
+	switch cfg.AuditLogPath {
+	case "":
+		cfg.AuditLogPath = filepath.Join(cfg.DataDir, "audit.log")
+	case "none":
+		cfg.AuditLogPath = ""
+	}
+	for _, arg := range cfg.KubeAPIServerArgs {
+		if !strings.HasPrefix(arg, "--") {
+			return fmt.Errorf("--kube-apiserver-arg %q: want a flag such as --oidc-issuer-url=URL", arg)
+		}
+	}
+	if len(cfg.EtcdEndpoints) == 0 && (cfg.EtcdCAFile != "" || cfg.EtcdCertFile != "" || cfg.EtcdKeyFile != "") {
+		return errors.New("--etcd-cafile, --etcd-certfile and --etcd-keyfile need --etcd-endpoints (the embedded etcd listens on a unix socket only)")
 	}
 	return nil
 }

@@ -151,7 +151,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	opts.InformerName = name
 
-	klog.SetSlogLogger(cfg.Logger.With("component", "kube-apiserver"))
+	klog.SetSlogLogger(slog.New(quietHandler{cfg.Logger.Handler()}).With("component", "kube-apiserver"))
 	if err := opts.GenericServerRunOptions.ComponentGlobalsRegistry.Set(); err != nil {
 		return nil, fmt.Errorf("kube-apiserver feature gates: %w", err)
 	}

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/flotilla-io/flotilla/api/crds"
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/store"
 )
@@ -187,7 +188,7 @@ func TestShippedRolesAuthorize(t *testing.T) {
 	}
 }
 
-func TestInstallCRDsWaitsForEstablished(t *testing.T) {
+func TestCRDsInstallWaitsForEstablished(t *testing.T) {
 	s := server(t)
 	crd := &apiextensionsv1.CustomResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: "widgets.test.flotilla.io"},
@@ -204,7 +205,7 @@ func TestInstallCRDsWaitsForEstablished(t *testing.T) {
 	}
 	ctx := context.Background()
 	for range 2 { // the second install updates in place
-		if err := InstallCRDs(ctx, s.HubConfig, []*apiextensionsv1.CustomResourceDefinition{crd}); err != nil {
+		if err := crds.Install(ctx, s.HubConfig, []*apiextensionsv1.CustomResourceDefinition{crd}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -62,6 +62,7 @@ const (
 type hub struct {
 	*process.Process
 	dataDir, quicAddr, httpAddr string
+	apiAddr                     string
 	readyAt                     time.Time // when it first answered /healthz
 }
 
@@ -82,9 +83,10 @@ func startHub(t *testing.T, extraFlags ...string) *hub {
 		dataDir:  filepath.Join(dir, "data"),
 		quicAddr: "127.0.0.1:" + strconv.Itoa(freePort(t, freeport.UDP)),
 		httpAddr: "127.0.0.1:" + strconv.Itoa(freePort(t, freeport.TCP)),
+		apiAddr:  "127.0.0.1:" + strconv.Itoa(freePort(t, freeport.TCP)),
 	}
 	args := append([]string{
-		"--data-dir=" + h.dataDir, "--quic-addr=" + h.quicAddr, "--http-addr=" + h.httpAddr, "--hub-id=e2e-hub",
+		"--data-dir=" + h.dataDir, "--quic-addr=" + h.quicAddr, "--http-addr=" + h.httpAddr, "--api-addr=" + h.apiAddr, "--hub-id=e2e-hub",
 		"--cluster-monitor-grace-period=" + testGrace.String(),
 		"--cluster-startup-grace-period=10s",
 		"--failover-eviction-timeout=" + testEvictionTimeout.String(),

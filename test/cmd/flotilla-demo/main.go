@@ -36,6 +36,7 @@ import (
 type options struct {
 	dir, binDir        string
 	quicAddr, httpAddr string
+	apiAddr            string
 	clusters           int
 	grace, eviction    time.Duration
 	toleration         time.Duration
@@ -51,6 +52,7 @@ func main() {
 	flags.StringVar(&o.binDir, "bin-dir", "bin", "folder with flotilla-hub, flotilla-agent and flotilla (make build)")
 	flags.StringVar(&o.quicAddr, "quic-addr", "127.0.0.1:7443", "hub QUIC address")
 	flags.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:7080", "hub API address (the flotilla CLI's default)")
+	flags.StringVar(&o.apiAddr, "api-addr", "127.0.0.1:6443", "hub Kubernetes API address (kubectl --kubeconfig DIR/hub/admin.kubeconfig)")
 	flags.IntVar(&o.clusters, "clusters", 3, "member clusters")
 	flags.DurationVar(&o.grace, "grace", 10*time.Second, "hub --cluster-monitor-grace-period (short, so the demo is quick to watch)")
 	flags.DurationVar(&o.eviction, "eviction-timeout", 30*time.Second, "hub --failover-eviction-timeout")
@@ -156,7 +158,7 @@ func run(ctx context.Context, o options) error {
 	dataDir := filepath.Join(dir, "hub")
 	hubProc := &process.Process{
 		Name: "flotilla-hub", Binary: bin("flotilla-hub"), LogPath: filepath.Join(dir, "hub.log"),
-		Args: []string{"--data-dir=" + dataDir, "--quic-addr=" + o.quicAddr, "--http-addr=" + o.httpAddr, "--hub-id=demo-hub",
+		Args: []string{"--data-dir=" + dataDir, "--quic-addr=" + o.quicAddr, "--http-addr=" + o.httpAddr, "--api-addr=" + o.apiAddr, "--hub-id=demo-hub",
 			"--cluster-monitor-grace-period=" + o.grace.String(), "--failover-eviction-timeout=" + o.eviction.String(),
 			fmt.Sprintf("--default-unreachable-toleration-seconds=%d", int(o.toleration/time.Second)),
 			fmt.Sprintf("--default-not-ready-toleration-seconds=%d", int(o.toleration/time.Second))},

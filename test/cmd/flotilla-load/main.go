@@ -144,11 +144,15 @@ func startHub(o options, dir, dataDir string) (*hubProc, error) {
 	if err != nil {
 		return nil, err
 	}
+	apiPort, err := freeport.TCP()
+	if err != nil {
+		return nil, err
+	}
 	h := &hubProc{quicAddr: "127.0.0.1:" + strconv.Itoa(quicPort), httpAddr: "127.0.0.1:" + strconv.Itoa(httpPort)}
 	h.proc = &process.Process{
 		Name: "flotilla-hub", Binary: o.hubBin, LogPath: filepath.Join(dir, "hub.log"),
 		Env: []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"},
-		Args: []string{"--data-dir=" + dataDir, "--quic-addr=" + h.quicAddr, "--http-addr=" + h.httpAddr,
+		Args: []string{"--data-dir=" + dataDir, "--quic-addr=" + h.quicAddr, "--http-addr=" + h.httpAddr, "--api-addr=127.0.0.1:" + strconv.Itoa(apiPort),
 			"--cluster-monitor-grace-period=" + o.grace.String(), "--cluster-startup-grace-period=" + (2 * o.grace).String(),
 			"--failover-eviction-timeout=1h", "--log-level=warn"},
 	}

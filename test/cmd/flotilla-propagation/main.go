@@ -260,12 +260,16 @@ func startFleet(ctx context.Context, o options, dir string, env *membercluster.E
 	if err != nil {
 		return nil, err
 	}
+	apiPort, err := freeport.TCP()
+	if err != nil {
+		return nil, err
+	}
 	quicAddr := "127.0.0.1:" + strconv.Itoa(quicPort)
 	f := &fleetProcs{httpAddr: "127.0.0.1:" + strconv.Itoa(httpPort)}
 	dataDir := filepath.Join(dir, "hub")
 	env0 := []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"}
 	f.hub = &process.Process{Name: "flotilla-hub", Binary: filepath.Join(o.binDir, "flotilla-hub"), LogPath: filepath.Join(dir, "hub.log"), Env: env0,
-		Args: append([]string{"--data-dir=" + dataDir, "--quic-addr=" + quicAddr, "--http-addr=" + f.httpAddr, "--log-level=" + o.hubLogLevel}, hubArgs...)}
+		Args: append([]string{"--data-dir=" + dataDir, "--quic-addr=" + quicAddr, "--http-addr=" + f.httpAddr, "--api-addr=127.0.0.1:" + strconv.Itoa(apiPort), "--log-level=" + o.hubLogLevel}, hubArgs...)}
 	f.started = time.Now()
 	if err := f.hub.Start(); err != nil {
 		return nil, err
