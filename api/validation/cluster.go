@@ -1,0 +1,51 @@
+package validation
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	sigsjson "sigs.k8s.io/json"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+)
+
+// Cluster decodes and checks a Cluster: its name and labels, and what
+// operators set in its spec. The status is the hub's and is not checked.
+// Unknown fields are not refused: Clusters are written by the hub itself,
+// and a hub of a newer version may know fields this one does not.
+func Cluster(raw []byte) (*v1alpha1.Cluster, field.ErrorList) {
+	c := &v1alpha1.Cluster{}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, c); err != nil {
+		return nil, field.ErrorList{field.Invalid(field.NewPath(""), "", err.Error())}
+	}
+	c.TypeMeta = v1alpha1.TypeMeta(v1alpha1.KindCluster)
+	errs := objectMeta(&c.ObjectMeta, false)
+	errs = append(errs, ClusterSpec(&c.Spec, field.NewPath("spec"))...)
+	return c, errs
+}
+
+// ClusterSpec checks a Cluster's spec: its taints.
+func ClusterSpec(spec *v1alpha1.ClusterSpec, path *field.Path) field.ErrorList {
+	return Taints(spec.Taints, path.Child("taints"))
+}
+
+// Taints checks taints as Kubernetes checks a node's: the key is a
+// qualified name, the value a label value and the effect one of
+// NoSchedule, PreferNoSchedule and NoExecute.
+func Taints(taints []corev1.Taint, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, t := range taints {
+		p := path.Index(i)
+		for _, msg := range validation.IsQualifiedName(t.Key) {
+			errs = append(errs, field.Invalid(p.Child("key"), t.Key, msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(t.Value) {
+			errs = append(errs, field.Invalid(p.Child("value"), t.Value, msg))
+		}
+		if !sets.New(taintEffects...).Has(t.Effect) {
+			errs = append(errs, field.NotSupported(p.Child("effect"), t.Effect, taintEffects))
+		}
+	}
+	return errs
+}

@@ -1,0 +1,106 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/authentication/user"
+
+	appsv1alpha1 "github.com/flotilla-io/flotilla/api/apps/v1alpha1"
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+)
+
+// Protection is the FlotillaProtection plugin. It refuses UPDATE and DELETE
+// of the CustomResourceDefinitions of Flotilla's API groups, and DELETE of
+// the namespace of the cluster leases, to everyone outside the group
+// system:masters (the hub itself and the admin kubeconfig are in it).
+// RBAC alone cannot say this: flotilla-operator may write CRDs, as resource
+// templates, and deleting one of Flotilla's would delete every object of its
+// kind.
+type Protection struct {
+	*admission.Handler
+}
+
+var _ admission.ValidationInterface = (*Protection)(nil)
+
+// NewProtection returns the FlotillaProtection plugin.
+func NewProtection() *Protection {
+	return &Protection{Handler: admission.NewHandler(admission.Update, admission.Delete)}
+}
+
+// protectedGroups are the API groups whose CRDs are the hub's.
+var protectedGroups = []string{v1alpha1.GroupName, appsv1alpha1.GroupName}
+
+var (
+	crdResource       = schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}
+	namespaceResource = schema.GroupResource{Resource: "namespaces"}
+)
+
+// Validate refuses a protected request of a user outside system:masters.
+func (p *Protection) Validate(_ context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	if isMaster(a.GetUserInfo()) {
+		return nil
+	}
+	resource := a.GetResource().GroupResource()
+	name := objectName(a)
+	var why string
+	switch {
+	case resource == crdResource && slices.Contains(protectedGroups, crdGroup(name)):
+		why = fmt.Sprintf("the CustomResourceDefinitions of %s are the Flotilla hub's: deleting one deletes every object of its kind, "+
+			"and the hub installs and upgrades them itself. Only members of group %s (the hub, the admin kubeconfig) may %s them",
+			strings.Join(protectedGroups, " and "), user.SystemPrivilegedGroup, verbOf(a.GetOperation()))
+	case resource == namespaceResource && a.GetOperation() == admission.Delete && name == v1alpha1.LeaseNamespace:
+		why = fmt.Sprintf("namespace %s holds the leases of the member clusters: deleting it would make every cluster look unreachable "+
+			"and evict its workloads. Only members of group %s (the hub, the admin kubeconfig) may delete it",
+			v1alpha1.LeaseNamespace, user.SystemPrivilegedGroup)
+	default:
+		return nil
+	}
+	return apierrors.NewForbidden(resource, name, fmt.Errorf("%s; %s is not one", why, userName(a.GetUserInfo())))
+}
+
+func isMaster(u user.Info) bool {
+	return u != nil && slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup)
+}
+
+func userName(u user.Info) string {
+	if u == nil || u.GetName() == "" {
+		return "the anonymous requester"
+	}
+	return fmt.Sprintf("user %q", u.GetName())
+}
+
+// objectName is the name of the object a request is about. A DELETE of a
+// collection is admitted once with no name and no object, then item by
+// item with the item as the old object and still no name: the name then
+// comes from the object.
+func objectName(a admission.Attributes) string {
+	if a.GetName() != "" {
+		return a.GetName()
+	}
+	for _, obj := range []any{a.GetOldObject(), a.GetObject()} {
+		if m, err := meta.Accessor(obj); err == nil && m.GetName() != "" {
+			return m.GetName()
+		}
+	}
+	return ""
+}
+
+// crdGroup is the API group of the CRD called name (plural.group).
+func crdGroup(name string) string {
+	_, group, _ := strings.Cut(name, ".")
+	return group
+}
+
+func verbOf(op admission.Operation) string {
+	if op == admission.Delete {
+		return "delete"
+	}
+	return "update"
+}
