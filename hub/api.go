@@ -10,14 +10,18 @@ import (
 	"net/http/pprof"
 	"sort"
 	"strings"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/failover"
 	"github.com/flotilla-io/flotilla/hub/objects"
 )
@@ -35,6 +39,8 @@ const (
 // apiServer serves the hub's objects as JSON.
 type apiServer struct {
 	registry *Registry
+	kube     kubernetes.Interface
+	recorder controller.Recorder
 	objects  *objects.Objects
 	agents   *agentServer
 	failover *failover.Controller
@@ -142,38 +148,41 @@ func (a *apiServer) listEvents(w http.ResponseWriter, r *http.Request) {
 			filter[key] = value
 		}
 	}
-	events, err := a.registry.ListEvents(r.Context())
+	selector := fields.Set{}
+	for _, key := range []string{"involvedObject.kind", "involvedObject.name", "involvedObject.namespace"} {
+		if v, ok := filter[key]; ok {
+			selector[key] = v
+		}
+	}
+	list, err := a.kube.CoreV1().Events(metav1.NamespaceAll).List(r.Context(), metav1.ListOptions{FieldSelector: selector.String()})
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	list := corev1.EventList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "EventList"}, Items: []corev1.Event{}}
-	for _, ev := range events {
-		if kind, ok := filter["involvedObject.kind"]; ok && ev.InvolvedObject.Kind != kind {
-			continue
-		}
-		if name, ok := filter["involvedObject.name"]; ok && ev.InvolvedObject.Name != name {
-			continue
-		}
-		if ns, ok := filter["involvedObject.namespace"]; ok && ev.InvolvedObject.Namespace != ns {
-			continue
-		}
-		list.Items = append(list.Items, *ev)
-	}
-	sort.SliceStable(list.Items, func(i, j int) bool {
-		return list.Items[i].LastTimestamp.Before(&list.Items[j].LastTimestamp)
-	})
+	list.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "EventList"}
+	sort.SliceStable(list.Items, func(i, j int) bool { return firstSeen(&list.Items[i]).Before(firstSeen(&list.Items[j])) })
 	writeJSON(w, http.StatusOK, list)
+}
+
+// firstSeen is when an event first happened, from whichever field its
+// recorder set.
+func firstSeen(ev *corev1.Event) time.Time {
+	if !ev.EventTime.IsZero() {
+		return ev.EventTime.Time
+	}
+	return ev.FirstTimestamp.Time
 }
 
 // Stats are the hub's counters, for the load tool and operators.
 type Stats struct {
-	Clusters          int   `json:"clusters"`
-	ConnectedAgents   int   `json:"connectedAgents"`
-	Renewals          int64 `json:"renewals"`
-	StatusReports     int64 `json:"statusReports"`
+	Clusters        int   `json:"clusters"`
+	ConnectedAgents int   `json:"connectedAgents"`
+	Renewals        int64 `json:"renewals"`
+	StatusReports   int64 `json:"statusReports"`
+	// StoreWrites counts the registry's writes of clusters and leases to
+	// the API server; StoreConflicts the writes it had to re-read for.
 	StoreWrites       int64 `json:"storeWrites"`
-	StoreTxns         int64 `json:"storeTxns"`
+	StoreConflicts    int64 `json:"storeConflicts"`
 	Transitions       int64 `json:"readyTransitions"`
 	Events            int64 `json:"events"`
 	RejectedAgentConn int64 `json:"rejectedAgentConnections"`
@@ -181,7 +190,6 @@ type Stats struct {
 	// yet in the store: what a hub crash right now would lose.
 	UnstoredClusters int `json:"unstoredClusters"`
 	UnstoredLeases   int `json:"unstoredLeases"`
-	UnstoredEvents   int `json:"unstoredEvents"`
 	// WorksSent and WorkDeletesSent count Work upserts and deletions sent
 	// to agents.
 	WorksSent       int64 `json:"worksSent"`
@@ -197,7 +205,6 @@ func (a *apiServer) stats(w http.ResponseWriter, _ *http.Request) {
 	clusters := len(a.registry.entries)
 	unstoredClusters := len(a.registry.dirty) + a.registry.writing
 	unstoredLeases := len(a.registry.dirtyLeas)
-	unstoredEvents := len(a.registry.pending) + len(a.registry.inflight)
 	a.registry.mu.Unlock()
 	a.agents.mu.Lock()
 	connected := len(a.agents.sessions)
@@ -208,10 +215,10 @@ func (a *apiServer) stats(w http.ResponseWriter, _ *http.Request) {
 		WorksSent: sent.Upserts, WorkDeletesSent: sent.Deletes, Failover: a.failover.Stats(),
 		Clusters: clusters, ConnectedAgents: connected,
 		Renewals: st.renewals.Load(), StatusReports: st.statusReports.Load(),
-		StoreWrites: st.storeWrites.Load(), StoreTxns: st.storeTxns.Load(),
+		StoreWrites: st.storeWrites.Load(), StoreConflicts: st.storeConflicts.Load(),
 		Transitions: st.transitions.Load(), Events: st.eventsRecorded.Load(),
 		RejectedAgentConn: a.agents.rejected.Load(),
-		UnstoredClusters:  unstoredClusters, UnstoredLeases: unstoredLeases, UnstoredEvents: unstoredEvents,
+		UnstoredClusters:  unstoredClusters, UnstoredLeases: unstoredLeases,
 	})
 }
 

@@ -47,8 +47,8 @@ func purge[T any, PT store.Object[T]](w http.ResponseWriter, req *http.Request, 
 	}
 	spec := specOf(stored)
 	message := fmt.Sprintf("eviction from %s ended by hand (was %s, purge mode %s); its copy there is removed", cluster, task.Reason, v1alpha1.NormalPurgeMode(task.PurgeMode))
-	a.registry.Event(controller.BindingRef(stored), corev1.EventTypeNormal, "EvictionTaskEnded", message)
-	a.registry.Event(controller.TemplateRef(spec.Resource), corev1.EventTypeNormal, "EvictionTaskEnded", message)
+	a.recorder.Event(controller.BindingRef(stored), corev1.EventTypeNormal, "EvictionTaskEnded", message)
+	a.recorder.Event(controller.TemplateRef(spec.Resource), corev1.EventTypeNormal, "EvictionTaskEnded", message)
 	a.logger.Info("eviction task ended by hand", "binding", controller.Key(namespace, name), "cluster", cluster, "remote", req.RemoteAddr)
 	writeJSON(w, http.StatusOK, stored)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/flotilla-io/flotilla/api/crds"
+	"github.com/flotilla-io/flotilla/hub/admission"
 	"github.com/flotilla-io/flotilla/hub/apiserver"
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/store"
@@ -22,8 +23,10 @@ func startAPIServer(ctx, runCtx context.Context, cfg Config, s *store.Store, ca 
 		SANs:            cfg.TLSSANs,
 		AuditLogPath:    cfg.AuditLogPath,
 		AuditPolicyFile: cfg.AuditPolicyFile,
-		ExtraArgs:       cfg.KubeAPIServerArgs,
-		Logger:          cfg.Logger,
+		// The hub's own settings first: --kube-apiserver-arg wins.
+		ExtraArgs: append([]string{"--event-ttl=" + cfg.EventTTL.String()}, cfg.KubeAPIServerArgs...),
+		Admission: admission.Plugins(cfg.Clock),
+		Logger:    cfg.Logger,
 	})
 	if err != nil {
 		return nil, err

@@ -16,7 +16,10 @@ import (
 	"github.com/quic-go/quic-go"
 	"k8s.io/utils/clock"
 
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub/apiserver"
 	"github.com/flotilla-io/flotilla/hub/binding"
+	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/detector"
 	"github.com/flotilla-io/flotilla/hub/dispatch"
 	"github.com/flotilla-io/flotilla/hub/failover"
@@ -54,8 +57,11 @@ type Config struct {
 	FlushInterval time.Duration
 	// LeaseFlushInterval between batched writes of renewed leases.
 	LeaseFlushInterval time.Duration
-	// EventTTL: events older than this are deleted.
+	// EventTTL: events older than this are deleted (the API server's
+	// --event-ttl).
 	EventTTL time.Duration
+	// LeaseWritesPerSecond caps lease writes to the API server.
+	LeaseWritesPerSecond float64
 	// Failover settings: default tolerations, graceful eviction timeout,
 	// partition protection.
 	Failover failover.Config
@@ -80,6 +86,7 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		cfg.Clock = clock.RealClock{}
 	}
 	logger := cfg.Logger
+	apiserver.RouteKlog(logger)
 	s, err := store.Open(ctx, store.Config{DataDir: cfg.DataDir, Endpoints: cfg.EtcdEndpoints, Clock: cfg.Clock, Logger: logger,
 		TLS: store.TLSFiles{CAFile: cfg.EtcdCAFile, CertFile: cfg.EtcdCertFile, KeyFile: cfg.EtcdKeyFile}})
 	if err != nil {
@@ -110,10 +117,35 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		return fmt.Errorf("hub serving certificate: %w", err)
 	}
 	cfg.Health.HubStarted = cfg.Clock.Now()
-	registry, err := NewRegistry(ctx, s, RegistryConfig{Health: cfg.Health, FlushInterval: cfg.FlushInterval, LeaseFlushInterval: cfg.LeaseFlushInterval, EventTTL: cfg.EventTTL, MaxClockSkew: cfg.MaxClockSkew, HubID: cfg.HubID}, cfg.Clock, logger)
+	clients, err := controller.NewClients(api.HubConfig)
 	if err != nil {
 		return err
 	}
+	informers, err := controller.NewInformers(clients, nil)
+	if err != nil {
+		return err
+	}
+	// Events and the registry's writes outlive the controllers: the final
+	// flush runs after everything else has stopped.
+	registryCtx, stopRegistry := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRegistry()
+	recorder := controller.StartEventRecorder(registryCtx, clients.Kube)
+	clusters := informers.Clusters
+	registry, err := NewRegistry(ctx, RegistryAPI{Flotilla: clients.Flotilla, Kube: clients.Kube, Recorder: recorder}, RegistryConfig{
+		Health: cfg.Health, FlushInterval: cfg.FlushInterval, LeaseFlushInterval: cfg.LeaseFlushInterval,
+		LeaseWritesPerSecond: cfg.LeaseWritesPerSecond, MaxClockSkew: cfg.MaxClockSkew, HubID: cfg.HubID,
+	}, cfg.Clock, logger)
+	if err != nil {
+		return err
+	}
+	clusters.AddHandler(func(old, cur *v1alpha1.Cluster) {
+		if cur == nil {
+			registry.Forget(old.Name)
+			return
+		}
+		registry.Observe(cur)
+	})
+	informers.Start(registryCtx)
 
 	resetKey, err := loadStatelessResetKey(cfg.DataDir)
 	if err != nil {
@@ -147,11 +179,10 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	objs := objects.New(s)
 	dispatcher := dispatch.New(objs, cfg.Clock, logger)
 	agents := newAgentServer(registry, dispatcher, cfg.HubID, cfg.Clock, logger)
-	failoverCtl := failover.New(objs, registry, cfg.Clock, cfg.Failover, logger)
-	httpAPI := &apiServer{registry: registry, objects: objs, agents: agents, failover: failoverCtl, logger: logger}
+	failoverCtl := failover.New(objs, clusters, recorder, cfg.Clock, cfg.Failover, logger)
+	httpAPI := &apiServer{registry: registry, kube: clients.Kube, recorder: recorder, objects: objs, agents: agents, failover: failoverCtl, logger: logger}
 	httpServer := &http.Server{Handler: httpAPI.handler(), ReadHeaderTimeout: 10 * time.Second}
 
-	registryCtx, stopRegistry := context.WithCancel(context.WithoutCancel(ctx))
 	agentsCtx, stopAgents := context.WithCancel(ctx)
 	defer stopAgents()
 	agentsDone := make(chan struct{})
@@ -159,11 +190,11 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	wg.Go(func() { registry.Run(registryCtx) })
 	wg.Go(func() { dispatcher.Run(ctx) })
 	wg.Go(func() { detector.New(objs, logger).Run(ctx, controllerWorkers) })
-	wg.Go(func() { scheduling.New(objs, registry, cfg.Clock, logger).Run(ctx, controllerWorkers) })
+	wg.Go(func() { scheduling.New(objs, clusters, recorder, cfg.Clock, logger).Run(ctx, controllerWorkers) })
 	wg.Go(func() { binding.New(objs, cfg.Clock, logger).Run(ctx, controllerWorkers) })
-	wg.Go(func() { status.New(objs, registry, logger).Run(ctx, controllerWorkers) })
+	wg.Go(func() { status.New(objs, clusters, recorder, logger).Run(ctx, controllerWorkers) })
 	wg.Go(func() { failoverCtl.Run(ctx, controllerWorkers) })
-	wg.Go(func() { rebalancer.New(objs, registry, cfg.Clock, logger).Run(ctx, controllerWorkers) })
+	wg.Go(func() { rebalancer.New(objs, recorder, cfg.Clock, logger).Run(ctx, controllerWorkers) })
 	wg.Go(func() { agents.serve(agentsCtx, ln); close(agentsDone) })
 	httpErr := make(chan error, 1)
 	wg.Go(func() { httpErr <- httpServer.Serve(httpLn) })

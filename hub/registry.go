@@ -13,44 +13,51 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	flotillaclient "github.com/flotilla-io/flotilla/api/client/clientset/versioned"
+	flotillav1alpha1 "github.com/flotilla-io/flotilla/api/client/clientset/versioned/typed/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/health"
 	"github.com/flotilla-io/flotilla/lease"
 	"github.com/flotilla-io/flotilla/protocol"
-	"github.com/flotilla-io/flotilla/store"
 )
 
 // Registry holds every cluster's object, lease and health state in memory.
 // Renewals and status reports change memory only; one writer goroutine
-// stores what changed in batches, so store writes grow with the number of
-// clusters, not with the heartbeat rate. Health deadlines sit in one heap
-// served by one timer, so expiry is event-driven.
+// writes what changed to the API server in batches, so API writes grow with
+// the number of clusters, not with the heartbeat rate. Health deadlines sit
+// in one heap served by one timer, so expiry is event-driven.
 //
-// Cluster objects are written only by the writer goroutine, which keeps the
-// in-memory resourceVersion equal to the stored one; API updates go through
-// it too and get optimistic concurrency against that version.
+// The hub owns a Cluster's status and its health taints (written by the
+// writer goroutine: status through the status subresource, taints as a
+// spec update on top of the stored object); operators own labels,
+// annotations and the rest of the spec, and their edits reach memory
+// through the cluster informer (Observe).
 type Registry struct {
 	cfg    RegistryConfig
 	clock  clock.WithTicker
 	logger *slog.Logger
 
-	clusters *store.Resource[v1alpha1.Cluster, *v1alpha1.Cluster]
-	leases   *store.Resource[coordinationv1.Lease, *coordinationv1.Lease]
-	events   *store.Resource[corev1.Event, *corev1.Event]
+	clusters flotillav1alpha1.ClusterInterface
+	leases   coordinationclient.LeaseInterface
+	recorder controller.Recorder
 
 	mu        sync.Mutex
 	entries   map[string]*entry
 	deadlines *lease.Deadlines
 	dirty     map[string]bool // clusters whose object changed since the last flush
 	dirtyLeas map[string]bool // leases renewed since the last flush
-	pending   []*corev1.Event // recorded, not yet being written
-	inflight  []*corev1.Event // being written by the current flush
+	// leaseWritten is when each lease was last written: a flush writes the
+	// longest-waiting ones first when the write budget is short.
+	leaseWritten map[string]time.Time
 
 	wake chan struct{} // the earliest deadline moved earlier
 	// flushSoon asks the writer to store health changes now rather than at
@@ -69,8 +76,10 @@ type RegistryConfig struct {
 	FlushInterval time.Duration
 	// LeaseFlushInterval is how often renewed leases are written.
 	LeaseFlushInterval time.Duration
-	// EventTTL is how long events are kept; zero keeps them forever.
-	EventTTL time.Duration
+	// LeaseWritesPerSecond caps lease writes to the API server (0: no cap):
+	// with many clusters each lease is then written less often than every
+	// LeaseFlushInterval. Health never waits for it; it is decided in memory.
+	LeaseWritesPerSecond float64
 	// MaxClockSkew beyond which ClockSynced goes False.
 	MaxClockSkew time.Duration
 	// HubID names this hub in Cluster status.agent.connectedTo.
@@ -79,7 +88,7 @@ type RegistryConfig struct {
 
 type registryCounters struct {
 	renewals, statusReports     atomic.Int64
-	storeWrites, storeTxns      atomic.Int64
+	storeWrites, storeConflicts atomic.Int64
 	transitions, eventsRecorded atomic.Int64
 }
 
@@ -106,46 +115,68 @@ type updateOutcome struct {
 	err error
 }
 
-// eventNamespace holds events about cluster-scoped objects, as in Kubernetes.
-const eventNamespace = metav1.NamespaceDefault
+// RegistryAPI is how the registry reaches the API server.
+type RegistryAPI struct {
+	Flotilla flotillaclient.Interface
+	Kube     kubernetes.Interface
+	Recorder controller.Recorder
+}
 
-// NewRegistry loads clusters and leases from the store and evaluates them.
-func NewRegistry(ctx context.Context, s *store.Store, cfg RegistryConfig, clk clock.WithTicker, logger *slog.Logger) (*Registry, error) {
+// NewRegistry loads clusters and leases from the API server and evaluates
+// them.
+func NewRegistry(ctx context.Context, api RegistryAPI, cfg RegistryConfig, clk clock.WithTicker, logger *slog.Logger) (*Registry, error) {
 	r := &Registry{
 		cfg: cfg, clock: clk, logger: logger,
-		clusters:  store.For[v1alpha1.Cluster](s, ClusterKind),
-		leases:    store.For[coordinationv1.Lease](s, LeaseKind),
-		events:    store.For[corev1.Event](s, EventKind),
-		entries:   map[string]*entry{},
-		deadlines: lease.NewDeadlines(),
-		dirty:     map[string]bool{},
-		dirtyLeas: map[string]bool{},
-		wake:      make(chan struct{}, 1),
-		flushSoon: make(chan struct{}, 1),
-		updates:   make(chan updateOp),
+		clusters:     api.Flotilla.FlotillaV1alpha1().Clusters(),
+		leases:       api.Kube.CoordinationV1().Leases(v1alpha1.LeaseNamespace),
+		recorder:     api.Recorder,
+		entries:      map[string]*entry{},
+		deadlines:    lease.NewDeadlines(),
+		dirty:        map[string]bool{},
+		dirtyLeas:    map[string]bool{},
+		leaseWritten: map[string]time.Time{},
+		wake:         make(chan struct{}, 1),
+		flushSoon:    make(chan struct{}, 1),
+		updates:      make(chan updateOp),
 	}
-	clusters, _, err := r.clusters.List(ctx, "")
+	if err := ensureNamespace(ctx, api.Kube, v1alpha1.LeaseNamespace); err != nil {
+		return nil, err
+	}
+	clusters, err := r.clusters.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("load clusters: %w", err)
 	}
-	leases, _, err := r.leases.List(ctx, v1alpha1.LeaseNamespace)
+	leases, err := r.leases.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("load leases: %w", err)
 	}
 	byName := map[string]*coordinationv1.Lease{}
-	for _, l := range leases {
-		byName[l.Name] = l
+	for i := range leases.Items {
+		byName[leases.Items[i].Name] = &leases.Items[i]
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.clock.Now()
-	for _, c := range clusters {
+	for i := range clusters.Items {
+		c := &clusters.Items[i]
 		e := restoreEntry(c, byName[c.Name], cfg.Health)
 		r.entries[c.Name] = e
+		if e.lease != nil {
+			r.leaseWritten[c.Name] = now
+		}
 		r.evaluateLocked(c.Name, e, now)
 	}
-	logger.Info("registry loaded", "clusters", len(clusters), "leases", len(leases))
+	logger.Info("registry loaded", "clusters", len(clusters.Items), "leases", len(leases.Items))
 	return r, nil
+}
+
+// ensureNamespace creates namespace ns if it is missing.
+func ensureNamespace(ctx context.Context, client kubernetes.Interface, ns string) error {
+	_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", ns, err)
+	}
+	return nil
 }
 
 // restoreEntry rebuilds health observations and state from stored objects
@@ -280,37 +311,11 @@ func taintsString(taints []corev1.Taint) string {
 	return strings.Join(parts, ",")
 }
 
-// recordLocked queues an event about a cluster for the next flush.
-func (r *Registry) recordLocked(c *v1alpha1.Cluster, eventType, reason, message string, now time.Time) {
+// recordLocked records an event about a cluster (the recorder writes it
+// asynchronously).
+func (r *Registry) recordLocked(c *v1alpha1.Cluster, eventType, reason, message string, _ time.Time) {
 	ref := corev1.ObjectReference{APIVersion: v1alpha1.APIVersion, Kind: v1alpha1.KindCluster, Name: c.Name, UID: c.UID}
-	r.appendEventLocked(ref, eventType, reason, message, now)
-}
-
-// Event records an event about any object (bindings, Works...); it is
-// stored with the cluster events at the next flush. It implements
-// controller.Recorder.
-func (r *Registry) Event(ref corev1.ObjectReference, eventType, reason, message string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.appendEventLocked(ref, eventType, reason, message, r.clock.Now())
-}
-
-func (r *Registry) appendEventLocked(ref corev1.ObjectReference, eventType, reason, message string, now time.Time) {
-	stamp := metav1.NewTime(now)
-	r.pending = append(r.pending, &corev1.Event{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Event"},
-		// uid and creation time are set here, not by the store, because the
-		// API may read the event while the writer stores it.
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", ref.Name, now.UnixNano()+int64(len(r.pending))), Namespace: eventNamespace,
-			UID: uuid.NewUUID(), CreationTimestamp: stamp},
-		InvolvedObject: ref,
-		Reason:         reason, Message: message, Type: eventType,
-		Source:         corev1.EventSource{Component: "flotilla-hub"},
-		FirstTimestamp: stamp, LastTimestamp: stamp, Count: 1,
-		// EventTime keeps microseconds, so detection latency can be measured.
-		EventTime:           metav1.NewMicroTime(now),
-		ReportingController: "flotilla.io/hub", ReportingInstance: r.cfg.HubID,
-	})
+	r.recorder.Event(ref, eventType, reason, message)
 	r.stats.eventsRecorded.Add(1)
 }
 

@@ -3,7 +3,6 @@ package hub
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -15,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
-	"github.com/flotilla-io/flotilla/hub/health"
 	"github.com/flotilla-io/flotilla/lease"
 	"github.com/flotilla-io/flotilla/protocol"
 )
@@ -211,7 +209,7 @@ func (r *Registry) GetCluster(name string) (*v1alpha1.Cluster, error) {
 	defer r.mu.Unlock()
 	e, ok := r.entries[name]
 	if !ok {
-		return nil, apierrors.NewNotFound(ClusterKind.GroupResource(), name)
+		return nil, apierrors.NewNotFound(ClusterResource, name)
 	}
 	return e.obj.DeepCopy(), nil
 }
@@ -235,7 +233,7 @@ func (r *Registry) GetLease(name string) (*coordinationv1.Lease, error) {
 	defer r.mu.Unlock()
 	e, ok := r.entries[name]
 	if !ok || e.lease == nil {
-		return nil, apierrors.NewNotFound(LeaseKind.GroupResource(), name)
+		return nil, apierrors.NewNotFound(coordinationv1.Resource("leases"), name)
 	}
 	return e.lease.DeepCopy(), nil
 }
@@ -268,47 +266,4 @@ func (r *Registry) submit(ctx context.Context, op updateOp) (*v1alpha1.Cluster, 
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-}
-
-// operatorTaints returns the request's taints the hub does not manage,
-// stamping timeAdded on new ones.
-func operatorTaints(taints []corev1.Taint, now time.Time) []corev1.Taint {
-	var out []corev1.Taint
-	for _, t := range taints {
-		if health.IsManaged(t.Key) {
-			continue
-		}
-		if t.TimeAdded == nil {
-			stamp := metav1.NewTime(now)
-			t.TimeAdded = &stamp
-		}
-		out = append(out, t)
-	}
-	return out
-}
-
-// ListEvents returns the stored events and those not yet stored.
-func (r *Registry) ListEvents(ctx context.Context) ([]*corev1.Event, error) {
-	// Unstored events first: one that a flush stores meanwhile is then in
-	// the store's list, never in neither.
-	r.mu.Lock()
-	unstored := make([]*corev1.Event, 0, len(r.inflight)+len(r.pending))
-	for _, ev := range slices.Concat(r.inflight, r.pending) {
-		unstored = append(unstored, ev.DeepCopy())
-	}
-	r.mu.Unlock()
-	stored, _, err := r.events.List(ctx, eventNamespace)
-	if err != nil {
-		return nil, err
-	}
-	seen := make(map[string]bool, len(stored))
-	for _, ev := range stored {
-		seen[ev.Name] = true
-	}
-	for _, ev := range unstored {
-		if !seen[ev.Name] {
-			stored = append(stored, ev)
-		}
-	}
-	return stored, nil
 }

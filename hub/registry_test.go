@@ -17,40 +17,37 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/health"
 	"github.com/flotilla-io/flotilla/lease"
 	"github.com/flotilla-io/flotilla/protocol"
-	"github.com/flotilla-io/flotilla/store"
 )
 
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
-// registryFixture is a registry on a real embedded store with a fake clock.
-// Deadlines are fired by the test (fireDue) instead of the timer loop, and
-// flushes are explicit, so every step is deterministic.
+// registryFixture is a registry on the package's real API server with a
+// fake clock. Deadlines are fired by the test (fireDue) instead of the
+// timer loop, and flushes are explicit, so every step is deterministic.
+// A second fixture in the same test is the hub restarted.
 type registryFixture struct {
 	t        *testing.T
-	dir      string
-	store    *store.Store
 	clock    *clocktesting.FakeClock
 	reg      *Registry
-	shutdown func() // stops the writer (which flushes) and closes the store; idempotent
+	shutdown func() // stops the writer (which flushes); idempotent
 }
 
-func newRegistryFixture(t *testing.T, dir string, clk *clocktesting.FakeClock, hubStarted time.Time) *registryFixture {
+func newRegistryFixture(t *testing.T, clk *clocktesting.FakeClock, hubStarted time.Time) *registryFixture {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
-	s, err := store.Open(t.Context(), store.Config{DataDir: dir, Clock: clk, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := RegistryConfig{Health: health.DefaultConfig(hubStarted), FlushInterval: time.Hour, LeaseFlushInterval: time.Hour, EventTTL: time.Hour, MaxClockSkew: 2 * time.Second, HubID: "hub-test"}
-	reg, err := NewRegistry(t.Context(), s, cfg, clk, logger)
-	if err != nil {
-		s.Close()
-		t.Fatal(err)
-	}
+	api := sharedAPI(t)
 	ctx, cancel := context.WithCancel(context.Background())
+	api.Recorder = controller.StartEventRecorder(ctx, api.Kube)
+	cfg := RegistryConfig{Health: health.DefaultConfig(hubStarted), FlushInterval: time.Hour, LeaseFlushInterval: time.Hour, MaxClockSkew: 2 * time.Second, HubID: "hub-test"}
+	reg, err := NewRegistry(t.Context(), api, cfg, clk, logger)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { reg.runWriter(ctx) })
 	var once sync.Once
@@ -58,11 +55,10 @@ func newRegistryFixture(t *testing.T, dir string, clk *clocktesting.FakeClock, h
 		once.Do(func() {
 			cancel()
 			wg.Wait()
-			s.Close()
 		})
 	}
 	t.Cleanup(shutdown)
-	return &registryFixture{t: t, dir: dir, store: s, clock: clk, reg: reg, shutdown: shutdown}
+	return &registryFixture{t: t, clock: clk, reg: reg, shutdown: shutdown}
 }
 
 func (f *registryFixture) connect(name string) {
@@ -125,7 +121,7 @@ func taintsOf(c *v1alpha1.Cluster) []taintSummary {
 
 func TestRegistryHealthLifecycle(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
-	f := newRegistryFixture(t, t.TempDir(), clk, t0.Add(-time.Hour))
+	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
 	f.connect("edge-1")
 	f.renew("edge-1")
 	if got := readyOf(f.cluster("edge-1")); got != metav1.ConditionTrue {
@@ -156,22 +152,16 @@ func TestRegistryHealthLifecycle(t *testing.T) {
 	}
 
 	f.flush()
-	stored, err := f.reg.clusters.Get(t.Context(), "", "edge-1")
+	stored, err := f.reg.clusters.Get(t.Context(), "edge-1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if readyOf(stored) != metav1.ConditionTrue || stored.ResourceVersion != f.cluster("edge-1").ResourceVersion {
 		t.Errorf("stored cluster: Ready %q rv %s, want True and the in-memory rv %s", readyOf(stored), stored.ResourceVersion, f.cluster("edge-1").ResourceVersion)
 	}
-	events, _, err := f.reg.events.List(t.Context(), eventNamespace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var reasons []string
-	for _, ev := range events {
-		reasons = append(reasons, ev.Reason)
-	}
-	for _, reason := range []string{"Registered", "AgentConnected", v1alpha1.ReasonLeaseExpired, "TaintAdded", "TaintRemoved", v1alpha1.ReasonClusterReady} {
+	wantReasons := []string{"Registered", "AgentConnected", v1alpha1.ReasonLeaseExpired, "TaintAdded", "TaintRemoved", v1alpha1.ReasonClusterReady}
+	reasons := eventReasons(t, "edge-1", wantReasons...)
+	for _, reason := range wantReasons {
 		if !slices.Contains(reasons, reason) {
 			t.Errorf("no %s event among %v", reason, reasons)
 		}
@@ -180,7 +170,7 @@ func TestRegistryHealthLifecycle(t *testing.T) {
 
 func TestRegistryAPIServerUnhealthy(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
-	f := newRegistryFixture(t, t.TempDir(), clk, t0.Add(-time.Hour))
+	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
 	f.connect("edge-1")
 	f.renew("edge-1")
 	report := &protocol.ClusterStatus{ObservedAt: t0, APIServerHealthy: false, HealthMessage: "readyz: connection refused", NodesTotal: 3, NodesReady: 3}
@@ -202,16 +192,15 @@ func TestRegistryAPIServerUnhealthy(t *testing.T) {
 }
 
 func TestRegistryRestartKeepsStateAndGrace(t *testing.T) {
-	dir := t.TempDir()
 	clk := clocktesting.NewFakeClock(t0)
-	first := newRegistryFixture(t, dir, clk, t0.Add(-time.Hour))
+	first := newRegistryFixture(t, clk, t0.Add(-time.Hour))
 	first.connect("edge-1")
 	first.renew("edge-1")
 	before := first.cluster("edge-1")
 	first.shutdown() // the writer flushes on its way out
 
 	clk.Step(30 * time.Second)
-	second := newRegistryFixture(t, dir, clk, clk.Now())
+	second := newRegistryFixture(t, clk, clk.Now())
 	c := second.cluster("edge-1")
 	if readyOf(c) != metav1.ConditionTrue || c.UID != before.UID {
 		t.Fatalf("after restart: Ready %q uid %s, want True and uid %s", readyOf(c), c.UID, before.UID)
@@ -233,7 +222,7 @@ func TestRegistryRestartKeepsStateAndGrace(t *testing.T) {
 
 func TestRegistryUpdateCluster(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
-	f := newRegistryFixture(t, t.TempDir(), clk, t0.Add(-time.Hour))
+	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
 	f.connect("edge-1")
 	f.renew("edge-1")
 	f.flush()
@@ -275,7 +264,7 @@ func TestRegistryUpdateCluster(t *testing.T) {
 
 func TestRegistryClockSkew(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
-	f := newRegistryFixture(t, t.TempDir(), clk, t0.Add(-time.Hour))
+	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
 	f.connect("edge-1")
 	if _, err := f.reg.Renew("edge-1", "agent", t0.Add(10*time.Second)); err != nil {
 		t.Fatal(err)
@@ -294,7 +283,7 @@ func TestRegistryClockSkew(t *testing.T) {
 // that one flush writes each lease once.
 func TestRegistryBatchesLeaseWrites(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
-	f := newRegistryFixture(t, t.TempDir(), clk, t0.Add(-time.Hour))
+	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
 	const clusters, renewals = 50, 10
 	for i := range clusters {
 		f.connect(fmt.Sprintf("edge-%d", i))
@@ -319,10 +308,11 @@ func TestRegistryBatchesLeaseWrites(t *testing.T) {
 	if leaseWrites > 3*clusters+clusters {
 		t.Errorf("%d store writes for %d renewals of %d clusters", leaseWrites, clusters*renewals, clusters)
 	}
-	leases, _, err := f.reg.leases.List(t.Context(), v1alpha1.LeaseNamespace)
+	list, err := f.reg.leases.List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	leases := list.Items
 	if len(leases) != clusters {
 		t.Fatalf("%d leases stored, want %d", len(leases), clusters)
 	}
@@ -364,7 +354,7 @@ func BenchmarkRenew(b *testing.B) {
 
 func TestRegistryNeverRenewedClusterGoesUnknown(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
-	f := newRegistryFixture(t, t.TempDir(), clk, t0.Add(-time.Hour))
+	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
 	f.connect("silent") // hello, then nothing
 	f.advance(60*time.Second - time.Millisecond)
 	if got := readyOf(f.cluster("silent")); got != "" {
@@ -381,9 +371,8 @@ func TestRegistryNeverRenewedClusterGoesUnknown(t *testing.T) {
 // if lose is set), restarts the hub, and returns the cluster before and after.
 func sickAcrossRestart(t *testing.T, lose bool) (before, after *v1alpha1.Cluster) {
 	t.Helper()
-	dir := t.TempDir()
 	clk := clocktesting.NewFakeClock(t0)
-	f := newRegistryFixture(t, dir, clk, t0.Add(-time.Hour))
+	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
 	f.connect("edge-1")
 	f.renew("edge-1")
 	if err := f.reg.Status("edge-1", &protocol.ClusterStatus{ObservedAt: t0, APIServerHealthy: false, HealthMessage: "readyz: refused"}); err != nil {
@@ -397,7 +386,7 @@ func sickAcrossRestart(t *testing.T, lose bool) (before, after *v1alpha1.Cluster
 	}
 	before = f.cluster("edge-1")
 	f.shutdown()
-	second := newRegistryFixture(t, dir, clk, clk.Now())
+	second := newRegistryFixture(t, clk, clk.Now())
 	return before, second.cluster("edge-1")
 }
 
@@ -418,23 +407,23 @@ func TestRegistryRestartKeepsSickClustersSick(t *testing.T) {
 
 func TestRegistryRefusedUpdateChangesNothing(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
-	f := newRegistryFixture(t, t.TempDir(), clk, t0.Add(-time.Hour))
+	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
 	f.connect("edge-1")
 	f.renew("edge-1")
 	f.flush()
 	c := f.cluster("edge-1")
 	// Someone writes the store behind the hub's back: the hub's next write conflicts.
-	stored, err := f.reg.clusters.Get(t.Context(), "", "edge-1")
+	stored, err := f.reg.clusters.Get(t.Context(), "edge-1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stored.Labels = map[string]string{"elsewhere": "true"}
-	if _, err := f.reg.clusters.Update(t.Context(), stored); err != nil {
+	if _, err := f.reg.clusters.Update(t.Context(), stored, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	c.Spec.Unschedulable = true
 	if _, err := f.reg.UpdateCluster(t.Context(), c); !apierrors.IsConflict(err) {
-		t.Fatalf("err = %v, want Conflict from the store", err)
+		t.Fatalf("err = %v, want Conflict from the API server", err)
 	}
 	after := f.cluster("edge-1")
 	if after.Spec.Unschedulable || len(after.Spec.Taints) != 0 {
@@ -451,22 +440,22 @@ func TestRegistryRefusedUpdateChangesNothing(t *testing.T) {
 // must still store memory's state, not defer it to a flush that never comes.
 func TestRegistryFlushAfterUnseenWriteStoresMemory(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
-	f := newRegistryFixture(t, t.TempDir(), clk, t0.Add(-time.Hour))
+	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
 	f.connect("edge-1")
 	f.renew("edge-1")
 	f.flush()
-	stored, err := f.reg.clusters.Get(t.Context(), "", "edge-1")
+	stored, err := f.reg.clusters.Get(t.Context(), "edge-1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.reg.clusters.Update(t.Context(), stored); err != nil { // the write the hub never saw
+	if _, err := f.reg.clusters.Update(t.Context(), stored, metav1.UpdateOptions{}); err != nil { // the write the hub never saw
 		t.Fatal(err)
 	}
 	if err := f.reg.Status("edge-1", &protocol.ClusterStatus{ObservedAt: t0, APIServerHealthy: true, KubernetesVersion: "v1.37.2"}); err != nil {
 		t.Fatal(err)
 	}
 	f.flush()
-	got, err := f.reg.clusters.Get(t.Context(), "", "edge-1")
+	got, err := f.reg.clusters.Get(t.Context(), "edge-1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,34 +476,9 @@ func TestGrantedLease(t *testing.T) {
 	}
 }
 
-func TestRegistryPrunesOldEvents(t *testing.T) {
-	clk := clocktesting.NewFakeClock(t0)
-	f := newRegistryFixture(t, t.TempDir(), clk, t0.Add(-time.Hour))
-	f.connect("edge-1")
-	f.flush()
-	clk.Step(2 * time.Hour)
-	f.renew("edge-1") // a fresh event: Ready
-	f.flush()
-	if _, err := f.reg.submit(t.Context(), updateOp{run: f.reg.pruneEvents}); err != nil {
-		t.Fatal(err)
-	}
-	events, _, err := f.reg.events.List(t.Context(), eventNamespace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ev := range events {
-		if ev.LastTimestamp.Time.Before(clk.Now().Add(-time.Hour)) {
-			t.Errorf("event %s (%s) older than the TTL survived", ev.Name, ev.Reason)
-		}
-	}
-	if len(events) == 0 {
-		t.Error("the recent events were pruned too")
-	}
-}
-
 func TestRegistryKeepsServedAPIsUntilTheAgentSendsNew(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
-	f := newRegistryFixture(t, t.TempDir(), clk, t0.Add(-time.Hour))
+	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
 	f.connect("edge-1")
 	apis := &protocol.ServedAPIs{Items: []protocol.APIEnablement{{GroupVersion: "apps/v1", Resources: []protocol.APIResource{{Name: "deployments", Kind: "Deployment"}}}}}
 	for _, report := range []*protocol.ClusterStatus{
@@ -536,7 +500,7 @@ func TestRegistryKeepsServedAPIsUntilTheAgentSendsNew(t *testing.T) {
 // asked for (which kept clusters from going Unknown for grace + 120 s).
 func TestRegistryRestartGraceUsesTheGrantedLease(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
-	f := newRegistryFixture(t, t.TempDir(), clk, t0)
+	f := newRegistryFixture(t, clk, t0)
 	hello := &protocol.Hello{ProtocolVersion: protocol.Version, ClusterName: "edge-1", AgentVersion: "v-test", LeaseDurationSeconds: 120}
 	if err := f.reg.Connect(t.Context(), hello, "session-edge-1", "192.0.2.1:4000"); err != nil {
 		t.Fatal(err)

@@ -2,28 +2,37 @@ package hub
 
 import (
 	"context"
-	"errors"
+	"slices"
+	"strconv"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/api/validation"
 	"github.com/flotilla-io/flotilla/hub/health"
 )
 
 // finalFlushTimeout bounds the flush on shutdown; storeOpTimeout bounds
-// each write round, so a stalled store fails requests instead of hanging
-// them (what was not written is retried at the next flush).
+// each write round, so a stalled API server fails requests instead of
+// hanging them (what was not written is retried at the next flush).
 const (
 	finalFlushTimeout = 10 * time.Second
 	storeOpTimeout    = 30 * time.Second
 )
+
+// fieldManager names the hub's writes in managedFields.
+const fieldManager = "flotilla-hub"
+
+// leaseWriters is how many lease writes a flush has in flight at once.
+const leaseWriters = 8
 
 func withTimeout(ctx context.Context, f func(context.Context)) {
 	ctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
@@ -31,26 +40,25 @@ func withTimeout(ctx context.Context, f func(context.Context)) {
 	f(ctx)
 }
 
-// runWriter is the only goroutine that writes clusters, leases and events:
-// a flush every FlushInterval, and registrations and API updates in between.
+// runWriter is the only goroutine that writes clusters and leases: a flush
+// every FlushInterval, and registrations and API updates in between.
 //
 // Leases have their own, longer interval: each is written at most once per
-// LeaseFlushInterval however often its agent renews, so lease writes grow
-// with the number of clusters, not with the heartbeat rate. Health is
-// decided in memory; the stored renewTime only matters after a restart,
-// which gets its own grace.
+// LeaseFlushInterval however often its agent renews (and less often when
+// LeaseWritesPerSecond is short for the fleet), so lease writes grow with
+// the number of clusters, not with the heartbeat rate. Health is decided
+// in memory; the stored renewTime only matters after a restart, which gets
+// its own grace.
 func (r *Registry) runWriter(ctx context.Context) {
 	ticker := r.clock.NewTicker(r.cfg.FlushInterval)
 	defer ticker.Stop()
 	leaseTicker := r.clock.NewTicker(r.cfg.LeaseFlushInterval)
 	defer leaseTicker.Stop()
-	pruneTicker := r.clock.NewTicker(eventPruneInterval)
-	defer pruneTicker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlushTimeout)
-			r.flushLeases(final)
+			r.flushLeases(final, 0)
 			r.flush(final)
 			cancel()
 			return
@@ -59,9 +67,7 @@ func (r *Registry) runWriter(ctx context.Context) {
 		case <-r.flushSoon:
 			withTimeout(ctx, r.flush)
 		case <-leaseTicker.C():
-			withTimeout(ctx, r.flushLeases)
-		case <-pruneTicker.C():
-			withTimeout(ctx, r.pruneEvents)
+			withTimeout(ctx, func(ctx context.Context) { r.flushLeases(ctx, r.leaseBudget()) })
 		case op := <-r.updates:
 			withTimeout(ctx, func(ctx context.Context) {
 				obj, err := r.apply(ctx, op)
@@ -71,47 +77,21 @@ func (r *Registry) runWriter(ctx context.Context) {
 	}
 }
 
-// eventPruneInterval is how often events older than EventTTL are deleted.
-const eventPruneInterval = 10 * time.Minute
-
-// pruneEvents deletes stored events older than the TTL, so events grow with
-// recent activity, not with the hub's age.
-func (r *Registry) pruneEvents(ctx context.Context) {
-	if r.cfg.EventTTL <= 0 {
-		return
+// leaseBudget is how many leases one flush may write (0: all).
+func (r *Registry) leaseBudget() int {
+	if r.cfg.LeaseWritesPerSecond <= 0 {
+		return 0
 	}
-	events, _, err := r.events.List(ctx, eventNamespace)
-	if err != nil {
-		r.logger.Error("list events to prune", "err", err)
-		return
-	}
-	cutoff := r.clock.Now().Add(-r.cfg.EventTTL)
-	pruned := 0
-	for _, ev := range events {
-		if !ev.LastTimestamp.Time.Before(cutoff) {
-			continue
-		}
-		if err := r.events.Delete(ctx, ev.Namespace, ev.Name); err != nil && !apierrors.IsNotFound(err) {
-			r.logger.Error("prune event", "event", ev.Name, "err", err)
-			return
-		}
-		pruned++
-	}
-	if pruned > 0 {
-		r.countWrites(pruned, pruned)
-		r.logger.Debug("pruned events", "count", pruned, "olderThan", r.cfg.EventTTL)
-	}
+	return max(1, int(r.cfg.LeaseWritesPerSecond*r.cfg.LeaseFlushInterval.Seconds()))
 }
 
-// flush writes every changed cluster and pending event.
+// flush writes every changed cluster.
 func (r *Registry) flush(ctx context.Context) {
 	r.mu.Lock()
 	clusters := make([]*v1alpha1.Cluster, 0, len(r.dirty))
 	for name := range r.dirty {
 		clusters = append(clusters, r.entries[name].obj.DeepCopy())
 	}
-	events := r.pending
-	r.pending, r.inflight = nil, events
 	clear(r.dirty)
 	r.writing = len(clusters)
 	r.mu.Unlock()
@@ -122,84 +102,170 @@ func (r *Registry) flush(ctx context.Context) {
 	r.mu.Lock()
 	r.writing = 0
 	r.mu.Unlock()
-	if len(events) == 0 {
-		return
-	}
-	_, err := r.events.PutBatch(ctx, events)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.inflight = nil
-	if err != nil {
-		r.logger.Error("store events", "count", len(events), "err", err)
-		r.pending = append(events, r.pending...)
-		return
-	}
-	r.countWrites(len(events), txnCount(len(events)))
 }
 
-func txnCount(objects int) int { return (objects + 127) / 128 }
+func (r *Registry) countWrites(objects int) { r.stats.storeWrites.Add(int64(objects)) }
 
-func (r *Registry) countWrites(objects, txns int) {
-	r.stats.storeWrites.Add(int64(objects))
-	r.stats.storeTxns.Add(int64(txns))
-}
-
-// flushLeases writes the renewed leases in batches and keeps the uid the
-// store stamped on new ones; on failure they are written again next time.
-func (r *Registry) flushLeases(ctx context.Context) {
+// flushLeases writes renewed leases, at most budget of them (0: all),
+// those written longest ago first; the rest stay dirty for the next flush.
+func (r *Registry) flushLeases(ctx context.Context, budget int) {
 	r.mu.Lock()
-	leases := make([]*coordinationv1.Lease, 0, len(r.dirtyLeas))
+	names := make([]string, 0, len(r.dirtyLeas))
 	for name := range r.dirtyLeas {
-		leases = append(leases, r.entries[name].lease.DeepCopy())
+		names = append(names, name)
 	}
-	clear(r.dirtyLeas)
+	if budget > 0 && len(names) > budget {
+		slices.SortFunc(names, func(a, b string) int { return r.leaseWritten[a].Compare(r.leaseWritten[b]) })
+		names = names[:budget]
+	}
+	leases := make([]*coordinationv1.Lease, 0, len(names))
+	for _, name := range names {
+		leases = append(leases, r.entries[name].lease.DeepCopy())
+		delete(r.dirtyLeas, name)
+	}
 	r.mu.Unlock()
 	if len(leases) == 0 {
 		return
 	}
-	_, err := r.leases.PutBatch(ctx, leases)
+	work := make(chan *coordinationv1.Lease)
+	var wg sync.WaitGroup
+	for range min(leaseWriters, len(leases)) {
+		wg.Go(func() {
+			for l := range work {
+				r.writeLease(ctx, l)
+			}
+		})
+	}
+	for _, l := range leases {
+		work <- l
+	}
+	close(work)
+	wg.Wait()
+}
+
+// writeLease creates or updates one lease and keeps the stored version in
+// memory; on failure it is written again at the next flush.
+func (r *Registry) writeLease(ctx context.Context, l *coordinationv1.Lease) {
+	stored, err := r.putLease(ctx, l)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	e, ok := r.entries[l.Name]
+	if !ok {
+		return // the cluster was deleted meanwhile
+	}
 	if err != nil {
-		r.logger.Error("store leases", "count", len(leases), "err", err)
-		for _, l := range leases {
-			r.dirtyLeas[l.Name] = true
-		}
+		r.logger.Error("write lease", "cluster", l.Name, "err", err)
+		r.dirtyLeas[l.Name] = true
 		return
 	}
-	r.countWrites(len(leases), txnCount(len(leases)))
-	for _, l := range leases {
-		if e, ok := r.entries[l.Name]; ok && e.lease.UID == "" {
-			e.lease.UID, e.lease.CreationTimestamp = l.UID, l.CreationTimestamp
-		}
+	r.countWrites(1)
+	r.leaseWritten[l.Name] = r.clock.Now()
+	if e.lease != nil {
+		e.lease.ResourceVersion, e.lease.UID, e.lease.CreationTimestamp = stored.ResourceVersion, stored.UID, stored.CreationTimestamp
 	}
 }
 
-// writeCluster stores one cluster and records the new resourceVersion in
-// memory. A conflict means the store holds a version memory has not seen:
-// someone else wrote it, or an earlier write landed although its caller
-// saw an error (a cancelled context). Memory wins: the write is retried at
-// once on top of the stored version, and at the next flush if that fails.
-func (r *Registry) writeCluster(ctx context.Context, c *v1alpha1.Cluster) {
-	updated, err := r.clusters.Update(ctx, c)
-	if apierrors.IsConflict(err) {
-		if stored, getErr := r.clusters.Get(ctx, "", c.Name); getErr == nil {
-			c.ResourceVersion = stored.ResourceVersion
-			updated, err = r.clusters.Update(ctx, c)
-			r.mu.Lock()
-			r.entries[c.Name].obj.ResourceVersion = stored.ResourceVersion
-			r.mu.Unlock()
+// putLease writes l over whatever is stored: memory holds the truth.
+func (r *Registry) putLease(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	if l.ResourceVersion == "" {
+		created, err := r.leases.Create(ctx, l, metav1.CreateOptions{FieldManager: fieldManager})
+		if !apierrors.IsAlreadyExists(err) {
+			return created, err
 		}
+	}
+	updated, err := r.leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: fieldManager})
+	if !apierrors.IsConflict(err) && !(l.ResourceVersion == "" && apierrors.IsInvalid(err)) {
+		return updated, err
+	}
+	r.stats.storeConflicts.Add(1)
+	stored, err := r.leases.Get(ctx, l.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	l.ResourceVersion, l.UID = stored.ResourceVersion, stored.UID
+	return r.leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: fieldManager})
+}
+
+// writeCluster stores what the hub owns of one cluster: its status (the
+// status subresource; memory wins over whatever is stored) and its health
+// taints (a spec update on top of the stored spec, so operators' fields
+// are never overwritten). The new resourceVersion goes to memory.
+func (r *Registry) writeCluster(ctx context.Context, c *v1alpha1.Cluster) {
+	stored, err := r.writeStatus(ctx, c)
+	if err == nil && !sameTaints(managedTaints(stored.Spec.Taints), managedTaints(c.Spec.Taints)) {
+		stored, err = r.writeHealthTaints(ctx, stored, managedTaints(c.Spec.Taints))
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	e, ok := r.entries[c.Name]
+	if !ok {
+		return
+	}
 	if err != nil {
-		r.logger.Error("store cluster", "cluster", c.Name, "err", err)
+		if apierrors.IsNotFound(err) {
+			return // deleted through the API; Forget drops it from memory
+		}
+		r.logger.Error("write cluster", "cluster", c.Name, "err", err)
 		r.dirty[c.Name] = true
 		return
 	}
-	r.countWrites(1, 1)
-	r.entries[c.Name].obj.ResourceVersion = updated.ResourceVersion
+	e.obj.ResourceVersion = newerVersion(e.obj.ResourceVersion, stored.ResourceVersion)
+}
+
+// newerVersion returns the later of two resourceVersions. They are etcd
+// revisions; should one not be a number, b (the one just seen) wins.
+func newerVersion(a, b string) string {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	if errA == nil && errB == nil && x > y {
+		return a
+	}
+	return b
+}
+
+func (r *Registry) writeStatus(ctx context.Context, c *v1alpha1.Cluster) (*v1alpha1.Cluster, error) {
+	stored, err := r.clusters.UpdateStatus(ctx, c, metav1.UpdateOptions{FieldManager: fieldManager})
+	if apierrors.IsConflict(err) {
+		r.stats.storeConflicts.Add(1)
+		var latest *v1alpha1.Cluster
+		if latest, err = r.clusters.Get(ctx, c.Name, metav1.GetOptions{}); err == nil {
+			c.ResourceVersion = latest.ResourceVersion
+			stored, err = r.clusters.UpdateStatus(ctx, c, metav1.UpdateOptions{FieldManager: fieldManager})
+		}
+	}
+	if err == nil {
+		r.countWrites(1)
+	}
+	return stored, err
+}
+
+// writeHealthTaints replaces the health taints of stored with managed,
+// keeping every other taint; a conflict re-reads and tries again.
+func (r *Registry) writeHealthTaints(ctx context.Context, stored *v1alpha1.Cluster, managed []corev1.Taint) (*v1alpha1.Cluster, error) {
+	const attempts = 3
+	var err error
+	for range attempts {
+		next := stored.DeepCopy()
+		next.Spec.Taints = append(operatorTaints(stored.Spec.Taints), managed...)
+		var updated *v1alpha1.Cluster
+		updated, err = r.clusters.Update(ctx, next, metav1.UpdateOptions{FieldManager: fieldManager})
+		if err == nil {
+			r.countWrites(1)
+			return updated, nil
+		}
+		if !apierrors.IsConflict(err) {
+			return nil, err
+		}
+		r.stats.storeConflicts.Add(1)
+		if stored, err = r.clusters.Get(ctx, stored.Name, metav1.GetOptions{}); err != nil {
+			return nil, err
+		}
+	}
+	return nil, err
+}
+
+func sameTaints(a, b []corev1.Taint) bool {
+	return equality.Semantic.DeepEqual(a, b) || len(a) == 0 && len(b) == 0
 }
 
 // apply runs a registration, an API update or other writer work.
@@ -218,7 +284,7 @@ func (r *Registry) apply(ctx context.Context, op updateOp) (*v1alpha1.Cluster, e
 // (flushes never overlap), and returns when done.
 func (r *Registry) Flush(ctx context.Context) error {
 	_, err := r.submit(ctx, updateOp{run: func(ctx context.Context) {
-		r.flushLeases(ctx)
+		r.flushLeases(ctx, 0)
 		r.flush(ctx)
 	}})
 	return err
@@ -234,18 +300,23 @@ func (r *Registry) register(ctx context.Context, name string) (*v1alpha1.Cluster
 		defer r.mu.Unlock()
 		return e.obj.DeepCopy(), nil // registered by an earlier connection meanwhile
 	}
-	created, err := r.clusters.Create(ctx, &v1alpha1.Cluster{TypeMeta: v1alpha1.TypeMeta(v1alpha1.KindCluster), ObjectMeta: metav1.ObjectMeta{Name: name}})
+	created, err := r.clusters.Create(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{FieldManager: fieldManager})
 	if apierrors.IsAlreadyExists(err) {
-		created, err = r.clusters.Get(ctx, "", name)
+		created, err = r.clusters.Get(ctx, name, metav1.GetOptions{}) // created through the API first
+	} else if err == nil {
+		r.countWrites(1)
 	}
 	if err != nil {
 		return nil, err
 	}
-	r.countWrites(1, 1)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if e, known := r.entries[name]; known { // observed through the informer meanwhile
+		return e.obj.DeepCopy(), nil
+	}
 	now := r.clock.Now()
-	e = &entry{obj: created, obs: health.Observations{Registered: created.CreationTimestamp.Time}}
+	// Registered by the hub's clock, like every time health is judged by.
+	e = &entry{obj: created, obs: health.Observations{Registered: now, Cordoned: created.Spec.Unschedulable}}
 	r.entries[name] = e
 	r.recordLocked(created, corev1.EventTypeNormal, "Registered", "cluster registered on its agent's first connection", now)
 	// Arms the startup-grace deadline, in case the agent never renews.
@@ -254,51 +325,41 @@ func (r *Registry) register(ctx context.Context, name string) (*v1alpha1.Cluster
 	return created.DeepCopy(), nil
 }
 
-// update applies an API update through the store, checking the version.
+// update applies an API update of labels, annotations and spec (the hub's
+// HTTP API; kubectl writes the API server directly and reaches memory
+// through Observe). Optimistic: the API server refuses it unless
+// req.resourceVersion is the stored one.
 func (r *Registry) update(ctx context.Context, req *v1alpha1.Cluster) (*v1alpha1.Cluster, error) {
 	r.mu.Lock()
 	e, ok := r.entries[req.Name]
 	if !ok {
 		r.mu.Unlock()
-		return nil, apierrors.NewNotFound(ClusterKind.GroupResource(), req.Name)
+		return nil, apierrors.NewNotFound(ClusterResource, req.Name)
 	}
-	if req.ResourceVersion != e.obj.ResourceVersion {
-		r.mu.Unlock()
-		return nil, apierrors.NewConflict(ClusterKind.GroupResource(), req.Name,
-			errors.New("the object has been modified; please apply your changes to the latest version and try again"))
-	}
-	now := r.clock.Now()
-	wasCordoned := e.obj.Spec.Unschedulable
-	before, beforeObs, beforeState := e.obj, e.obs, e.state // restored if the store refuses
-	next := e.obj.DeepCopy()
-	next.Labels, next.Annotations = req.Labels, req.Annotations
 	managed := managedTaints(e.obj.Spec.Taints)
-	next.Spec = req.Spec
-	next.Spec.Taints = append(operatorTaints(req.Spec.Taints, now), managed...)
-	e.obj = next
-	e.obs.Cordoned = next.Spec.Unschedulable
-	if wasCordoned != next.Spec.Unschedulable {
-		reason := map[bool]string{true: "Cordoned", false: "Uncordoned"}[next.Spec.Unschedulable]
-		r.recordLocked(next, corev1.EventTypeNormal, reason, "cluster marked "+map[bool]string{true: "unschedulable", false: "schedulable"}[next.Spec.Unschedulable], now)
-	}
-	r.evaluateLocked(req.Name, e, now)
-	toStore := e.obj.DeepCopy()
-	delete(r.dirty, req.Name)
 	r.mu.Unlock()
 
-	updated, err := r.clusters.Update(ctx, toStore)
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	latest, err := r.clusters.Get(ctx, req.Name, metav1.GetOptions{})
 	if err != nil {
-		// A refused update changes nothing. Health changes that happened
-		// meanwhile are re-derived by evaluating again.
-		e.obj, e.obs, e.state = before, beforeObs, beforeState
-		r.evaluateLocked(req.Name, e, r.clock.Now())
 		return nil, err
 	}
-	r.countWrites(1, 1)
-	e.obj.ResourceVersion = updated.ResourceVersion
-	return e.obj.DeepCopy(), nil
+	next := latest.DeepCopy()
+	next.ResourceVersion = req.ResourceVersion
+	next.Labels, next.Annotations = req.Labels, req.Annotations
+	next.Spec = req.Spec
+	next.Spec.Taints = append(stampTaints(operatorTaints(req.Spec.Taints), r.clock.Now()), managed...)
+	updated, err := r.clusters.Update(ctx, next, metav1.UpdateOptions{FieldManager: fieldManager})
+	if err != nil {
+		return nil, err
+	}
+	r.countWrites(1)
+	r.Observe(updated)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.entries[req.Name]; ok {
+		return e.obj.DeepCopy(), nil
+	}
+	return updated, nil
 }
 
 func managedTaints(taints []corev1.Taint) []corev1.Taint {
@@ -311,25 +372,34 @@ func managedTaints(taints []corev1.Taint) []corev1.Taint {
 	return out
 }
 
-// validateSpec rejects an update the hub cannot store, naming the field.
-func validateSpec(c *v1alpha1.Cluster) error {
-	var errs field.ErrorList
-	taints := field.NewPath("spec", "taints")
-	for i, t := range c.Spec.Taints {
-		p := taints.Index(i)
-		for _, msg := range validation.IsQualifiedName(t.Key) {
-			errs = append(errs, field.Invalid(p.Child("key"), t.Key, msg))
-		}
-		for _, msg := range validation.IsValidLabelValue(t.Value) {
-			errs = append(errs, field.Invalid(p.Child("value"), t.Value, msg))
-		}
-		switch t.Effect {
-		case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
-		default:
-			errs = append(errs, field.NotSupported(p.Child("effect"), t.Effect, []string{"NoSchedule", "PreferNoSchedule", "NoExecute"}))
+// operatorTaints returns the taints the hub does not manage.
+func operatorTaints(taints []corev1.Taint) []corev1.Taint {
+	var out []corev1.Taint
+	for _, t := range taints {
+		if !health.IsManaged(t.Key) {
+			out = append(out, t)
 		}
 	}
-	if len(errs) > 0 {
+	return out
+}
+
+// stampTaints sets timeAdded on taints that have none.
+func stampTaints(taints []corev1.Taint, now time.Time) []corev1.Taint {
+	for i := range taints {
+		if taints[i].TimeAdded == nil {
+			stamp := metav1.NewTime(now)
+			taints[i].TimeAdded = &stamp
+		}
+	}
+	return taints
+}
+
+// ClusterResource names clusters in API errors.
+var ClusterResource = schema.GroupResource{Group: v1alpha1.GroupName, Resource: "clusters"}
+
+// validateSpec rejects an update the hub cannot store, naming the field.
+func validateSpec(c *v1alpha1.Cluster) error {
+	if errs := validation.ClusterSpec(&c.Spec, field.NewPath("spec")); len(errs) > 0 {
 		return apierrors.NewInvalid(schema.GroupKind{Group: v1alpha1.GroupName, Kind: v1alpha1.KindCluster}, c.Name, errs)
 	}
 	return nil

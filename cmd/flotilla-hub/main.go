@@ -70,7 +70,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	flags.DurationVar(&cfg.Health.DefaultLeaseDuration, "default-lease-duration", defaults.DefaultLeaseDuration, "lease duration for agents that do not propose one")
 	flags.DurationVar(&cfg.FlushInterval, "store-flush-interval", time.Second, "how often changed clusters and events are written to the store in batches")
 	flags.DurationVar(&cfg.LeaseFlushInterval, "lease-flush-interval", 10*time.Second, "how often renewed leases are written to the store in batches: each lease at most once per interval, whatever the heartbeat rate")
-	flags.DurationVar(&cfg.EventTTL, "event-ttl", time.Hour, "how long cluster events are kept (0 keeps them forever)")
+	flags.DurationVar(&cfg.EventTTL, "event-ttl", time.Hour, "how long events are kept (the API server's --event-ttl)")
+	flags.Float64Var(&cfg.LeaseWritesPerSecond, "lease-writes-per-second", 100, "most lease writes per second to the API server (0: no limit); with more clusters than this times --lease-flush-interval, each stored lease is refreshed less often (health is decided in memory either way)")
 	flags.DurationVar(&cfg.MaxClockSkew, "max-clock-skew", 2*time.Second, "agent clock skew beyond which condition ClockSynced goes False")
 	flags.StringVar(&cfg.HubID, "hub-id", hostname, "name of this hub replica, shown in status.agent.connectedTo")
 	flags.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra DNS names or IPs for the hub's QUIC and API serving certificates (localhost, 127.0.0.1 and the hostname are always included)")
@@ -126,6 +127,7 @@ func validateDurations(cfg hub.Config) error {
 		"--default-lease-duration":       cfg.Health.DefaultLeaseDuration,
 		"--store-flush-interval":         cfg.FlushInterval,
 		"--lease-flush-interval":         cfg.LeaseFlushInterval,
+		"--event-ttl":                    cfg.EventTTL,
 	} {
 		if d <= 0 {
 			return fmt.Errorf("%s %v: want a positive duration", name, d)
@@ -136,7 +138,6 @@ func validateDurations(cfg hub.Config) error {
 		"--cluster-failure-threshold": cfg.Health.FailureThreshold,
 		"--cluster-success-threshold": cfg.Health.SuccessThreshold,
 		"--max-clock-skew":            cfg.MaxClockSkew,
-		"--event-ttl":                 cfg.EventTTL,
 	} {
 		if d < 0 {
 			return fmt.Errorf("%s %v: want zero or a positive duration", name, d)
@@ -152,6 +153,9 @@ func setAPIServer(cfg *hub.Config) error {
 		cfg.AuditLogPath = filepath.Join(cfg.DataDir, "audit.log")
 	case "none":
 		cfg.AuditLogPath = ""
+	}
+	if cfg.LeaseWritesPerSecond < 0 {
+		return fmt.Errorf("--lease-writes-per-second %v: want zero (no limit) or a positive rate", cfg.LeaseWritesPerSecond)
 	}
 	for _, arg := range cfg.KubeAPIServerArgs {
 		if !strings.HasPrefix(arg, "--") {

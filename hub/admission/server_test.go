@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/grpc/grpclog"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -70,11 +69,7 @@ func runTests(m *testing.M) int {
 // the CRDs, the ClusterRoles and the lease namespace, as the hub does.
 func startServer(ctx context.Context, dir string) (*store.Store, error) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	// The API server's etcd3 package sends gRPC's logs to klog, and Start
-	// replaces klog's logger while the embedded etcd's gRPC server may be
-	// logging: a data race under -race (hub/apiserver's own tests have it
-	// too). The tests need no gRPC logs.
-	grpclog.SetLoggerV2(grpclog.NewLoggerV2(io.Discard, io.Discard, io.Discard))
+	apiserver.RouteKlog(logger) // before the store: etcd's gRPC logs through klog
 	s, err := store.Open(ctx, store.Config{DataDir: dir, Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)

@@ -100,6 +100,14 @@ func (s *Server) Err() error {
 	}
 }
 
+// RouteKlog sends klog's output (kube-apiserver's, client-go's, and gRPC's
+// inside etcd) to logger, one level down for info lines. Call it once, at
+// start, before the store opens: the embedded etcd's gRPC server logs
+// through klog from then on, and klog's logger must not change under it.
+func RouteKlog(logger *slog.Logger) {
+	klog.SetSlogLogger(slog.New(quietHandler{logger.Handler()}).With("component", "kube-apiserver"))
+}
+
 // readyTimeout bounds the wait for /readyz; startup takes about 3 s.
 const readyTimeout = 2 * time.Minute
 
@@ -151,7 +159,6 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	opts.InformerName = name
 
-	klog.SetSlogLogger(slog.New(quietHandler{cfg.Logger.Handler()}).With("component", "kube-apiserver"))
 	if err := opts.GenericServerRunOptions.ComponentGlobalsRegistry.Set(); err != nil {
 		return nil, fmt.Errorf("kube-apiserver feature gates: %w", err)
 	}

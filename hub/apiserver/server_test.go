@@ -70,6 +70,7 @@ func TestMain(m *testing.M) {
 
 func startTestServer(ctx context.Context, dir string) (*testServer, *store.Store, error) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	RouteKlog(logger)
 	s, err := store.Open(ctx, store.Config{DataDir: dir, Logger: logger})
 	if err != nil {
 		return nil, nil, err

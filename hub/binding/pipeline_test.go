@@ -48,7 +48,7 @@ func startPipeline(t testing.TB, clusters ...string) *pipeline {
 	done := make(chan struct{}, 3)
 	go func() { detector.New(objs, logger).Run(ctx, 2); done <- struct{}{} }()
 	go func() {
-		scheduling.New(objs, controller.DiscardRecorder{}, clock.RealClock{}, logger).Run(ctx, 2)
+		scheduling.New(objs, controller.NewInformer(objs.Clusters, nil, logger), controller.DiscardRecorder{}, clock.RealClock{}, logger).Run(ctx, 2)
 		done <- struct{}{}
 	}()
 	go func() { binding.New(objs, clock.RealClock{}, logger).Run(ctx, 2); done <- struct{}{} }()

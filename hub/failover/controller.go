@@ -62,7 +62,7 @@ type Controller struct {
 	clock           clock.WithTicker
 	logger          *slog.Logger
 	cfg             Config
-	clusters        *controller.Informer[v1alpha1.Cluster, *v1alpha1.Cluster]
+	clusters        controller.Source[*v1alpha1.Cluster]
 	bindings        *controller.Informer[v1alpha1.ResourceBinding, *v1alpha1.ResourceBinding]
 	clusterBindings *controller.Informer[v1alpha1.ClusterResourceBinding, *v1alpha1.ClusterResourceBinding]
 	works           *controller.Informer[v1alpha1.Work, *v1alpha1.Work]
@@ -79,11 +79,12 @@ type Controller struct {
 	synced                atomic.Bool // cluster events count once every mirror is listed
 }
 
-// New returns a failover controller over objs.
-func New(objs *objects.Objects, recorder controller.Recorder, clk clock.WithTicker, cfg Config, logger *slog.Logger) *Controller {
+// New returns a failover controller over objs; clusters is the hub's
+// shared cluster informer.
+func New(objs *objects.Objects, clusters controller.Source[*v1alpha1.Cluster], recorder controller.Recorder, clk clock.WithTicker, cfg Config, logger *slog.Logger) *Controller {
 	c := &Controller{objs: objs, recorder: recorder, clock: clk, logger: logger.With("controller", "failover"), cfg: cfg, zones: eviction.NewZones(cfg.Zones),
 		unhealthySince: map[string]map[string]time.Time{}}
-	c.clusters = controller.NewInformer(objs.Clusters, nil, logger)
+	c.clusters = clusters
 	c.bindings = controller.NewInformer(objs.Bindings, nil, logger)
 	c.clusterBindings = controller.NewInformer(objs.ClusterBindings, nil, logger)
 	c.queue = controller.NewQueueWithClock("failover", c.reconcile, logger, clk) // the queue names the controller

@@ -34,16 +34,17 @@ type Controller struct {
 	logger          *slog.Logger
 	bindings        *controller.Informer[v1alpha1.ResourceBinding, *v1alpha1.ResourceBinding]
 	clusterBindings *controller.Informer[v1alpha1.ClusterResourceBinding, *v1alpha1.ClusterResourceBinding]
-	clusters        *controller.Informer[v1alpha1.Cluster, *v1alpha1.Cluster]
+	clusters        controller.Source[*v1alpha1.Cluster]
 	queue           *controller.Queue
 }
 
-// New returns a scheduling controller over objs.
-func New(objs *objects.Objects, recorder controller.Recorder, clk clock.PassiveClock, logger *slog.Logger) *Controller {
+// New returns a scheduling controller over objs; clusters is the hub's
+// shared cluster informer.
+func New(objs *objects.Objects, clusters controller.Source[*v1alpha1.Cluster], recorder controller.Recorder, clk clock.PassiveClock, logger *slog.Logger) *Controller {
 	c := &Controller{objs: objs, recorder: recorder, clock: clk, logger: logger.With("controller", "scheduling")}
 	c.bindings = controller.NewInformer(objs.Bindings, nil, logger)
 	c.clusterBindings = controller.NewInformer(objs.ClusterBindings, nil, logger)
-	c.clusters = controller.NewInformer(objs.Clusters, nil, logger)
+	c.clusters = clusters
 	c.queue = controller.NewQueue("scheduling", c.reconcile, logger)
 	// Only spec changes matter: status writes come every few seconds
 	// during a rollout and would each cost a schedule.

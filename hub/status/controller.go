@@ -34,17 +34,18 @@ type Controller struct {
 	bindings        *controller.Informer[v1alpha1.ResourceBinding, *v1alpha1.ResourceBinding]
 	clusterBindings *controller.Informer[v1alpha1.ClusterResourceBinding, *v1alpha1.ClusterResourceBinding]
 	works           *controller.Informer[v1alpha1.Work, *v1alpha1.Work]
-	clusters        *controller.Informer[v1alpha1.Cluster, *v1alpha1.Cluster]
+	clusters        controller.Source[*v1alpha1.Cluster]
 	queue           *controller.Queue
 }
 
-// New returns a status controller over objs.
-func New(objs *objects.Objects, recorder controller.Recorder, logger *slog.Logger) *Controller {
+// New returns a status controller over objs; clusters is the hub's
+// shared cluster informer.
+func New(objs *objects.Objects, clusters controller.Source[*v1alpha1.Cluster], recorder controller.Recorder, logger *slog.Logger) *Controller {
 	c := &Controller{objs: objs, recorder: recorder, logger: logger.With("controller", "status")}
 	c.bindings = controller.NewInformer(objs.Bindings, nil, logger)
 	c.clusterBindings = controller.NewInformer(objs.ClusterBindings, nil, logger)
 	c.works = controller.NewInformer(objs.Works, nil, logger)
-	c.clusters = controller.NewInformer(objs.Clusters, nil, logger)
+	c.clusters = clusters
 	c.queue = controller.NewQueue("status", c.reconcile, logger)
 	// A cluster going silent or coming back changes its health column.
 	c.clusters.AddHandler(func(old, cur *v1alpha1.Cluster) {

@@ -21,7 +21,7 @@ type steadyState struct {
 	heartbeatsPerSec          float64
 	statusPerSec              float64
 	storeWritesPerSec         float64
-	storeTxnsPerSec           float64
+	storeConflictsPerSec      float64
 	cpuPercent                float64 // of one core
 	rssMiB, peakRSSMiB        float64
 	connected, clusters       int
@@ -61,7 +61,7 @@ func measureSteadyState(ctx context.Context, h *hubProc, window time.Duration) (
 		heartbeatsPerSec:         rate(before.Renewals, after.Renewals),
 		statusPerSec:             rate(before.StatusReports, after.StatusReports),
 		storeWritesPerSec:        rate(before.StoreWrites, after.StoreWrites),
-		storeTxnsPerSec:          rate(before.StoreTxns, after.StoreTxns),
+		storeConflictsPerSec:     rate(before.StoreConflicts, after.StoreConflicts),
 		cpuPercent:               100 * (cpuAfter - cpuBefore) / elapsed,
 		rssMiB:                   rss,
 		peakRSSMiB:               peak,
@@ -134,7 +134,7 @@ func printReport(w io.Writer, o options, s steadyState, d detection, agentErrors
 	fmt.Fprintf(w, "hub RSS                 %.0f MiB (peak %.0f MiB)\n", s.rssMiB, s.peakRSSMiB)
 	fmt.Fprintf(w, "heartbeats/s            %.0f\n", s.heartbeatsPerSec)
 	fmt.Fprintf(w, "status reports/s        %.0f\n", s.statusPerSec)
-	fmt.Fprintf(w, "store writes/s          %.1f objects in %.1f transactions\n", s.storeWritesPerSec, s.storeTxnsPerSec)
+	fmt.Fprintf(w, "API writes/s            %.1f objects (%.1f/s re-read after a conflict)\n", s.storeWritesPerSec, s.storeConflictsPerSec)
 	fmt.Fprintf(w, "Ready changes (steady)  %d\n", s.transitionsDuringMeasure)
 	fmt.Fprintf(w, "stopped at once         %d, detected %d, false Unknown among the rest %d\n", d.stopped, d.detected, d.falseUnknown)
 	if len(d.errors) > 0 {

@@ -166,7 +166,7 @@ type failoverReport struct {
 	cpuActivePercent, cpuPeak5s float64
 	rssAtKill, rssMax, rssEnd   float64
 	rssPeakLife                 float64
-	storeWrites, storeTxns      int64
+	storeWrites, storeConflicts int64
 	worksSent, workDeletesSent  int64
 	// Final state of the bindings and the cross-checks.
 	placements              map[string]int // "member-2:2,member-3:1" → bindings
@@ -191,7 +191,7 @@ type bindingTimes struct {
 // hubStats is the part of /debug/stats the failover uses.
 type hubStats struct {
 	StoreWrites     int64 `json:"storeWrites"`
-	StoreTxns       int64 `json:"storeTxns"`
+	StoreConflicts  int64 `json:"storeConflicts"`
 	WorksSent       int64 `json:"worksSent"`
 	WorkDeletesSent int64 `json:"workDeletesSent"`
 	Failover        struct {
@@ -314,7 +314,7 @@ func measureFailover(ctx context.Context, h *fleetProcs, env *membercluster.Envi
 	rep.rssMax = max(rep.rssMax, rep.rssEnd)
 	rep.statsEvictions = cur.Failover.Evictions - before.Failover.Evictions
 	rep.statsEnded = cur.Failover.TasksEnded - before.Failover.TasksEnded
-	rep.storeWrites, rep.storeTxns = cur.StoreWrites-before.StoreWrites, cur.StoreTxns-before.StoreTxns
+	rep.storeWrites, rep.storeConflicts = cur.StoreWrites-before.StoreWrites, cur.StoreConflicts-before.StoreConflicts
 	rep.worksSent, rep.workDeletesSent = cur.WorksSent-before.WorksSent, cur.WorkDeletesSent-before.WorkDeletesSent
 	if ctx.Err() != nil {
 		return rep, rep.waitErr
@@ -880,7 +880,7 @@ func (r *failoverReport) print(o options, names []string) {
 		100*r.cpuSeconds/wall.Seconds(), r.cpuSeconds, ms(wall), r.cpuActivePercent, r.cpuPeak5s)
 	fmt.Printf("hub RSS                     %.0f MiB at the kill, max %.0f MiB during the failover, %.0f MiB at the end (peak since start %.0f MiB)\n",
 		r.rssAtKill, r.rssMax, r.rssEnd, r.rssPeakLife)
-	fmt.Printf("hub work during failover    %d store writes in %d txns, %d Works sent, %d Work deletions sent\n", r.storeWrites, r.storeTxns, r.worksSent, r.workDeletesSent)
+	fmt.Printf("hub work during failover    %d registry API writes (%d conflicts), %d Works sent, %d Work deletions sent\n", r.storeWrites, r.storeConflicts, r.worksSent, r.workDeletesSent)
 	var ps []string
 	for _, k := range slices.Sorted(mapKeys(r.placements)) {
 		ps = append(ps, fmt.Sprintf("{%s} %d", k, r.placements[k]))
