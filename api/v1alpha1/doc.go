@@ -38,6 +38,8 @@ const (
 	KindClusterResourceBindingList   = "ClusterResourceBindingList"
 	KindWork                         = "Work"
 	KindWorkList                     = "WorkList"
+	KindPurgeRequest                 = "PurgeRequest"
+	KindPurgeRequestList             = "PurgeRequestList"
 )
 
 // TypeMeta returns the TypeMeta of a Flotilla kind.

@@ -33,6 +33,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&ResourceBinding{}, &ResourceBindingList{},
 		&ClusterResourceBinding{}, &ClusterResourceBindingList{},
 		&Work{}, &WorkList{},
+		&PurgeRequest{}, &PurgeRequestList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

@@ -51,6 +51,7 @@ func ClusterRoles() []*rbacv1ac.ClusterRoleApplyConfiguration {
 	operator := append(viewerRules(),
 		rule([]string{"flotilla.io", "policy.karmada.io"}, []string{"propagationpolicies", "clusterpropagationpolicies"}, write),
 		rule([]string{"apps.flotilla.io", "apps.karmada.io"}, []string{"workloadrebalancers"}, write),
+		rule([]string{"flotilla.io"}, []string{"purgerequests"}, write),
 		rule([]string{"flotilla.io"}, []string{"clusters"}, []string{"update", "patch"}),
 		rule([]string{""}, coreTemplates, write),
 		rule(templateGroups[1:], []string{"*"}, write),

@@ -50,6 +50,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Flotilla().V1alpha1().ClusterResourceBindings().Informer()}, nil
 	case apiv1alpha1.SchemeGroupVersion.WithResource("propagationpolicies"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Flotilla().V1alpha1().PropagationPolicies().Informer()}, nil
+	case apiv1alpha1.SchemeGroupVersion.WithResource("purgerequests"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Flotilla().V1alpha1().PurgeRequests().Informer()}, nil
 	case apiv1alpha1.SchemeGroupVersion.WithResource("resourcebindings"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Flotilla().V1alpha1().ResourceBindings().Informer()}, nil
 	case apiv1alpha1.SchemeGroupVersion.WithResource("works"):

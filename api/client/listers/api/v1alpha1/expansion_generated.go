@@ -22,6 +22,10 @@ type PropagationPolicyListerExpansion interface{}
 // PropagationPolicyNamespaceLister.
 type PropagationPolicyNamespaceListerExpansion interface{}
 
+// PurgeRequestListerExpansion allows custom methods to be added to
+// PurgeRequestLister.
+type PurgeRequestListerExpansion interface{}
+
 // ResourceBindingListerExpansion allows custom methods to be added to
 // ResourceBindingLister.
 type ResourceBindingListerExpansion interface{}

@@ -16,6 +16,8 @@ type Interface interface {
 	ClusterResourceBindings() TypedClusterResourceBindingInformer
 	// PropagationPolicies returns a PropagationPolicyInformer.
 	PropagationPolicies() TypedPropagationPolicyInformer
+	// PurgeRequests returns a PurgeRequestInformer.
+	PurgeRequests() TypedPurgeRequestInformer
 	// ResourceBindings returns a ResourceBindingInformer.
 	ResourceBindings() TypedResourceBindingInformer
 	// Works returns a WorkInformer.
@@ -51,6 +53,11 @@ func (v *version) ClusterResourceBindings() TypedClusterResourceBindingInformer 
 // PropagationPolicies returns a TypedPropagationPolicyInformer.
 func (v *version) PropagationPolicies() TypedPropagationPolicyInformer {
 	return &propagationPolicyInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// PurgeRequests returns a TypedPurgeRequestInformer.
+func (v *version) PurgeRequests() TypedPurgeRequestInformer {
+	return &purgeRequestInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }
 
 // ResourceBindings returns a TypedResourceBindingInformer.

@@ -16,6 +16,7 @@ type FlotillaV1alpha1Interface interface {
 	ClusterPropagationPoliciesGetter
 	ClusterResourceBindingsGetter
 	PropagationPoliciesGetter
+	PurgeRequestsGetter
 	ResourceBindingsGetter
 	WorksGetter
 }
@@ -39,6 +40,10 @@ func (c *FlotillaV1alpha1Client) ClusterResourceBindings() ClusterResourceBindin
 
 func (c *FlotillaV1alpha1Client) PropagationPolicies(namespace string) PropagationPolicyInterface {
 	return newPropagationPolicies(c, namespace)
+}
+
+func (c *FlotillaV1alpha1Client) PurgeRequests() PurgeRequestInterface {
+	return newPurgeRequests(c)
 }
 
 func (c *FlotillaV1alpha1Client) ResourceBindings(namespace string) ResourceBindingInterface {

@@ -10,6 +10,8 @@ type ClusterResourceBindingExpansion interface{}
 
 type PropagationPolicyExpansion interface{}
 
+type PurgeRequestExpansion interface{}
+
 type ResourceBindingExpansion interface{}
 
 type WorkExpansion interface{}

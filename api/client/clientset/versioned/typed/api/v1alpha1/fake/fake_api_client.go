@@ -28,6 +28,10 @@ func (c *FakeFlotillaV1alpha1) PropagationPolicies(namespace string) v1alpha1.Pr
 	return newFakePropagationPolicies(c, namespace)
 }
 
+func (c *FakeFlotillaV1alpha1) PurgeRequests() v1alpha1.PurgeRequestInterface {
+	return newFakePurgeRequests(c)
+}
+
 func (c *FakeFlotillaV1alpha1) ResourceBindings(namespace string) v1alpha1.ResourceBindingInterface {
 	return newFakeResourceBindings(c, namespace)
 }
