@@ -55,6 +55,9 @@ type Registry struct {
 	deadlines *lease.Deadlines
 	dirty     map[string]bool // clusters whose object changed since the last flush
 	dirtyLeas map[string]bool // leases renewed since the last flush
+	// urgentLeases are written with the next cluster flush, ahead of the
+	// lease budget: those of clusters whose Ready just changed.
+	urgentLeases map[string]bool
 	// leaseWritten is when each lease was last written: a flush writes the
 	// longest-waiting ones first when the write budget is short.
 	leaseWritten map[string]time.Time
@@ -134,6 +137,7 @@ func NewRegistry(ctx context.Context, api RegistryAPI, cfg RegistryConfig, clk c
 		deadlines:    lease.NewDeadlines(),
 		dirty:        map[string]bool{},
 		dirtyLeas:    map[string]bool{},
+		urgentLeases: map[string]bool{},
 		leaseWritten: map[string]time.Time{},
 		wake:         make(chan struct{}, 1),
 		flushSoon:    make(chan struct{}, 1),
@@ -242,6 +246,10 @@ func (r *Registry) evaluateLocked(name string, e *entry, now time.Time) {
 		changed = true
 		if state.Ready != prev.Ready {
 			r.stats.transitions.Add(1)
+			if e.lease != nil {
+				// The stored lease must show the renewal Ready was judged by.
+				r.urgentLeases[name] = true
+			}
 			eventType := corev1.EventTypeWarning
 			if state.Ready == metav1.ConditionTrue {
 				eventType = corev1.EventTypeNormal

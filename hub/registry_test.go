@@ -329,7 +329,7 @@ func BenchmarkRenew(b *testing.B) {
 		cfg:   RegistryConfig{Health: health.DefaultConfig(t0.Add(-time.Hour)), MaxClockSkew: 2 * time.Second, HubID: "bench"},
 		clock: clk, logger: slog.New(slog.DiscardHandler),
 		entries: map[string]*entry{}, deadlines: lease.NewDeadlines(),
-		dirty: map[string]bool{}, dirtyLeas: map[string]bool{}, wake: make(chan struct{}, 1),
+		dirty: map[string]bool{}, dirtyLeas: map[string]bool{}, urgentLeases: map[string]bool{}, wake: make(chan struct{}, 1),
 	}
 	const clusters = 5000
 	names := make([]string, clusters)
@@ -514,5 +514,29 @@ func TestRegistryRestartGraceUsesTheGrantedLease(t *testing.T) {
 	f.advance(time.Millisecond)
 	if got := readyOf(f.cluster("edge-1")); got != metav1.ConditionUnknown {
 		t.Fatalf("after grace + granted lease Ready = %q, want Unknown", got)
+	}
+}
+
+// A cluster whose Ready changes has its lease written with the change, not
+// at the next lease flush (which may be far off when the lease budget is
+// short): the stored renewTime is the one Ready was judged by.
+func TestRegistryWritesTheLeaseWithAReadyChange(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
+	f.connect("edge-1")
+	f.renew("edge-1")
+	f.advance(40 * time.Second)
+	if got := readyOf(f.cluster("edge-1")); got != metav1.ConditionUnknown {
+		t.Fatalf("Ready = %q, want Unknown", got)
+	}
+	if _, err := f.reg.submit(t.Context(), updateOp{run: f.reg.flush}); err != nil { // clusters only
+		t.Fatal(err)
+	}
+	l, err := f.reg.leases.Get(t.Context(), "edge-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the lease was not written with the Ready change: %v", err)
+	}
+	if !l.Spec.RenewTime.Time.Equal(t0) {
+		t.Errorf("stored renewTime %v, want the last renewal %v", l.Spec.RenewTime.Time, t0)
 	}
 }

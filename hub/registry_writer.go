@@ -85,9 +85,18 @@ func (r *Registry) leaseBudget() int {
 	return max(1, int(r.cfg.LeaseWritesPerSecond*r.cfg.LeaseFlushInterval.Seconds()))
 }
 
-// flush writes every changed cluster.
+// flush writes every changed cluster, and the leases of clusters whose
+// Ready changed.
 func (r *Registry) flush(ctx context.Context) {
 	r.mu.Lock()
+	leases := make([]*coordinationv1.Lease, 0, len(r.urgentLeases))
+	for name := range r.urgentLeases {
+		if e, ok := r.entries[name]; ok && e.lease != nil {
+			leases = append(leases, e.lease.DeepCopy())
+			delete(r.dirtyLeas, name)
+		}
+	}
+	clear(r.urgentLeases)
 	clusters := make([]*v1alpha1.Cluster, 0, len(r.dirty))
 	for name := range r.dirty {
 		clusters = append(clusters, r.entries[name].obj.DeepCopy())
@@ -96,6 +105,7 @@ func (r *Registry) flush(ctx context.Context) {
 	r.writing = len(clusters)
 	r.mu.Unlock()
 
+	r.writeLeases(ctx, leases)
 	for _, c := range clusters {
 		r.writeCluster(ctx, c)
 	}
@@ -124,6 +134,11 @@ func (r *Registry) flushLeases(ctx context.Context, budget int) {
 		delete(r.dirtyLeas, name)
 	}
 	r.mu.Unlock()
+	r.writeLeases(ctx, leases)
+}
+
+// writeLeases writes leases, leaseWriters at a time.
+func (r *Registry) writeLeases(ctx context.Context, leases []*coordinationv1.Lease) {
 	if len(leases) == 0 {
 		return
 	}
