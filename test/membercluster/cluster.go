@@ -18,7 +18,8 @@ import (
 )
 
 // Cluster is one running member cluster: an API server on the shared etcd,
-// a controller-manager, a scheduler and KWOK with fake nodes.
+// a controller-manager, a scheduler and KWOK with fake nodes (only the API
+// server with Options.APIServerOnly).
 type Cluster struct {
 	// Name is the cluster's name from its spec.
 	Name string
@@ -38,13 +39,16 @@ type Cluster struct {
 
 // clusterEnv is what every cluster shares.
 type clusterEnv struct {
-	binDir  string
-	etcdURL string
-	logger  *slog.Logger
+	binDir        string
+	etcdURL       string
+	apiServerOnly bool
+	apiServerArgs []string
+	logger        *slog.Logger
 }
 
 // startCluster starts one cluster's components and waits until its nodes are
-// Ready and its default service account exists, so Pods can be admitted.
+// Ready and its default service account exists, so Pods can be admitted; or,
+// API server only, until the API server is ready.
 func startCluster(ctx context.Context, env clusterEnv, spec ClusterSpec, dir string) (*Cluster, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
@@ -71,6 +75,9 @@ func startCluster(ctx context.Context, env clusterEnv, spec ClusterSpec, dir str
 	c.apiserver, err = startReady(ctx, configure, c.apiserverReady)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
+	}
+	if env.apiServerOnly {
+		return c, nil
 	}
 	c.controllerManager = c.component(env, "kube-controller-manager",
 		"--service-account-private-key-file="+files.saPrivate,
@@ -124,7 +131,7 @@ func (c *Cluster) apiserverProcess(env clusterEnv, files clusterFiles) *process.
 	return &process.Process{
 		Name:   c.Name + "/kube-apiserver",
 		Binary: filepath.Join(env.binDir, "kube-apiserver"),
-		Args: []string{
+		Args: append([]string{
 			"--etcd-servers=" + env.etcdURL,
 			"--etcd-prefix=/clusters/" + c.Name,
 			"--bind-address=127.0.0.1",
@@ -143,7 +150,7 @@ func (c *Cluster) apiserverProcess(env clusterEnv, files clusterFiles) *process.
 			"--allow-privileged=true",
 			"--profiling=false",
 			"--v=1",
-		},
+		}, env.apiServerArgs...),
 		LogPath: filepath.Join(c.dir, "kube-apiserver.log"),
 	}
 }
@@ -210,9 +217,15 @@ func (c *Cluster) abort(err error) error {
 	return err
 }
 
-// processes lists the running components, for leak checks.
+// processes lists the cluster's components, for leak checks.
 func (c *Cluster) processes() []*process.Process {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return []*process.Process{c.apiserver, c.controllerManager, c.scheduler, c.kwok}
+	var procs []*process.Process
+	for _, p := range []*process.Process{c.apiserver, c.controllerManager, c.scheduler, c.kwok} {
+		if p != nil {
+			procs = append(procs, p)
+		}
+	}
+	return procs
 }

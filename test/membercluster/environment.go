@@ -4,6 +4,10 @@
 // and KWOK with fake nodes, so Deployments become Available as they would on
 // a real cluster. The binaries come from `make testbin`.
 //
+// With Options.APIServerOnly, each cluster is just a kube-apiserver on the
+// shared etcd: a bare API server for tests that store objects but run no
+// workloads (test/hubapi builds the hub's test API server on it).
+//
 // Every child process dies with the process that started it, and Stop leaves
 // no process or port behind.
 package membercluster
@@ -44,12 +48,12 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if opts.BinDir == "" {
-		dir, err := FindBinDir()
+		dir, err := findBinDir(opts.binaries())
 		if err != nil {
 			return nil, err
 		}
 		opts.BinDir = dir
-	} else if err := checkBinDir(opts.BinDir); err != nil {
+	} else if err := checkBinDir(opts.BinDir, opts.binaries()); err != nil {
 		return nil, err
 	}
 	binDir, err := filepath.Abs(opts.BinDir)
@@ -67,7 +71,13 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 	if err != nil {
 		return nil, err
 	}
-	shared := clusterEnv{binDir: binDir, etcdURL: env.etcd.clientURL, logger: opts.Logger}
+	shared := clusterEnv{
+		binDir:        binDir,
+		etcdURL:       env.etcd.clientURL,
+		apiServerOnly: opts.APIServerOnly,
+		apiServerArgs: opts.APIServerArgs,
+		logger:        opts.Logger,
+	}
 	env.clusters, err = startClusters(ctx, shared, opts)
 	if err != nil {
 		return nil, errors.Join(err, env.Stop())
@@ -85,7 +95,11 @@ func startClusters(ctx context.Context, shared clusterEnv, opts Options) ([]*Clu
 	for i, spec := range opts.Clusters {
 		wg.Go(func() {
 			clusterStart := time.Now()
-			shared.logger.Info("starting cluster", "cluster", spec.Name, "nodes", spec.Nodes)
+			if shared.apiServerOnly {
+				shared.logger.Info("starting API server", "cluster", spec.Name)
+			} else {
+				shared.logger.Info("starting cluster", "cluster", spec.Name, "nodes", spec.Nodes)
+			}
 			clusters[i], errs[i] = startCluster(ctx, shared, spec, filepath.Join(opts.Dir, spec.Name))
 			if errs[i] == nil {
 				shared.logger.Info("cluster ready", "cluster", spec.Name, "server", clusters[i].Server,

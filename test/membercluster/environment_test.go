@@ -3,6 +3,8 @@ package membercluster
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -107,24 +109,81 @@ func TestMemberClusters(t *testing.T) {
 	})
 
 	t.Run("teardown leaves nothing behind", func(t *testing.T) {
-		pids, ports := env.Resources()
-		if want := 1 + 4*len(specs); len(pids) != want {
-			t.Fatalf("%d processes running before stop, want %d", len(pids), want)
+		if pids, _ := env.Resources(); len(pids) != 1+4*len(specs) {
+			t.Fatalf("%d processes running before stop, want %d", len(pids), 1+4*len(specs))
 		}
-		if err := env.Stop(); err != nil {
+		stopLeavesNothing(t, env)
+	})
+}
+
+// TestAPIServerOnly: with APIServerOnly a cluster is etcd and kube-apiserver
+// alone (no other binary needed), with the extra API server flags, and
+// teardown leaves nothing behind.
+func TestAPIServerOnly(t *testing.T) {
+	binDir := t.TempDir()
+	found, err := FindBinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range apiServerBinaries {
+		if err := os.Symlink(filepath.Join(found, name), filepath.Join(binDir, name)); err != nil {
 			t.Fatal(err)
 		}
-		for _, pid := range pids {
-			if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-				t.Errorf("process %d still exists after Stop (kill 0: %v)", pid, err)
-			}
-		}
-		for _, port := range ports {
-			if freeport.TCPInUse(port) {
-				t.Errorf("port %d still in use after Stop", port)
-			}
-		}
+	}
+	env, err := Start(t.Context(), Options{
+		Dir:           t.TempDir(),
+		BinDir:        binDir,
+		Clusters:      []ClusterSpec{{Name: "bare"}},
+		APIServerOnly: true,
+		APIServerArgs: []string{"--anonymous-auth=false"},
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { env.Stop() })
+	bare := env.Cluster("bare")
+	client := clientset(t, bare)
+	nodes, err := client.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) != 0 {
+		t.Errorf("%d nodes, want none", len(nodes.Items))
+	}
+	cfg, err := bare.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.CertData, cfg.KeyData = nil, nil
+	_, err = kubernetes.NewForConfigOrDie(cfg).CoreV1().Namespaces().List(t.Context(), metav1.ListOptions{})
+	if !apierrors.IsUnauthorized(err) {
+		t.Errorf("anonymous list with --anonymous-auth=false: err = %v, want Unauthorized", err)
+	}
+
+	if pids, _ := env.Resources(); len(pids) != 2 {
+		t.Fatalf("%d processes running, want etcd and kube-apiserver", len(pids))
+	}
+	stopLeavesNothing(t, env)
+}
+
+// stopLeavesNothing stops env and checks that none of its processes and
+// ports are left.
+func stopLeavesNothing(t *testing.T, env *Environment) {
+	t.Helper()
+	pids, ports := env.Resources()
+	if err := env.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("process %d still exists after Stop (kill 0: %v)", pid, err)
+		}
+	}
+	for _, port := range ports {
+		if freeport.TCPInUse(port) {
+			t.Errorf("port %d still in use after Stop", port)
+		}
+	}
 }
 
 func TestStartRejectsBadOptions(t *testing.T) {
@@ -141,6 +200,7 @@ func TestStartRejectsBadOptions(t *testing.T) {
 		{"bad cpu", Options{Dir: t.TempDir(), Clusters: []ClusterSpec{{Name: "a", NodeCPU: "lots"}}}, `nodeCPU "lots"`},
 		{"zero memory", Options{Dir: t.TempDir(), Clusters: []ClusterSpec{{Name: "a", NodeMemory: "0"}}}, "positive"},
 		{"missing binaries", Options{Dir: t.TempDir(), BinDir: t.TempDir(), Clusters: Specs(1)}, "make testbin"},
+		{"missing API server binaries", Options{Dir: t.TempDir(), BinDir: t.TempDir(), Clusters: Specs(1), APIServerOnly: true}, "make testbin"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

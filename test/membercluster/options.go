@@ -20,6 +20,24 @@ type Options struct {
 	Clusters []ClusterSpec
 	// Logger receives progress lines; nil discards them.
 	Logger *slog.Logger
+	// APIServerOnly starts etcd and each cluster's kube-apiserver, nothing
+	// else: no controller-manager, scheduler, KWOK or nodes, so nothing acts
+	// on what is stored (no garbage collection, no namespace deletion, no
+	// service accounts). Start returns once every API server is ready; the
+	// node fields of ClusterSpec are ignored, and only etcd and
+	// kube-apiserver need to be in BinDir.
+	APIServerOnly bool
+	// APIServerArgs are extra kube-apiserver flags (--name=value) for every
+	// cluster. They come after the package's own, so they win.
+	APIServerArgs []string
+}
+
+// binaries lists the files of BinDir the options need.
+func (o Options) binaries() []string {
+	if o.APIServerOnly {
+		return apiServerBinaries
+	}
+	return allBinaries
 }
 
 // ClusterSpec describes one member cluster and its fake nodes.
