@@ -15,7 +15,7 @@ export QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING := true
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
 
-build: ## compile every package, and flotilla-hub, flotilla-agent, flotilla and the test tools into bin/
+build: ## compile every package, and flotilla-hub, flotilla-agent, flotilla, kubectl-flotilla and the test tools into bin/
 	$(GO) build ./...
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/... ./test/cmd/...
 

@@ -1,6 +1,7 @@
-// Package hub wires Flotilla's control plane: the store, the cluster
-// registry with its health decisions, the QUIC endpoint agents dial, and the
-// HTTP API.
+// Package hub wires Flotilla's control plane: etcd, the embedded Kubernetes
+// API server, the cluster registry with its health decisions, the
+// controllers on shared informers, the QUIC endpoint agents dial, and the
+// operational HTTP endpoints (health, metrics, counters).
 package hub
 
 import (
@@ -14,20 +15,24 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/utils/clock"
 
+	flotillainformers "github.com/flotilla-io/flotilla/api/client/informers/externalversions"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/apiserver"
 	"github.com/flotilla-io/flotilla/hub/binding"
+	"github.com/flotilla-io/flotilla/hub/ca"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/detector"
 	"github.com/flotilla-io/flotilla/hub/dispatch"
 	"github.com/flotilla-io/flotilla/hub/failover"
 	"github.com/flotilla-io/flotilla/hub/health"
-	"github.com/flotilla-io/flotilla/hub/objects"
+	"github.com/flotilla-io/flotilla/hub/purge"
 	"github.com/flotilla-io/flotilla/hub/rebalancer"
 	"github.com/flotilla-io/flotilla/hub/scheduling"
 	"github.com/flotilla-io/flotilla/hub/status"
+	"github.com/flotilla-io/flotilla/hub/templates"
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/store"
 )
@@ -40,7 +45,7 @@ type Config struct {
 	EtcdEndpoints []string
 	// QUICAddr is the UDP address agents dial.
 	QUICAddr string
-	// HTTPAddr serves the API.
+	// HTTPAddr serves /healthz, /metrics, /debug/stats and profiles.
 	HTTPAddr string
 	// APIAddr is the HTTPS address of the embedded kube-apiserver.
 	APIAddr string
@@ -87,20 +92,23 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	}
 	logger := cfg.Logger
 	apiserver.RouteKlog(logger)
-	s, err := store.Open(ctx, store.Config{DataDir: cfg.DataDir, Endpoints: cfg.EtcdEndpoints, Clock: cfg.Clock, Logger: logger,
+	s, err := store.Open(ctx, store.Config{DataDir: cfg.DataDir, Endpoints: cfg.EtcdEndpoints, Logger: logger,
 		TLS: store.TLSFiles{CAFile: cfg.EtcdCAFile, CertFile: cfg.EtcdCertFile, KeyFile: cfg.EtcdKeyFile}})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	if err := s.CheckNoLegacyData(ctx); err != nil {
+		return err
+	}
 
-	ca, err := EnsureCA(cfg.DataDir)
+	hubCA, err := ca.EnsureCA(cfg.DataDir)
 	if err != nil {
 		return err
 	}
 	// The API server stops with apiCtx, after everything that uses it.
 	apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
-	api, err := startAPIServer(ctx, apiCtx, cfg, s, ca)
+	api, err := startAPIServer(ctx, apiCtx, cfg, s, hubCA)
 	if err != nil {
 		stopAPI()
 		if api != nil {
@@ -112,7 +120,7 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		stopAPI()
 		<-api.Done()
 	}()
-	cert, err := servingCertificate(ca, cfg.TLSSANs)
+	cert, err := ca.ServingCertificate(hubCA, cfg.TLSSANs)
 	if err != nil {
 		return fmt.Errorf("hub serving certificate: %w", err)
 	}
@@ -121,7 +129,12 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	if err != nil {
 		return err
 	}
-	informers, err := controller.NewInformers(clients, nil)
+	crdClient, err := apiextensionsclient.NewForConfig(api.HubConfig)
+	if err != nil {
+		return err
+	}
+	templateSource := templates.New(clients, crdClient, logger)
+	informers, err := controller.NewInformers(clients, templateSource)
 	if err != nil {
 		return err
 	}
@@ -145,9 +158,8 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		}
 		registry.Observe(cur)
 	})
-	informers.Start(registryCtx)
 
-	resetKey, err := loadStatelessResetKey(cfg.DataDir)
+	resetKey, err := ca.LoadStatelessResetKey(cfg.DataDir)
 	if err != nil {
 		return err
 	}
@@ -167,20 +179,32 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	// a low limit bounds what one connection can make the hub buffer.
 	quicConf.MaxIncomingStreams = 8
 	quicConf.MaxIncomingUniStreams = -1
-	ln, err := transport.Listen(protocol.ServerTLSConfig(cert, caPool(ca)), quicConf)
+	ln, err := transport.Listen(protocol.ServerTLSConfig(cert, ca.Pool(hubCA)), quicConf)
 	if err != nil {
 		return fmt.Errorf("listen for agents on %s (UDP): %w", cfg.QUICAddr, err)
 	}
 	httpLn, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		ln.Close()
-		return fmt.Errorf("listen for the API on %s: %w", cfg.HTTPAddr, err)
+		return fmt.Errorf("listen for HTTP on %s: %w", cfg.HTTPAddr, err)
 	}
-	objs := objects.New(s)
-	dispatcher := dispatch.New(objs, cfg.Clock, logger)
+	// Every controller adds its handlers to the shared informers before
+	// they start.
+	dispatcher := dispatch.New(clients, informers, recorder, cfg.Clock, logger)
 	agents := newAgentServer(registry, dispatcher, cfg.HubID, cfg.Clock, logger)
-	failoverCtl := failover.New(objs, clusters, recorder, cfg.Clock, cfg.Failover, logger)
-	httpAPI := &apiServer{registry: registry, kube: clients.Kube, recorder: recorder, objects: objs, agents: agents, failover: failoverCtl, logger: logger}
+	failoverCtl := failover.New(clients, informers, recorder, cfg.Clock, logger, cfg.Failover)
+	controllers := []interface{ Run(context.Context, int) }{
+		detector.New(clients, informers, recorder, cfg.Clock, logger),
+		scheduling.New(clients, informers, recorder, cfg.Clock, logger),
+		binding.New(clients, informers, recorder, cfg.Clock, logger),
+		status.New(clients, informers, recorder, cfg.Clock, logger),
+		failoverCtl,
+		rebalancer.New(clients, informers, recorder, cfg.Clock, logger),
+		purge.New(clients, informers, recorder, cfg.Clock, logger, flotillainformers.NewSharedInformerFactory(clients.Flotilla, 0)),
+	}
+	templateSource.Start(registryCtx)
+	informers.Start(registryCtx)
+	httpAPI := &httpServer{registry: registry, agents: agents, failover: failoverCtl}
 	httpServer := &http.Server{Handler: httpAPI.handler(), ReadHeaderTimeout: 10 * time.Second}
 
 	agentsCtx, stopAgents := context.WithCancel(ctx)
@@ -189,12 +213,9 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	var wg sync.WaitGroup
 	wg.Go(func() { registry.Run(registryCtx) })
 	wg.Go(func() { dispatcher.Run(ctx) })
-	wg.Go(func() { detector.New(objs, logger).Run(ctx, controllerWorkers) })
-	wg.Go(func() { scheduling.New(objs, clusters, recorder, cfg.Clock, logger).Run(ctx, controllerWorkers) })
-	wg.Go(func() { binding.New(objs, cfg.Clock, logger).Run(ctx, controllerWorkers) })
-	wg.Go(func() { status.New(objs, clusters, recorder, logger).Run(ctx, controllerWorkers) })
-	wg.Go(func() { failoverCtl.Run(ctx, controllerWorkers) })
-	wg.Go(func() { rebalancer.New(objs, recorder, cfg.Clock, logger).Run(ctx, controllerWorkers) })
+	for _, c := range controllers {
+		wg.Go(func() { c.Run(ctx, controllerWorkers) })
+	}
 	wg.Go(func() { agents.serve(agentsCtx, ln); close(agentsDone) })
 	httpErr := make(chan error, 1)
 	wg.Go(func() { httpErr <- httpServer.Serve(httpLn) })
@@ -209,7 +230,7 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	select {
 	case <-ctx.Done():
 	case err := <-httpErr:
-		runErr = fmt.Errorf("HTTP API: %w", err)
+		runErr = fmt.Errorf("HTTP server: %w", err)
 	case <-api.Done():
 		runErr = fmt.Errorf("kube-apiserver stopped: %w", api.Err())
 	}

@@ -15,7 +15,7 @@ var zoneModes = []eviction.Mode{eviction.ModeNormal, eviction.ModePartialDisrupt
 
 // metricsHandler serves the hub's counters in the Prometheus format: the
 // same figures as /debug/stats, read only when scraped.
-func (a *apiServer) metricsHandler() http.Handler {
+func (a *httpServer) metricsHandler() http.Handler {
 	reg := prometheus.NewRegistry()
 	counter := func(name, help string, read func() float64) {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, read))
@@ -41,7 +41,7 @@ func (a *apiServer) metricsHandler() http.Handler {
 
 // zoneCollector exports each zone's partition protection mode: one series
 // per zone and mode, 1 for the zone's current mode, 0 for the others.
-type zoneCollector struct{ a *apiServer }
+type zoneCollector struct{ a *httpServer }
 
 var zoneModeDesc = prometheus.NewDesc("flotilla_zone_mode", "Partition protection mode of each zone (1 for the current one).", []string{"zone", "mode"}, nil)
 

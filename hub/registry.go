@@ -68,7 +68,7 @@ type Registry struct {
 	flushSoon chan struct{}
 	// writing counts cluster objects taken by a flush and not yet stored.
 	writing int
-	updates chan updateOp    // API updates and registrations for the writer
+	updates chan updateOp    // registrations and flushes for the writer
 	stats   registryCounters // read by the stats endpoint and the load tool
 }
 
@@ -108,7 +108,6 @@ type entry struct {
 // updateOp is work for the writer goroutine.
 type updateOp struct {
 	register *protocol.Hello           // register a cluster on first connect
-	update   *v1alpha1.Cluster         // an API update
 	run      func(ctx context.Context) // any other work that must not overlap a flush
 	done     chan<- updateOutcome      // receives the result
 }

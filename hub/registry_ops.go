@@ -192,17 +192,6 @@ func resourceList(in map[string]string) (corev1.ResourceList, error) {
 	return out, nil
 }
 
-// ListClusters returns copies of every cluster, sorted by name.
-func (r *Registry) ListClusters() []*v1alpha1.Cluster {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]*v1alpha1.Cluster, 0, len(r.entries))
-	for _, name := range r.sortedNamesLocked() {
-		out = append(out, r.entries[name].obj.DeepCopy())
-	}
-	return out
-}
-
 // GetCluster returns a copy of one cluster, or NotFound.
 func (r *Registry) GetCluster(name string) (*v1alpha1.Cluster, error) {
 	r.mu.Lock()
@@ -214,19 +203,6 @@ func (r *Registry) GetCluster(name string) (*v1alpha1.Cluster, error) {
 	return e.obj.DeepCopy(), nil
 }
 
-// ListLeases returns copies of every lease, sorted by name.
-func (r *Registry) ListLeases() []*coordinationv1.Lease {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []*coordinationv1.Lease
-	for _, name := range r.sortedNamesLocked() {
-		if l := r.entries[name].lease; l != nil {
-			out = append(out, l.DeepCopy())
-		}
-	}
-	return out
-}
-
 // GetLease returns a copy of one lease, or NotFound.
 func (r *Registry) GetLease(name string) (*coordinationv1.Lease, error) {
 	r.mu.Lock()
@@ -236,19 +212,6 @@ func (r *Registry) GetLease(name string) (*coordinationv1.Lease, error) {
 		return nil, apierrors.NewNotFound(coordinationv1.Resource("leases"), name)
 	}
 	return e.lease.DeepCopy(), nil
-}
-
-// UpdateCluster applies an operator's change to labels, annotations and
-// spec, if obj.resourceVersion is current. Hub-managed taints in the request
-// are ignored: the hub keeps its own.
-func (r *Registry) UpdateCluster(ctx context.Context, obj *v1alpha1.Cluster) (*v1alpha1.Cluster, error) {
-	if obj.ResourceVersion == "" {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("update cluster %q: metadata.resourceVersion is required (get the cluster first)", obj.Name))
-	}
-	if err := validateSpec(obj); err != nil {
-		return nil, err
-	}
-	return r.submit(ctx, updateOp{update: obj})
 }
 
 // submit hands an operation to the writer goroutine and waits for it.

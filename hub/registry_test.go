@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -220,48 +219,6 @@ func TestRegistryRestartKeepsStateAndGrace(t *testing.T) {
 	}
 }
 
-func TestRegistryUpdateCluster(t *testing.T) {
-	clk := clocktesting.NewFakeClock(t0)
-	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
-	f.connect("edge-1")
-	f.renew("edge-1")
-	f.flush()
-	ctx := t.Context()
-
-	c := f.cluster("edge-1")
-	c.Spec.Unschedulable = true
-	c.Spec.Taints = append(c.Spec.Taints,
-		corev1.Taint{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoSchedule},
-		corev1.Taint{Key: v1alpha1.TaintClusterUnreachable, Effect: corev1.TaintEffectNoExecute}) // managed: ignored
-	updated, err := f.reg.UpdateCluster(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []taintSummary{{"example.com/maintenance", "NoSchedule", 0}, {v1alpha1.TaintClusterUnschedulable, "NoSchedule", 0}}
-	if diff := cmp.Diff(want, taintsOf(updated)); diff != "" {
-		t.Errorf("taints after cordon (-want +got):\n%s", diff)
-	}
-	if updated.ResourceVersion == c.ResourceVersion {
-		t.Error("resourceVersion did not change")
-	}
-
-	if _, err := f.reg.UpdateCluster(ctx, c); !apierrors.IsConflict(err) {
-		t.Errorf("update with stale resourceVersion: err = %v, want Conflict", err)
-	}
-	bad := updated.DeepCopy()
-	bad.Spec.Taints = []corev1.Taint{{Key: "bad key!", Effect: "Sometimes"}}
-	_, err = f.reg.UpdateCluster(ctx, bad)
-	if !apierrors.IsInvalid(err) {
-		t.Fatalf("invalid taint: err = %v, want Invalid", err)
-	}
-	if diff := cmp.Diff(want, taintsOf(f.cluster("edge-1"))); diff != "" {
-		t.Errorf("a rejected update changed the cluster (-want +got):\n%s", diff)
-	}
-	if _, err := f.reg.UpdateCluster(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "nope", ResourceVersion: "1"}}); !apierrors.IsNotFound(err) {
-		t.Errorf("update of unknown cluster: err = %v, want NotFound", err)
-	}
-}
-
 func TestRegistryClockSkew(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
@@ -405,36 +362,6 @@ func TestRegistryRestartKeepsSickClustersSick(t *testing.T) {
 	}
 }
 
-func TestRegistryRefusedUpdateChangesNothing(t *testing.T) {
-	clk := clocktesting.NewFakeClock(t0)
-	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
-	f.connect("edge-1")
-	f.renew("edge-1")
-	f.flush()
-	c := f.cluster("edge-1")
-	// Someone writes the store behind the hub's back: the hub's next write conflicts.
-	stored, err := f.reg.clusters.Get(t.Context(), "edge-1", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stored.Labels = map[string]string{"elsewhere": "true"}
-	if _, err := f.reg.clusters.Update(t.Context(), stored, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	c.Spec.Unschedulable = true
-	if _, err := f.reg.UpdateCluster(t.Context(), c); !apierrors.IsConflict(err) {
-		t.Fatalf("err = %v, want Conflict from the API server", err)
-	}
-	after := f.cluster("edge-1")
-	if after.Spec.Unschedulable || len(after.Spec.Taints) != 0 {
-		t.Errorf("a refused update took effect: unschedulable=%v taints %v", after.Spec.Unschedulable, taintsOf(after))
-	}
-	c.ResourceVersion = ""
-	if _, err := f.reg.UpdateCluster(t.Context(), c); !apierrors.IsBadRequest(err) {
-		t.Errorf("update without resourceVersion: err = %v, want BadRequest", err)
-	}
-}
-
 // A write that landed although the writer saw an error (a context cancelled
 // at shutdown) leaves memory one version behind the store; the next flush
 // must still store memory's state, not defer it to a flush that never comes.
@@ -538,5 +465,71 @@ func TestRegistryWritesTheLeaseWithAReadyChange(t *testing.T) {
 	}
 	if !l.Spec.RenewTime.Time.Equal(t0) {
 		t.Errorf("stored renewTime %v, want the last renewal %v", l.Spec.RenewTime.Time, t0)
+	}
+}
+
+// Operators edit a Cluster through the API (kubectl edit, patch): the
+// registry takes their fields from the informer (Observe), keeps them when
+// it writes its own health taints, and puts back a health taint an
+// operator removed.
+func TestRegistryObservesOperatorEdits(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
+	f.connect("edge-1")
+	f.renew("edge-1")
+	f.flush()
+	ctx := t.Context()
+	edit := func(change func(*v1alpha1.Cluster)) {
+		t.Helper()
+		c, err := f.reg.clusters.Get(ctx, "edge-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		change(c)
+		updated, err := f.reg.clusters.Update(ctx, c, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.reg.Observe(updated) // what the cluster informer does
+	}
+	stored := func() []taintSummary {
+		t.Helper()
+		c, err := f.reg.clusters.Get(ctx, "edge-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return taintsOf(c)
+	}
+	maintenance := corev1.Taint{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoSchedule, TimeAdded: &metav1.Time{Time: t0}}
+
+	edit(func(c *v1alpha1.Cluster) {
+		c.Spec.Unschedulable = true
+		c.Spec.Taints = append(c.Spec.Taints, maintenance)
+		c.Labels = map[string]string{"site": "north"}
+	})
+	f.flush()
+	want := []taintSummary{{"example.com/maintenance", "NoSchedule", 0}, {v1alpha1.TaintClusterUnschedulable, "NoSchedule", 0}}
+	if diff := cmp.Diff(want, stored()); diff != "" {
+		t.Errorf("after cordon and an operator's taint (-want +got):\n%s", diff)
+	}
+	if got := f.cluster("edge-1").Labels["site"]; got != "north" {
+		t.Errorf("label site = %q in memory, want north", got)
+	}
+
+	f.advance(40 * time.Second) // the lease expires: the hub adds its taint
+	f.flush()
+	want = append(want, taintSummary{v1alpha1.TaintClusterUnreachable, "NoSchedule", 40 * time.Second})
+	if diff := cmp.Diff(want, stored()); diff != "" {
+		t.Errorf("after Unknown, the operator's taint must stay (-want +got):\n%s", diff)
+	}
+
+	edit(func(c *v1alpha1.Cluster) { c.Spec.Taints = c.Spec.Taints[:1] }) // someone drops the hub's taints
+	f.flush()
+	if diff := cmp.Diff(want, stored()); diff != "" {
+		t.Errorf("the hub's taints were not put back (-want +got):\n%s", diff)
+	}
+	reasons := eventReasons(t, "edge-1", "Cordoned")
+	if !slices.Contains(reasons, "Cordoned") {
+		t.Errorf("no Cordoned event among %v", reasons)
 	}
 }

@@ -23,7 +23,7 @@ func (r *Registry) Observe(c *v1alpha1.Cluster) {
 	if !ok {
 		e = restoreEntry(c.DeepCopy(), nil, r.cfg.Health)
 		r.entries[c.Name] = e
-		r.logger.Info("cluster registered through the API", "cluster", c.Name)
+		r.logger.Debug("cluster seen in the API", "cluster", c.Name)
 		r.evaluateLocked(c.Name, e, now)
 		return
 	}

@@ -13,10 +13,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
-	"github.com/flotilla-io/flotilla/api/validation"
+	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/health"
 )
 
@@ -27,9 +26,6 @@ const (
 	finalFlushTimeout = 10 * time.Second
 	storeOpTimeout    = 30 * time.Second
 )
-
-// fieldManager names the hub's writes in managedFields.
-const fieldManager = "flotilla-hub"
 
 // leaseWriters is how many lease writes a flush has in flight at once.
 const leaseWriters = 8
@@ -183,12 +179,12 @@ func (r *Registry) writeLease(ctx context.Context, l *coordinationv1.Lease) {
 // putLease writes l over whatever is stored: memory holds the truth.
 func (r *Registry) putLease(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	if l.ResourceVersion == "" {
-		created, err := r.leases.Create(ctx, l, metav1.CreateOptions{FieldManager: fieldManager})
+		created, err := r.leases.Create(ctx, l, metav1.CreateOptions{FieldManager: controller.FieldManager})
 		if !apierrors.IsAlreadyExists(err) {
 			return created, err
 		}
 	}
-	updated, err := r.leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: fieldManager})
+	updated, err := r.leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: controller.FieldManager})
 	if !apierrors.IsConflict(err) && !(l.ResourceVersion == "" && apierrors.IsInvalid(err)) {
 		return updated, err
 	}
@@ -198,17 +194,22 @@ func (r *Registry) putLease(ctx context.Context, l *coordinationv1.Lease) (*coor
 		return nil, err
 	}
 	l.ResourceVersion, l.UID = stored.ResourceVersion, stored.UID
-	return r.leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: fieldManager})
+	return r.leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: controller.FieldManager})
 }
 
-// writeCluster stores what the hub owns of one cluster: its status (the
-// status subresource; memory wins over whatever is stored) and its health
-// taints (a spec update on top of the stored spec, so operators' fields
-// are never overwritten). The new resourceVersion goes to memory.
+// writeCluster stores what the hub owns of one cluster: its health taints
+// (a spec update on top of the stored spec, so operators' fields are never
+// overwritten), then its status (the status subresource; memory wins over
+// whatever is stored). Taints first: whoever sees a cluster Unknown sees
+// its unreachable taint too. The new resourceVersion goes to memory.
 func (r *Registry) writeCluster(ctx context.Context, c *v1alpha1.Cluster) {
-	stored, err := r.writeStatus(ctx, c)
+	stored, err := r.clusters.Get(ctx, c.Name, metav1.GetOptions{})
 	if err == nil && !sameTaints(managedTaints(stored.Spec.Taints), managedTaints(c.Spec.Taints)) {
 		stored, err = r.writeHealthTaints(ctx, stored, managedTaints(c.Spec.Taints))
+	}
+	if err == nil {
+		c.ResourceVersion = stored.ResourceVersion
+		stored, err = r.writeStatus(ctx, c)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -239,13 +240,13 @@ func newerVersion(a, b string) string {
 }
 
 func (r *Registry) writeStatus(ctx context.Context, c *v1alpha1.Cluster) (*v1alpha1.Cluster, error) {
-	stored, err := r.clusters.UpdateStatus(ctx, c, metav1.UpdateOptions{FieldManager: fieldManager})
+	stored, err := r.clusters.UpdateStatus(ctx, c, metav1.UpdateOptions{FieldManager: controller.FieldManager})
 	if apierrors.IsConflict(err) {
 		r.stats.storeConflicts.Add(1)
 		var latest *v1alpha1.Cluster
 		if latest, err = r.clusters.Get(ctx, c.Name, metav1.GetOptions{}); err == nil {
 			c.ResourceVersion = latest.ResourceVersion
-			stored, err = r.clusters.UpdateStatus(ctx, c, metav1.UpdateOptions{FieldManager: fieldManager})
+			stored, err = r.clusters.UpdateStatus(ctx, c, metav1.UpdateOptions{FieldManager: controller.FieldManager})
 		}
 	}
 	if err == nil {
@@ -263,7 +264,7 @@ func (r *Registry) writeHealthTaints(ctx context.Context, stored *v1alpha1.Clust
 		next := stored.DeepCopy()
 		next.Spec.Taints = append(operatorTaints(stored.Spec.Taints), managed...)
 		var updated *v1alpha1.Cluster
-		updated, err = r.clusters.Update(ctx, next, metav1.UpdateOptions{FieldManager: fieldManager})
+		updated, err = r.clusters.Update(ctx, next, metav1.UpdateOptions{FieldManager: controller.FieldManager})
 		if err == nil {
 			r.countWrites(1)
 			return updated, nil
@@ -283,16 +284,13 @@ func sameTaints(a, b []corev1.Taint) bool {
 	return equality.Semantic.DeepEqual(a, b) || len(a) == 0 && len(b) == 0
 }
 
-// apply runs a registration, an API update or other writer work.
+// apply runs a registration or other writer work.
 func (r *Registry) apply(ctx context.Context, op updateOp) (*v1alpha1.Cluster, error) {
-	switch {
-	case op.register != nil:
+	if op.register != nil {
 		return r.register(ctx, op.register.ClusterName)
-	case op.run != nil:
-		op.run(ctx)
-		return nil, nil
 	}
-	return r.update(ctx, op.update)
+	op.run(ctx)
+	return nil, nil
 }
 
 // Flush stores every change held in memory now, on the writer goroutine
@@ -315,7 +313,8 @@ func (r *Registry) register(ctx context.Context, name string) (*v1alpha1.Cluster
 		defer r.mu.Unlock()
 		return e.obj.DeepCopy(), nil // registered by an earlier connection meanwhile
 	}
-	created, err := r.clusters.Create(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{FieldManager: fieldManager})
+	created, err := r.clusters.Create(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{FieldManager: controller.FieldManager})
+	createdHere := err == nil
 	if apierrors.IsAlreadyExists(err) {
 		created, err = r.clusters.Get(ctx, name, metav1.GetOptions{}) // created through the API first
 	} else if err == nil {
@@ -326,55 +325,20 @@ func (r *Registry) register(ctx context.Context, name string) (*v1alpha1.Cluster
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e, known := r.entries[name]; known { // observed through the informer meanwhile
+	now := r.clock.Now()
+	if createdHere {
+		r.recordLocked(created, corev1.EventTypeNormal, "Registered", "cluster registered on its agent's first connection", now)
+	}
+	if e, known := r.entries[name]; known { // the informer delivered it meanwhile
 		return e.obj.DeepCopy(), nil
 	}
-	now := r.clock.Now()
 	// Registered by the hub's clock, like every time health is judged by.
 	e = &entry{obj: created, obs: health.Observations{Registered: now, Cordoned: created.Spec.Unschedulable}}
 	r.entries[name] = e
-	r.recordLocked(created, corev1.EventTypeNormal, "Registered", "cluster registered on its agent's first connection", now)
 	// Arms the startup-grace deadline, in case the agent never renews.
 	r.evaluateLocked(name, e, now)
 	r.logger.Info("cluster registered", "cluster", name)
 	return created.DeepCopy(), nil
-}
-
-// update applies an API update of labels, annotations and spec (the hub's
-// HTTP API; kubectl writes the API server directly and reaches memory
-// through Observe). Optimistic: the API server refuses it unless
-// req.resourceVersion is the stored one.
-func (r *Registry) update(ctx context.Context, req *v1alpha1.Cluster) (*v1alpha1.Cluster, error) {
-	r.mu.Lock()
-	e, ok := r.entries[req.Name]
-	if !ok {
-		r.mu.Unlock()
-		return nil, apierrors.NewNotFound(ClusterResource, req.Name)
-	}
-	managed := managedTaints(e.obj.Spec.Taints)
-	r.mu.Unlock()
-
-	latest, err := r.clusters.Get(ctx, req.Name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	next := latest.DeepCopy()
-	next.ResourceVersion = req.ResourceVersion
-	next.Labels, next.Annotations = req.Labels, req.Annotations
-	next.Spec = req.Spec
-	next.Spec.Taints = append(stampTaints(operatorTaints(req.Spec.Taints), r.clock.Now()), managed...)
-	updated, err := r.clusters.Update(ctx, next, metav1.UpdateOptions{FieldManager: fieldManager})
-	if err != nil {
-		return nil, err
-	}
-	r.countWrites(1)
-	r.Observe(updated)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if e, ok := r.entries[req.Name]; ok {
-		return e.obj.DeepCopy(), nil
-	}
-	return updated, nil
 }
 
 func managedTaints(taints []corev1.Taint) []corev1.Taint {
@@ -398,24 +362,5 @@ func operatorTaints(taints []corev1.Taint) []corev1.Taint {
 	return out
 }
 
-// stampTaints sets timeAdded on taints that have none.
-func stampTaints(taints []corev1.Taint, now time.Time) []corev1.Taint {
-	for i := range taints {
-		if taints[i].TimeAdded == nil {
-			stamp := metav1.NewTime(now)
-			taints[i].TimeAdded = &stamp
-		}
-	}
-	return taints
-}
-
 // ClusterResource names clusters in API errors.
 var ClusterResource = schema.GroupResource{Group: v1alpha1.GroupName, Resource: "clusters"}
-
-// validateSpec rejects an update the hub cannot store, naming the field.
-func validateSpec(c *v1alpha1.Cluster) error {
-	if errs := validation.ClusterSpec(&c.Spec, field.NewPath("spec")); len(errs) > 0 {
-		return apierrors.NewInvalid(schema.GroupKind{Group: v1alpha1.GroupName, Kind: v1alpha1.KindCluster}, c.Name, errs)
-	}
-	return nil
-}

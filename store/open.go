@@ -1,12 +1,9 @@
-// Package store persists Flotilla's objects in etcd: typed create, get,
-// list, update with optimistic concurrency (resourceVersion is the etcd
-// revision), delete, batched writes, and watches that resume after a
-// reconnect and recover from compaction.
-//
-// By default the hub runs a single-member etcd embedded in its data
-// directory, so there is nothing to install; with endpoints it uses an
-// external etcd cluster. Both are reached through one *clientv3.Client, so
-// everything above Open is one code path.
+// Package store is the etcd under the hub's Kubernetes API server: by
+// default a single-member etcd embedded in the data directory, listening
+// only on a unix socket there (nothing to install, no port to collide on);
+// with endpoints, an external etcd cluster, over TLS if asked. The API
+// server reaches either through Endpoints, so everything above Open is one
+// code path.
 package store
 
 import (
@@ -24,7 +21,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
-	"k8s.io/utils/clock"
 )
 
 // Config says where the store lives.
@@ -35,26 +31,19 @@ type Config struct {
 	Endpoints []string
 	// TLS secures the connection to an external etcd.
 	TLS TLSFiles
-	// Prefix of every key; default "/flotilla".
-	Prefix string
-	// Clock stamps creation times; default the real clock.
-	Clock clock.PassiveClock
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
 
-// MaxRequestBytes is the largest transaction the embedded etcd accepts; an
-// external etcd needs --max-request-bytes at least this for large applies.
+// MaxRequestBytes is the largest request the embedded etcd accepts (etcd's
+// default is 1.5 MiB): a Work carries whole manifests.
 const MaxRequestBytes = 20 << 20
-
-// DefaultPrefix is the key prefix when Config.Prefix is empty.
-const DefaultPrefix = "/flotilla"
 
 const (
 	embeddedStartTimeout = time.Minute
 	dialTimeout          = 5 * time.Second
-	// embeddedCompactionRetention keeps ten minutes of history, enough for any
-	// watcher that reconnects; older revisions are compacted automatically.
+	// embeddedCompactionRetention keeps ten minutes of history; the API
+	// server compacts on its own too (every five minutes).
 	embeddedCompactionRetention = "10m"
 )
 
@@ -86,20 +75,12 @@ type Store struct {
 	// endpoints are the client URLs other etcd clients in this process (the
 	// embedded API server) dial.
 	endpoints []string
-	prefix    string
-	clock     clock.PassiveClock
 	logger    *slog.Logger
 }
 
 // Open starts the embedded etcd or connects to the external one.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
-	s := &Store{prefix: cfg.Prefix, clock: cfg.Clock, logger: cfg.Logger}
-	if s.prefix == "" {
-		s.prefix = DefaultPrefix
-	}
-	if s.clock == nil {
-		s.clock = clock.RealClock{}
-	}
+	s := &Store{logger: cfg.Logger}
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}
@@ -158,7 +139,6 @@ func startEmbedded(ctx context.Context, dir string) (*embed.Etcd, error) {
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.AutoCompactionMode = embed.CompactorModePeriodic
 	cfg.AutoCompactionRetention = embeddedCompactionRetention
-	cfg.MaxTxnOps = 2 * MaxTxnObjects // comparisons count too
 	// An apply request may carry up to 16 MiB of templates in one
 	// transaction; etcd's default limit is 1.5 MiB.
 	cfg.MaxRequestBytes = MaxRequestBytes
@@ -205,18 +185,4 @@ func (s *Store) Close() error {
 		s.embedded.Close()
 	}
 	return err
-}
-
-// Compact discards history before the current revision. Watches that were
-// behind recover by relisting; see Resource.Watch.
-func (s *Store) Compact(ctx context.Context) (int64, error) {
-	resp, err := s.client.Get(ctx, s.prefix, clientv3.WithCountOnly())
-	if err != nil {
-		return 0, fmt.Errorf("compact: %w", err)
-	}
-	rev := resp.Header.Revision
-	if _, err := s.client.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil {
-		return 0, fmt.Errorf("compact to %d: %w", rev, err)
-	}
-	return rev, nil
 }

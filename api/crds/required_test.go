@@ -28,7 +28,7 @@ var requiredFields = map[string][]string{
 	"clusterpropagationpolicies.flotilla.io": policyRequired,
 	"resourcebindings.flotilla.io":           bindingRequired,
 	"clusterresourcebindings.flotilla.io":    bindingRequired,
-	"purgerequests.flotilla.io": {"spec", "spec.binding", "spec.binding.name", "spec.cluster"},
+	"purgerequests.flotilla.io":              {"spec", "spec.binding", "spec.binding.name", "spec.cluster"},
 	"works.flotilla.io": {
 		"spec",
 		"spec.fencing.stopAfterSeconds",

@@ -112,6 +112,12 @@ const (
 	ReasonFencedRestored = "Restored"
 )
 
+// WorkFinalizer is on every Work the hub creates: a deleted Work stays,
+// with its deletionTimestamp set, until the agent confirms that the
+// Work's objects are gone from the member cluster and the hub removes the
+// finalizer (or until its Cluster is deleted: nobody is left to confirm).
+const WorkFinalizer = "flotilla.io/agent-cleanup"
+
 // AnnotationWorkBinding on a Work names the binding it renders:
 // NAMESPACE/NAME, or NAME for a ClusterResourceBinding.
 const AnnotationWorkBinding = "flotilla.io/binding"

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/flotilla-io/flotilla/internal/version"
 	"io"
 	"log/slog"
 	"os"
@@ -21,9 +22,6 @@ import (
 	"github.com/flotilla-io/flotilla/agent"
 	"github.com/flotilla-io/flotilla/agent/work"
 )
-
-// version is the agent version reported to the hub.
-const version = "v0.1.0-dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -55,7 +53,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // parseFlags turns the command line into an agent configuration and a log
 // level. With --help it prints the usage to stdout and returns pflag.ErrHelp.
 func parseFlags(args []string, stdout io.Writer) (agent.Config, slog.Level, error) {
-	cfg := agent.Config{Version: version}
+	cfg := agent.Config{Version: version.Get().Flotilla}
 	fs := pflag.NewFlagSet("flotilla-agent", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are printed once, by run
 	fs.StringVar(&cfg.Hub, "hub", "", "the hub's QUIC address, HOST:PORT (UDP); HOST must match the hub's certificate")
@@ -69,10 +67,15 @@ func parseFlags(args []string, stdout io.Writer) (agent.Config, slog.Level, erro
 	fs.Float32Var(&cfg.KubeQPS, "kube-api-qps", agent.DefaultKubeQPS, "requests per second to the member cluster's API server (each of the agent's two clients)")
 	fs.IntVar(&cfg.KubeBurst, "kube-api-burst", agent.DefaultKubeBurst, "burst of requests to the member cluster's API server")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() { fmt.Fprint(stdout, usage(fs)) }
 
 	if err := fs.Parse(args); err != nil {
 		return cfg, 0, err // pflag has printed the usage for --help
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, version.Get())
+		return cfg, 0, pflag.ErrHelp // nothing more to do
 	}
 	if fs.NArg() > 0 {
 		return cfg, 0, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))

@@ -31,6 +31,12 @@ func TestRun(t *testing.T) {
 				"--status-interval", "--system-namespace", "flotilla-system", "--log-level", "ca.crt", "tls.crt", "tls.key", `"cluster:<cluster-name>"`},
 		},
 		{
+			name:       "version",
+			args:       []string{"--version"},
+			wantCode:   0,
+			wantStdout: []string{"flotilla ", "kubernetes v1.37.2"},
+		},
+		{
 			name:       "missing flags",
 			args:       nil,
 			wantCode:   1,

@@ -19,8 +19,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/flotilla-io/flotilla/hub"
+	"github.com/flotilla-io/flotilla/hub/ca"
 	"github.com/flotilla-io/flotilla/hub/failover"
 	"github.com/flotilla-io/flotilla/hub/health"
+	"github.com/flotilla-io/flotilla/internal/version"
 )
 
 func main() {
@@ -42,10 +44,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) >= 1 && args[0] == "certs" {
 		return fmt.Errorf("unknown command %q: the only certs command is `certs issue`", args)
 	}
-	return serve(ctx, args, stderr)
+	return serve(ctx, args, stdout, stderr)
 }
 
-func serve(ctx context.Context, args []string, stderr io.Writer) error {
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defaults := health.DefaultConfig(time.Time{})
 	hostname, _ := os.Hostname()
 	flags := pflag.NewFlagSet("flotilla-hub", pflag.ContinueOnError)
@@ -89,6 +91,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	flags.Float64Var(&fo.Zones.UnhealthyThreshold, "unhealthy-zone-threshold", fo.Zones.UnhealthyThreshold,
 		"fraction of a zone's clusters not Ready (and more than 2) at which the zone slows to the secondary rate")
 	logLevel := flags.String("log-level", "info", "log level: debug, info, warn or error")
+	showVersion := flags.Bool("version", false, "print the version (and the Kubernetes release the hub embeds) and exit")
 	flags.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: flotilla-hub [flags]\n       flotilla-hub certs issue --data-dir DIR --cluster NAME --out DIR\n\n"+
 			"Runs the Flotilla hub: agents dial --quic-addr over QUIC with a client certificate\n"+
@@ -99,6 +102,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if err := flags.Parse(args); err != nil {
 		return err
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, version.Get())
+		return nil
 	}
 	if flags.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q (see --help)", flags.Args())
@@ -221,7 +228,7 @@ func issueCerts(args []string, stdout, stderr io.Writer) error {
 		flags.Usage()
 		return errors.New("--cluster and --out are required")
 	}
-	if err := hub.IssueAgentCertificate(*dataDir, *cluster, *out); err != nil {
+	if err := ca.IssueAgentCertificate(*dataDir, *cluster, *out); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote ca.crt, tls.crt and tls.key for cluster %s to %s\n", *cluster, *out)

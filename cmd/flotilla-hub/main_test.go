@@ -37,6 +37,16 @@ func TestRunRejectsBadInput(t *testing.T) {
 	}
 }
 
+func TestVersion(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"--version"}, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if got := stdout.String(); !strings.HasPrefix(got, "flotilla ") || !strings.Contains(got, "kubernetes v1.37.2") {
+		t.Errorf("--version printed %q", got)
+	}
+}
+
 func TestCertsIssueWritesAgentFiles(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "edge-1")

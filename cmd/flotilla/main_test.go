@@ -29,7 +29,9 @@ func TestExitCodes(t *testing.T) {
 		{"--help", 0, "Usage:", ""},
 		{"frobnicate", 2, "", "error: unknown command \"frobnicate\""},
 		{"apply -n shop", 2, "", "error: missing -f"},
-		{"get clusters --server http://127.0.0.1:1 --timeout 5s", 1, "", "error: cannot reach the hub at http://127.0.0.1:1"},
+		{"get clusters --kubeconfig testdata/unreachable.kubeconfig --timeout 5s", 1, "", "error: cannot reach the hub at https://127.0.0.1:1"},
+		{"--version", 0, "flotilla ", ""},
+		{"get", 2, "", "See 'flotilla get --help' for usage."},
 	}
 	for _, tt := range tests {
 		t.Run(tt.args, func(t *testing.T) {

@@ -156,6 +156,9 @@ func clientConfig(url string, ca, cert, key []byte) *rest.Config {
 		// bindings at once); the API server's own fairness queues apply.
 		QPS:   500,
 		Burst: 1000,
+		// Deprecation warnings (v1 Endpoints...) come from the hub's own
+		// informers over every kind, not from anything an operator wrote.
+		WarningHandler: rest.NoWarnings{},
 	}
 }
 

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"sync"
 
 	"k8s.io/client-go/tools/cache"
 )
@@ -23,6 +24,7 @@ type Source[PT any] interface {
 type Shared[PT any] struct {
 	informer cache.SharedIndexInformer
 	synced   chan struct{}
+	once     sync.Once
 }
 
 // NewShared wraps informer; objects in it must be PT.
@@ -31,13 +33,10 @@ func NewShared[PT any](informer cache.SharedIndexInformer) *Shared[PT] {
 }
 
 // Run closes Synced once the informer has listed, or returns when ctx ends.
+// Every controller reading the informer calls it (through StartAndSync).
 func (s *Shared[PT]) Run(ctx context.Context) {
 	if cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
-		select {
-		case <-s.synced:
-		default:
-			close(s.synced)
-		}
+		s.once.Do(func() { close(s.synced) })
 	}
 }
 

@@ -2,29 +2,42 @@
 // records what the agents report back. Each agent session has one work
 // stream; on a new stream the agent's inventory says which generation of
 // each Work it holds, and only what differs is sent, plus the deletions.
-// Works of a disconnected cluster simply wait in the store.
+// Works of a disconnected cluster simply wait in the API server.
+//
+// What the agents report goes on the Works through the status subresource.
+// A deleted Work keeps its finalizer (v1alpha1.WorkFinalizer) until its
+// agent confirms the objects are gone; a deleted Work of a Cluster that no
+// longer exists loses it at once: nobody is left to confirm.
 package dispatch
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
-	"github.com/flotilla-io/flotilla/hub/objects"
 )
 
 // Dispatcher routes Work changes to the session of their cluster.
 type Dispatcher struct {
-	objs   *objects.Objects
-	clock  clock.PassiveClock
-	logger *slog.Logger
-	works  *controller.Informer[v1alpha1.Work, *v1alpha1.Work]
+	clients  *controller.Clients
+	recorder controller.Recorder
+	logger   *slog.Logger
+	works    *controller.Shared[*v1alpha1.Work]
+	clusters controller.Source[*v1alpha1.Cluster]
+	// released holds deleted clusters whose Works must lose their
+	// finalizer.
+	released *controller.Queue
 
 	mu       sync.Mutex
 	sessions map[string]*session // by cluster: the newest session
@@ -42,17 +55,26 @@ func (d *Dispatcher) Counts() Counts {
 	return Counts{Upserts: d.upserts.Load(), Deletes: d.deletes.Load()}
 }
 
-// New returns a dispatcher over objs; Run must be running for Serve to work.
-func New(objs *objects.Objects, clk clock.PassiveClock, logger *slog.Logger) *Dispatcher {
-	d := &Dispatcher{objs: objs, clock: clk, logger: logger.With("component", "dispatch"), sessions: map[string]*session{}}
-	d.works = controller.NewInformer(objs.Works, nil, logger)
+// New returns a dispatcher that reads Works and Clusters from informers
+// and writes Works through clients. It adds its handlers to the shared
+// informers; Run must be running for Serve to work. The clock is not
+// used: the agent's reports carry no times the hub stamps.
+func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, _ clock.PassiveClock, logger *slog.Logger) *Dispatcher {
+	d := &Dispatcher{clients: clients, recorder: recorder, logger: logger.With("component", "dispatch"),
+		works: informers.Works, clusters: informers.Clusters, sessions: map[string]*session{}}
+	d.released = controller.NewQueue("dispatch-released", d.release, logger)
 	d.works.AddHandler(func(old, cur *v1alpha1.Work) {
-		w := cur
-		if w == nil {
-			w = old
-		}
+		w := controller.Subject(old, cur)
 		cluster, ok := strings.CutPrefix(w.Namespace, v1alpha1.ExecutionNamespacePrefix)
 		if !ok {
+			return
+		}
+		if cur != nil && cur.DeletionTimestamp != nil && slices.Contains(cur.Finalizers, v1alpha1.WorkFinalizer) && d.clusters.Get(cluster) == nil {
+			d.released.Add(cluster) // deleted after its cluster: nobody will confirm
+		}
+		// Only a new generation or a deletion is sent: what the agent
+		// reported (status) or an annotation changes nothing for it.
+		if old != nil && cur != nil && old.Generation == cur.Generation && (old.DeletionTimestamp == nil) == (cur.DeletionTimestamp == nil) {
 			return
 		}
 		d.mu.Lock()
@@ -62,20 +84,55 @@ func New(objs *objects.Objects, clk clock.PassiveClock, logger *slog.Logger) *Di
 			s.notify(w.Name)
 		}
 	})
+	d.clusters.AddHandler(func(old, cur *v1alpha1.Cluster) {
+		if cur == nil {
+			d.released.Add(old.Name)
+		}
+	})
 	return d
 }
 
-// Run keeps the Work mirror current until ctx ends.
-func (d *Dispatcher) Run(ctx context.Context) { d.works.Run(ctx) }
+// Run waits for the informers the dispatcher reads, then releases the
+// Works of deleted clusters, until ctx ends.
+func (d *Dispatcher) Run(ctx context.Context) {
+	if !controller.StartAndSync(ctx, d.works, d.clusters) {
+		return
+	}
+	d.released.Run(ctx, 1)
+}
+
+// release removes the finalizer from every Work being deleted of a
+// cluster that no longer exists: no agent will come back to confirm, so
+// they go at once. A Work of such a cluster deleted later is released as
+// soon as the informer reports its deletion (New's handler). Live Works
+// keep their finalizer, which the binding controller would only put back.
+func (d *Dispatcher) release(ctx context.Context, cluster string) error {
+	if d.clusters.Get(cluster) != nil {
+		return nil // it exists (again): its agent confirms
+	}
+	for _, w := range d.works.ByIndex(cache.NamespaceIndex, v1alpha1.ExecutionNamespace(cluster)) {
+		if w.DeletionTimestamp == nil || !slices.Contains(w.Finalizers, v1alpha1.WorkFinalizer) {
+			continue
+		}
+		w = w.DeepCopy()
+		w.Finalizers = slices.DeleteFunc(w.Finalizers, func(f string) bool { return f == v1alpha1.WorkFinalizer })
+		_, err := d.clients.Flotilla.FlotillaV1alpha1().Works(w.Namespace).Update(ctx, w, metav1.UpdateOptions{FieldManager: controller.FieldManager})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil: // a Conflict is retried once the informer has caught up
+			return fmt.Errorf("remove the finalizer of Work %s/%s: %w", w.Namespace, w.Name, err)
+		}
+		d.logger.Info("cluster deleted: its Work goes without waiting for the agent", "cluster", cluster, "work", w.Name)
+	}
+	return nil
+}
 
 // worksOf returns the Works of a cluster by name.
 func (d *Dispatcher) worksOf(cluster string) map[string]*v1alpha1.Work {
-	namespace := v1alpha1.ExecutionNamespace(cluster)
 	out := map[string]*v1alpha1.Work{}
-	for _, w := range d.works.List() {
-		if w.Namespace == namespace {
-			out[w.Name] = w
-		}
+	for _, w := range d.works.ByIndex(cache.NamespaceIndex, v1alpha1.ExecutionNamespace(cluster)) {
+		out[w.Name] = w
 	}
 	return out
 }

@@ -2,8 +2,9 @@ package dispatch
 
 import (
 	"context"
-	"fmt"
+	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/protocol"
 )
 
@@ -18,9 +20,9 @@ import (
 func (s *session) record(ctx context.Context, m protocol.Message) {
 	switch m := m.(type) {
 	case *protocol.WorkApplied:
-		s.d.recordApplied(ctx, s.cluster, m, false)
+		s.recordApplied(ctx, m, false)
 	case *protocol.WorkStatus:
-		s.d.updateWork(ctx, s.cluster, m.Name, func(w *v1alpha1.Work) bool {
+		s.updateStatus(ctx, m.Name, func(w *v1alpha1.Work) bool {
 			if m.Generation != w.Status.ObservedGeneration {
 				return false // the agent will report the newer generation
 			}
@@ -34,8 +36,10 @@ func (s *session) record(ctx context.Context, m protocol.Message) {
 }
 
 // recordApplied stores the generation the agent applied and how it went.
-func (d *Dispatcher) recordApplied(ctx context.Context, cluster string, m *protocol.WorkApplied, fromInventory bool) {
-	d.updateWork(ctx, cluster, m.Name, func(w *v1alpha1.Work) bool {
+func (s *session) recordApplied(ctx context.Context, m *protocol.WorkApplied, fromInventory bool) {
+	var restored *v1alpha1.Work
+	s.updateStatus(ctx, m.Name, func(w *v1alpha1.Work) bool {
+		restored = nil
 		if w.DeletionTimestamp != nil {
 			return false
 		}
@@ -58,22 +62,40 @@ func (d *Dispatcher) recordApplied(ctx context.Context, cluster string, m *proto
 			changed = meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: v1alpha1.WorkConditionFenced,
 				Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonFencedRestored, ObservedGeneration: m.Generation,
 				Message: "the agent applied the Work again after it reconnected: its workloads run as the Work says"}) || changed
+			restored = w
 		}
 		return setManifests(w, m.Manifests) || changed
 	})
+	if restored != nil {
+		s.d.recorder.Event(workRef(restored), corev1.EventTypeNormal, "FencingLifted",
+			"the agent applied the Work again after it reconnected: its workloads run as the Work says")
+	}
 }
 
 // recordFenced notes on a Work that its agent reported it fenced: the
 // agent stopped its workloads while it was cut off from the hub.
-func (d *Dispatcher) recordFenced(ctx context.Context, cluster, name string) {
-	d.updateWork(ctx, cluster, name, func(w *v1alpha1.Work) bool {
+func (s *session) recordFenced(ctx context.Context, name string) {
+	const message = "the agent scaled the workloads to zero while it was cut off from the hub; the hub is sending the Work again to restore them"
+	var fenced *v1alpha1.Work
+	s.updateStatus(ctx, name, func(w *v1alpha1.Work) bool {
+		fenced = nil
 		if w.DeletionTimestamp != nil {
 			return false
 		}
-		return meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: v1alpha1.WorkConditionFenced,
-			Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonFencedCutOff, ObservedGeneration: w.Generation,
-			Message: "the agent scaled the workloads to zero while it was cut off from the hub; the hub is sending the Work again to restore them"})
+		if meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: v1alpha1.WorkConditionFenced,
+			Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonFencedCutOff, ObservedGeneration: w.Generation, Message: message}) {
+			fenced = w
+			return true
+		}
+		return false
 	})
+	if fenced != nil {
+		s.d.recorder.Event(workRef(fenced), corev1.EventTypeWarning, "Fenced", message)
+	}
+}
+
+func workRef(w *v1alpha1.Work) corev1.ObjectReference {
+	return corev1.ObjectReference{APIVersion: v1alpha1.APIVersion, Kind: v1alpha1.KindWork, Namespace: w.Namespace, Name: w.Name, UID: w.UID}
 }
 
 // setManifests replaces the manifest statuses if the report has any.
@@ -99,12 +121,14 @@ func setManifests(w *v1alpha1.Work, results []protocol.ManifestResult) bool {
 	return true
 }
 
-// recordDeleted removes a tombstone the agent has cleared. A Work that was
-// wanted again meanwhile is sent afresh.
+// recordDeleted removes the finalizer of a deleted Work whose objects the
+// agent has deleted, so the Work goes. A Work created anew meanwhile is
+// sent afresh.
 func (s *session) recordDeleted(ctx context.Context, name string) {
 	delete(s.sent, name)
-	namespace := v1alpha1.ExecutionNamespace(s.cluster)
-	w, err := s.d.objs.Works.Get(ctx, namespace, name)
+	delete(s.written, name)
+	works := s.d.clients.Flotilla.FlotillaV1alpha1().Works(s.namespace)
+	w, err := works.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return
@@ -114,47 +138,83 @@ func (s *session) recordDeleted(ctx context.Context, name string) {
 	case w.DeletionTimestamp == nil:
 		s.notify(name)
 		return
+	case !slices.Contains(w.Finalizers, v1alpha1.WorkFinalizer):
+		return // not the hub's to hold
 	}
-	// Only the tombstone just read: a Work wanted again meanwhile must stay.
-	txn := s.d.objs.Store.NewTxn()
-	s.d.objs.Works.TxnDelete(txn, namespace, name, w.ResourceVersion)
-	if _, err := txn.Commit(ctx); err != nil {
-		if apierrors.IsConflict(err) {
+	// Only the version just read: an Update carries its resourceVersion,
+	// so a Work created anew meanwhile is never touched.
+	w.Finalizers = slices.DeleteFunc(w.Finalizers, func(f string) bool { return f == v1alpha1.WorkFinalizer })
+	if _, err := works.Update(ctx, w, metav1.UpdateOptions{FieldManager: controller.FieldManager}); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			s.notify(name) // changed meanwhile: look again
 			return
 		}
-		s.logger.Error("remove Work tombstone", "work", name, "err", err)
+		s.logger.Error("remove the finalizer of a deleted Work", "work", name, "err", err)
 		return
 	}
 	s.logger.Info("work deleted from the member cluster", "work", name)
 }
 
-// updateRetries bounds retries of a status write that conflicts with the
-// binding controller's writes of the same Work.
+// updateRetries bounds retries of a status write that conflicts with
+// other writes of the same Work (the binding controller's).
 const updateRetries = 5
 
-// updateWork applies change to the stored Work and writes it if change
-// says it changed something.
-func (d *Dispatcher) updateWork(ctx context.Context, cluster, name string, change func(*v1alpha1.Work) bool) {
-	namespace := v1alpha1.ExecutionNamespace(cluster)
-	for range updateRetries {
-		w, err := d.objs.Works.Get(ctx, namespace, name)
+// updateStatus applies change to the Work's status and writes it through
+// the status subresource if change says it changed something. A Conflict
+// reads the Work again and retries.
+func (s *session) updateStatus(ctx context.Context, name string, change func(*v1alpha1.Work) bool) {
+	works := s.d.clients.Flotilla.FlotillaV1alpha1().Works(s.namespace)
+	w := s.latest(name)
+	for attempt := 1; w != nil; attempt++ {
+		if !change(w) {
+			return
+		}
+		updated, err := works.UpdateStatus(ctx, w, metav1.UpdateOptions{FieldManager: controller.FieldManager})
+		switch {
+		case err == nil:
+			s.written[name] = updated
+			return
+		case apierrors.IsNotFound(err):
+			delete(s.written, name)
+			return
+		case !apierrors.IsConflict(err):
+			s.logger.Error("store Work status", "work", name, "err", err)
+			return
+		case attempt == updateRetries:
+			s.logger.Warn("Work status not stored after repeated conflicts", "work", name)
+			return
+		}
+		w, err = works.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
+			delete(s.written, name)
 			return
 		}
-		if err == nil {
-			if !change(w) {
-				return
-			}
-			_, err = d.objs.Works.Update(ctx, w)
-		}
-		if err == nil {
-			return
-		}
-		if !apierrors.IsConflict(err) {
-			d.logger.Error("store Work status", "cluster", cluster, "work", name, "err", fmt.Errorf("%w", err))
+		if err != nil {
+			s.logger.Error("read Work", "work", name, "err", err)
 			return
 		}
 	}
-	d.logger.Warn("Work status not stored after repeated conflicts", "cluster", cluster, "work", name)
+}
+
+// latest returns a copy of the newest version of a Work the session
+// knows, nil if none: the informer's, or the one it last wrote while the
+// informer has not caught up with it. A newer generation in the informer
+// is a spec write after that; otherwise a version in the informer other
+// than the written one is taken to be older (if it is not, the write
+// conflicts and reads the Work again).
+func (s *session) latest(name string) *v1alpha1.Work {
+	cached := s.d.works.Get(s.namespace + "/" + name)
+	mine, ok := s.written[name]
+	switch {
+	case !ok:
+	case cached == nil || cached.Generation < mine.Generation ||
+		cached.Generation == mine.Generation && cached.ResourceVersion != mine.ResourceVersion:
+		return mine.DeepCopy()
+	default:
+		delete(s.written, name) // the informer has it, or something newer
+	}
+	if cached == nil {
+		return nil
+	}
+	return cached.DeepCopy()
 }

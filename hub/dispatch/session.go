@@ -38,10 +38,11 @@ const (
 // session is one agent's work stream. Its loop goroutine owns sent and
 // is the only writer on the stream.
 type session struct {
-	d       *Dispatcher
-	cluster string
-	stream  Stream
-	logger  *slog.Logger
+	d         *Dispatcher
+	cluster   string
+	namespace string // the cluster's execution namespace
+	stream    Stream
+	logger    *slog.Logger
 
 	mu      sync.Mutex
 	pending map[string]bool // Work names changed since the loop last looked
@@ -52,6 +53,10 @@ type session struct {
 	sent map[string]int64
 	// fenced are the Works the inventory reported fenced, until resync.
 	fenced map[string]bool
+	// written holds the Works as this session last wrote them, until the
+	// informer has caught up: the next report about a Work builds on the
+	// status just written, not on an older one.
+	written map[string]*v1alpha1.Work
 }
 
 func (s *session) notify(name string) {
@@ -66,8 +71,8 @@ func (s *session) notify(name string) {
 
 // Serve runs the work stream of one session until it fails or ctx ends.
 func (d *Dispatcher) Serve(ctx context.Context, cluster string, stream Stream) error {
-	s := &session{d: d, cluster: cluster, stream: stream, logger: d.logger.With("cluster", cluster),
-		pending: map[string]bool{}, wake: make(chan struct{}, 1), sent: map[string]int64{}, fenced: map[string]bool{}}
+	s := &session{d: d, cluster: cluster, namespace: v1alpha1.ExecutionNamespace(cluster), stream: stream, logger: d.logger.With("cluster", cluster),
+		pending: map[string]bool{}, wake: make(chan struct{}, 1), sent: map[string]int64{}, fenced: map[string]bool{}, written: map[string]*v1alpha1.Work{}}
 	reader := protocol.NewReader(stream, protocol.MaxWorkFrameSize)
 	_ = stream.SetReadDeadline(time.Now().Add(inventoryTimeout))
 	first, err := reader.ReadMessage()
@@ -85,7 +90,7 @@ func (d *Dispatcher) Serve(ctx context.Context, cluster string, stream Stream) e
 			s.sent[ref.Name], s.fenced[ref.Name] = heldFenced, true
 		}
 	}
-	// Before the mirror holds every Work, a held Work would look unknown
+	// Before the informer holds every Work, a held Work would look unknown
 	// and be deleted from the member cluster.
 	select {
 	case <-d.works.Synced():
@@ -135,7 +140,7 @@ func (s *session) readLoop(ctx context.Context, reader *protocol.Reader, out cha
 	}
 }
 
-// resync brings the agent in step with the store after its inventory:
+// resync brings the agent in step with the API after its inventory:
 // Works it lacks or holds at another generation or fenced, tombstones, and
 // Works it holds that the hub no longer knows.
 func (s *session) resync(ctx context.Context) error {
@@ -147,13 +152,13 @@ func (s *session) resync(ctx context.Context) error {
 			// finds it and marks the Work restored.
 			s.logger.Warn("the agent stopped this Work's workloads while it was cut off from the hub; sending the Work again to restore them",
 				"work", name, "generation", w.Generation)
-			s.d.recordFenced(ctx, s.cluster, name)
+			s.recordFenced(ctx, name)
 			restored++
 		}
 		if w.DeletionTimestamp == nil && s.sent[name] == w.Generation {
 			acked++
 			if w.Status.ObservedGeneration != w.Generation {
-				s.d.recordApplied(ctx, s.cluster, &protocol.WorkApplied{Name: name, Generation: w.Generation, Applied: true}, true)
+				s.recordApplied(ctx, &protocol.WorkApplied{Name: name, Generation: w.Generation, Applied: true}, true)
 			}
 			continue
 		}
@@ -183,7 +188,7 @@ func (s *session) sendPending(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		w := s.d.works.Get(v1alpha1.ExecutionNamespace(s.cluster) + "/" + name)
+		w := s.d.works.Get(s.namespace + "/" + name)
 		if err := s.sync(ctx, name, w); err != nil {
 			return err
 		}
@@ -220,7 +225,7 @@ func (s *session) sync(ctx context.Context, name string, w *v1alpha1.Work) error
 		// The agent would drop the session over it: keep the session, and
 		// say on the Work why it is not applied.
 		s.logger.Error("Work cannot be sent", "work", name, "err", err)
-		s.d.recordApplied(ctx, s.cluster, &protocol.WorkApplied{Name: name, Generation: w.Generation, Message: "not sent: " + err.Error()}, false)
+		s.recordApplied(ctx, &protocol.WorkApplied{Name: name, Generation: w.Generation, Message: "not sent: " + err.Error()}, false)
 		return nil
 	}
 	s.d.upserts.Add(1)

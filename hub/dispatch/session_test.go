@@ -2,21 +2,26 @@ package dispatch
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
+	flotillav1alpha1 "github.com/flotilla-io/flotilla/api/client/clientset/versioned/typed/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
-	"github.com/flotilla-io/flotilla/hub/objects"
+	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/protocol"
-	"github.com/flotilla-io/flotilla/store"
+	"github.com/flotilla-io/flotilla/test/hubapi"
 )
 
 // pipeStream is one side of an in-memory work stream.
@@ -54,31 +59,55 @@ func (a *agentEnd) next() protocol.Message {
 	}
 }
 
-type fixture struct {
-	objs  *objects.Objects
-	agent *agentEnd
+// workSpec is a Work a test starts with.
+type workSpec struct {
+	name       string
+	generation int64 // reached by spec updates after the create
+	deleting   bool  // deleted after that: it stays, by its finalizer
+	stopAfter  int32 // fencing
 }
 
-func startSession(t *testing.T, works []*v1alpha1.Work, inventory []protocol.WorkRef) *fixture {
+type fixture struct {
+	env     *hubapi.Env
+	cluster string
+	works   flotillav1alpha1.WorkInterface
+	agent   *agentEnd
+}
+
+// manifest is a ConfigMap whose content tells generations apart.
+func manifest(name string, generation int64) v1alpha1.Manifest {
+	var m v1alpha1.Manifest
+	m.Raw = fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q},"data":{"generation":"%d"}}`, name, generation)
+	return m
+}
+
+// startSession creates the Works of a new cluster, then starts a
+// dispatcher and one session whose agent sends inventory.
+func startSession(t *testing.T, works []workSpec, inventory []protocol.WorkRef) *fixture {
 	t.Helper()
-	s, err := store.Open(t.Context(), store.Config{DataDir: t.TempDir()})
+	env := hubapi.Start(t)
+	cluster := newCluster(t, env)
+	f := &fixture{env: env, cluster: cluster, works: env.Flotilla.FlotillaV1alpha1().Works(v1alpha1.ExecutionNamespace(cluster))}
+	for _, ws := range works {
+		f.create(t, ws)
+	}
+	clients, err := controller.NewClients(env.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs := objects.New(s)
-	for _, w := range works {
-		if _, err := objs.Works.Create(t.Context(), w); err != nil {
-			t.Fatal(err)
-		}
+	informers, err := controller.NewInformers(clients, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	d := New(objs, clock.RealClock{}, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	d := New(clients, informers, controller.DiscardRecorder{}, clock.RealClock{}, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	ctx, cancel := context.WithCancel(context.Background())
+	informers.Start(ctx)
 	hubR, agentW := io.Pipe()
 	agentR, hubW := io.Pipe()
 	a := &agentEnd{t: t, w: agentW, msgs: make(chan protocol.Message, 64), reader: protocol.NewReader(agentR, protocol.MaxWorkFrameSize)}
 	done := make(chan struct{}, 3)
 	go func() { d.Run(ctx); done <- struct{}{} }()
-	go func() { _ = d.Serve(ctx, "edge-1", pipeStream{hubR, hubW}); done <- struct{}{} }()
+	go func() { _ = d.Serve(ctx, cluster, pipeStream{hubR, hubW}); done <- struct{}{} }()
 	go func() {
 		defer func() { done <- struct{}{} }()
 		for {
@@ -96,79 +125,130 @@ func startSession(t *testing.T, works []*v1alpha1.Work, inventory []protocol.Wor
 		for range 3 {
 			<-done
 		}
-		s.Close()
 	})
+	f.agent = a
 	a.send(&protocol.WorkInventory{Works: inventory})
-	return &fixture{objs: objs, agent: a}
+	return f
 }
 
-func work(name string, generation int64, deleting bool) *v1alpha1.Work {
-	w := &v1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: v1alpha1.ExecutionNamespace("edge-1"), Generation: generation}}
-	w.Spec.Workload.Manifests = []v1alpha1.Manifest{{}}
-	w.Spec.Workload.Manifests[0].Raw = []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"` + name + `"}}`)
-	if deleting {
-		now := metav1.Now()
-		w.DeletionTimestamp = &now
+// create makes a Work as the binding controller does (with its finalizer),
+// brings it to its generation by spec updates, and deletes it if asked.
+func (f *fixture) create(t *testing.T, ws workSpec) {
+	t.Helper()
+	ctx := t.Context()
+	w := &v1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Name: ws.name, Finalizers: []string{v1alpha1.WorkFinalizer}}}
+	w.Spec.Workload.Manifests = []v1alpha1.Manifest{manifest(ws.name, 1)}
+	if ws.stopAfter > 0 {
+		w.Spec.Fencing = &v1alpha1.WorkFencing{StopAfterSeconds: ws.stopAfter}
+	}
+	w, err := f.works.Create(ctx, w, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for w.Generation < ws.generation {
+		w.Spec.Workload.Manifests = []v1alpha1.Manifest{manifest(ws.name, w.Generation+1)}
+		if w, err = f.works.Update(ctx, w, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w.Generation != ws.generation {
+		t.Fatalf("Work %s has generation %d, want %d", ws.name, w.Generation, ws.generation)
+	}
+	if ws.deleting {
+		if err := f.works.Delete(ctx, ws.name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (f *fixture) stored(t *testing.T, name string) *v1alpha1.Work {
+	t.Helper()
+	w, err := f.works.Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return w
 }
 
+// bump changes a Work's manifest: a new generation.
+func (f *fixture) bump(t *testing.T, name string) *v1alpha1.Work {
+	t.Helper()
+	w := f.stored(t, name)
+	w.Spec.Workload.Manifests = []v1alpha1.Manifest{manifest(name, w.Generation+1)}
+	w, err := f.works.Update(t.Context(), w, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// await polls the API until ok holds for the Work (nil once it is gone).
+func (f *fixture) await(t *testing.T, name, what string, ok func(*v1alpha1.Work) bool) {
+	t.Helper()
+	var last *v1alpha1.Work
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		w, err := f.works.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			w = nil
+		case err != nil:
+			return false, err
+		}
+		last = w
+		return ok(w), nil
+	})
+	if err != nil {
+		t.Fatalf("Work %s: waiting for %s: %v; last seen: %+v", name, what, err, last)
+	}
+}
+
+func gone(w *v1alpha1.Work) bool { return w == nil }
+
 func describeMsg(m protocol.Message) string {
 	switch m := m.(type) {
 	case *protocol.WorkUpsert:
-		return "upsert " + m.Name
+		return fmt.Sprintf("upsert %s@%d", m.Name, m.Generation)
 	case *protocol.WorkDelete:
 		return "delete " + m.Name
 	}
 	return m.Type().String()
 }
 
-func TestResyncSendsOnlyWhatDiffers(t *testing.T) {
-	f := startSession(t,
-		[]*v1alpha1.Work{work("same", 1, false), work("older", 2, false), work("missing", 1, false), work("tombstone", 1, true)},
-		[]protocol.WorkRef{{Name: "same", Generation: 1}, {Name: "older", Generation: 1}, {Name: "unknown", Generation: 3}, {Name: "tombstone", Generation: 1}})
+// nextMessages reads n messages, sorted by description.
+func (a *agentEnd) nextMessages(n int) []string {
+	a.t.Helper()
 	var got []string
-	for range 4 {
-		got = append(got, describeMsg(f.agent.next()))
+	for range n {
+		got = append(got, describeMsg(a.next()))
 	}
 	sort.Strings(got)
-	want := []string{"delete tombstone", "delete unknown", "upsert missing", "upsert older"}
-	if diff := cmp.Diff(want, got); diff != "" {
+	return got
+}
+
+func TestResyncSendsOnlyWhatDiffers(t *testing.T) {
+	f := startSession(t,
+		[]workSpec{{name: "same", generation: 1}, {name: "older", generation: 2}, {name: "missing", generation: 1}, {name: "tombstone", generation: 1, deleting: true}},
+		[]protocol.WorkRef{{Name: "same", Generation: 1}, {Name: "older", Generation: 1}, {Name: "unknown", Generation: 3}, {Name: "tombstone", Generation: 1}})
+	want := []string{"delete tombstone", "delete unknown", "upsert missing@1", "upsert older@2"}
+	if diff := cmp.Diff(want, f.agent.nextMessages(4)); diff != "" {
 		t.Errorf("resync (-want +got):\n%s", diff)
 	}
 
-	changes := f.objs.Works.Watch(t.Context(), "", 0)
-	// The agent confirms the tombstone: it leaves the store.
+	// The agent confirms the deletion: the finalizer goes, and the Work.
 	f.agent.send(&protocol.WorkDeleted{Name: "tombstone"})
 	// It applies "older": the Work records the generation.
 	f.agent.send(&protocol.WorkApplied{Name: "older", Generation: 2, Applied: true})
 	// A change made now reaches the agent.
-	w, err := f.objs.Works.Get(t.Context(), v1alpha1.ExecutionNamespace("edge-1"), "same")
-	if err != nil {
-		t.Fatal(err)
+	f.bump(t, "same")
+	if got := describeMsg(f.agent.next()); got != "upsert same@2" {
+		t.Fatalf("after the change: %s, want upsert same@2", got)
 	}
-	w.Generation = 2
-	if _, err := f.objs.Works.Update(t.Context(), w); err != nil {
-		t.Fatal(err)
-	}
-	if m, ok := f.agent.next().(*protocol.WorkUpsert); !ok || m.Name != "same" || m.Generation != 2 {
-		t.Fatalf("after the change: %v, want upsert of same generation 2", m)
-	}
-	timeout := time.After(10 * time.Second)
-	observed, tombstoneGone := false, false
-	for !observed || !tombstoneGone {
-		select {
-		case ev := <-changes:
-			switch {
-			case ev.Object.Name == "older":
-				observed = ev.Object.Status.ObservedGeneration == 2
-			case ev.Object.Name == "tombstone":
-				tombstoneGone = ev.Type == store.Deleted
-			}
-		case <-timeout:
-			t.Fatalf("older observed generation 2: %v; tombstone removed: %v", observed, tombstoneGone)
-		}
-	}
+	f.await(t, "tombstone", "its removal", gone)
+	f.await(t, "older", "observed generation 2", func(w *v1alpha1.Work) bool {
+		return w != nil && w.Status.ObservedGeneration == 2 && meta.IsStatusConditionTrue(w.Status.Conditions, v1alpha1.WorkConditionApplied)
+	})
+	// "same" was held at its generation: the inventory acknowledged it.
+	f.await(t, "same", "observed generation 1", func(w *v1alpha1.Work) bool { return w != nil && w.Status.ObservedGeneration == 1 })
 }
 
 // A Work the agent reports fenced is sent again even at the generation the
@@ -176,40 +256,29 @@ func TestResyncSendsOnlyWhatDiffers(t *testing.T) {
 // longer wants are deleted as any other. The Work says it was fenced
 // until the agent has applied it again.
 func TestResyncRestoresFencedWorks(t *testing.T) {
-	fenced := work("fenced", 3, false)
-	fenced.Spec.Fencing = &v1alpha1.WorkFencing{StopAfterSeconds: 30}
 	f := startSession(t,
-		[]*v1alpha1.Work{fenced, work("same", 1, false), work("gone", 2, true)},
+		[]workSpec{{name: "fenced", generation: 3, stopAfter: 30}, {name: "same", generation: 1}, {name: "gone", generation: 2, deleting: true}},
 		[]protocol.WorkRef{{Name: "fenced", Generation: 3, Fenced: true}, {Name: "same", Generation: 1},
 			{Name: "gone", Generation: 2, Fenced: true}, {Name: "unknown", Generation: 1, Fenced: true}})
-	changes := f.objs.Works.Watch(t.Context(), "", 0)
 	var got []string
 	for range 3 {
 		m := f.agent.next()
 		got = append(got, describeMsg(m))
-		if u, ok := m.(*protocol.WorkUpsert); ok && (u.Generation != 3 || u.StopAfterSeconds != 30) {
-			t.Errorf("upsert of fenced: generation %d, stopAfterSeconds %d; want 3 and 30", u.Generation, u.StopAfterSeconds)
+		if u, ok := m.(*protocol.WorkUpsert); ok && u.StopAfterSeconds != 30 {
+			t.Errorf("upsert of fenced: stopAfterSeconds %d, want 30", u.StopAfterSeconds)
 		}
 	}
 	sort.Strings(got)
-	if diff := cmp.Diff([]string{"delete gone", "delete unknown", "upsert fenced"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"delete gone", "delete unknown", "upsert fenced@3"}, got); diff != "" {
 		t.Errorf("resync (-want +got):\n%s", diff)
 	}
 
 	fencedCondition := func(wantStatus metav1.ConditionStatus, wantReason string) {
 		t.Helper()
-		timeout := time.After(10 * time.Second)
-		for {
-			select {
-			case ev := <-changes:
-				c := meta.FindStatusCondition(ev.Object.Status.Conditions, v1alpha1.WorkConditionFenced)
-				if ev.Object.Name == "fenced" && c != nil && c.Status == wantStatus && c.Reason == wantReason {
-					return
-				}
-			case <-timeout:
-				t.Fatalf("Work fenced never had condition Fenced=%s (%s)", wantStatus, wantReason)
-			}
-		}
+		f.await(t, "fenced", fmt.Sprintf("condition Fenced=%s (%s)", wantStatus, wantReason), func(w *v1alpha1.Work) bool {
+			c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.WorkConditionFenced)
+			return c != nil && c.Status == wantStatus && c.Reason == wantReason
+		})
 	}
 	fencedCondition(metav1.ConditionTrue, v1alpha1.ReasonFencedCutOff)
 	f.agent.send(&protocol.WorkApplied{Name: "fenced", Generation: 3, Applied: true})
@@ -218,24 +287,58 @@ func TestResyncRestoresFencedWorks(t *testing.T) {
 		t.Errorf("Work same, not fenced, has a Fenced condition: %+v", c.Status.Conditions)
 	}
 
-	// Once in step, a Work at the agent's generation is not sent again.
+	// Once in step, a Work at the agent's generation is not sent again: an
+	// annotation changes nothing for the agent, so the next message is
+	// the upsert of the generation after it.
 	w := f.stored(t, "same")
 	w.Annotations = map[string]string{"touched": "yes"}
-	if _, err := f.objs.Works.Update(t.Context(), w); err != nil {
+	if _, err := f.works.Update(t.Context(), w, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case m := <-f.agent.msgs:
-		t.Errorf("unexpected %s after the resync", describeMsg(m))
-	case <-time.After(300 * time.Millisecond):
+	f.bump(t, "same")
+	if got := describeMsg(f.agent.next()); got != "upsert same@2" {
+		t.Errorf("after an annotation and a spec change: %s, want upsert same@2", got)
 	}
 }
 
-func (f *fixture) stored(t *testing.T, name string) *v1alpha1.Work {
-	t.Helper()
-	w, err := f.objs.Works.Get(t.Context(), v1alpha1.ExecutionNamespace("edge-1"), name)
-	if err != nil {
+// A deletion the agent confirms for a Work that is not being deleted (it
+// was created anew meanwhile) leaves the Work and its finalizer alone, and
+// sends it again: the agent no longer has it.
+func TestDeletedConfirmationOfAWorkWantedAgain(t *testing.T) {
+	f := startSession(t, []workSpec{{name: "again", generation: 1}}, []protocol.WorkRef{{Name: "again", Generation: 1}})
+	f.agent.send(&protocol.WorkDeleted{Name: "again"})
+	if got := describeMsg(f.agent.next()); got != "upsert again@1" {
+		t.Fatalf("after the agent deleted a wanted Work: %s, want upsert again@1", got)
+	}
+	if w := f.stored(t, "again"); w.DeletionTimestamp != nil || !slices.Contains(w.Finalizers, v1alpha1.WorkFinalizer) {
+		t.Errorf("Work again: deletionTimestamp %v, finalizers %v; want it live with %s", w.DeletionTimestamp, w.Finalizers, v1alpha1.WorkFinalizer)
+	}
+}
+
+// Deleting a Cluster releases its Works: nobody will come back to confirm
+// their deletion, so a Work being deleted goes at once, and so does one
+// deleted later (or created and deleted later). Live Works keep their
+// finalizer until then.
+func TestDeletedClusterReleasesItsWorks(t *testing.T) {
+	f := startSession(t, []workSpec{{name: "deleting", generation: 1, deleting: true}, {name: "live", generation: 1}},
+		[]protocol.WorkRef{{Name: "live", Generation: 1}})
+	if got := describeMsg(f.agent.next()); got != "delete deleting" {
+		t.Fatalf("resync: %s, want delete deleting", got)
+	}
+	f.await(t, "deleting", "a tombstone (the agent did not confirm)", func(w *v1alpha1.Work) bool { return w != nil && w.DeletionTimestamp != nil })
+
+	if err := f.env.Flotilla.FlotillaV1alpha1().Clusters().Delete(t.Context(), f.cluster, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	return w
+	f.await(t, "deleting", "its removal", gone)
+	if w := f.stored(t, "live"); !slices.Contains(w.Finalizers, v1alpha1.WorkFinalizer) {
+		t.Errorf("live Work lost its finalizer: %v", w.Finalizers)
+	}
+
+	f.create(t, workSpec{name: "late", generation: 1, deleting: true})
+	f.await(t, "late", "its removal", gone)
+	if err := f.works.Delete(t.Context(), "live", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.await(t, "live", "its removal", gone)
 }

@@ -5,16 +5,24 @@
 // graceful eviction (end a task once the replacement is healthy or its
 // grace period is over, never before a replacement is scheduled). The
 // rules are the pure eviction package's; this package feeds it from the
-// store's mirrors, stores the outcome on the binding and wakes exactly
-// when an answer changes by time alone.
+// hub's shared informers, writes the outcome on the binding and wakes
+// exactly when an answer changes by time alone.
+//
+// Decisions are spec changes (spec.clusters, spec.gracefulEvictionTasks,
+// spec.rescheduleTriggeredAt), written with Update; the failback clusters
+// are status, written through the status subresource, so neither write
+// can overwrite the scheduler's or the status controller's fields. An
+// eviction write that conflicts only with another controller's status
+// write (the status controller's aggregated status, every few seconds
+// during a rollout) is written again over the latest version at once:
+// the generation and the status fields failover decides on are checked
+// unchanged first. Any other conflict goes back to the queue.
 package failover
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,11 +33,9 @@ import (
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/eviction"
-	"github.com/flotilla-io/flotilla/hub/binding"
+	hubbinding "github.com/flotilla-io/flotilla/hub/binding"
 	"github.com/flotilla-io/flotilla/hub/controller"
-	"github.com/flotilla-io/flotilla/hub/objects"
 	hubstatus "github.com/flotilla-io/flotilla/hub/status"
-	"github.com/flotilla-io/flotilla/store"
 )
 
 // Config holds the failover settings (hub flags).
@@ -57,15 +63,15 @@ func DefaultConfig() Config {
 // Controller evicts bindings from failed clusters and ends their eviction
 // tasks.
 type Controller struct {
-	objs            *objects.Objects
+	api             controller.BindingAPI
 	recorder        controller.Recorder
 	clock           clock.WithTicker
 	logger          *slog.Logger
 	cfg             Config
 	clusters        controller.Source[*v1alpha1.Cluster]
-	bindings        *controller.Informer[v1alpha1.ResourceBinding, *v1alpha1.ResourceBinding]
-	clusterBindings *controller.Informer[v1alpha1.ClusterResourceBinding, *v1alpha1.ClusterResourceBinding]
-	works           *controller.Informer[v1alpha1.Work, *v1alpha1.Work]
+	bindings        controller.Source[*v1alpha1.ResourceBinding]
+	clusterBindings controller.Source[*v1alpha1.ClusterResourceBinding]
+	works           controller.Source[*v1alpha1.Work]
 	queue           *controller.Queue
 
 	mu    sync.Mutex
@@ -76,17 +82,16 @@ type Controller struct {
 	unhealthySince map[string]map[string]time.Time
 
 	evictions, tasksEnded atomic.Int64
-	synced                atomic.Bool // cluster events count once every mirror is listed
+	synced                atomic.Bool // cluster events count once every informer has listed
 }
 
-// New returns a failover controller over objs; clusters is the hub's
-// shared cluster informer.
-func New(objs *objects.Objects, clusters controller.Source[*v1alpha1.Cluster], recorder controller.Recorder, clk clock.WithTicker, cfg Config, logger *slog.Logger) *Controller {
-	c := &Controller{objs: objs, recorder: recorder, clock: clk, logger: logger.With("controller", "failover"), cfg: cfg, zones: eviction.NewZones(cfg.Zones),
-		unhealthySince: map[string]map[string]time.Time{}}
-	c.clusters = clusters
-	c.bindings = controller.NewInformer(objs.Bindings, nil, logger)
-	c.clusterBindings = controller.NewInformer(objs.ClusterBindings, nil, logger)
+// New returns a failover controller that reads clusters, bindings and
+// Works from the shared informers and writes bindings through clients. It
+// adds its handlers to the informers; Run starts it.
+func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.WithTicker, logger *slog.Logger, cfg Config) *Controller {
+	c := &Controller{api: controller.BindingAPI{Client: clients.Flotilla.FlotillaV1alpha1()}, recorder: recorder, clock: clk, logger: logger.With("controller", "failover"),
+		cfg: cfg, zones: eviction.NewZones(cfg.Zones), unhealthySince: map[string]map[string]time.Time{},
+		clusters: informers.Clusters, bindings: informers.Bindings, clusterBindings: informers.ClusterBindings, works: informers.Works}
 	c.queue = controller.NewQueueWithClock("failover", c.reconcile, logger, clk) // the queue names the controller
 	// Status changes matter too: a task ends when the replacement reports
 	// healthy.
@@ -100,7 +105,6 @@ func New(objs *objects.Objects, clusters controller.Source[*v1alpha1.Cluster], r
 			c.queue.Add(cur.Name)
 		}
 	})
-	c.works = controller.NewInformer(objs.Works, nil, logger)
 	// A Work's status is where a replacement turns healthy.
 	c.works.AddHandler(func(old, cur *v1alpha1.Work) {
 		if owner := controller.Subject(old, cur).Annotations[v1alpha1.AnnotationWorkBinding]; owner != "" {
@@ -132,7 +136,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 // clusterChanged re-evaluates the zones and the bindings on the cluster
 // when its health or taints changed.
 func (c *Controller) clusterChanged(old, cur *v1alpha1.Cluster) {
-	// Run observes every zone once the mirrors are complete; a partial
+	// Run observes every zone once the informers have listed; a partial
 	// list would see zones smaller or more broken than they are.
 	if !c.synced.Load() || old != nil && cur != nil && !healthChanged(old, cur) {
 		return
@@ -197,22 +201,12 @@ func involves(spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindi
 }
 
 func (c *Controller) reconcile(ctx context.Context, key string) error {
-	if strings.Contains(key, "/") {
-		b := c.bindings.Get(key)
-		if b == nil {
-			c.forget(key)
-			return nil
-		}
-		b = b.DeepCopy()
-		return reconcileBinding(ctx, c, c.objs.Bindings, b, key, &b.Spec, &b.Status, c.workOf(key, b.Name))
-	}
-	b := c.clusterBindings.Get(key)
-	if b == nil {
+	b, ok := controller.LookupBinding(c.bindings, c.clusterBindings, key)
+	if !ok {
 		c.forget(key)
 		return nil
 	}
-	b = b.DeepCopy()
-	return reconcileBinding(ctx, c, c.objs.ClusterBindings, b, key, &b.Spec, &b.Status, c.workOf(key, b.Name))
+	return c.reconcileBinding(ctx, key, b, c.workOf(key, b.Object().GetName()))
 }
 
 // forget drops what is kept in memory about a deleted binding.
@@ -222,22 +216,23 @@ func (c *Controller) forget(key string) {
 	c.mu.Unlock()
 }
 
-// workOf returns a binding's Work in a cluster, from the mirror.
+// workOf returns a binding's Work in a cluster, from the informer.
 func (c *Controller) workOf(key, name string) func(cluster string) *v1alpha1.Work {
-	workName := binding.WorkName(key, name)
+	workName := hubbinding.WorkName(key, name)
 	return func(cluster string) *v1alpha1.Work {
 		return c.works.Get(controller.Key(v1alpha1.ExecutionNamespace(cluster), workName))
 	}
 }
 
-// reconcileBinding evicts obj (a copy from the mirror, whose spec and
-// status are given) from the clusters it must leave and ends the tasks
-// that are over, in one store update, then asks to be woken when the next
-// decision is due.
-func reconcileBinding[T any, PT store.Object[T]](ctx context.Context, c *Controller, r *store.Resource[T, PT], obj PT,
-	key string, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus, workOf func(string) *v1alpha1.Work) error {
+// reconcileBinding evicts the binding (read from the informer) from the
+// clusters it must leave and ends the tasks that are over, writes that and
+// the failback clusters, then asks to be woken when the next decision is
+// due.
+func (c *Controller) reconcileBinding(ctx context.Context, key string, read controller.Binding, workOf func(string) *v1alpha1.Work) error {
 	now := c.clock.Now()
 	var wake wakeup
+	want := read.DeepCopy()
+	spec, status := want.Spec(), want.Status()
 	// Judge the replacement on the Works as they are now: the binding's
 	// stored aggregated status may still describe the placement before.
 	current := *status
@@ -246,23 +241,22 @@ func reconcileBinding[T any, PT store.Object[T]](ctx context.Context, c *Control
 		return cl != nil && hubstatus.Reachable(cl)
 	})
 	tolerations := c.tolerations(spec)
-	ended := c.endTasks(key, obj.GetGeneration(), spec, &current, tolerations, now, &wake)
+	ended := c.endTasks(key, read.Object().GetGeneration(), spec, &current, tolerations, now, &wake)
 	evicted := c.dueEvictions(spec, tolerations, now, &wake)
 	evicted = append(evicted, c.applicationFailures(key, spec, current.AggregatedStatus, evicted, now, &wake)...)
 	for _, e := range evicted {
 		eviction.Evict(spec, e, now)
 	}
-	failedBack, failbackChanged := c.failback(spec, status, evicted, now, &wake)
-	if len(ended) > 0 || len(evicted) > 0 || failbackChanged {
-		if len(evicted) > 0 || slices.ContainsFunc(ended, func(t endedTask) bool { return t.cancelled }) {
-			// A new generation tells the scheduler to place the replicas
-			// again, and tasks wait until it has.
-			obj.SetGeneration(obj.GetGeneration() + 1)
-		}
-		if _, err := r.Update(ctx, obj); err != nil {
+	failedBack := c.failback(spec, status, evicted, now, &wake)
+	if len(ended) > 0 || len(evicted) > 0 || len(failedBack) > 0 ||
+		!equality.Semantic.DeepEqual(read.Status().FailbackClusters, status.FailbackClusters) {
+		// Every spec change makes a new generation, which the scheduler
+		// observes before tasks judge its replacement.
+		stored, err := c.store(ctx, key, read, want)
+		if err != nil {
 			return fmt.Errorf("store failover decisions for %s: %w", key, err)
 		}
-		c.record(obj, spec, evicted, ended, failedBack)
+		c.record(stored.Object(), spec, evicted, ended, failedBack)
 	}
 	if d, ok := wake.after(now); ok {
 		c.queue.AddAfter(key, d)

@@ -15,23 +15,20 @@ import (
 // clusters the taint manager evicted the binding from. Once one has been
 // Ready for the stabilization period (and is neither placed nor still
 // being evicted from), the binding gets a Fresh reschedule through
-// spec.rescheduleTriggeredAt. It returns the clusters that triggered one
-// and whether spec or status changed.
+// spec.rescheduleTriggeredAt. It returns the clusters that triggered one.
 func (c *Controller) failback(spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus, evicted []eviction.Eviction,
-	now time.Time, wake *wakeup) (triggered []string, changed bool) {
+	now time.Time, wake *wakeup) (triggered []string) {
 	var fb *v1alpha1.Failback
 	if spec.Failover != nil && spec.Failover.Cluster != nil {
 		fb = spec.Failover.Cluster.Failback
 	}
 	if fb == nil {
-		changed = len(status.FailbackClusters) > 0
 		status.FailbackClusters = nil
-		return nil, changed
+		return nil
 	}
 	for _, e := range evicted {
 		if e.Producer == eviction.ProducerTaintManager && !slices.ContainsFunc(status.FailbackClusters, func(f v1alpha1.FailbackCluster) bool { return f.Name == e.Cluster }) {
 			status.FailbackClusters = append(status.FailbackClusters, v1alpha1.FailbackCluster{Name: e.Cluster, EvictedAt: metav1.NewTime(now)})
-			changed = true
 		}
 	}
 	stabilization := time.Duration(fb.StabilizationSeconds) * time.Second
@@ -39,14 +36,14 @@ func (c *Controller) failback(spec *v1alpha1.ResourceBindingSpec, status *v1alph
 	for _, f := range status.FailbackClusters {
 		switch due, ok := c.failbackDue(spec, f.Name, stabilization); {
 		case !ok:
-			changed = true // gone, or placed again: nothing to come back to
+			// gone, or placed again: nothing to come back to
 		case due.IsZero():
 			keep = append(keep, f) // not Ready, or still being evicted from
 		case now.Before(due):
 			wake.at(due)
 			keep = append(keep, f)
 		default:
-			triggered, changed = append(triggered, f.Name), true
+			triggered = append(triggered, f.Name)
 		}
 	}
 	status.FailbackClusters = keep
@@ -54,7 +51,7 @@ func (c *Controller) failback(spec *v1alpha1.ResourceBindingSpec, status *v1alph
 		t := metav1.NewTime(now)
 		spec.RescheduleTriggeredAt = &t
 	}
-	return triggered, changed
+	return triggered
 }
 
 // failbackDue is when the binding may fail back to cluster: its Ready

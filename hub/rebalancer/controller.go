@@ -10,19 +10,24 @@
 // the detector for that very template (same group, kind, namespace and
 // name). It sets the binding's spec.rescheduleTriggeredAt to the
 // rebalancer's creationTimestamp, unless the binding already carries a
-// trigger at least that late, with an optimistic update retried on
-// conflict (the generation grows, as with every spec change). The
+// trigger at least that late, with an Update retried on conflict over the
+// latest version (the generation grows, as with every spec change). The
 // scheduler sees the trigger later than status.lastScheduledTime and
 // places the replicas from scratch. The result of the workload is then:
 //
 //   - Successful: the binding carries the trigger;
 //   - Failed, reason ReferencedBindingNotFound: there is no such binding
 //     (no such template, or no policy propagates it). It is not retried;
-//   - none, while another error (the store) is retried with backoff.
+//   - none, while another error (the API server) is retried with backoff.
+//
+// Bindings are looked up in the shared informers; one the informers do not
+// hold is looked up in the API server before it is reported missing, since
+// that result is final.
 //
 // The status holds status.observedWorkloads sorted by apiVersion, kind,
 // namespace and name, status.observedGeneration (the generation acted on)
-// and status.finishTime, set when every workload has a result. A
+// and status.finishTime, set when every workload has a result; it is
+// written through the status subresource with the resourceVersion read. A
 // rebalancer is finished when it has a finishTime and its
 // observedGeneration is its generation.
 //
@@ -36,11 +41,12 @@
 //
 // With spec.ttlSecondsAfterFinished the rebalancer is deleted at finishTime
 // plus the TTL (at once for zero); without it, never. The controller wakes
-// at that deadline (Queue.AddAfter, no polling), re-reads the rebalancer
-// from the store, checks again that it is finished and expired under its
-// latest TTL and finishTime, and deletes exactly the version it checked:
-// an edit between the check and the delete makes the delete fail, and the
-// rebalancer is considered again.
+// at that deadline (Queue.AddAfter, no polling), checks the rebalancer it
+// holds (the informer's latest) again, finished and expired under its
+// latest TTL and finishTime, and deletes exactly the version it checked
+// (a delete with a resourceVersion precondition): an edit between the
+// check and the delete makes the delete fail, and the rebalancer is
+// considered again when the informer brings the edit.
 //
 // The controller is idempotent: a restarted controller finds the results
 // in the status and triggers nothing again, and a trigger already on a
@@ -60,6 +66,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -71,11 +78,10 @@ import (
 	"k8s.io/utils/clock"
 
 	appsv1alpha1 "github.com/flotilla-io/flotilla/api/apps/v1alpha1"
+	flotillaclient "github.com/flotilla-io/flotilla/api/client/clientset/versioned"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/detector"
-	"github.com/flotilla-io/flotilla/hub/objects"
-	"github.com/flotilla-io/flotilla/store"
 )
 
 // Event reasons on rebalancers (and RescheduleTriggered on bindings).
@@ -88,12 +94,14 @@ const (
 
 // Controller runs WorkloadRebalancers.
 type Controller struct {
-	objs        *objects.Objects
-	recorder    controller.Recorder
-	clock       clock.WithTicker
-	logger      *slog.Logger
-	rebalancers *controller.Informer[appsv1alpha1.WorkloadRebalancer, *appsv1alpha1.WorkloadRebalancer]
-	queue       *controller.Queue
+	client          flotillaclient.Interface
+	recorder        controller.Recorder
+	clock           clock.WithTicker
+	logger          *slog.Logger
+	rebalancers     controller.Source[*appsv1alpha1.WorkloadRebalancer]
+	bindings        controller.Source[*v1alpha1.ResourceBinding]
+	clusterBindings controller.Source[*v1alpha1.ClusterResourceBinding]
+	queue           *controller.Queue
 	// Test hooks: beforeDelete runs between the final check and the
 	// delete (to edit the rebalancer at the worst moment); waiting hears
 	// of every wake-up the controller asks for.
@@ -101,11 +109,13 @@ type Controller struct {
 	waiting      func(name string, at time.Time)
 }
 
-// New returns a rebalancer controller over objs; clk stamps finish times
-// and measures TTLs.
-func New(objs *objects.Objects, recorder controller.Recorder, clk clock.WithTicker, logger *slog.Logger) *Controller {
-	c := &Controller{objs: objs, recorder: recorder, clock: clk, logger: logger.With("controller", "rebalancer")}
-	c.rebalancers = controller.NewInformer(objs.Rebalancers, nil, logger)
+// New returns a rebalancer controller that reads rebalancers and bindings
+// from the shared informers and writes them through clients; clk stamps
+// finish times and measures TTLs. It adds its handler to the informers;
+// Run starts it.
+func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.WithTicker, logger *slog.Logger) *Controller {
+	c := &Controller{client: clients.Flotilla, recorder: recorder, clock: clk, logger: logger.With("controller", "rebalancer"),
+		rebalancers: informers.Rebalancers, bindings: informers.Bindings, clusterBindings: informers.ClusterBindings}
 	c.queue = controller.NewQueueWithClock("rebalancer", c.reconcile, logger, clk)
 	// Every change matters: a spec edit to act on, a status write that
 	// finished the rebalancer (its TTL starts), a TTL changed.
@@ -119,11 +129,13 @@ func New(objs *objects.Objects, recorder controller.Recorder, clk clock.WithTick
 
 // Run runs the controller until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	if !controller.StartAndSync(ctx, c.rebalancers) {
+	if !controller.StartAndSync(ctx, c.rebalancers, c.bindings, c.clusterBindings) {
 		return
 	}
 	c.queue.Run(ctx, workers)
 }
+
+var updateOptions = metav1.UpdateOptions{FieldManager: controller.FieldManager}
 
 // errRetry says some workload still needs another try; errConflict that
 // the rebalancer changed while being worked on.
@@ -132,20 +144,20 @@ var (
 	errConflict = errors.New("changed meanwhile")
 )
 
-// reconcile acts on one rebalancer, read from the store (not the
-// informer's mirror, which may lag behind).
+// reconcile acts on one rebalancer, as the informer has it. Every write
+// carries the resourceVersion read: acting on a version the informer has
+// not caught up with fails with a conflict, and the informer's event for
+// the newer version queues the rebalancer again.
 func (c *Controller) reconcile(ctx context.Context, name string) error {
-	rb, err := c.objs.Rebalancers.Get(ctx, "", name)
-	if apierrors.IsNotFound(err) {
+	rb := c.rebalancers.Get(name)
+	if rb == nil {
 		return nil
 	}
-	if err != nil {
-		return err
-	}
+	rb = rb.DeepCopy()
 	if !rb.Finished() {
+		var err error
 		rb, err = c.sync(ctx, rb)
 		if errors.Is(err, errConflict) {
-			c.queue.Add(name)
 			return nil
 		}
 		if err != nil {
@@ -220,10 +232,10 @@ func (c *Controller) sync(ctx context.Context, rb *appsv1alpha1.WorkloadRebalanc
 		update := rb.DeepCopy()
 		update.Status = status
 		var err error
-		if stored, err = c.objs.Rebalancers.Update(ctx, update); err != nil {
+		if stored, err = c.client.AppsV1alpha1().WorkloadRebalancers().UpdateStatus(ctx, update, updateOptions); err != nil {
 			// The triggers are on the bindings; the next try finds them
-			// there and only stores the status. A conflict is an edit,
-			// whose event queues the rebalancer again: no backoff.
+			// there and only stores the status. A conflict is a newer
+			// version, whose event queues the rebalancer again: no backoff.
 			if apierrors.IsConflict(err) {
 				c.logger.Info("rebalancer changed meanwhile; acting on the new version", "rebalancer", rb.Name)
 				return nil, errConflict
@@ -277,26 +289,22 @@ func (c *Controller) trigger(ctx context.Context, rb *appsv1alpha1.WorkloadRebal
 	if err != nil { // validation refuses it; report it as no binding
 		return w.Name, false, nil
 	}
-	name := detector.BindingName(w.Name, w.Kind)
+	key := controller.Key(w.Namespace, detector.BindingName(w.Name, w.Kind))
 	template := gv.Group + "/" + w.Kind + "/" + w.Namespace + "/" + w.Name // detector.TemplateKey
-	at := rb.CreationTimestamp
-	if w.Namespace == "" {
-		found, err := triggerBinding(ctx, c.objs.ClusterBindings, "", name, template, at, func(b *v1alpha1.ClusterResourceBinding) *v1alpha1.ResourceBindingSpec { return &b.Spec })
-		return name, found, err
-	}
-	found, err := triggerBinding(ctx, c.objs.Bindings, w.Namespace, name, template, at, func(b *v1alpha1.ResourceBinding) *v1alpha1.ResourceBindingSpec { return &b.Spec })
-	return w.Namespace + "/" + name, found, err
+	found, err := c.triggerBinding(ctx, key, template, rb.CreationTimestamp)
+	return key, found, err
 }
 
 // triggerBinding sets spec.rescheduleTriggeredAt of a binding to at unless
-// it is already that late, re-reading and retrying on conflict. It reports
-// whether the binding exists (and is the template's).
-func triggerBinding[T any, PT store.Object[T]](ctx context.Context, r *store.Resource[T, PT], namespace, name, template string,
-	at metav1.Time, specOf func(PT) *v1alpha1.ResourceBindingSpec) (bool, error) {
-	found := false
+// it is already that late, with an Update retried on conflict over the
+// latest version. It reports whether the binding exists (and is the
+// template's).
+func (c *Controller) triggerBinding(ctx context.Context, key, template string, at metav1.Time) (bool, error) {
+	found, informed := false, true
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		found = false
-		b, err := r.Get(ctx, namespace, name)
+		b, err := c.binding(ctx, key, informed)
+		informed = false // after a conflict, the API server's latest
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -312,14 +320,48 @@ func triggerBinding[T any, PT store.Object[T]](ctx context.Context, r *store.Res
 			return nil
 		}
 		spec.RescheduleTriggeredAt = at.DeepCopy()
-		b.SetGeneration(b.GetGeneration() + 1)
-		_, err = r.Update(ctx, b)
-		return err
+		return c.updateBinding(ctx, b)
 	})
 	if err != nil {
-		return false, fmt.Errorf("trigger binding %s: %w", controller.Key(namespace, name), err)
+		return false, fmt.Errorf("trigger binding %s: %w", key, err)
 	}
 	return found, nil
+}
+
+// binding returns a copy of the binding with key (a *ResourceBinding or a
+// *ClusterResourceBinding): the informer's if informed and it holds it,
+// else the API server's.
+func (c *Controller) binding(ctx context.Context, key string, informed bool) (metav1.Object, error) {
+	fl := c.client.FlotillaV1alpha1()
+	if namespace, name, ok := strings.Cut(key, "/"); ok {
+		if b := c.bindings.Get(key); informed && b != nil {
+			return b.DeepCopy(), nil
+		}
+		return fl.ResourceBindings(namespace).Get(ctx, name, metav1.GetOptions{})
+	}
+	if b := c.clusterBindings.Get(key); informed && b != nil {
+		return b.DeepCopy(), nil
+	}
+	return fl.ClusterResourceBindings().Get(ctx, key, metav1.GetOptions{})
+}
+
+func specOf(b metav1.Object) *v1alpha1.ResourceBindingSpec {
+	if rb, ok := b.(*v1alpha1.ResourceBinding); ok {
+		return &rb.Spec
+	}
+	return &b.(*v1alpha1.ClusterResourceBinding).Spec
+}
+
+// updateBinding writes a binding's spec with Update.
+func (c *Controller) updateBinding(ctx context.Context, b metav1.Object) error {
+	fl := c.client.FlotillaV1alpha1()
+	var err error
+	if rb, ok := b.(*v1alpha1.ResourceBinding); ok {
+		_, err = fl.ResourceBindings(rb.Namespace).Update(ctx, rb, updateOptions)
+	} else {
+		_, err = fl.ClusterResourceBindings().Update(ctx, b.(*v1alpha1.ClusterResourceBinding), updateOptions)
+	}
+	return err
 }
 
 // expire deletes a finished rebalancer whose TTL has passed, or wakes up
@@ -336,34 +378,24 @@ func (c *Controller) expire(ctx context.Context, rb *appsv1alpha1.WorkloadRebala
 		}
 		return nil
 	}
-	// The final check, on the latest version: an edit may have moved the
-	// finish time or the TTL since rb was read.
-	latest, err := c.objs.Rebalancers.Get(ctx, "", rb.Name)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if latest.ResourceVersion != rb.ResourceVersion {
-		c.queue.Add(rb.Name) // consider the new version from the start
-		return nil
-	}
 	if c.beforeDelete != nil {
 		c.beforeDelete()
 	}
-	txn := c.objs.Store.NewTxn()
-	c.objs.Rebalancers.TxnDelete(txn, "", latest.Name, latest.ResourceVersion)
-	if _, err := txn.Commit(ctx); err != nil {
-		if apierrors.IsConflict(err) {
+	// Only the version checked: an edit since (a moved finish time, a new
+	// TTL) makes the delete fail, and its event brings the rebalancer back.
+	precondition := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &rb.UID, ResourceVersion: &rb.ResourceVersion}}
+	if err := c.client.AppsV1alpha1().WorkloadRebalancers().Delete(ctx, rb.Name, precondition); err != nil {
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case apierrors.IsConflict(err):
 			c.logger.Info("rebalancer changed just before its deletion; kept", "rebalancer", rb.Name)
-			c.queue.Add(rb.Name)
 			return nil
 		}
 		return fmt.Errorf("delete rebalancer %s: %w", rb.Name, err)
 	}
-	ttl := *latest.Spec.TTLSecondsAfterFinished
-	c.recorder.Event(rebalancerRef(latest), corev1.EventTypeNormal, ReasonDeleted,
+	ttl := *rb.Spec.TTLSecondsAfterFinished
+	c.recorder.Event(rebalancerRef(rb), corev1.EventTypeNormal, ReasonDeleted,
 		fmt.Sprintf("deleted %ds after it finished (ttlSecondsAfterFinished)", ttl))
 	c.logger.Info("rebalancer deleted after its TTL", "rebalancer", rb.Name, "ttlSecondsAfterFinished", ttl)
 	return nil

@@ -1,60 +1,114 @@
 // Package scheduling runs the scheduler for bindings: when a binding's spec
 // or the clusters change and the binding needs it (see scheduleNeeded), it
 // computes the placement with the pure scheduler package and records the
-// result in spec.clusters and the Scheduled condition.
+// result: spec.clusters with Update, and the Scheduled condition,
+// status.lastScheduledTime, schedulerObservedGeneration and
+// schedulerObservedAffinityName through the status subresource.
+//
+// The two writes are separate, so neither can overwrite the other's fields
+// nor another controller's: the status controller's aggregated status, the
+// failover controller's eviction tasks and failback clusters. Placement
+// first, then status: the status records the generation the placement
+// produced (every spec change makes a new generation), so the failover
+// controller, which waits for schedulerObservedGeneration to reach the
+// binding's generation, never takes the status of the old placement for
+// the new one. A placement write that conflicts only with another
+// controller's status write (same generation, same scheduling status) is
+// written again over the latest version at once; a status write that
+// conflicts is applied to the latest version, since its fields are this
+// controller's alone.
+//
+// Every spec change makes a new generation, the end of an eviction task
+// included, which the old store did not count as one. A generation whose
+// only change since the last one scheduled is in spec.gracefulEvictionTasks
+// is recorded as observed without scheduling (as Karmada's scheduler does
+// when nothing asks for a schedule), so that a fully placed Divided binding
+// keeps its placement when a task ends or is purged. The controller knows
+// that from memory; after a hub restart, a binding whose generation was not
+// yet observed is scheduled, as before.
 package scheduling
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
-	"github.com/flotilla-io/flotilla/hub/objects"
 	"github.com/flotilla-io/flotilla/scheduler"
-	"github.com/flotilla-io/flotilla/store"
 )
+
+// maxStatusAttempts bounds the writes of one change when other
+// controllers write the same binding at the same time.
+const maxStatusAttempts = 5
 
 // Controller schedules bindings.
 type Controller struct {
-	objs            *objects.Objects
+	api             controller.BindingAPI
 	recorder        controller.Recorder
 	clock           clock.PassiveClock
 	logger          *slog.Logger
-	bindings        *controller.Informer[v1alpha1.ResourceBinding, *v1alpha1.ResourceBinding]
-	clusterBindings *controller.Informer[v1alpha1.ClusterResourceBinding, *v1alpha1.ClusterResourceBinding]
+	bindings        controller.Source[*v1alpha1.ResourceBinding]
+	clusterBindings controller.Source[*v1alpha1.ClusterResourceBinding]
 	clusters        controller.Source[*v1alpha1.Cluster]
 	queue           *controller.Queue
+
+	mu    sync.Mutex
+	memos map[string]memo // by binding key; guarded by mu
 }
 
-// New returns a scheduling controller over objs; clusters is the hub's
-// shared cluster informer.
-func New(objs *objects.Objects, clusters controller.Source[*v1alpha1.Cluster], recorder controller.Recorder, clk clock.PassiveClock, logger *slog.Logger) *Controller {
-	c := &Controller{objs: objs, recorder: recorder, clock: clk, logger: logger.With("controller", "scheduling")}
-	c.bindings = controller.NewInformer(objs.Bindings, nil, logger)
-	c.clusterBindings = controller.NewInformer(objs.ClusterBindings, nil, logger)
-	c.clusters = clusters
+// memo is what the controller remembers of a binding it scheduled.
+type memo struct {
+	uid types.UID // of the binding: a binding made again starts afresh
+	// observed is the generation last recorded in
+	// status.schedulerObservedGeneration, inputs the digest of that
+	// generation's spec without its eviction tasks.
+	observed int64
+	inputs   uint64
+	// placed, when not zero, is the generation of a placement this
+	// controller wrote whose status write has not succeeded yet: the retry
+	// records it (lastScheduledTime, event) rather than finding the
+	// placement already there and nothing to do.
+	placed int64
+}
+
+// New returns a scheduling controller that reads bindings and clusters
+// from the shared informers and writes bindings through clients. It adds
+// its handlers to the informers; Run starts it.
+func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.PassiveClock, logger *slog.Logger) *Controller {
+	c := &Controller{api: controller.BindingAPI{Client: clients.Flotilla.FlotillaV1alpha1()}, recorder: recorder, clock: clk,
+		logger: logger.With("controller", "scheduling"), bindings: informers.Bindings, clusterBindings: informers.ClusterBindings,
+		clusters: informers.Clusters, memos: map[string]memo{}}
 	c.queue = controller.NewQueue("scheduling", c.reconcile, logger)
 	// Only spec changes matter: status writes come every few seconds
 	// during a rollout and would each cost a schedule.
 	c.bindings.AddHandler(func(old, cur *v1alpha1.ResourceBinding) {
-		if cur != nil && (old == nil || !equality.Semantic.DeepEqual(old.Spec, cur.Spec)) {
+		switch {
+		case cur == nil:
+			c.forget(controller.Key(old.Namespace, old.Name))
+		case old == nil || !equality.Semantic.DeepEqual(old.Spec, cur.Spec):
 			c.queue.Add(controller.Key(cur.Namespace, cur.Name))
 		}
 	})
 	c.clusterBindings.AddHandler(func(old, cur *v1alpha1.ClusterResourceBinding) {
-		if cur != nil && (old == nil || !equality.Semantic.DeepEqual(old.Spec, cur.Spec)) {
+		switch {
+		case cur == nil:
+			c.forget(old.Name)
+		case old == nil || !equality.Semantic.DeepEqual(old.Spec, cur.Spec):
 			c.queue.Add(cur.Name)
 		}
 	})
@@ -94,27 +148,67 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 }
 
 func (c *Controller) reconcile(ctx context.Context, key string) error {
-	if namespace, name, namespaced := strings.Cut(key, "/"); namespaced {
-		return schedule(ctx, c, c.objs.Bindings, namespace, name, func(b *v1alpha1.ResourceBinding) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus) {
-			return &b.Spec, &b.Status
-		})
+	b, ok := controller.LookupBinding(c.bindings, c.clusterBindings, key)
+	if !ok {
+		c.forget(key)
+		return nil
 	}
-	return schedule(ctx, c, c.objs.ClusterBindings, "", key, func(b *v1alpha1.ClusterResourceBinding) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus) {
-		return &b.Spec, &b.Status
+	c.mu.Lock()
+	m, known := c.memos[key]
+	c.mu.Unlock()
+	known = known && m.uid == b.Object().GetUID()
+	if known && m.observed == b.Object().GetGeneration() && b.Status().SchedulerObservedGeneration < m.observed {
+		// The informer has yet to bring this controller's own status
+		// write: decide on the latest version.
+		latest, err := c.api.Get(ctx, key)
+		if err != nil {
+			return ignoreNotFound(err)
+		}
+		b = latest
+		known = m.uid == b.Object().GetUID()
+	}
+	generation := b.Object().GetGeneration()
+	spec, status := b.Spec(), b.Status()
+	inputs := inputsDigest(spec)
+	switch {
+	case !scheduleNeeded(generation, spec, status):
+		c.remember(key, memo{uid: b.Object().GetUID(), observed: generation, inputs: inputs})
+		return nil
+	case known && m.placed == 0 && m.observed == status.SchedulerObservedGeneration && m.inputs == inputs &&
+		!scheduleNeeded(status.SchedulerObservedGeneration, spec, status):
+		// The spec differs from the generation last observed only in its
+		// eviction tasks, and that generation needed no schedule: a task
+		// that ended or was purged gives the scheduler nothing to do.
+		return c.observe(ctx, key, b, inputs)
+	}
+	return c.schedule(ctx, key, b)
+}
+
+// observe records the binding's generation as observed, without
+// scheduling.
+func (c *Controller) observe(ctx context.Context, key string, b controller.Binding, inputs uint64) error {
+	generation := b.Object().GetGeneration()
+	err := c.writeStatus(ctx, key, b, func(st *v1alpha1.ResourceBindingStatus) bool {
+		if st.SchedulerObservedGeneration >= generation {
+			return false
+		}
+		st.SchedulerObservedGeneration = generation
+		if cond := meta.FindStatusCondition(st.Conditions, v1alpha1.BindingConditionScheduled); cond != nil {
+			cond.ObservedGeneration = generation
+		}
+		return true
 	})
+	if err != nil {
+		return fmt.Errorf("store the observed generation of %s: %w", key, err)
+	}
+	c.remember(key, memo{uid: b.Object().GetUID(), observed: generation, inputs: inputs})
+	c.logger.Debug("generation observed without a schedule: only eviction tasks changed", "binding", key, "generation", generation)
+	return nil
 }
 
 // schedule computes one binding's placement and stores what changed.
-func schedule[T any, PT store.Object[T]](ctx context.Context, c *Controller, r *store.Resource[T, PT], namespace, name string,
-	parts func(PT) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus)) error {
-	stored, err := r.Get(ctx, namespace, name)
-	if err != nil {
-		return ignoreNotFound(err)
-	}
-	spec, status := parts(stored)
-	if !scheduleNeeded(stored.GetGeneration(), spec, status) {
-		return nil
-	}
+func (c *Controller) schedule(ctx context.Context, key string, b controller.Binding) error {
+	spec, status := b.Spec(), b.Status()
 	fresh := freshRequested(spec, status)
 	result, schedErr := scheduler.Schedule(scheduler.Input{
 		Placement: spec.Placement, Replicas: spec.Replicas, Previous: spec.Clusters, Clusters: c.clusters.List(),
@@ -123,49 +217,173 @@ func schedule[T any, PT store.Object[T]](ctx context.Context, c *Controller, r *
 		APIVersion:       spec.Resource.APIVersion, Kind: spec.Resource.Kind,
 	})
 	now := metav1.NewTime(c.clock.Now())
-	cond := metav1.Condition{Type: v1alpha1.BindingConditionScheduled, ObservedGeneration: stored.GetGeneration()}
-	changed, placed := false, false
+	cond := metav1.Condition{Type: v1alpha1.BindingConditionScheduled, LastTransitionTime: now}
 	var unschedulable *scheduler.UnschedulableError
 	switch {
 	case schedErr == nil:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, v1alpha1.ReasonScheduled, "placed on "+summary(result.Clusters)
-		if !equality.Semantic.DeepEqual(spec.Clusters, result.Clusters) {
-			spec.Clusters = result.Clusters
-			changed, placed = true, true
-		}
-		if placed || fresh {
-			// A fresh schedule is done once, even when it changed nothing.
-			status.LastScheduledTime, changed = &now, true
-		}
-		if status.SchedulerObservedAffinityName != result.AffinityName {
-			status.SchedulerObservedAffinityName, changed = result.AffinityName, true
-		}
 	case errors.As(schedErr, &unschedulable):
 		// The previous result stays: a workload keeps running where it is.
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, unschedulable.Reason, unschedulable.Error()
 	default:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonUnschedulable, schedErr.Error()
 	}
-	if status.SchedulerObservedGeneration != stored.GetGeneration() {
-		status.SchedulerObservedGeneration, changed = stored.GetGeneration(), true
+
+	// The placement, with Update: a new generation.
+	observed, placed := b, false
+	switch {
+	case schedErr == nil && !equality.Semantic.DeepEqual(spec.Clusters, result.Clusters):
+		want := b.DeepCopy()
+		want.Spec().Clusters = result.Clusters
+		updated, err := c.updateSpec(ctx, key, b, want)
+		if err != nil {
+			return fmt.Errorf("store the placement of %s: %w", key, err)
+		}
+		observed, placed = updated, true
+		c.markPlaced(key, updated.Object())
+	case schedErr == nil:
+		placed = c.placedBefore(key, b.Object())
 	}
-	condChanged := meta.SetStatusCondition(&status.Conditions, cond)
-	if !changed && !condChanged {
-		return nil
-	}
-	updated, err := r.Update(ctx, stored)
+
+	// The status, of the generation the placement made.
+	observedGeneration := observed.Object().GetGeneration()
+	cond.ObservedGeneration = observedGeneration
+	conditions := slices.Clone(status.Conditions)
+	condChanged := meta.SetStatusCondition(&conditions, cond)
+	err := c.writeStatus(ctx, key, observed, func(st *v1alpha1.ResourceBindingStatus) bool {
+		if st.SchedulerObservedGeneration > observedGeneration {
+			return false // a later schedule was recorded meanwhile
+		}
+		changed := meta.SetStatusCondition(&st.Conditions, cond)
+		if schedErr == nil {
+			if placed || fresh {
+				// A fresh schedule is done once, even when it changed nothing.
+				st.LastScheduledTime, changed = &now, true
+			}
+			if st.SchedulerObservedAffinityName != result.AffinityName {
+				st.SchedulerObservedAffinityName, changed = result.AffinityName, true
+			}
+		}
+		if st.SchedulerObservedGeneration != observedGeneration {
+			st.SchedulerObservedGeneration, changed = observedGeneration, true
+		}
+		return changed
+	})
 	if err != nil {
-		return fmt.Errorf("store schedule of %s: %w", controller.Key(namespace, name), err)
+		return fmt.Errorf("store the schedule status of %s: %w", key, err)
 	}
-	ref := controller.BindingRef(updated)
+	c.remember(key, memo{uid: observed.Object().GetUID(), observed: observedGeneration, inputs: inputsDigest(observed.Spec())})
+
+	ref := controller.BindingRef(observed.Object())
 	switch {
 	case placed:
-		c.recorder.Event(ref, corev1.EventTypeNormal, "Scheduled", "placed on "+summary(spec.Clusters))
+		c.recorder.Event(ref, corev1.EventTypeNormal, "Scheduled", "placed on "+summary(result.Clusters))
 	case condChanged && cond.Status == metav1.ConditionFalse:
 		c.recorder.Event(ref, corev1.EventTypeWarning, "ScheduleFailed", cond.Message)
 	}
-	c.logger.Info("binding scheduled", "binding", controller.Key(namespace, name), "scheduled", cond.Status, "result", summary(spec.Clusters), "reason", cond.Reason)
+	if placed || condChanged {
+		c.logger.Info("binding scheduled", "binding", key, "scheduled", cond.Status, "result", summary(observed.Spec().Clusters), "reason", cond.Reason)
+	}
 	return nil
+}
+
+// updateSpec writes want (b with a new placement) with Update. A conflict
+// with another controller's status write (the status controller's
+// aggregated status, the failover controller's failback clusters) is no
+// reason to schedule again: while the latest version has b's generation
+// and b's scheduling status, the placement is written over it at once.
+// Otherwise the conflict goes back to the queue, which retries once the
+// informer has the new version.
+func (c *Controller) updateSpec(ctx context.Context, key string, b, want controller.Binding) (controller.Binding, error) {
+	for attempt := 1; ; attempt++ {
+		updated, err := c.api.Update(ctx, want)
+		if !apierrors.IsConflict(err) || attempt == maxStatusAttempts {
+			return updated, err
+		}
+		latest, getErr := c.api.Get(ctx, key)
+		if getErr != nil || latest.Object().GetGeneration() != b.Object().GetGeneration() || !sameSchedulingStatus(b.Status(), latest.Status()) {
+			return controller.Binding{}, err
+		}
+		*latest.Spec() = *want.Spec()
+		want = latest
+	}
+}
+
+// sameSchedulingStatus compares the status fields the scheduler reads and
+// writes.
+func sameSchedulingStatus(a, b *v1alpha1.ResourceBindingStatus) bool {
+	return a.SchedulerObservedGeneration == b.SchedulerObservedGeneration && a.SchedulerObservedAffinityName == b.SchedulerObservedAffinityName &&
+		equality.Semantic.DeepEqual(a.LastScheduledTime, b.LastScheduledTime) &&
+		equality.Semantic.DeepEqual(meta.FindStatusCondition(a.Conditions, v1alpha1.BindingConditionScheduled), meta.FindStatusCondition(b.Conditions, v1alpha1.BindingConditionScheduled))
+}
+
+// writeStatus applies mutate to a copy of b's status and writes it through
+// the status subresource if mutate changed anything. The fields mutate
+// sets are this controller's alone: on a conflict (another controller
+// wrote the binding since b was read) mutate is applied to the latest
+// version and written again.
+func (c *Controller) writeStatus(ctx context.Context, key string, b controller.Binding, mutate func(*v1alpha1.ResourceBindingStatus) bool) error {
+	cur := b.DeepCopy()
+	for attempt := 1; ; attempt++ {
+		if !mutate(cur.Status()) {
+			return nil
+		}
+		_, err := c.api.UpdateStatus(ctx, cur)
+		if !apierrors.IsConflict(err) || attempt == maxStatusAttempts {
+			return err
+		}
+		if cur, err = c.api.Get(ctx, key); err != nil {
+			return ignoreNotFound(err)
+		}
+	}
+}
+
+func (c *Controller) remember(key string, m memo) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.memos[key] = m
+}
+
+func (c *Controller) forget(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.memos, key)
+}
+
+// markPlaced remembers that the placement of the binding's generation
+// was written.
+func (c *Controller) markPlaced(key string, b metav1.Object) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.memos[key]
+	if m.uid != b.GetUID() {
+		m = memo{uid: b.GetUID()}
+	}
+	m.placed = b.GetGeneration()
+	c.memos[key] = m
+}
+
+// placedBefore reports whether this controller wrote the placement of the
+// binding's generation in an earlier try whose status write failed.
+func (c *Controller) placedBefore(key string, b metav1.Object) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.memos[key]
+	return m.uid == b.GetUID() && m.placed == b.GetGeneration()
+}
+
+// inputsDigest hashes what the scheduler acts on in a binding's spec:
+// all of it but the eviction tasks.
+func inputsDigest(spec *v1alpha1.ResourceBindingSpec) uint64 {
+	s := *spec
+	s.GracefulEvictionTasks = nil
+	raw, err := json.Marshal(&s)
+	if err != nil { // cannot happen for API types; never equal then
+		return 0
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(raw)
+	return h.Sum64()
 }
 
 // scheduleNeeded says whether a binding must be scheduled. As in Karmada,

@@ -1,7 +1,9 @@
 // Package status aggregates what agents report on Works into the bindings
 // (status.aggregatedStatus and the FullyApplied condition) and into the
 // templates (their status summed over clusters, e.g. a Deployment's
-// readyReplicas), so users read a workload's health on the hub.
+// readyReplicas), so users read a workload's health on the hub. It writes
+// both through the status subresource only, so its writes never undo a
+// scheduling or eviction write of the same binding.
 package status
 
 import (
@@ -10,6 +12,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -17,36 +20,53 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/clock"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/binding"
 	"github.com/flotilla-io/flotilla/hub/controller"
-	"github.com/flotilla-io/flotilla/hub/objects"
-	"github.com/flotilla-io/flotilla/store"
+	"github.com/flotilla-io/flotilla/hub/detector"
 )
 
 // Controller aggregates status.
 type Controller struct {
-	objs            *objects.Objects
+	clients         *controller.Clients
 	recorder        controller.Recorder
 	logger          *slog.Logger
-	bindings        *controller.Informer[v1alpha1.ResourceBinding, *v1alpha1.ResourceBinding]
-	clusterBindings *controller.Informer[v1alpha1.ClusterResourceBinding, *v1alpha1.ClusterResourceBinding]
-	works           *controller.Informer[v1alpha1.Work, *v1alpha1.Work]
+	bindings        controller.Source[*v1alpha1.ResourceBinding]
+	clusterBindings controller.Source[*v1alpha1.ClusterResourceBinding]
+	works           controller.Source[*v1alpha1.Work]
 	clusters        controller.Source[*v1alpha1.Cluster]
+	templates       controller.Source[*unstructured.Unstructured]
 	queue           *controller.Queue
+
+	// What the controller wrote, until the informers have it.
+	bindingWrites        *writes[*v1alpha1.ResourceBinding]
+	clusterBindingWrites *writes[*v1alpha1.ClusterResourceBinding]
+	templateWrites       *writes[*unstructured.Unstructured]
+
+	mu sync.Mutex
+	// served holds, by group and version, the resources the API server
+	// serves, subresources included ("deployments/status").
+	served map[schema.GroupVersion]map[string]bool
 }
 
-// New returns a status controller over objs; clusters is the hub's
-// shared cluster informer.
-func New(objs *objects.Objects, clusters controller.Source[*v1alpha1.Cluster], recorder controller.Recorder, logger *slog.Logger) *Controller {
-	c := &Controller{objs: objs, recorder: recorder, logger: logger.With("controller", "status")}
-	c.bindings = controller.NewInformer(objs.Bindings, nil, logger)
-	c.clusterBindings = controller.NewInformer(objs.ClusterBindings, nil, logger)
-	c.works = controller.NewInformer(objs.Works, nil, logger)
-	c.clusters = clusters
+// New returns a status controller that reads bindings, Works, clusters
+// and templates from informers and writes statuses through clients. It
+// adds its handlers to the shared informers; Run starts it. The clock is
+// not used: condition times are the API machinery's.
+func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, _ clock.PassiveClock, logger *slog.Logger) *Controller {
+	c := &Controller{clients: clients, recorder: recorder, logger: logger.With("controller", "status"),
+		bindings: informers.Bindings, clusterBindings: informers.ClusterBindings, works: informers.Works, clusters: informers.Clusters,
+		templates: informers.Templates, served: map[schema.GroupVersion]map[string]bool{},
+		bindingWrites: newWrites[*v1alpha1.ResourceBinding](), clusterBindingWrites: newWrites[*v1alpha1.ClusterResourceBinding](),
+		templateWrites: newWrites[*unstructured.Unstructured]()}
 	c.queue = controller.NewQueue("status", c.reconcile, logger)
+	c.bindings.AddHandler(c.bindingWrites.caughtUp(func(b *v1alpha1.ResourceBinding) string { return controller.Key(b.Namespace, b.Name) }))
+	c.clusterBindings.AddHandler(c.clusterBindingWrites.caughtUp(func(b *v1alpha1.ClusterResourceBinding) string { return b.Name }))
+	c.templates.AddHandler(c.templateWrites.caughtUp(detector.TemplateKey))
 	// A cluster going silent or coming back changes its health column.
 	c.clusters.AddHandler(func(old, cur *v1alpha1.Cluster) {
 		if old != nil && cur != nil && Reachable(old) == Reachable(cur) {
@@ -69,12 +89,18 @@ func New(objs *objects.Objects, clusters controller.Source[*v1alpha1.Cluster], r
 			c.queue.Add(owner)
 		}
 	})
+	// A new generation of a template is the one its status observes.
+	c.templates.AddHandler(func(old, cur *unstructured.Unstructured) {
+		if cur != nil && (old == nil || old.GetGeneration() != cur.GetGeneration()) {
+			c.queue.Add(controller.Key(cur.GetNamespace(), detector.BindingName(cur.GetName(), cur.GetKind())))
+		}
+	})
 	return c
 }
 
 // Run runs the controller until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	if !controller.StartAndSync(ctx, c.works, c.bindings, c.clusterBindings, c.clusters) {
+	if !controller.StartAndSync(ctx, c.works, c.bindings, c.clusterBindings, c.clusters, c.templates) {
 		return
 	}
 	c.queue.Run(ctx, workers)
@@ -109,74 +135,130 @@ func (c *Controller) reachable(cluster string) bool {
 }
 
 func (c *Controller) reconcile(ctx context.Context, key string) error {
-	workOf := func(bindingName string) func(string) *v1alpha1.Work {
-		workName := binding.WorkName(key, bindingName)
-		return func(cluster string) *v1alpha1.Work {
-			return c.works.Get(controller.Key(v1alpha1.ExecutionNamespace(cluster), workName))
-		}
-	}
+	api := c.clients.Flotilla.FlotillaV1alpha1()
+	opts := metav1.UpdateOptions{FieldManager: controller.FieldManager}
 	if namespace, name, namespaced := strings.Cut(key, "/"); namespaced {
-		return update(ctx, c, c.objs.Bindings, namespace, name, workOf(name), func(b *v1alpha1.ResourceBinding) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus) {
+		bindings := api.ResourceBindings(namespace)
+		return reconcileBinding(ctx, c, key, name, c.bindingWrites, c.bindings.Get(key),
+			func(ctx context.Context) (*v1alpha1.ResourceBinding, error) {
+				return bindings.Get(ctx, name, metav1.GetOptions{})
+			},
+			func(ctx context.Context, b *v1alpha1.ResourceBinding) (*v1alpha1.ResourceBinding, error) {
+				return bindings.UpdateStatus(ctx, b, opts)
+			},
+			func(b *v1alpha1.ResourceBinding) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus) {
+				return &b.Spec, &b.Status
+			})
+	}
+	bindings := api.ClusterResourceBindings()
+	return reconcileBinding(ctx, c, key, key, c.clusterBindingWrites, c.clusterBindings.Get(key),
+		func(ctx context.Context) (*v1alpha1.ClusterResourceBinding, error) {
+			return bindings.Get(ctx, key, metav1.GetOptions{})
+		},
+		func(ctx context.Context, b *v1alpha1.ClusterResourceBinding) (*v1alpha1.ClusterResourceBinding, error) {
+			return bindings.UpdateStatus(ctx, b, opts)
+		},
+		func(b *v1alpha1.ClusterResourceBinding) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus) {
 			return &b.Spec, &b.Status
 		})
-	}
-	return update(ctx, c, c.objs.ClusterBindings, "", key, workOf(key), func(b *v1alpha1.ClusterResourceBinding) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus) {
-		return &b.Spec, &b.Status
-	})
 }
 
-// update stores a binding's aggregated status and its template's status.
-func update[T any, PT store.Object[T]](ctx context.Context, c *Controller, r *store.Resource[T, PT], namespace, name string,
-	workOf func(string) *v1alpha1.Work, parts func(PT) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus)) error {
-	stored, err := r.Get(ctx, namespace, name)
-	if apierrors.IsNotFound(err) {
+// maxStatusAttempts bounds the writes of one binding's status when other
+// controllers write the binding at the same time.
+const maxStatusAttempts = 5
+
+// reconcileBinding writes the status of one binding (cached: the
+// informer's version, nil if none). The status fields it writes are this
+// controller's alone, so a write that conflicts with another controller's
+// (a placement, an eviction) is not given up: the binding is read again and
+// its status computed anew from the spec it now has.
+func reconcileBinding[PT object](ctx context.Context, c *Controller, key, name string, writes *writes[PT], cached PT,
+	get func(context.Context) (PT, error), updateStatus func(context.Context, PT) (PT, error),
+	parts func(PT) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus)) error {
+	var zero PT
+	b := writes.latest(key, cached)
+	if b == zero {
 		return nil
 	}
-	if err != nil {
-		return err
+	workName := binding.WorkName(key, name)
+	workOf := func(cluster string) *v1alpha1.Work {
+		return c.works.Get(controller.Key(v1alpha1.ExecutionNamespace(cluster), workName))
 	}
-	spec, status := parts(stored)
+	for attempt := 1; ; attempt++ {
+		b = deepCopy(b)
+		spec, status := parts(b)
+		err := c.update(ctx, b, spec, status, workOf, func(ctx context.Context) error {
+			updated, err := updateStatus(ctx, b)
+			writes.wrote(key, updated, err)
+			return err
+		})
+		if !apierrors.IsConflict(err) || attempt == maxStatusAttempts {
+			return err
+		}
+		if b, err = get(ctx); apierrors.IsNotFound(err) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+	}
+}
+
+// deepCopy copies an API object of the kinds the controller writes.
+func deepCopy[PT object](obj PT) PT {
+	return any(obj).(interface{ DeepCopyObject() runtime.Object }).DeepCopyObject().(PT)
+}
+
+// update writes a binding's aggregated status (obj is a copy from the
+// informer, whose spec and status are given; write stores its status) and
+// its template's status.
+func (c *Controller) update(ctx context.Context, obj metav1.Object, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus,
+	workOf func(string) *v1alpha1.Work, write func(context.Context) error) error {
 	items := Aggregate(spec, workOf, c.reachable)
 	changed := !equality.Semantic.DeepEqual(status.AggregatedStatus, items)
 	status.AggregatedStatus = items
 	before := meta.FindStatusCondition(status.Conditions, v1alpha1.BindingConditionFullyApplied)
 	wasApplied := before != nil && before.Status == metav1.ConditionTrue
-	cond := fullyApplied(items, stored.GetGeneration())
+	var beforeMessage string
+	if before != nil {
+		beforeMessage = before.Message
+	}
+	cond := fullyApplied(items, obj.GetGeneration())
 	if meta.SetStatusCondition(&status.Conditions, cond) {
 		changed = true
 	}
 	if changed {
-		if _, err := r.Update(ctx, stored); err != nil {
-			return fmt.Errorf("store status of binding %s: %w", controller.Key(namespace, name), err)
+		// A Conflict (another controller wrote the binding) is retried
+		// once the informer has the new version.
+		if err := write(ctx); apierrors.IsNotFound(err) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("store status of binding %s: %w", controller.Key(obj.GetNamespace(), obj.GetName()), err)
 		}
-		ref := controller.BindingRef(stored)
+		ref := controller.BindingRef(obj)
 		switch {
 		case cond.Status == metav1.ConditionTrue && !wasApplied:
 			c.recorder.Event(ref, corev1.EventTypeNormal, "FullyApplied", cond.Message)
-		case cond.Reason == v1alpha1.ReasonFullyAppliedFailed && (before == nil || before.Message != cond.Message):
+		case cond.Reason == v1alpha1.ReasonFullyAppliedFailed && (before == nil || beforeMessage != cond.Message):
 			c.recorder.Event(ref, corev1.EventTypeWarning, "ApplyFailed", cond.Message)
 		}
 	}
 	return c.updateTemplate(ctx, spec, items)
 }
 
-// updateTemplate writes the summed status on a workload template.
+// jobKind has no status.observedGeneration.
+var jobKind = schema.GroupKind{Group: "batch", Kind: "Job"}
+
+// updateTemplate writes the summed status on a workload template, through
+// its status subresource; kinds without one are left alone.
 func (c *Controller) updateTemplate(ctx context.Context, spec *v1alpha1.ResourceBindingSpec, items []v1alpha1.AggregatedStatusItem) error {
 	if spec.Replicas == 0 {
 		return nil // not a workload: nothing to sum
 	}
 	ref := spec.Resource
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil {
+	key := binding.TemplateKey(ref)
+	cur := c.templateWrites.latest(key, c.templates.Get(key))
+	if cur == nil {
 		return nil
-	}
-	r := c.objs.Template(gv.WithKind(ref.Kind).GroupKind(), ref.Namespace != "")
-	u, err := r.Get(ctx, ref.Namespace, ref.Name)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
 	}
 	want := summedStatus(items)
 	if want == nil {
@@ -184,14 +266,75 @@ func (c *Controller) updateTemplate(ctx context.Context, spec *v1alpha1.Resource
 		// must not linger as if replicas were still ready somewhere.
 		want = map[string]any{}
 	}
-	want["observedGeneration"] = u.GetGeneration()
-	current, _, _ := unstructured.NestedMap(u.Object, "status")
+	gvk := cur.GroupVersionKind()
+	if gvk.GroupKind() != jobKind {
+		want["observedGeneration"] = cur.GetGeneration()
+	}
+	current, _, _ := unstructured.NestedMap(cur.Object, "status")
 	if equality.Semantic.DeepEqual(current, want) {
 		return nil
 	}
+	mapping, hasStatus, err := c.statusSubresource(gvk)
+	if err != nil || !hasStatus {
+		return err
+	}
+	u := cur.DeepCopy()
 	u.Object["status"] = want
-	if _, err := r.Update(ctx, u); err != nil {
+	r := c.clients.Dynamic.Resource(mapping.Resource)
+	var updated *unstructured.Unstructured
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+		updated, err = r.Namespace(u.GetNamespace()).UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: controller.FieldManager})
+	} else {
+		updated, err = r.UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: controller.FieldManager})
+	}
+	c.templateWrites.wrote(key, updated, err)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsInvalid(err):
+		// Sums the kind's own validation refuses: retrying cannot help.
+		c.logger.Warn("template status refused", "kind", gvk.Kind, "template", controller.Key(u.GetNamespace(), u.GetName()), "err", err)
+		return nil
+	case err != nil:
 		return fmt.Errorf("store status of template %s %s: %w", ref.Kind, controller.Key(ref.Namespace, ref.Name), err)
 	}
 	return nil
+}
+
+// statusSubresource maps a template's kind to its resource and says
+// whether the API server serves a status subresource for it. A kind the
+// API server does not know (yet) makes it read discovery again, once.
+func (c *Controller) statusSubresource(gvk schema.GroupVersionKind) (*meta.RESTMapping, bool, error) {
+	mapping, err := c.clients.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		c.clients.Mapper.Reset()
+		c.mu.Lock()
+		clear(c.served)
+		c.mu.Unlock()
+		mapping, err = c.clients.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	if meta.IsNoMatchError(err) {
+		return nil, false, nil // no longer served: the template is gone
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("map %s: %w", gvk.GroupKind(), err)
+	}
+	gv := mapping.Resource.GroupVersion()
+	c.mu.Lock()
+	served, ok := c.served[gv]
+	c.mu.Unlock()
+	if !ok || !served[mapping.Resource.Resource] {
+		list, err := c.clients.Kube.Discovery().ServerResourcesForGroupVersion(gv.String())
+		if err != nil {
+			return nil, false, fmt.Errorf("discover %s: %w", gv, err)
+		}
+		served = map[string]bool{}
+		for _, r := range list.APIResources {
+			served[r.Name] = true
+		}
+		c.mu.Lock()
+		c.served[gv] = served
+		c.mu.Unlock()
+	}
+	return mapping, served[mapping.Resource.Resource+"/status"], nil
 }

@@ -1,116 +1,184 @@
 package cli
 
 import (
-	"bytes"
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
-	"strings"
-	"time"
+	"path/filepath"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/flotilla-io/flotilla/api/client/clientset/versioned"
+	"github.com/flotilla-io/flotilla/internal/version"
 )
 
-// maxResponseBytes bounds what flotilla reads of one response.
-const maxResponseBytes = 64 << 20
+// Client-side limits of flotilla's requests: high enough that no command
+// waits for itself, as kubectl's.
+const (
+	clientQPS   = 50
+	clientBurst = 100
+)
 
-// client sends requests to the hub's HTTP API.
-type client struct {
-	server  string // as the operator gave it, for messages
-	base    string // server without a trailing slash
-	token   string
-	timeout time.Duration
-	http    *http.Client
+// kubeconfig is the client configuration loaded the way kubectl loads it:
+// --kubeconfig, else $KUBECONFIG (files separated by ':', merged), else
+// ~/.kube/config; --context, else the current context.
+type kubeconfig struct {
+	config *rest.Config
+	// namespace is the context's namespace, or default: where namespaced
+	// objects are read and written when neither -n nor a document names
+	// one.
+	namespace string
+	// context names the context in messages.
+	context string
 }
 
-// client returns a client for the invocation's --server and --timeout.
-func (inv *invocation) client() *client {
-	hc := inv.HTTPClient
-	if hc == nil {
-		hc = http.DefaultClient
+// kubeconfig loads the client configuration once per invocation. Loading
+// reads files only: nothing is sent to the hub.
+func (inv *invocation) kubeconfig() (*kubeconfig, error) {
+	if inv.loaded != nil {
+		return inv.loaded, nil
 	}
-	return &client{
-		server:  inv.server,
-		base:    strings.TrimSuffix(inv.server, "/"),
-		token:   inv.Getenv("FLOTILLA_TOKEN"),
-		timeout: inv.timeout,
-		http:    hc,
+	rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: inv.kubeconfigFlag}
+	if env := inv.Getenv(clientcmd.RecommendedConfigPathEnvVar); env != "" {
+		rules.Precedence = filepath.SplitList(env)
+	} else {
+		rules.Precedence = []string{clientcmd.RecommendedHomeFile}
 	}
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: inv.kubeContext})
+	cfg, err := loader.ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		return nil, errors.New("no kubeconfig to reach the hub with: give --kubeconfig FILE (the hub writes DATA/admin.kubeconfig) or set $KUBECONFIG")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	ns, _, err := loader.Namespace()
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	contextName := inv.kubeContext
+	if contextName == "" {
+		if raw, err := loader.RawConfig(); err == nil {
+			contextName = raw.CurrentContext
+		}
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = inv.timeout
+	cfg.QPS, cfg.Burst = clientQPS, clientBurst
+	cfg.UserAgent = "flotilla/" + version.Get().Flotilla
+	cfg.WarningHandler = rest.NewWarningWriter(inv.Stderr, rest.WarningWriterOptions{Deduplicate: true})
+	if inv.WrapTransport != nil {
+		cfg.Wrap(inv.WrapTransport)
+	}
+	inv.loaded = &kubeconfig{config: cfg, namespace: cmp.Or(ns, defaultNamespace), context: contextName}
+	return inv.loaded, nil
 }
 
-// do sends one request and returns the body of a 2xx response. Any other
-// response becomes an *apierrors.StatusError, so callers can use
-// apierrors.IsNotFound and IsConflict; a request that never got an answer
-// becomes an error that names the server.
-func (c *client) do(ctx context.Context, method, path string, query url.Values, body []byte) ([]byte, error) {
-	if c.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
-		defer cancel()
+// defaultNamespace is the namespace of the kubeconfig context, for
+// namespaced objects that neither -n nor a document places.
+func (inv *invocation) defaultNamespace() (string, error) {
+	kc, err := inv.kubeconfig()
+	if err != nil {
+		return "", err
 	}
-	req, err := c.newRequest(ctx, method, path, query, body)
+	return kc.namespace, nil
+}
+
+// hubClients are the clients of the hub's API server one invocation uses.
+type hubClients struct {
+	flotilla versioned.Interface
+	kube     kubernetes.Interface
+	// dynamic and mapper read and write objects of any kind: templates.
+	// On a no-match error, mapper.Reset() and try once more (a CRD may be
+	// new).
+	dynamic dynamic.Interface
+	mapper  *restmapper.DeferredDiscoveryRESTMapper
+	// mapperFresh: discovery was read again since the last change
+	// flotilla knows of, so a kind it does not know is not served.
+	mapperFresh bool
+}
+
+// clients makes the clients of the hub on first use.
+func (inv *invocation) clients() (*hubClients, error) {
+	if inv.hub != nil {
+		return inv.hub, nil
+	}
+	kc, err := inv.kubeconfig()
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.http.Do(req)
+	cfg := kc.config
+	flotilla, err := versioned.NewForConfig(cfg)
 	if err != nil {
-		return nil, c.transportError(ctx, err)
+		return nil, fmt.Errorf("flotilla client: %w", err)
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("reading the answer to %s %s from %s: %w", method, path, c.server, err)
+		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, responseError(method, path, resp, data)
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
 	}
-	return data, nil
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("discovery client: %w", err)
+	}
+	inv.hub = &hubClients{flotilla: flotilla, kube: kube, dynamic: dyn,
+		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))}
+	return inv.hub, nil
 }
 
-func (c *client) newRequest(ctx context.Context, method, path string, query url.Values, body []byte) (*http.Request, error) {
-	target := c.base + path
-	if len(query) > 0 {
-		target += "?" + query.Encode()
+// explain rewrites an error of a request that got no answer from the hub
+// into one that names the hub and says what to check. Answers of the
+// hub (not found, conflict, forbidden...) are returned as they are.
+func (inv *invocation) explain(err error) error {
+	if err == nil || inv.loaded == nil {
+		return err
 	}
-	var r io.Reader
-	if body != nil {
-		r = bytes.NewReader(body)
+	server := inv.loaded.config.Host
+	if apierrors.IsUnauthorized(err) {
+		return &authError{server: server, context: inv.loaded.context, err: err}
 	}
-	req, err := http.NewRequestWithContext(ctx, method, target, r)
-	if err != nil {
-		return nil, fmt.Errorf("building %s %s: %w", method, target, err)
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return err
 	}
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	return req, nil
-}
-
-// transportError explains a request that got no HTTP answer at all.
-func (c *client) transportError(ctx context.Context, err error) error {
-	cause := err
 	var uerr *url.Error
-	if errors.As(err, &uerr) {
-		cause = uerr.Err // drop the repeated method and URL
+	if !errors.As(err, &uerr) {
+		return err
 	}
 	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return fmt.Errorf("the hub at %s did not answer within %s (raise --timeout, or check --server): %w",
-			c.server, c.timeout, err)
-	case ctx.Err() != nil:
-		return fmt.Errorf("request to the hub at %s abandoned: %w", c.server, ctx.Err())
+	case errors.Is(err, context.Canceled):
+		return fmt.Errorf("request to the hub at %s abandoned: %w", server, context.Canceled)
+	case uerr.Timeout():
+		return fmt.Errorf("the hub at %s did not answer within %s (raise --timeout, or check --kubeconfig and --context): %w",
+			server, inv.timeout, uerr.Err)
 	}
-	return &connError{server: c.server, cause: cause, err: err}
+	return &connError{server: server, cause: uerr.Err, err: err}
 }
+
+// authError is a hub that did not accept the kubeconfig's credentials.
+type authError struct {
+	server, context string
+	err             error
+}
+
+func (e *authError) Error() string {
+	return fmt.Sprintf("the hub at %s refused the credentials of kubeconfig context %q (Unauthorized): check --kubeconfig and --context",
+		e.server, e.context)
+}
+
+func (e *authError) Unwrap() error { return e.err }
 
 // connError is a hub that could not be reached.
 type connError struct {
@@ -120,62 +188,27 @@ type connError struct {
 }
 
 func (e *connError) Error() string {
-	return fmt.Sprintf("cannot reach the hub at %s: %v (is it running? point --server or $FLOTILLA_SERVER at it)",
+	return fmt.Sprintf("cannot reach the hub at %s: %v (is it running? check --kubeconfig, $KUBECONFIG and --context)",
 		e.server, e.cause)
 }
 
 func (e *connError) Unwrap() error { return e.err }
 
-// responseError turns a non-2xx answer into a StatusError. The hub answers
-// with a metav1.Status; anything else (a proxy's HTML page, say) is wrapped
-// in one with the HTTP code, so IsNotFound and friends still work.
-func responseError(method, path string, resp *http.Response, data []byte) error {
-	var st metav1.Status
-	if json.Unmarshal(data, &st) == nil && st.Kind == "Status" {
-		if st.Code == 0 {
-			st.Code = int32(resp.StatusCode)
-		}
-		if st.Message == "" {
-			st.Message = fmt.Sprintf("%s %s: %s (reason %q)", method, path, resp.Status, st.Reason)
-		}
-		return apierrors.FromObject(&st)
+// getRaw reads a list (name empty) or one object of resource through rc,
+// as the hub sent it: JSON, for -o json and -o yaml and for the tables.
+// namespace is empty for cluster-scoped resources and for lists across
+// every namespace.
+func getRaw(ctx context.Context, rc rest.Interface, namespace, resource, name string) ([]byte, error) {
+	req := rc.Get().Resource(resource).SetHeader("Accept", "application/json")
+	if namespace != "" {
+		req = req.Namespace(namespace)
 	}
-	snippet := strings.TrimSpace(string(data))
-	if len(snippet) > 200 {
-		snippet = snippet[:200] + "..."
+	if name != "" {
+		req = req.Name(name)
 	}
-	return &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status:  metav1.StatusFailure,
-		Code:    int32(resp.StatusCode),
-		Message: fmt.Sprintf("%s %s: the server answered %s: %q", method, path, resp.Status, snippet),
-	}}
-}
-
-// getJSON GETs path and decodes the answer into out. It returns the raw
-// body too, for -o json and -o yaml.
-func (c *client) getJSON(ctx context.Context, path string, query url.Values, out any) ([]byte, error) {
-	data, err := c.do(ctx, http.MethodGet, path, query, nil)
-	if err != nil {
+	res := req.Do(ctx)
+	if err := res.Error(); err != nil { // with the message of the hub's Status
 		return nil, err
 	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return nil, fmt.Errorf("decoding the answer to GET %s from %s: %w", path, c.server, err)
-	}
-	return data, nil
-}
-
-// putJSON PUTs in to path and decodes the answer into out.
-func (c *client) putJSON(ctx context.Context, path string, in, out any) error {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return fmt.Errorf("encoding PUT %s: %w", path, err)
-	}
-	data, err := c.do(ctx, http.MethodPut, path, nil, body)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("decoding the answer to PUT %s from %s: %w", path, c.server, err)
-	}
-	return nil
+	return res.Raw()
 }

@@ -2,19 +2,18 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/flotilla-io/flotilla/internal/version"
 )
 
-// Defaults of the global flags.
-const (
-	defaultServer  = "http://127.0.0.1:7080"
-	defaultTimeout = 10 * time.Second
-)
+// defaultTimeout is the default of the global --timeout.
+const defaultTimeout = 10 * time.Second
 
 // runFunc runs a command with its positional arguments, after its flags
 // were parsed.
@@ -37,6 +36,7 @@ func commands() []*command {
 	return []*command{
 		getCommand(), describeCommand(), applyCommand(), deleteCommand(), planCommand(),
 		taintCommand(), cordonCommand(), uncordonCommand(), rebalanceCommand(), purgeCommand(),
+		versionCommand(),
 	}
 }
 
@@ -57,13 +57,19 @@ func commandNames() string {
 	return strings.Join(names, ", ")
 }
 
-// invocation is one run of a command: the app, the global options and the
-// command's name for usage errors.
+// invocation is one run of a command: the app, the global options, the
+// command's name for usage errors, and the clients of the hub once made.
 type invocation struct {
 	*App
-	cmd     string // "flotilla get"
-	server  string
-	timeout time.Duration
+	cmd string // "flotilla get"
+	// kubeconfigFlag and kubeContext are --kubeconfig and --context;
+	// timeout is the time limit of each request.
+	kubeconfigFlag string
+	kubeContext    string
+	timeout        time.Duration
+
+	loaded *kubeconfig // on first use
+	hub    *hubClients // on first use
 }
 
 func (inv *invocation) usagef(format string, args ...any) error {
@@ -72,12 +78,9 @@ func (inv *invocation) usagef(format string, args ...any) error {
 
 // dispatch parses the global flags, finds the command and runs it.
 func (a *App) dispatch(ctx context.Context, args []string) error {
-	inv := &invocation{App: a, cmd: "flotilla", server: defaultServer, timeout: defaultTimeout}
-	if s := a.Getenv("FLOTILLA_SERVER"); s != "" {
-		inv.server = s
-	}
-	var help bool
-	top := inv.globalFlags(&help)
+	inv := &invocation{App: a, cmd: a.name(), timeout: defaultTimeout}
+	var help, showVersion bool
+	top := inv.topFlags(&help, &showVersion)
 	top.SetInterspersed(false) // flags after the command are the command's
 	if err := parseFlags(top, args); err != nil {
 		return inv.usagef("%v", err)
@@ -85,8 +88,11 @@ func (a *App) dispatch(ctx context.Context, args []string) error {
 	rest := top.Args()
 	switch {
 	case help:
-		writeTopHelp(a.Stdout, top)
+		writeTopHelp(a.Stdout, a.name(), top)
 		return errHelpShown
+	case showVersion:
+		fmt.Fprintln(a.Stdout, version.Get().String())
+		return nil
 	case len(rest) == 0:
 		return inv.usagef("no command given; supported commands: %s", commandNames())
 	case rest[0] == "help":
@@ -102,8 +108,8 @@ func (a *App) dispatch(ctx context.Context, args []string) error {
 // help serves "flotilla help [COMMAND]".
 func (inv *invocation) help(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		var help bool
-		writeTopHelp(inv.Stdout, inv.globalFlags(&help))
+		var help, showVersion bool
+		writeTopHelp(inv.Stdout, inv.name(), inv.topFlags(&help, &showVersion))
 		return errHelpShown
 	}
 	cmd := findCommand(args[0])
@@ -116,7 +122,7 @@ func (inv *invocation) help(ctx context.Context, args []string) error {
 // runCommand parses cmd's flags together with the global ones (so global
 // flags may follow the command, as with kubectl) and runs it.
 func (inv *invocation) runCommand(ctx context.Context, cmd *command, args []string) error {
-	inv.cmd = "flotilla " + cmd.name
+	inv.cmd = inv.name() + " " + cmd.name
 	local := pflag.NewFlagSet(cmd.name, pflag.ContinueOnError)
 	run := cmd.bind(local)
 	var help bool
@@ -128,30 +134,37 @@ func (inv *invocation) runCommand(ctx context.Context, cmd *command, args []stri
 		return inv.usagef("%v", err)
 	}
 	if help {
-		writeCommandHelp(inv.Stdout, cmd, local, global)
+		writeCommandHelp(inv.Stdout, inv.name(), cmd, local, global)
 		return errHelpShown
 	}
 	if err := inv.checkGlobals(); err != nil {
 		return err
 	}
-	return run(ctx, inv, all.Args())
+	return inv.explain(run(ctx, inv, all.Args()))
 }
 
-// globalFlags binds the flags every command accepts.
+// topFlags are the global flags and --version, which only flotilla itself
+// takes (flotilla --version).
+func (inv *invocation) topFlags(help, showVersion *bool) *pflag.FlagSet {
+	fs := inv.globalFlags(help)
+	fs.BoolVar(showVersion, "version", false, "print flotilla's version and exit")
+	return fs
+}
+
+// globalFlags binds the flags every command accepts: kubectl's
+// --kubeconfig and --context, and the time limit of each request.
 func (inv *invocation) globalFlags(help *bool) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("flotilla", pflag.ContinueOnError)
-	fs.StringVar(&inv.server, "server", inv.server, "`URL` of the hub's HTTP API; $FLOTILLA_SERVER sets the default")
+	fs.StringVar(&inv.kubeconfigFlag, "kubeconfig", inv.kubeconfigFlag,
+		"`FILE` of the kubeconfig to reach the hub with (default $KUBECONFIG, else ~/.kube/config); the hub writes DATA/admin.kubeconfig")
+	fs.StringVar(&inv.kubeContext, "context", inv.kubeContext, "the kubeconfig `CONTEXT` to use (default its current context)")
 	fs.DurationVar(&inv.timeout, "timeout", inv.timeout, "time limit of each request to the hub, as a `DURATION` such as 30s (0 means none)")
 	fs.BoolVarP(help, "help", "h", false, "show help and exit")
 	return fs
 }
 
-// checkGlobals rejects a --server or --timeout no request could use.
+// checkGlobals rejects a --timeout no request could use.
 func (inv *invocation) checkGlobals() error {
-	u, err := url.Parse(inv.server)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return inv.usagef("invalid --server %q: must be an http:// or https:// URL such as %s", inv.server, defaultServer)
-	}
 	if inv.timeout < 0 {
 		return inv.usagef("invalid --timeout %s: must not be negative", inv.timeout)
 	}

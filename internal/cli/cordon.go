@@ -15,7 +15,11 @@ func cordonCommand() *command {
 		short: "Mark a cluster unschedulable",
 		long: `Mark a cluster unschedulable: set spec.unschedulable, for which the hub adds
 the taint cluster.flotilla.io/unschedulable:NoSchedule. Workloads already on
-the cluster stay; new placements avoid it.`,
+the cluster stay; new placements avoid it.
+
+The change is an Update of the Cluster through the hub's Kubernetes API
+(RBAC: update on clusters.flotilla.io; ClusterRole flotilla-operator grants
+it), retried on the fresh version when the Cluster changed meanwhile.`,
 		example: `  flotilla cordon edge-1
 `,
 		bind: func(*pflag.FlagSet) runFunc { return setUnschedulable(true) },
@@ -28,7 +32,8 @@ func uncordonCommand() *command {
 		usage: "uncordon NAME",
 		short: "Mark a cluster schedulable again",
 		long: `Mark a cluster schedulable again: clear spec.unschedulable, for which the hub
-removes the taint cluster.flotilla.io/unschedulable.`,
+removes the taint cluster.flotilla.io/unschedulable. Like cordon, an Update of
+the Cluster through the hub's Kubernetes API.`,
 		example: `  flotilla uncordon edge-1
 `,
 		bind: func(*pflag.FlagSet) runFunc { return setUnschedulable(false) },
@@ -46,7 +51,11 @@ func setUnschedulable(want bool) runFunc {
 		if err := checkName(inv, name); err != nil {
 			return err
 		}
-		changed, err := inv.client().updateCluster(ctx, name, func(cl *v1alpha1.Cluster) (bool, error) {
+		c, err := inv.clients()
+		if err != nil {
+			return err
+		}
+		changed, err := c.updateCluster(ctx, name, func(cl *v1alpha1.Cluster) (bool, error) {
 			if cl.Spec.Unschedulable == want {
 				return false, nil
 			}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -21,13 +20,17 @@ func describeCommand() *command {
 		name:  "describe",
 		usage: "describe cluster|binding|clusterbinding|workloadrebalancer NAME [-n NAMESPACE]",
 		short: "Show everything the hub knows about a cluster, a binding or a rebalancer",
-		long: `Show one object in detail.
+		long: `Show one object in detail, read from the hub's Kubernetes API: the object,
+and what belongs with it (the cluster's coordination.k8s.io Lease, the
+binding's Works) and the events about it (core/v1 Events selected by
+involvedObject). Only reads: ClusterRole flotilla-viewer allows it.
 
   cluster NAME          labels, provider, region and zone, taints with how long
                         ago each was added, conditions, nodes and resources, the
                         agent's connection, the cluster's lease and its latest
                         events
-  binding NAME          a ResourceBinding (rb) of namespace default, or of -n:
+  binding NAME          a ResourceBinding (rb) of the kubeconfig context's
+                        namespace (default), or of -n:
                         its template and replicas, the placement it was scheduled
                         with, its conditions, every cluster it runs on or is being
                         evicted from (replicas, applied, health, status), its
@@ -81,7 +84,7 @@ type describeOptions struct {
 
 func bindDescribe(fs *pflag.FlagSet) runFunc {
 	o := &describeOptions{}
-	fs.StringVarP(&o.namespace, "namespace", "n", "", "`NAMESPACE` of a binding (else default)")
+	fs.StringVarP(&o.namespace, "namespace", "n", "", "`NAMESPACE` of a binding (else the kubeconfig context's, or default)")
 	return o.run
 }
 
@@ -95,15 +98,25 @@ func (o *describeOptions) run(ctx context.Context, inv *invocation, args []strin
 			return err
 		}
 	}
+	c, err := inv.clients()
+	if err != nil {
+		return err
+	}
 	switch kind {
 	case describeBinding:
-		return describeBindingNamed(ctx, inv, cmp.Or(o.namespace, defaultNamespace), name)
+		ns := o.namespace
+		if ns == "" {
+			if ns, err = inv.defaultNamespace(); err != nil {
+				return err
+			}
+		}
+		return describeBindingNamed(ctx, inv, c, ns, name)
 	case describeClusterBinding:
-		return describeBindingNamed(ctx, inv, "", name)
+		return describeBindingNamed(ctx, inv, c, "", name)
 	case describeRebalancer:
-		return describeRebalancerNamed(ctx, inv, name)
+		return describeRebalancerNamed(ctx, inv, c, name)
 	}
-	d, err := fetchClusterDetails(ctx, inv.client(), name)
+	d, err := fetchClusterDetails(ctx, c, name)
 	if err != nil {
 		return err
 	}
@@ -155,7 +168,7 @@ type clusterDetails struct {
 
 // fetchClusterDetails reads the cluster, its lease and its events. A
 // missing lease or event list is shown as <none>, not an error.
-func fetchClusterDetails(ctx context.Context, c *client, name string) (*clusterDetails, error) {
+func fetchClusterDetails(ctx context.Context, c *hubClients, name string) (*clusterDetails, error) {
 	cl, err := c.getCluster(ctx, name)
 	if err != nil {
 		return nil, err
@@ -168,10 +181,7 @@ func fetchClusterDetails(ctx context.Context, c *client, name string) (*clusterD
 	if err != nil {
 		return nil, fmt.Errorf("reading the lease of cluster %q: %w", name, err)
 	}
-	d.events, err = c.clusterEvents(ctx, name)
-	if apierrors.IsNotFound(err) {
-		d.events, err = nil, nil
-	}
+	d.events, err = c.objectEvents(ctx, v1alpha1.KindCluster, "", name)
 	if err != nil {
 		return nil, err
 	}

@@ -3,18 +3,18 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"sort"
 
-	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
 )
 
 // Kinds of bindings, as events name them.
 const (
-	kindResourceBinding        = "ResourceBinding"
-	kindClusterResourceBinding = "ClusterResourceBinding"
+	kindResourceBinding        = v1alpha1.KindResourceBinding
+	kindClusterResourceBinding = v1alpha1.KindClusterResourceBinding
 )
 
 // bindingDetails is what describe shows of a binding.
@@ -28,35 +28,39 @@ type bindingDetails struct {
 
 // describeBindingNamed prints the binding ns/name, or the cluster binding
 // name when ns is empty.
-func describeBindingNamed(ctx context.Context, inv *invocation, ns, name string) error {
-	d, err := fetchBindingDetails(ctx, inv.client(), ns, name)
+func describeBindingNamed(ctx context.Context, inv *invocation, c *hubClients, ns, name string) error {
+	d, err := fetchBindingDetails(ctx, c, ns, name)
 	if err != nil {
 		return err
 	}
 	return writeBindingDescription(inv.Stdout, d, inv.Now())
 }
 
-// fetchBindingDetails reads the binding, its Works and its events. Works
-// and events the hub cannot list are shown as <none>, not an error.
-func fetchBindingDetails(ctx context.Context, c *client, ns, name string) (*bindingDetails, error) {
+// fetchBindingDetails reads the binding, its Works and its events.
+func fetchBindingDetails(ctx context.Context, c *hubClients, ns, name string) (*bindingDetails, error) {
 	d := &bindingDetails{kind: kindResourceBinding}
-	resource, ref := bindingsResource, ns+"/"+name
+	ref := ns + "/" + name
 	if ns == "" {
-		d.kind, resource, ref = kindClusterResourceBinding, clusterBindingsResource, name
+		d.kind, ref = kindClusterResourceBinding, name
+		crb, err := c.flotilla.FlotillaV1alpha1().ClusterResourceBindings().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		// A ClusterResourceBinding has the shape of a ResourceBinding.
+		d.binding = &v1alpha1.ResourceBinding{TypeMeta: crb.TypeMeta, ObjectMeta: crb.ObjectMeta, Spec: crb.Spec, Status: crb.Status}
+	} else {
+		rb, err := c.flotilla.FlotillaV1alpha1().ResourceBindings(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		d.binding = rb
 	}
-	d.binding = &v1alpha1.ResourceBinding{}
-	if _, err := c.getJSON(ctx, objectPath(resource, ns, name), nil, d.binding); err != nil {
-		return nil, err
+	works, err := c.flotilla.FlotillaV1alpha1().Works(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing the works: %w", err)
 	}
-	works, err := c.listWorks(ctx)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, err
-	}
-	d.works = bindingWorks(works, ref)
+	d.works = bindingWorks(works.Items, ref)
 	d.events, err = c.objectEvents(ctx, d.kind, ns, name)
-	if apierrors.IsNotFound(err) {
-		d.events, err = nil, nil
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -68,35 +72,10 @@ func fetchBindingDetails(ctx context.Context, c *client, ns, name string) (*bind
 func bindingWorks(works []v1alpha1.Work, ref string) []v1alpha1.Work {
 	var mine []v1alpha1.Work
 	for _, w := range works {
-		if w.Annotations[bindingAnnotation] == ref {
+		if w.Annotations[v1alpha1.AnnotationWorkBinding] == ref {
 			mine = append(mine, w)
 		}
 	}
 	sort.SliceStable(mine, func(i, j int) bool { return mine[i].Namespace < mine[j].Namespace })
 	return mine
-}
-
-// listWorks reads the Works of every cluster.
-func (c *client) listWorks(ctx context.Context) ([]v1alpha1.Work, error) {
-	var list v1alpha1.WorkList
-	if _, err := c.getJSON(ctx, collectionPath(worksResource, ""), nil, &list); err != nil {
-		return nil, fmt.Errorf("listing the works: %w", err)
-	}
-	return list.Items, nil
-}
-
-// objectEvents lists the events about one object, oldest first; ns is
-// empty for a cluster-scoped object.
-func (c *client) objectEvents(ctx context.Context, kind, ns, name string) ([]corev1.Event, error) {
-	selector := "involvedObject.kind=" + kind + ",involvedObject.name=" + name
-	if ns != "" {
-		selector += ",involvedObject.namespace=" + ns
-	}
-	q := url.Values{}
-	q.Set("fieldSelector", selector)
-	var list corev1.EventList
-	if _, err := c.getJSON(ctx, eventsPath, q, &list); err != nil {
-		return nil, fmt.Errorf("listing the events of %s %q: %w", kind, name, err)
-	}
-	return list.Items, nil
 }

@@ -2,9 +2,12 @@ package cli
 
 import (
 	"net/url"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestDescribeBinding(t *testing.T) {
@@ -19,7 +22,7 @@ func TestDescribeBinding(t *testing.T) {
 			want: `Name:                 nginx-deployment
 Namespace:            shop
 Labels:               <none>
-Created:              2026-05-01T09:00:00Z (3h ago)
+Created:              {{created}}
 Resource:             apps/v1 Deployment shop/nginx
 Replicas:             3
 Last Scheduled:       2026-05-01T11:58:00Z (2m ago)
@@ -58,7 +61,7 @@ Events:
 			args: []string{"describe", "clusterbinding", "shop-namespace"},
 			want: `Name:                 shop-namespace
 Labels:               <none>
-Created:              2026-04-30T12:00:00Z (24h ago)
+Created:              {{created}}
 Resource:             v1 Namespace shop
 Replicas:             0
 Last Scheduled:       -
@@ -85,7 +88,7 @@ Events:
 			want: `Name:                 web-deployment
 Namespace:            default
 Labels:               <none>
-Created:              2026-05-01T11:50:00Z (10m ago)
+Created:              {{created}}
 Resource:             apps/v1 Deployment default/web
 Replicas:             1
 Last Scheduled:       -
@@ -99,15 +102,44 @@ Events:               <none>
 `,
 		},
 	}
+	h := newWorkloadHub(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := run(t, newWorkloadHub(t), tt.args...)
+			r := h.run(t, tt.args...)
 			wantExit(t, r, 0)
-			if diff := cmp.Diff(tt.want, r.stdout); diff != "" {
+			want := strings.Replace(tt.want, "{{created}}", created(h.creationOf(t, tt.args[1], namespaceArg(tt.args), tt.args[2])), 1)
+			if diff := cmp.Diff(want, r.stdout); diff != "" {
 				t.Errorf("stdout (-want +got):\n%s", diff)
 			}
 		})
 	}
+}
+
+// namespaceArg is the -n of args, else default.
+func namespaceArg(args []string) string {
+	if i := slices.Index(args, "-n"); i >= 0 {
+		return args[i+1]
+	}
+	return "default"
+}
+
+// creationOf is when the API server created a binding (kind binding or
+// rb) or cluster binding.
+func (h *testHub) creationOf(t *testing.T, kind, ns, name string) metav1.Time {
+	t.Helper()
+	var (
+		m   metav1.Object
+		err error
+	)
+	if kind == "clusterbinding" || kind == "crb" {
+		m, err = h.Flotilla.FlotillaV1alpha1().ClusterResourceBindings().Get(t.Context(), name, metav1.GetOptions{})
+	} else {
+		m, err = h.Flotilla.FlotillaV1alpha1().ResourceBindings(ns).Get(t.Context(), name, metav1.GetOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCreationTimestamp()
 }
 
 // describe reads the binding, the Works of every cluster and the events
@@ -122,7 +154,7 @@ func TestDescribeBindingRequests(t *testing.T) {
 			want: []string{
 				"GET /apis/flotilla.io/v1alpha1/namespaces/shop/resourcebindings/nginx-deployment",
 				"GET /apis/flotilla.io/v1alpha1/works",
-				"GET /api/v1/events?fieldSelector=" + url.QueryEscape(
+				"GET /api/v1/namespaces/shop/events?fieldSelector=" + url.QueryEscape(
 					"involvedObject.kind=ResourceBinding,involvedObject.name=nginx-deployment,involvedObject.namespace=shop"),
 			},
 		},
@@ -136,11 +168,12 @@ func TestDescribeBindingRequests(t *testing.T) {
 			},
 		},
 	}
+	h := newWorkloadHub(t)
 	for _, tt := range tests {
 		t.Run(tt.args[1], func(t *testing.T) {
-			hub := newWorkloadHub(t)
-			wantExit(t, run(t, hub, tt.args...), 0)
-			if diff := cmp.Diff(tt.want, hub.sent()); diff != "" {
+			before := len(h.sent())
+			wantExit(t, h.run(t, tt.args...), 0)
+			if diff := cmp.Diff(tt.want, h.sent()[before:]); diff != "" {
 				t.Errorf("requests (-want +got):\n%s", diff)
 			}
 		})
@@ -163,9 +196,10 @@ func TestDescribeBindingErrors(t *testing.T) {
 		{"bad namespace", []string{"describe", "rb", "x", "-n", "a_b"}, 2,
 			"error: invalid namespace \"a_b\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')\nSee 'flotilla describe --help' for usage.\n"},
 	}
+	h := newWorkloadHub(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := run(t, newWorkloadHub(t), tt.args...)
+			r := h.run(t, tt.args...)
 			wantExit(t, r, tt.wantCode)
 			if diff := cmp.Diff(tt.want, r.stderr); diff != "" {
 				t.Errorf("stderr (-want +got):\n%s", diff)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ Labels:               env=prod
 Provider:             aws
 Region:               eu-west-1
 Zone:                 eu-west-1a
-Created:              2026-04-28T12:00:00Z (3d ago)
+Created:              {{created}}
 Unschedulable:        false
 Taints:               <none>
 Conditions:
@@ -65,7 +66,7 @@ Labels:               <none>
 Provider:             onprem
 Region:               -
 Zone:                 -
-Created:              2026-05-01T11:15:00Z (45m ago)
+Created:              {{created}}
 Unschedulable:        true
 Taints:               cluster.flotilla.io/unreachable:NoSchedule     added 90s ago
                       cluster.flotilla.io/unschedulable:NoSchedule   added 30m ago
@@ -92,25 +93,36 @@ Events:
 `,
 		},
 	}
+	f := newFixtureHub(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := run(t, newFixtureHub(t), tt.args...)
+			r := f.run(t, tt.args...)
 			wantExit(t, r, 0)
-			if diff := cmp.Diff(tt.want, r.stdout); diff != "" {
+			want := strings.Replace(tt.want, "{{created}}", created(f.clusters[tt.args[2]].CreationTimestamp), 1)
+			if diff := cmp.Diff(want, r.stdout); diff != "" {
 				t.Errorf("stdout (-want +got):\n%s", diff)
 			}
 		})
+	}
+	// The cluster, its lease, and the events selected by the API.
+	wantRequests := []string{
+		"GET /apis/flotilla.io/v1alpha1/clusters/edge-1",
+		"GET /apis/coordination.k8s.io/v1/namespaces/flotilla-cluster-lease/leases/edge-1",
+		"GET /api/v1/events?fieldSelector=" + url.QueryEscape("involvedObject.kind=Cluster,involvedObject.name=edge-1"),
+	}
+	if diff := cmp.Diff(wantRequests, f.sent()[:3]); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
 	}
 }
 
 // A cluster that never connected has no lease: describe says so instead
 // of failing.
 func TestDescribeWithoutLeaseOrEvents(t *testing.T) {
-	hub := newFakeHub(t)
-	hub.addCluster(v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "new", CreationTimestamp: ago(time.Minute)}})
-	r := run(t, hub, "describe", "cluster", "new")
+	h := newHub(t)
+	cl := h.addCluster(t, v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "new"}})
+	r := h.run(t, "describe", "cluster", "new")
 	wantExit(t, r, 0)
-	for _, want := range []string{"Lease: <none>", "Events: <none>", "Agent: <none>", "Conditions: <none>", "Created: 2026-05-01T11:59:00Z (60s ago)"} {
+	for _, want := range []string{"Lease: <none>", "Events: <none>", "Agent: <none>", "Conditions: <none>", "Created: " + created(cl.CreationTimestamp)} {
 		if !strings.Contains(squeeze(r.stdout), want) {
 			t.Errorf("output lacks %q:\n%s", want, r.stdout)
 		}
@@ -118,19 +130,23 @@ func TestDescribeWithoutLeaseOrEvents(t *testing.T) {
 }
 
 func TestDescribeShowsLatestEvents(t *testing.T) {
-	hub := newFakeHub(t)
-	hub.addCluster(healthyCluster())
-	for i := range 25 {
-		e := event("edge-1", "Normal", fmt.Sprintf("Step%02d", i), "step", time.Duration(30-i)*time.Minute, 1)
-		hub.events = append(hub.events, e)
-	}
-	// An event of the new API: eventTime and series instead of lastTimestamp and count.
-	hub.events = append(hub.events, corev1.Event{
+	h := newHub(t)
+	h.addCluster(t, healthyCluster())
+	// An event of the new API, as the hub's recorder writes them: eventTime
+	// and series instead of lastTimestamp and count.
+	h.addEvent(t, corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: "edge-1.flapping"},
 		InvolvedObject: corev1.ObjectReference{Kind: v1alpha1.KindCluster, Name: "edge-1"},
 		Type:           "Warning", Reason: "Flapping", Message: "lease\nlate",
-		EventTime: *microAgo(5 * time.Second), Series: &corev1.EventSeries{Count: 4},
+		EventTime: *microAgo(5 * time.Second), Series: &corev1.EventSeries{Count: 4, LastObservedTime: *microAgo(5 * time.Second)},
 	})
-	r := run(t, hub, "describe", "cluster", "edge-1")
+	// Stored in an order of their names, not of their times.
+	for i := range 25 {
+		h.addEvent(t, event("edge-1", "Normal", fmt.Sprintf("Step%02d", 24-i), "step", time.Duration(30-(24-i))*time.Minute, 1))
+	}
+	// Another cluster's event is not shown.
+	h.addEvent(t, event("edge-10", "Normal", "Other", "not edge-1", time.Minute, 1))
+	r := h.run(t, "describe", "cluster", "edge-1")
 	wantExit(t, r, 0)
 	out := squeeze(r.stdout)
 	_, events, _ := strings.Cut(out, "Events:\n")
@@ -146,9 +162,9 @@ func TestDescribeShowsLatestEvents(t *testing.T) {
 }
 
 func TestDescribeNotFound(t *testing.T) {
-	r := run(t, newFixtureHub(t), "describe", "cluster", "nope")
+	r := newFixtureHub(t).run(t, "describe", "cluster", "nope")
 	wantExit(t, r, 1)
-	if diff := cmp.Diff("error: clusters \"nope\" not found\n", r.stderr); diff != "" {
+	if diff := cmp.Diff("error: clusters.flotilla.io \"nope\" not found\n", r.stderr); diff != "" {
 		t.Errorf("stderr (-want +got):\n%s", diff)
 	}
 }

@@ -1,12 +1,16 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"net/http"
+	"io"
 	"strings"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
 )
 
 func getCommand() *command {
@@ -14,8 +18,10 @@ func getCommand() *command {
 		name:  "get",
 		usage: "get RESOURCE [NAME] [-n NAMESPACE | -A] [--cluster NAME] [-o wide|json|yaml]",
 		short: "List clusters, leases, policies, bindings, works, resource templates or rebalancers",
-		long: `List objects of the hub as a table, or print them as the hub sent them, as
-JSON or YAML.
+		long: `List objects of the hub's Kubernetes API as a table, or print them as the hub
+sent them (without metadata.managedFields, as kubectl prints them), as JSON
+or YAML. Every list and get is a read of the API (RBAC verbs get and list;
+ClusterRole flotilla-viewer grants them).
 
 Resources:
   clusters          member clusters: readiness, taints, Kubernetes version, nodes
@@ -30,7 +36,9 @@ Resources:
   clusterbindings   ClusterResourceBindings (crb), of cluster-scoped templates
   works             what each cluster must run for each binding: the generation,
                     the one its agent acknowledged, and whether it was applied
-  resources         the resource templates, with readiness summed over clusters
+  resources         the resource templates that have a binding (any kind:
+                    Deployments, ConfigMaps, ...), with readiness summed over
+                    clusters
   workloadrebalancers
                     rebalances (flotilla rebalance): how many workloads
                     succeeded or failed, when it finished, its TTL
@@ -38,9 +46,10 @@ Resources:
 Singular names and the long names (propagationpolicies, resourcebindings, ...)
 work too.
 
-Policies and bindings are read from namespace default unless -n names another;
--A reads every namespace. Works are read from every cluster unless --cluster
-(or -n flotilla-es-CLUSTER) picks one. Resource templates are read from every
+Policies and bindings are read from the namespace of the kubeconfig context
+(default unless it names another) unless -n names one; -A reads every
+namespace. Works are read from every cluster unless --cluster (or -n
+flotilla-es-CLUSTER) picks one. Resource templates are read from every
 namespace unless -n picks one; a NAME picks the templates of that name.`,
 		example: `  # All clusters, and more columns
   flotilla get clusters
@@ -79,14 +88,14 @@ const (
 	// clusterScoped kinds have one list; -n and -A are ignored, as kubectl
 	// ignores them.
 	clusterScoped resourceScope = iota
-	// namespaced kinds are read from one namespace (-n, else default) or
-	// from all of them (-A).
+	// namespaced kinds are read from one namespace (-n, else the
+	// kubeconfig context's) or from all of them (-A).
 	namespaced
 	// perCluster kinds (Works) live in a namespace per cluster; they are
 	// read from every cluster unless --cluster or -n picks one.
 	perCluster
 	// filtered kinds (resource templates) are read from every namespace
-	// unless -n picks one, through the query parameters of one path.
+	// unless -n picks one; a name picks the templates of that name.
 	filtered
 )
 
@@ -95,63 +104,64 @@ type getResource struct {
 	plural string
 	names  []string // every accepted spelling
 	scope  resourceScope
-	// collection is the path of the list of namespace ns, or of every
-	// namespace when ns is empty (and of cluster-scoped kinds).
-	collection func(ns string) string
-	table      func(raw []byte, o tableOptions) (*table, error)
+	// client is the REST client of the resource's API group, resource
+	// the resource and, for leases, namespace the namespace all of them
+	// live in.
+	client    func(c *hubClients) rest.Interface
+	resource  string
+	namespace string
+	table     func(raw []byte, o tableOptions) (*table, error)
 }
 
-// flotillaCollection returns the collection function of a Flotilla resource.
-func flotillaCollection(resource string) func(ns string) string {
-	return func(ns string) string { return collectionPath(resource, ns) }
-}
+func flotillaREST(c *hubClients) rest.Interface { return c.flotilla.FlotillaV1alpha1().RESTClient() }
 
-// fixedPath returns a collection function that ignores the namespace.
-func fixedPath(path string) func(string) string { return func(string) string { return path } }
+func appsREST(c *hubClients) rest.Interface { return c.flotilla.AppsV1alpha1().RESTClient() }
+
+func coordinationREST(c *hubClients) rest.Interface { return c.kube.CoordinationV1().RESTClient() }
 
 var getResources = []getResource{
 	{
 		plural: "clusters", names: []string{"clusters", "cluster"},
-		collection: fixedPath(clustersPath), table: clustersTable,
+		client: flotillaREST, resource: clustersResource, table: clustersTable,
 	},
 	{
 		plural: "leases", names: []string{"leases", "lease"},
-		collection: fixedPath(leasesPath), table: leasesTable,
+		client: coordinationREST, resource: leasesResource, namespace: v1alpha1.LeaseNamespace, table: leasesTable,
 	},
 	{
 		plural: "policies", scope: namespaced,
-		names:      []string{"policies", "policy", "propagationpolicies", "propagationpolicy", "pp"},
-		collection: flotillaCollection(policiesResource), table: policiesTable,
+		names:  []string{"policies", "policy", "propagationpolicies", "propagationpolicy", "pp"},
+		client: flotillaREST, resource: policiesResource, table: policiesTable,
 	},
 	{
 		plural: "clusterpolicies",
 		names: []string{"clusterpolicies", "clusterpolicy", "clusterpropagationpolicies",
 			"clusterpropagationpolicy", "cpp"},
-		collection: flotillaCollection(clusterPoliciesResource), table: policiesTable,
+		client: flotillaREST, resource: clusterPoliciesResource, table: policiesTable,
 	},
 	{
 		plural: "bindings", scope: namespaced,
-		names:      []string{"bindings", "binding", "resourcebindings", "resourcebinding", "rb"},
-		collection: flotillaCollection(bindingsResource), table: bindingsTable,
+		names:  []string{"bindings", "binding", "resourcebindings", "resourcebinding", "rb"},
+		client: flotillaREST, resource: bindingsResource, table: bindingsTable,
 	},
 	{
 		plural: "clusterbindings",
 		names: []string{"clusterbindings", "clusterbinding", "clusterresourcebindings",
 			"clusterresourcebinding", "crb"},
-		collection: flotillaCollection(clusterBindingsResource), table: bindingsTable,
+		client: flotillaREST, resource: clusterBindingsResource, table: bindingsTable,
 	},
 	{
 		plural: "works", scope: perCluster, names: []string{"works", "work"},
-		collection: flotillaCollection(worksResource), table: worksTable,
+		client: flotillaREST, resource: worksResource, table: worksTable,
 	},
 	{
 		plural: "resources", scope: filtered, names: []string{"resources", "resource"},
-		collection: fixedPath(templatesPath), table: templatesTable,
+		table: templatesTable,
 	},
 	{
-		plural:     "workloadrebalancers",
-		names:      []string{"workloadrebalancers", "workloadrebalancer", "rebalancers", "rebalancer"},
-		collection: fixedPath(rebalancersPath), table: rebalancersTable,
+		plural: "workloadrebalancers",
+		names:  []string{"workloadrebalancers", "workloadrebalancer", "rebalancers", "rebalancer"},
+		client: appsREST, resource: rebalancersResource, table: rebalancersTable,
 	},
 }
 
@@ -196,8 +206,11 @@ func (o *getOptions) run(ctx context.Context, inv *invocation, args []string) er
 	if err != nil {
 		return err
 	}
-	path, query, single := res.request(target)
-	raw, err := inv.client().do(ctx, http.MethodGet, path, query, nil)
+	c, err := inv.clients()
+	if err != nil {
+		return err
+	}
+	raw, single, err := res.fetch(ctx, c, target, inv.Stderr)
 	if err != nil {
 		return err
 	}
@@ -207,13 +220,24 @@ func (o *getOptions) run(ctx context.Context, inv *invocation, args []string) er
 	opts := tableOptions{single: single, wide: format == outputWide, across: target.across, now: inv.Now()}
 	t, err := res.table(raw, opts)
 	if err != nil {
-		return fmt.Errorf("reading the answer of %s: %w", inv.server, err)
+		return fmt.Errorf("reading the hub's answer: %w", err)
 	}
 	if len(t.rows) == 0 {
 		fmt.Fprintf(inv.Stderr, "No %s found%s.\n", res.plural, target.where())
 		return nil
 	}
 	return t.write(inv.Stdout)
+}
+
+// fetch reads what target names, as JSON, and says whether it is one
+// object rather than a list; warnings go to stderr.
+func (r getResource) fetch(ctx context.Context, c *hubClients, t getTarget, stderr io.Writer) ([]byte, bool, error) {
+	if r.scope == filtered {
+		raw, err := templatesList(ctx, c, t, stderr)
+		return raw, false, err
+	}
+	raw, err := getRaw(ctx, r.client(c), cmp.Or(r.namespace, t.namespace), r.resource, t.name)
+	return raw, t.name != "", err
 }
 
 // parseGetArgs checks "RESOURCE [NAME]".

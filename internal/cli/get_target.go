@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"cmp"
-	"net/url"
 	"strings"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
@@ -10,8 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// defaultNamespace is where namespaced kinds are read without -n, as with
-// kubectl.
+// defaultNamespace is where namespaced kinds are read and written without
+// -n when the kubeconfig context names no namespace, as with kubectl.
 const defaultNamespace = "default"
 
 // getTarget is what one "get" reads.
@@ -43,7 +41,14 @@ func (o *getOptions) target(inv *invocation, res getResource, name string) (getT
 	switch res.scope {
 	case namespaced:
 		if !o.allNamespaces {
-			t.namespace = cmp.Or(o.namespace, defaultNamespace)
+			t.namespace = o.namespace
+			if t.namespace == "" {
+				ns, err := inv.defaultNamespace()
+				if err != nil {
+					return getTarget{}, err
+				}
+				t.namespace = ns
+			}
 			return t, nil
 		}
 		if name != "" {
@@ -89,26 +94,6 @@ func (o *getOptions) checkFlags(inv *invocation, res getResource) error {
 		return checkName(inv, o.cluster)
 	}
 	return nil
-}
-
-// request is the path and query of target, and whether the answer is one
-// object rather than a list.
-func (r getResource) request(t getTarget) (string, url.Values, bool) {
-	if r.scope == filtered {
-		q := url.Values{}
-		if t.namespace != "" {
-			q.Set("namespace", t.namespace)
-		}
-		if t.name != "" {
-			q.Set("name", t.name)
-		}
-		return r.collection(""), q, false
-	}
-	path := r.collection(t.namespace)
-	if t.name == "" {
-		return path, nil, false
-	}
-	return path + "/" + url.PathEscape(t.name), nil, true
 }
 
 // checkName rejects an object name that cannot be a path segment of the

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/pflag"
@@ -13,13 +14,20 @@ templates and the policies that propagate them to member clusters, shows where
 they run (bindings and Works), shows the clusters, their leases and events,
 taints or cordons clusters, and reschedules workloads from scratch.
 
+It talks to the hub's Kubernetes API (the API server the hub embeds) with a
+kubeconfig, as kubectl does: every command is an ordinary API request that
+the hub authenticates, authorizes (ClusterRoles flotilla-viewer,
+flotilla-operator, flotilla-admin) and audits. Installed on PATH as
+kubectl-flotilla, it also runs as a kubectl plugin: kubectl flotilla get clusters.
+
 Usage:
   flotilla [global flags] COMMAND [ARGS] [flags]
 `
 
 const topExamples = `Examples:
-  # List the clusters with their readiness and taints
-  flotilla get clusters
+  # List the clusters with their readiness and taints, through the hub's
+  # admin kubeconfig (else $KUBECONFIG, else ~/.kube/config)
+  flotilla --kubeconfig /var/lib/flotilla/admin.kubeconfig get clusters
 
   # Propagate a workload, then see where it was scheduled and how it runs
   flotilla apply -f nginx.yaml -f nginx-policy.yaml
@@ -38,34 +46,39 @@ const topExamples = `Examples:
 
   # Spread a workload anew once the cluster is back
   flotilla rebalance deployment/nginx -n web
+
+  # This client's version and the hub's
+  flotilla version
 `
 
 const topFooter = `Environment:
-  FLOTILLA_SERVER   default of --server
-  FLOTILLA_TOKEN    sent as "Authorization: Bearer $FLOTILLA_TOKEN" when set
+  KUBECONFIG   kubeconfig files (separated by ':'), merged as kubectl merges
+               them, when --kubeconfig is not given; else ~/.kube/config.
+               The hub writes an admin kubeconfig to DATA/admin.kubeconfig.
 
 Run 'flotilla COMMAND --help' for more about a command.
 `
 
-// writeTopHelp prints flotilla's own help with the list of commands.
-func writeTopHelp(w io.Writer, global *pflag.FlagSet) {
-	fmt.Fprintf(w, "%s\nCommands:\n", topHelp)
+// writeTopHelp prints flotilla's own help with the list of commands; name
+// is how the user runs it ("flotilla", or "kubectl flotilla").
+func writeTopHelp(w io.Writer, name string, global *pflag.FlagSet) {
+	fmt.Fprintf(w, "%s\nCommands:\n", asProgram(topHelp, name))
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	for _, c := range commands() {
 		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.short)
 	}
 	fmt.Fprintf(tw, "  help\tShow the help of a command\n")
 	_ = tw.Flush()
-	fmt.Fprintf(w, "\n%s\nGlobal flags:\n", topExamples)
+	fmt.Fprintf(w, "\n%s\nGlobal flags:\n", asProgram(topExamples, name))
 	writeFlags(w, global)
-	fmt.Fprintf(w, "\n%s", topFooter)
+	fmt.Fprintf(w, "\n%s", asProgram(topFooter, name))
 }
 
 // writeCommandHelp prints the help of one command.
-func writeCommandHelp(w io.Writer, cmd *command, local, global *pflag.FlagSet) {
-	fmt.Fprintf(w, "%s\n\nUsage:\n  flotilla %s\n", cmd.long, cmd.usage)
+func writeCommandHelp(w io.Writer, name string, cmd *command, local, global *pflag.FlagSet) {
+	fmt.Fprintf(w, "%s\n\nUsage:\n  %s %s\n", cmd.long, name, cmd.usage)
 	if cmd.example != "" {
-		fmt.Fprintf(w, "\nExamples:\n%s", cmd.example)
+		fmt.Fprintf(w, "\nExamples:\n%s", asProgram(cmd.example, name))
 	}
 	if local.HasFlags() {
 		fmt.Fprintf(w, "\nFlags:\n")
@@ -73,6 +86,21 @@ func writeCommandHelp(w io.Writer, cmd *command, local, global *pflag.FlagSet) {
 	}
 	fmt.Fprintf(w, "\nGlobal flags:\n")
 	writeFlags(w, unshadowed(global, local))
+}
+
+// asProgram rewrites the command lines of a help text ("  flotilla get
+// ...", "Run 'flotilla COMMAND --help'") for the name flotilla runs under,
+// such as "kubectl flotilla".
+func asProgram(text, name string) string {
+	if name == programName {
+		return text
+	}
+	text = strings.ReplaceAll(text, "\n  "+programName+" ", "\n  "+name+" ")
+	text = strings.ReplaceAll(text, "'"+programName+" ", "'"+name+" ")
+	if rest, ok := strings.CutPrefix(text, "  "+programName+" "); ok {
+		text = "  " + name + " " + rest
+	}
+	return text
 }
 
 // unshadowed is global without the flags local redefines (rebalance's

@@ -3,18 +3,36 @@ package cli
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
+	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/flotilla-io/flotilla/api/v1alpha1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/test/hubapi"
 )
 
-// testNow is the fixed clock of every test.
+// The tests run flotilla against a real API server with Flotilla's CRDs
+// (test/hubapi), one per test binary. Only the API server runs: the
+// tests create what the hub's controllers would (cluster status, bindings,
+// Works, events) with the admin clients, and play a controller where a
+// command waits for one.
+func TestMain(m *testing.M) { os.Exit(hubapi.Main(m)) }
+
+// testNow is the fixed clock of every test. The API server stamps
+// creationTimestamp with the real clock, later than testNow, so ages
+// counted from creation print as 0s (age clamps a time ahead of now);
+// every other time the tests set relative to testNow.
 var testNow = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
 // ago is a metav1.Time d before testNow.
@@ -29,41 +47,205 @@ func microAgo(d time.Duration) *metav1.MicroTime {
 
 func ptr[T any](v T) *T { return &v }
 
+// Namespaces the fixtures use by name, so outputs do not depend on
+// generated names. They are created on first use and kept (the server is
+// the test binary's); what tests put in them is deleted at test end.
+var fixedNamespaces = []string{
+	"default", "shop", "web", v1alpha1.LeaseNamespace,
+	v1alpha1.ExecutionNamespace("member1"), v1alpha1.ExecutionNamespace("member2"), v1alpha1.ExecutionNamespace("member3"),
+}
+
+// wipedResources are the kinds tests create in fixedNamespaces.
+var wipedResources = []schema.GroupVersionResource{
+	v1alpha1.SchemeGroupVersion.WithResource(policiesResource),
+	v1alpha1.SchemeGroupVersion.WithResource(bindingsResource),
+	v1alpha1.SchemeGroupVersion.WithResource(worksResource),
+	{Version: "v1", Resource: "events"},
+	{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"},
+	{Group: "apps", Version: "v1", Resource: "deployments"},
+	{Version: "v1", Resource: "configmaps"},
+	{Version: "v1", Resource: "secrets"},
+}
+
+// testHub is the API server as one test sees it, with a record of the
+// requests flotilla sent.
+type testHub struct {
+	*hubapi.Env
+	t *testing.T
+
+	mu       sync.Mutex
+	requests []string // "GET /path?query", in order
+	bodies   []string // the bodies, "" for none
+	// answered, when set, runs after the server answered a request of
+	// flotilla and before flotilla reads the answer: a concurrent writer
+	// gets in between, or the answer is changed.
+	answered func(req *http.Request, resp *http.Response)
+}
+
+// newHub returns the test binary's API server; at test end the fixtures
+// in fixedNamespaces and every cluster-scoped Flotilla object are deleted.
+// Tests that use it must not run in parallel.
+func newHub(t *testing.T) *testHub {
+	t.Helper()
+	if !testNow.Before(time.Now()) {
+		t.Fatalf("testNow %s is not in the past: creation ages would not print as 0s", testNow)
+	}
+	env := hubapi.Start(t)
+	env.Cleanup(t)
+	h := &testHub{Env: env, t: t}
+	for _, ns := range fixedNamespaces {
+		h.ensureNamespace(t, ns)
+	}
+	t.Cleanup(h.wipe)
+	return h
+}
+
+// ensureNamespace creates namespace ns unless it exists.
+func (h *testHub) ensureNamespace(t *testing.T, ns string) {
+	t.Helper()
+	_, err := h.Kube.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create namespace %s: %v", ns, err)
+	}
+}
+
+// wipe deletes every object of wipedResources in fixedNamespaces,
+// finalizers cleared first.
+func (h *testHub) wipe() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, ns := range fixedNamespaces {
+		for _, gvr := range wipedResources {
+			ri := h.Dynamic.Resource(gvr).Namespace(ns)
+			list, err := ri.List(ctx, metav1.ListOptions{})
+			if err != nil {
+				h.t.Errorf("wipe: list %s in %s: %v", gvr.Resource, ns, err)
+				continue
+			}
+			for _, item := range list.Items {
+				if len(item.GetFinalizers()) > 0 {
+					_, err := ri.Patch(ctx, item.GetName(), types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+					if err != nil && !apierrors.IsNotFound(err) {
+						h.t.Errorf("wipe: clear finalizers of %s %s/%s: %v", gvr.Resource, ns, item.GetName(), err)
+					}
+				}
+				if err := ri.Delete(ctx, item.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					h.t.Errorf("wipe: delete %s %s/%s: %v", gvr.Resource, ns, item.GetName(), err)
+				}
+			}
+		}
+	}
+}
+
+// sent is every request flotilla sent so far.
+func (h *testHub) sent() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.requests)
+}
+
+// sentMatching is the requests of method whose path starts with prefix,
+// with their bodies.
+func (h *testHub) sentMatching(method, prefix string) (requests, bodies []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, r := range h.requests {
+		if strings.HasPrefix(r, method+" "+prefix) {
+			requests = append(requests, r)
+			bodies = append(bodies, h.bodies[i])
+		}
+	}
+	return requests, bodies
+}
+
+// writes is the requests that could change something (not GET).
+func (h *testHub) writes() []string {
+	var out []string
+	for _, r := range h.sent() {
+		if !strings.HasPrefix(r, "GET ") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (h *testHub) setAnswered(f func(req *http.Request, resp *http.Response)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.answered = f
+}
+
+// wrap records flotilla's requests: it is App.WrapTransport.
+func (h *testHub) wrap(next http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		var body []byte
+		if req.Body != nil {
+			var err error
+			if body, err = io.ReadAll(req.Body); err != nil {
+				return nil, err
+			}
+			req.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		// client-go adds ?timeout= (--timeout) to every request: left
+		// out, so that tests read what flotilla asked for.
+		u := *req.URL
+		q := u.Query()
+		q.Del("timeout")
+		u.RawQuery = q.Encode()
+		h.mu.Lock()
+		h.requests = append(h.requests, req.Method+" "+u.RequestURI())
+		h.bodies = append(h.bodies, string(body))
+		answered := h.answered
+		h.mu.Unlock()
+		resp, err := next.RoundTrip(req)
+		if err == nil && answered != nil {
+			answered(req, resp)
+		}
+		return resp, err
+	})
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
 // result is what one run of flotilla produced.
 type result struct {
 	code           int
 	stdout, stderr string
 }
 
-// run runs flotilla against hub (through $FLOTILLA_SERVER) at testNow.
-func run(t *testing.T, hub *fakeHub, args ...string) result {
+// run runs flotilla against the hub (through $KUBECONFIG) at testNow.
+func (h *testHub) run(t *testing.T, args ...string) result {
 	t.Helper()
-	return runEnv(t, map[string]string{"FLOTILLA_SERVER": hub.URL}, args...)
+	return h.runStdin(t, "", args...)
 }
 
-// runEnv runs flotilla with exactly the environment env.
+// runStdin runs flotilla against the hub with stdin as its standard input.
+func (h *testHub) runStdin(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	return runApp(t, map[string]string{"KUBECONFIG": h.Kubeconfig}, stdin, h.wrap, args...)
+}
+
+// runEnv runs flotilla with exactly the environment env, nothing recorded.
 func runEnv(t *testing.T, env map[string]string, args ...string) result {
 	t.Helper()
-	return runApp(t, env, "", args...)
+	return runApp(t, env, "", nil, args...)
 }
 
-// runStdin runs flotilla against hub with stdin as its standard input.
-func runStdin(t *testing.T, hub *fakeHub, stdin string, args ...string) result {
-	t.Helper()
-	return runApp(t, map[string]string{"FLOTILLA_SERVER": hub.URL}, stdin, args...)
-}
-
-func runApp(t *testing.T, env map[string]string, stdin string, args ...string) result {
+func runApp(t *testing.T, env map[string]string, stdin string, wrap func(http.RoundTripper) http.RoundTripper, args ...string) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	app := &App{
-		Stdin:  strings.NewReader(stdin),
-		Stdout: &stdout,
-		Stderr: &stderr,
-		Now:    func() time.Time { return testNow },
-		Getenv: func(k string) string { return env[k] },
+		Stdin:         strings.NewReader(stdin),
+		Stdout:        &stdout,
+		Stderr:        &stderr,
+		Now:           func() time.Time { return testNow },
+		Getenv:        func(k string) string { return env[k] },
+		WrapTransport: wrap,
 	}
-	code := app.Run(context.Background(), args)
+	code := app.Run(t.Context(), args)
 	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
 }
 
@@ -85,99 +267,8 @@ func squeeze(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// newFixtureHub is a hub with three clusters in different states, their
-// leases and a few events.
-func newFixtureHub(t *testing.T) *fakeHub {
-	t.Helper()
-	h := newFakeHub(t)
-	h.addCluster(healthyCluster())
-	h.addCluster(unreachableCluster())
-	h.addCluster(v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "lab", CreationTimestamp: ago(10 * time.Second)}})
-	h.addLease(lease("edge-1", "edge-1-agent-7c9f", 3*time.Second, ptr(int32(1))))
-	h.addLease(lease("edge-2", "edge-2-agent-a1", 95*time.Second, nil))
-	l := lease("lab", "", 25*time.Second, nil)
-	l.Spec.HolderIdentity = nil
-	h.addLease(l)
-	h.events = []corev1.Event{
-		event("edge-1", "Normal", "ClusterRegistered", "agent edge-1-agent-7c9f registered", 3*time.Hour, 1),
-		event("edge-1", "Normal", "ClusterReady", "cluster is ready", 2*time.Hour, 2),
-		event("edge-2", "Warning", "ClusterUnreachable", "lease expired", 90*time.Second, 1),
-	}
-	return h
-}
-
-func healthyCluster() v1alpha1.Cluster {
-	return v1alpha1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "edge-1", CreationTimestamp: ago(72 * time.Hour),
-			Labels: map[string]string{"site": "lisbon", "env": "prod"},
-		},
-		Spec: v1alpha1.ClusterSpec{Provider: "aws", Region: "eu-west-1", Zone: "eu-west-1a"},
-		Status: v1alpha1.ClusterStatus{
-			Conditions: []metav1.Condition{
-				{Type: v1alpha1.ClusterConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonClusterReady,
-					Message: "cluster is healthy\nand ready", LastTransitionTime: ago(2 * time.Hour)},
-				{Type: v1alpha1.ClusterConditionClockSynced, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonClockSynced,
-					LastTransitionTime: ago(150 * time.Minute)},
-			},
-			KubernetesVersion: "v1.31.2",
-			NodeSummary:       &v1alpha1.NodeSummary{TotalNum: 3, ReadyNum: 3},
-			ResourceSummary: &v1alpha1.ResourceSummary{
-				Allocatable: corev1.ResourceList{
-					corev1.ResourceMemory: resource.MustParse("32Gi"), corev1.ResourceCPU: resource.MustParse("8"),
-					corev1.ResourcePods: resource.MustParse("110"),
-				},
-				Allocated: corev1.ResourceList{
-					corev1.ResourceCPU: resource.MustParse("2500m"), corev1.ResourceMemory: resource.MustParse("8Gi"),
-				},
-			},
-			Agent: &v1alpha1.AgentStatus{Version: "v0.1.0", ConnectedTo: "hub-0", ConnectedAt: agoPtr(2 * time.Hour), ClockSkew: "12ms"},
-		},
-	}
-}
-
-func unreachableCluster() v1alpha1.Cluster {
-	return v1alpha1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "edge-2", CreationTimestamp: ago(45 * time.Minute)},
-		Spec: v1alpha1.ClusterSpec{
-			Provider: "onprem", Unschedulable: true,
-			Taints: []corev1.Taint{
-				{Key: v1alpha1.TaintClusterUnreachable, Effect: corev1.TaintEffectNoSchedule, TimeAdded: agoPtr(90 * time.Second)},
-				{Key: v1alpha1.TaintClusterUnschedulable, Effect: corev1.TaintEffectNoSchedule, TimeAdded: agoPtr(30 * time.Minute)},
-				{Key: "team", Value: "payments", Effect: corev1.TaintEffectPreferNoSchedule, TimeAdded: agoPtr(20 * time.Minute)},
-			},
-		},
-		Status: v1alpha1.ClusterStatus{
-			Conditions: []metav1.Condition{{
-				Type: v1alpha1.ClusterConditionReady, Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonLeaseExpired,
-				Message: "cluster lease expired", LastTransitionTime: ago(90 * time.Second),
-			}},
-			KubernetesVersion: "v1.30.4",
-			NodeSummary:       &v1alpha1.NodeSummary{TotalNum: 4, ReadyNum: 2},
-			Agent:             &v1alpha1.AgentStatus{Version: "v0.1.0"},
-		},
-	}
-}
-
-// lease is a 40s lease renewed renewed ago and acquired two hours ago.
-func lease(name, holder string, renewed time.Duration, transitions *int32) coordinationv1.Lease {
-	return coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: coordinationv1.LeaseSpec{
-			HolderIdentity:       &holder,
-			LeaseDurationSeconds: ptr(int32(40)),
-			AcquireTime:          microAgo(2 * time.Hour),
-			RenewTime:            microAgo(renewed),
-			LeaseTransitions:     transitions,
-		},
-	}
-}
-
-func event(cluster, typ, reason, msg string, last time.Duration, count int32) corev1.Event {
-	return corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{Name: cluster + "." + reason, Namespace: "default"},
-		InvolvedObject: corev1.ObjectReference{Kind: v1alpha1.KindCluster, Name: cluster, APIVersion: v1alpha1.APIVersion},
-		Type:           typ, Reason: reason, Message: msg, Count: count,
-		FirstTimestamp: ago(last + time.Hour), LastTimestamp: ago(last),
-	}
+// created is how describe prints a creation time the API server stamped:
+// in UTC, and 0s ago at testNow (see testNow).
+func created(t metav1.Time) string {
+	return t.UTC().Format(time.RFC3339) + " (0s ago)"
 }

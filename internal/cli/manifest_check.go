@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -241,4 +242,13 @@ func jsonTypeName(raw json.RawMessage) string {
 	default:
 		return fmt.Sprintf("%T", v)
 	}
+}
+
+// unstructured decodes the manifest into an object.
+func (m manifest) unstructured() (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(m.raw); err != nil {
+		return nil, fmt.Errorf("decoding the object: %w", err)
+	}
+	return u, nil
 }

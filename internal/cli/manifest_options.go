@@ -19,7 +19,7 @@ func (o *manifestOptions) bind(fs *pflag.FlagSet, verb string) {
 	fs.StringSliceVarP(&o.files, "filename", "f", nil,
 		"`FILE`, directory or - (stdin) with the objects to "+verb+"; repeat or separate with commas")
 	fs.StringVarP(&o.namespace, "namespace", "n", "",
-		"`NAMESPACE` of the objects that do not name one (else default)")
+		"`NAMESPACE` of the objects that do not name one (else the kubeconfig context's, or default)")
 	fs.BoolVarP(&o.recursive, "recursive", "R", false, "read the subdirectories of directories given with -f too")
 }
 
@@ -81,7 +81,7 @@ func sourceNames(sources []source) []string {
 }
 
 // problemsError lists every problem found in the input, or every cause the
-// hub gave for rejecting it. Nothing was stored.
+// hub gave for refusing an object.
 type problemsError struct {
 	summary  string
 	problems []problem

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -27,34 +28,24 @@ func inDir(t *testing.T, files map[string]string) {
 	t.Chdir(dir)
 }
 
-// sentItems returns "apiVersion kind name" of every item of the one POST
-// the hub got.
-func sentItems(t *testing.T, hub *fakeHub) []string {
+// appliedItems returns "apiVersion kind name" of every object flotilla
+// sent to the hub to apply (or dry-run), in order.
+func appliedItems(t *testing.T, h *testHub) []string {
 	t.Helper()
-	posts := hub.sentPosts()
-	if len(posts) != 1 {
-		t.Fatalf("hub got %d POSTs, want 1", len(posts))
-	}
-	var list struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-		Items      []struct {
+	_, bodies := h.sentMatching(http.MethodPatch, "/")
+	items := make([]string, len(bodies))
+	for i, body := range bodies {
+		var obj struct {
 			APIVersion string `json:"apiVersion"`
 			Kind       string `json:"kind"`
 			Metadata   struct {
 				Name string `json:"name"`
 			} `json:"metadata"`
-		} `json:"items"`
-	}
-	if err := json.Unmarshal([]byte(posts[0]), &list); err != nil {
-		t.Fatalf("POST body is not JSON: %v\n%s", err, posts[0])
-	}
-	if list.APIVersion != "v1" || list.Kind != "List" {
-		t.Errorf("POST body is a %s %s, want a v1 List", list.APIVersion, list.Kind)
-	}
-	items := make([]string, len(list.Items))
-	for i, it := range list.Items {
-		items[i] = fmt.Sprintf("%s %s %s", it.APIVersion, it.Kind, it.Metadata.Name)
+		}
+		if err := json.Unmarshal([]byte(body), &obj); err != nil {
+			t.Fatalf("apply body is not JSON: %v\n%s", err, body)
+		}
+		items[i] = fmt.Sprintf("%s %s %s", obj.APIVersion, obj.Kind, obj.Metadata.Name)
 	}
 	return items
 }
@@ -72,6 +63,10 @@ metadata:
   name: nginx
 spec:
   replicas: 3
+  selector: {matchLabels: {app: nginx}}
+  template:
+    metadata: {labels: {app: nginx}}
+    spec: {containers: [{name: nginx, image: "nginx:1.27"}]}
 ---
 # only a comment
 ---   # an empty document
@@ -163,10 +158,11 @@ func TestApplyReadsDocuments(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			inDir(t, tt.files)
-			hub := newFakeHub(t)
-			r := runStdin(t, hub, tt.stdin, append([]string{"apply"}, tt.args...)...)
+			h := newHub(t)
+			ns := h.Namespace(t)
+			r := h.runStdin(t, tt.stdin, append([]string{"apply", "--dry-run", "-n", ns}, tt.args...)...)
 			wantExit(t, r, 0)
-			if diff := cmp.Diff(tt.wantItems, sentItems(t, hub)); diff != "" {
+			if diff := cmp.Diff(tt.wantItems, appliedItems(t, h)); diff != "" {
 				t.Errorf("items sent (-want +got):\n%s", diff)
 			}
 		})
@@ -270,16 +266,16 @@ func TestApplyLocalProblems(t *testing.T) {
 			want: "error: cannot read missing.yaml: no such file or directory\n",
 		},
 	}
+	h := newHub(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			inDir(t, tt.files)
-			hub := newFakeHub(t)
-			r := run(t, hub, append([]string{"apply"}, tt.args...)...)
+			r := h.run(t, append([]string{"apply"}, tt.args...)...)
 			wantExit(t, r, 1)
 			if diff := cmp.Diff(tt.want, r.stderr); diff != "" {
 				t.Errorf("stderr (-want +got):\n%s", diff)
 			}
-			if sent := hub.sent(); len(sent) != 0 || r.stdout != "" {
+			if sent := h.sent(); len(sent) != 0 || r.stdout != "" {
 				t.Errorf("sent %q and printed %q; want neither", sent, r.stdout)
 			}
 		})

@@ -28,23 +28,32 @@ func parseOutput(s string) (outputFormat, error) {
 	return "", fmt.Errorf("invalid --output %q: must be one of wide, json, yaml (or none, for a table)", s)
 }
 
-// writeRaw prints the hub's JSON answer as it came, indented, or as YAML.
+// writeRaw prints the hub's JSON answer, indented, or as YAML, without
+// metadata.managedFields (of the object, or of every item of a list), as
+// kubectl prints objects. Every other field stays, those flotilla does not
+// know included; keys come out sorted.
 func writeRaw(w io.Writer, raw []byte, f outputFormat) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var obj any
+	if err := dec.Decode(&obj); err != nil {
+		return fmt.Errorf("decoding the hub's JSON: %w", err)
+	}
+	dropManagedFields(obj)
 	var out []byte
 	switch f {
 	case outputJSON:
-		var buf bytes.Buffer
-		if err := json.Indent(&buf, bytes.TrimSpace(raw), "", "    "); err != nil {
-			return fmt.Errorf("indenting the hub's JSON: %w", err)
-		}
-		buf.WriteByte('\n')
-		out = buf.Bytes()
-	case outputYAML:
-		y, err := yaml.JSONToYAML(raw)
+		data, err := json.MarshalIndent(obj, "", "    ")
 		if err != nil {
-			return fmt.Errorf("converting the hub's JSON to YAML: %w", err)
+			return fmt.Errorf("encoding JSON: %w", err)
 		}
-		out = y
+		out = append(data, '\n')
+	case outputYAML:
+		data, err := yaml.Marshal(obj)
+		if err != nil {
+			return fmt.Errorf("encoding YAML: %w", err)
+		}
+		out = data
 	default:
 		return fmt.Errorf("writeRaw: format %q is not raw", f)
 	}
@@ -52,4 +61,21 @@ func writeRaw(w io.Writer, raw []byte, f outputFormat) error {
 		return fmt.Errorf("writing output: %w", err)
 	}
 	return nil
+}
+
+// dropManagedFields removes metadata.managedFields from an object and
+// from the items of a list.
+func dropManagedFields(obj any) {
+	m, ok := obj.(map[string]any)
+	if !ok {
+		return
+	}
+	if meta, ok := m["metadata"].(map[string]any); ok {
+		delete(meta, "managedFields")
+	}
+	if items, ok := m["items"].([]any); ok {
+		for _, item := range items {
+			dropManagedFields(item)
+		}
+	}
 }

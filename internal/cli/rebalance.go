@@ -3,11 +3,9 @@ package cli
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"regexp"
 	"strings"
 	"time"
@@ -51,6 +49,10 @@ Use it when replicas crowd on some clusters after a failover, a cordon or a
 shortage that is over. Workloads divided by dynamic weight or Aggregated move;
 static weights and Duplicated give the same result again.
 
+The WorkloadRebalancer is created through the hub's Kubernetes API (RBAC:
+create on workloadrebalancers.apps.flotilla.io; ClusterRole flotilla-operator
+grants it), and flotilla reads it back until the hub wrote its status.
+
 A workload is Successful once its binding asks for the Fresh schedule, and
 Failed with reason ReferencedBindingNotFound when it has no binding (no such
 resource template, or no policy propagates it). flotilla exits with 1 when any
@@ -64,8 +66,8 @@ cluster-scoped namespace (ns), clusterrole, clusterrolebinding,
 customresourcedefinition (crd), persistentvolume (pv), storageclass (sc),
 priorityclass (pc); plurals and KIND.GROUP (deployment.apps) work too. Other
 kinds are written Kind.version.group (Widget.v1.example.com) and are taken as
-namespaced. Namespaced workloads are in namespace default unless -n names
-another.
+namespaced. Namespaced workloads are in the kubeconfig context's namespace
+(default) unless -n names another.
 
 The WorkloadRebalancer is named rebalance-<UTC time> unless --name says
 otherwise, and the hub deletes it --ttl after it finished (its
@@ -94,7 +96,7 @@ type rebalanceOptions struct {
 
 func bindRebalance(fs *pflag.FlagSet) runFunc {
 	o := &rebalanceOptions{}
-	fs.StringVarP(&o.namespace, "namespace", "n", "", "`NAMESPACE` of namespaced workloads (default default)")
+	fs.StringVarP(&o.namespace, "namespace", "n", "", "`NAMESPACE` of namespaced workloads (default the kubeconfig context's, or default)")
 	fs.StringVar(&o.name, "name", "", "`NAME` of the WorkloadRebalancer (default rebalance-<UTC time>)")
 	fs.DurationVar(&o.ttl, "ttl", defaultRebalanceTTL, "delete the WorkloadRebalancer this `DURATION` after it finished, rounded up to whole seconds; 0 keeps it")
 	fs.BoolVar(&o.noWait, "no-wait", false, "create the WorkloadRebalancer and return without waiting for its result")
@@ -107,7 +109,10 @@ func (o *rebalanceOptions) run(ctx context.Context, inv *invocation, args []stri
 	if err != nil {
 		return err
 	}
-	c := inv.client()
+	c, err := inv.clients()
+	if err != nil {
+		return err
+	}
 	created, err := createRebalancer(ctx, c, rb, o.name == "")
 	if err != nil {
 		return err
@@ -153,8 +158,9 @@ func (o *rebalanceOptions) rebalancer(inv *invocation, args []string) (*appsv1al
 		ObjectMeta: metav1.ObjectMeta{Name: cmp.Or(o.name, "rebalance-"+inv.Now().UTC().Format("20060102-150405"))},
 		Spec:       appsv1alpha1.WorkloadRebalancerSpec{TTLSecondsAfterFinished: ttl}}
 	seen := map[appsv1alpha1.ObjectReference]bool{}
+	var namespaced []int // indexes of the namespaced workloads
 	for _, arg := range args {
-		w, err := parseWorkload(inv, arg, cmp.Or(o.namespace, defaultNamespace))
+		w, inNamespace, err := parseWorkload(inv, arg)
 		if err != nil {
 			return nil, err
 		}
@@ -162,7 +168,21 @@ func (o *rebalanceOptions) rebalancer(inv *invocation, args []string) (*appsv1al
 			return nil, inv.usagef("%s is named twice", arg)
 		}
 		seen[w] = true
+		if inNamespace {
+			namespaced = append(namespaced, len(rb.Spec.Workloads))
+		}
 		rb.Spec.Workloads = append(rb.Spec.Workloads, w)
+	}
+	if len(namespaced) > 0 {
+		ns := o.namespace
+		if ns == "" {
+			if ns, err = inv.defaultNamespace(); err != nil {
+				return nil, err
+			}
+		}
+		for _, i := range namespaced {
+			rb.Spec.Workloads[i].Namespace = ns
+		}
 	}
 	return rb, nil
 }
@@ -251,22 +271,18 @@ var (
 	kindVersion = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*\.v[0-9]`)
 )
 
-// parseWorkload turns KIND/NAME into a workload reference; namespace is
-// for namespaced kinds.
-func parseWorkload(inv *invocation, arg, namespace string) (appsv1alpha1.ObjectReference, error) {
+// parseWorkload turns KIND/NAME into a workload reference without a
+// namespace, and says whether the kind is namespaced.
+func parseWorkload(inv *invocation, arg string) (appsv1alpha1.ObjectReference, bool, error) {
 	kindName, name, ok := strings.Cut(arg, "/")
 	if !ok || kindName == "" || name == "" || strings.Contains(name, "/") {
-		return appsv1alpha1.ObjectReference{}, inv.usagef("invalid workload %q: expected KIND/NAME, such as deployment/nginx", arg)
+		return appsv1alpha1.ObjectReference{}, false, inv.usagef("invalid workload %q: expected KIND/NAME, such as deployment/nginx", arg)
 	}
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return appsv1alpha1.ObjectReference{}, inv.usagef("invalid workload %q: name %q: %s", arg, name, strings.Join(errs, "; "))
+		return appsv1alpha1.ObjectReference{}, false, inv.usagef("invalid workload %q: name %q: %s", arg, name, strings.Join(errs, "; "))
 	}
 	if k, ok := lookupKind(kindName); ok {
-		w := appsv1alpha1.ObjectReference{APIVersion: k.apiVersion, Kind: k.kind, Name: name}
-		if !k.clusterScoped {
-			w.Namespace = namespace
-		}
-		return w, nil
+		return appsv1alpha1.ObjectReference{APIVersion: k.apiVersion, Kind: k.kind, Name: name}, !k.clusterScoped, nil
 	}
 	m := fullKind.FindStringSubmatch(kindName)
 	switch {
@@ -275,24 +291,21 @@ func parseWorkload(inv *invocation, arg, namespace string) (appsv1alpha1.ObjectR
 		if m[3] != "" {
 			apiVersion = m[3] + "/" + m[2]
 		}
-		return appsv1alpha1.ObjectReference{APIVersion: apiVersion, Kind: m[1], Name: name, Namespace: namespace}, nil
+		return appsv1alpha1.ObjectReference{APIVersion: apiVersion, Kind: m[1], Name: name}, true, nil
 	case kindVersion.MatchString(kindName):
-		return appsv1alpha1.ObjectReference{}, inv.usagef("invalid kind %q: write Kind.version.group with the Kind as the template spells it, such as Widget.v1.example.com", kindName)
+		return appsv1alpha1.ObjectReference{}, false, inv.usagef("invalid kind %q: write Kind.version.group with the Kind as the template spells it, such as Widget.v1.example.com", kindName)
 	}
-	return appsv1alpha1.ObjectReference{}, inv.usagef("unknown kind %q; known: %s; other kinds as Kind.version.group, such as Widget.v1.example.com",
+	return appsv1alpha1.ObjectReference{}, false, inv.usagef("unknown kind %q; known: %s; other kinds as Kind.version.group, such as Widget.v1.example.com",
 		kindName, knownKindNames())
 }
 
 // createRebalancer creates rb; a generated name that is taken gets a
 // suffix (-2, -3, ...), a chosen one is an error.
-func createRebalancer(ctx context.Context, c *client, rb *appsv1alpha1.WorkloadRebalancer, generated bool) (*appsv1alpha1.WorkloadRebalancer, error) {
+func createRebalancer(ctx context.Context, c *hubClients, rb *appsv1alpha1.WorkloadRebalancer, generated bool) (*appsv1alpha1.WorkloadRebalancer, error) {
+	rebalancers := c.flotilla.AppsV1alpha1().WorkloadRebalancers()
 	base := rb.Name
 	for attempt := 1; ; attempt++ {
-		body, err := json.Marshal(rb)
-		if err != nil {
-			return nil, fmt.Errorf("encoding the WorkloadRebalancer: %w", err)
-		}
-		data, err := c.do(ctx, http.MethodPost, rebalancersPath, nil, body)
+		created, err := rebalancers.Create(ctx, rb, metav1.CreateOptions{FieldManager: fieldManager})
 		if apierrors.IsAlreadyExists(err) && generated && attempt < 5 {
 			rb.Name = fmt.Sprintf("%s-%d", base, attempt+1)
 			continue
@@ -303,17 +316,43 @@ func createRebalancer(ctx context.Context, c *client, rb *appsv1alpha1.WorkloadR
 		if err != nil {
 			return nil, fmt.Errorf("creating workloadrebalancer %q: %w", rb.Name, err)
 		}
-		var created appsv1alpha1.WorkloadRebalancer
-		if err := json.Unmarshal(data, &created); err != nil {
-			return nil, fmt.Errorf("decoding the answer to POST %s from %s: %w", rebalancersPath, c.server, err)
-		}
-		return &created, nil
+		return created, nil
 	}
 }
 
 // waitRebalancer polls the rebalancer until it finished, for at most
 // timeout (0: no limit).
-func waitRebalancer(ctx context.Context, c *client, name string, timeout time.Duration) (*appsv1alpha1.WorkloadRebalancer, error) {
+func waitRebalancer(ctx context.Context, c *hubClients, name string, timeout time.Duration) (*appsv1alpha1.WorkloadRebalancer, error) {
+	rebalancers := c.flotilla.AppsV1alpha1().WorkloadRebalancers()
+	var done *appsv1alpha1.WorkloadRebalancer
+	err := poll(ctx, timeout, func(ctx context.Context) (bool, error) {
+		rb, err := rebalancers.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return false, fmt.Errorf("workloadrebalancer %q was deleted before it finished", name)
+		case err != nil:
+			return false, err
+		case rb.Finished():
+			done = rb
+			return true, nil
+		}
+		return false, nil
+	})
+	if errors.Is(err, errWaitTimedOut) {
+		return nil, fmt.Errorf("workloadrebalancer %q did not finish within %s (is the hub running its controllers?); "+
+			"it stays on the hub: 'flotilla describe workloadrebalancer %s' shows how far it got", name, timeout, name)
+	}
+	return done, err
+}
+
+// errWaitTimedOut ends a poll that ran out of time.
+var errWaitTimedOut = errors.New("timed out")
+
+// poll calls check at once, then every rebalancePoll, until it is done or
+// fails, for at most timeout (0: no limit); it returns errWaitTimedOut
+// when the time is up. A request cut short by the deadline is not a
+// failure, only the end of the wait.
+func poll(ctx context.Context, timeout time.Duration, check func(ctx context.Context) (bool, error)) error {
 	waitCtx := ctx
 	if timeout > 0 {
 		var cancel context.CancelFunc
@@ -323,23 +362,19 @@ func waitRebalancer(ctx context.Context, c *client, name string, timeout time.Du
 	ticker := time.NewTicker(rebalancePoll)
 	defer ticker.Stop()
 	for {
-		var rb appsv1alpha1.WorkloadRebalancer
-		_, err := c.getJSON(waitCtx, rebalancerPath(name), nil, &rb)
+		done, err := check(waitCtx)
 		switch {
-		case apierrors.IsNotFound(err):
-			return nil, fmt.Errorf("workloadrebalancer %q was deleted before it finished", name)
 		case err != nil && waitCtx.Err() == nil:
-			return nil, err
-		case err == nil && rb.Finished():
-			return &rb, nil
+			return err
+		case err == nil && done:
+			return nil
 		}
 		select {
 		case <-waitCtx.Done():
 			if errors.Is(waitCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-				return nil, fmt.Errorf("workloadrebalancer %q did not finish within %s (is the hub running its controllers?); "+
-					"it stays on the hub: 'flotilla describe workloadrebalancer %s' shows how far it got", name, timeout, name)
+				return errWaitTimedOut
 			}
-			return nil, waitCtx.Err()
+			return waitCtx.Err()
 		case <-ticker.C:
 		}
 	}

@@ -9,11 +9,11 @@ import (
 
 	appsv1alpha1 "github.com/flotilla-io/flotilla/api/apps/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// rebalancersTable decodes the hub's answer into the "get
-// workloadrebalancers" table.
+// rebalancersTable decodes the hub's answer (a list, or one when single)
+// into the "get workloadrebalancers" table.
 func rebalancersTable(raw []byte, o tableOptions) (*table, error) {
 	items, err := decodeItems[appsv1alpha1.WorkloadRebalancer](raw, o.single, appsv1alpha1.KindWorkloadRebalancer)
 	if err != nil {
@@ -51,20 +51,16 @@ func finishedText(rb *appsv1alpha1.WorkloadRebalancer, now time.Time) string {
 }
 
 // describeRebalancerNamed prints one WorkloadRebalancer with its events.
-func describeRebalancerNamed(ctx context.Context, inv *invocation, name string) error {
-	c := inv.client()
-	var rb appsv1alpha1.WorkloadRebalancer
-	if _, err := c.getJSON(ctx, rebalancerPath(name), nil, &rb); err != nil {
-		return err
-	}
-	events, err := c.objectEvents(ctx, appsv1alpha1.KindWorkloadRebalancer, "", name)
-	if apierrors.IsNotFound(err) {
-		events, err = nil, nil
-	}
+func describeRebalancerNamed(ctx context.Context, inv *invocation, c *hubClients, name string) error {
+	rb, err := c.flotilla.AppsV1alpha1().WorkloadRebalancers().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
-	return writeRebalancerDescription(inv.Stdout, &rb, events, inv.Now())
+	events, err := c.objectEvents(ctx, appsv1alpha1.KindWorkloadRebalancer, "", name)
+	if err != nil {
+		return err
+	}
+	return writeRebalancerDescription(inv.Stdout, rb, events, inv.Now())
 }
 
 // writeRebalancerDescription prints a WorkloadRebalancer the way describe

@@ -3,97 +3,81 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net/url"
+	"slices"
 
-	appsv1alpha1 "github.com/flotilla-io/flotilla/api/apps/v1alpha1"
-	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
 )
 
-// Paths of the hub's HTTP API.
+// Resources (URL path segments) of the kinds flotilla reads.
 const (
-	flotillaPath  = "/apis/" + v1alpha1.GroupName + "/" + v1alpha1.Version
-	clustersPath  = flotillaPath + "/clusters"
-	leasesPath    = "/apis/coordination.k8s.io/v1/namespaces/" + v1alpha1.LeaseNamespace + "/leases"
-	eventsPath    = "/api/v1/events"
-	applyPath     = flotillaPath + "/apply"
-	deletePath    = flotillaPath + "/delete"
-	templatesPath = flotillaPath + "/resources"
-
-	rebalancersPath = "/apis/" + appsv1alpha1.GroupName + "/" + appsv1alpha1.Version + "/workloadrebalancers"
-)
-
-// Resources (URL path segments) of Flotilla's kinds.
-const (
+	clustersResource        = "clusters"
+	leasesResource          = "leases"
 	policiesResource        = "propagationpolicies"
 	clusterPoliciesResource = "clusterpropagationpolicies"
 	bindingsResource        = "resourcebindings"
 	clusterBindingsResource = "clusterresourcebindings"
 	worksResource           = "works"
+	rebalancersResource     = "workloadrebalancers"
 )
 
-// collectionPath is the path of a list of Flotilla objects: those of
-// namespace ns, or of every namespace when ns is empty (the only path of
-// cluster-scoped kinds).
-func collectionPath(resource, ns string) string {
-	if ns == "" {
-		return flotillaPath + "/" + resource
-	}
-	return flotillaPath + "/namespaces/" + url.PathEscape(ns) + "/" + resource
-}
-
-// objectPath is the path of one Flotilla object; ns is empty for
-// cluster-scoped kinds.
-func objectPath(resource, ns, name string) string {
-	return collectionPath(resource, ns) + "/" + url.PathEscape(name)
-}
-
-func rebalancerPath(name string) string { return rebalancersPath + "/" + url.PathEscape(name) }
-
-func clusterPath(name string) string { return clustersPath + "/" + url.PathEscape(name) }
-
-func leasePath(name string) string { return leasesPath + "/" + url.PathEscape(name) }
-
 // getCluster reads one cluster.
-func (c *client) getCluster(ctx context.Context, name string) (*v1alpha1.Cluster, error) {
-	var cl v1alpha1.Cluster
-	if _, err := c.getJSON(ctx, clusterPath(name), nil, &cl); err != nil {
-		return nil, err
-	}
-	return &cl, nil
-}
-
-// putCluster replaces a cluster; cl carries the resourceVersion it was
-// read at, so a concurrent change makes the hub answer 409 Conflict.
-func (c *client) putCluster(ctx context.Context, cl *v1alpha1.Cluster) (*v1alpha1.Cluster, error) {
-	if cl.APIVersion == "" || cl.Kind == "" {
-		cl.TypeMeta = v1alpha1.TypeMeta(v1alpha1.KindCluster)
-	}
-	var out v1alpha1.Cluster
-	if err := c.putJSON(ctx, clusterPath(cl.Name), cl, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+func (c *hubClients) getCluster(ctx context.Context, name string) (*v1alpha1.Cluster, error) {
+	return c.flotilla.FlotillaV1alpha1().Clusters().Get(ctx, name, metav1.GetOptions{})
 }
 
 // getLease reads the lease of one cluster.
-func (c *client) getLease(ctx context.Context, name string) (*coordinationv1.Lease, error) {
-	var l coordinationv1.Lease
-	if _, err := c.getJSON(ctx, leasePath(name), nil, &l); err != nil {
-		return nil, err
-	}
-	return &l, nil
+func (c *hubClients) getLease(ctx context.Context, name string) (*coordinationv1.Lease, error) {
+	return c.kube.CoordinationV1().Leases(v1alpha1.LeaseNamespace).Get(ctx, name, metav1.GetOptions{})
 }
 
-// clusterEvents lists the events about one cluster, oldest first.
-func (c *client) clusterEvents(ctx context.Context, name string) ([]corev1.Event, error) {
-	q := url.Values{}
-	q.Set("involvedObject.kind", v1alpha1.KindCluster)
-	q.Set("involvedObject.name", name)
-	var list corev1.EventList
-	if _, err := c.getJSON(ctx, eventsPath, q, &list); err != nil {
-		return nil, fmt.Errorf("listing the events of cluster %q: %w", name, err)
+// objectEvents lists the events about one object, oldest first; ns is
+// empty for a cluster-scoped object (whose events live in any namespace,
+// default by the recorder's convention).
+func (c *hubClients) objectEvents(ctx context.Context, kind, ns, name string) ([]corev1.Event, error) {
+	terms := []fields.Selector{fields.OneTermEqualSelector("involvedObject.kind", kind), fields.OneTermEqualSelector("involvedObject.name", name)}
+	if ns != "" {
+		terms = append(terms, fields.OneTermEqualSelector("involvedObject.namespace", ns))
 	}
-	return list.Items, nil
+	list, err := c.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.AndSelectors(terms...).String()})
+	if err != nil {
+		return nil, fmt.Errorf("listing the events of %s %q: %w", kind, name, err)
+	}
+	events := list.Items
+	slices.SortStableFunc(events, func(a, b corev1.Event) int { return eventTime(&a).Compare(eventTime(&b)) })
+	return events, nil
+}
+
+// mapping finds the resource of a kind through discovery. A kind the
+// cached discovery does not know (a CRD created since) makes it read
+// discovery again, at most once until something invalidates it.
+func (c *hubClients) mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) && !c.mapperFresh {
+		c.mapper.Reset()
+		c.mapperFresh = true
+		m, err = c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	return m, err
+}
+
+// invalidateMapper makes the next mapping of an unknown kind read
+// discovery again: a CRD was just created.
+func (c *hubClients) invalidateMapper() {
+	c.mapper.Reset()
+	c.mapperFresh = true
+}
+
+// kindName is "Kind.group", or "Kind" for the core group, for messages.
+func kindName(gk schema.GroupKind) string {
+	if gk.Group == "" {
+		return gk.Kind
+	}
+	return gk.Kind + "." + gk.Group
 }

@@ -28,7 +28,13 @@ the value follows the rules of label values.
 Adding a key and effect the cluster already has with another value needs
 --overwrite; adding one it has with the same value changes nothing; removing
 one it does not have is an error. The hub stamps timeAdded on new taints.
-Use cordon and uncordon for the unschedulable taint.`,
+Use cordon and uncordon for the unschedulable taint.
+
+The change is an Update of the Cluster's spec.taints through the hub's
+Kubernetes API (RBAC: update on clusters.flotilla.io; ClusterRole
+flotilla-operator grants it), made on the version just read: when the hub
+or someone else changed the Cluster in between, flotilla reads it again and
+re-applies the change, up to 5 times.`,
 		example: `  # Keep new workloads off edge-1 while the site is under maintenance
   flotilla taint cluster edge-1 maintenance=planned:NoSchedule
 
@@ -62,8 +68,12 @@ func (o *taintOptions) run(ctx context.Context, inv *invocation, args []string) 
 	if err != nil {
 		return inv.usagef("%v", err)
 	}
+	c, err := inv.clients()
+	if err != nil {
+		return err
+	}
 	var result taintResult
-	_, err = inv.client().updateCluster(ctx, name, func(cl *v1alpha1.Cluster) (bool, error) {
+	_, err = c.updateCluster(ctx, name, func(cl *v1alpha1.Cluster) (bool, error) {
 		r, err := applyTaints(name, cl.Spec.Taints, changes, o.overwrite)
 		if err != nil {
 			return false, err

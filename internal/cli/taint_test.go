@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -11,10 +13,10 @@ import (
 )
 
 // taintsOf is the stored taints of a cluster, timeAdded left out.
-func taintsOf(t *testing.T, hub *fakeHub, name string) []string {
+func taintsOf(t *testing.T, h *testHub, name string) []string {
 	t.Helper()
 	var out []string
-	for _, tt := range hub.cluster(t, name).Spec.Taints {
+	for _, tt := range h.cluster(t, name).Spec.Taints {
 		out = append(out, taintString(tt))
 	}
 	return out
@@ -32,16 +34,16 @@ func TestTaint(t *testing.T) {
 			name:       "add with value",
 			args:       []string{"maintenance=planned:NoSchedule"},
 			wantStdout: "cluster/edge-2 tainted\n",
-			wantTaints: []string{"cluster.flotilla.io/unreachable:NoSchedule", "team=payments:PreferNoSchedule",
-				"maintenance=planned:NoSchedule", "cluster.flotilla.io/unschedulable:NoSchedule"},
+			wantTaints: []string{"cluster.flotilla.io/unreachable:NoSchedule", "cluster.flotilla.io/unschedulable:NoSchedule",
+				"team=payments:PreferNoSchedule", "maintenance=planned:NoSchedule"},
 			wantPut: true,
 		},
 		{
 			name:       "add without value, same key with another effect",
 			args:       []string{"team:NoExecute"},
 			wantStdout: "cluster/edge-2 tainted\n",
-			wantTaints: []string{"cluster.flotilla.io/unreachable:NoSchedule", "team=payments:PreferNoSchedule",
-				"team:NoExecute", "cluster.flotilla.io/unschedulable:NoSchedule"},
+			wantTaints: []string{"cluster.flotilla.io/unreachable:NoSchedule", "cluster.flotilla.io/unschedulable:NoSchedule",
+				"team=payments:PreferNoSchedule", "team:NoExecute"},
 			wantPut: true,
 		},
 		{
@@ -55,15 +57,15 @@ func TestTaint(t *testing.T) {
 			name:       "overwrite a value",
 			args:       []string{"team=search:PreferNoSchedule", "--overwrite"},
 			wantStdout: "cluster/edge-2 tainted\n",
-			wantTaints: []string{"cluster.flotilla.io/unreachable:NoSchedule", "team=search:PreferNoSchedule",
-				"cluster.flotilla.io/unschedulable:NoSchedule"},
+			wantTaints: []string{"cluster.flotilla.io/unreachable:NoSchedule", "cluster.flotilla.io/unschedulable:NoSchedule",
+				"team=search:PreferNoSchedule"},
 			wantPut: true,
 		},
 		{
 			name:       "remove by key and effect",
 			args:       []string{"cluster.flotilla.io/unreachable:NoSchedule-"},
 			wantStdout: "cluster/edge-2 untainted\n",
-			wantTaints: []string{"team=payments:PreferNoSchedule", "cluster.flotilla.io/unschedulable:NoSchedule"},
+			wantTaints: []string{"cluster.flotilla.io/unschedulable:NoSchedule", "team=payments:PreferNoSchedule"},
 			wantPut:    true,
 		},
 		{
@@ -77,44 +79,48 @@ func TestTaint(t *testing.T) {
 			name:       "add and remove at once",
 			args:       []string{"team-", "maintenance:NoSchedule"},
 			wantStdout: "cluster/edge-2 tainted\n",
-			wantTaints: []string{"cluster.flotilla.io/unreachable:NoSchedule", "maintenance:NoSchedule",
-				"cluster.flotilla.io/unschedulable:NoSchedule"},
+			wantTaints: []string{"cluster.flotilla.io/unreachable:NoSchedule", "cluster.flotilla.io/unschedulable:NoSchedule",
+				"maintenance:NoSchedule"},
 			wantPut: true,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			hub := newFixtureHub(t)
-			r := run(t, hub, append([]string{"taint", "cluster", "edge-2"}, tt.args...)...)
+			f := newFixtureHub(t)
+			r := f.run(t, append([]string{"taint", "cluster", "edge-2"}, tt.args...)...)
 			wantExit(t, r, 0)
 			if r.stdout != tt.wantStdout {
 				t.Errorf("stdout = %q, want %q", r.stdout, tt.wantStdout)
 			}
-			if diff := cmp.Diff(tt.wantTaints, taintsOf(t, hub, "edge-2")); diff != "" {
+			if diff := cmp.Diff(tt.wantTaints, taintsOf(t, f.testHub, "edge-2")); diff != "" {
 				t.Errorf("taints (-want +got):\n%s", diff)
 			}
-			if got := len(hub.sentPuts()) > 0; got != tt.wantPut {
-				t.Errorf("sent a PUT: %t, want %t", got, tt.wantPut)
+			if updates, _ := f.updates(); (len(updates) > 0) != tt.wantPut {
+				t.Errorf("updates %q, want one: %t", updates, tt.wantPut)
 			}
 		})
 	}
 }
 
-// New taints go out without timeAdded for the hub to stamp; the others
-// keep theirs.
+// New taints go out without timeAdded for the hub (its admission) to
+// stamp; the others keep theirs.
 func TestTaintLeavesTimeAddedToHub(t *testing.T) {
-	hub := newFixtureHub(t)
-	r := run(t, hub, "taint", "cluster", "edge-2", "maintenance=planned:NoExecute", "team=search:PreferNoSchedule", "--overwrite")
+	f := newFixtureHub(t)
+	r := f.run(t, "taint", "cluster", "edge-2", "maintenance=planned:NoExecute", "team=search:PreferNoSchedule", "--overwrite")
 	wantExit(t, r, 0)
-	if len(hub.sentPuts()) != 1 {
-		t.Fatalf("sent %d PUTs, want 1", len(hub.sentPuts()))
+	updates, bodies := f.updates()
+	if len(updates) != 1 {
+		t.Fatalf("sent %d updates, want 1: %q", len(updates), updates)
 	}
-	put := hub.sentPuts()[0]
-	if put.ResourceVersion == "" || put.Kind != v1alpha1.KindCluster || put.APIVersion != v1alpha1.APIVersion {
-		t.Errorf("PUT lacks resourceVersion or type: %+v %q", put.TypeMeta, put.ResourceVersion)
+	var sent v1alpha1.Cluster
+	if err := json.Unmarshal([]byte(bodies[0]), &sent); err != nil {
+		t.Fatal(err)
+	}
+	if sent.ResourceVersion == "" {
+		t.Errorf("the update carries no resourceVersion: %s", bodies[0])
 	}
 	stamped := map[string]bool{}
-	for _, tt := range put.Spec.Taints {
+	for _, tt := range sent.Spec.Taints {
 		stamped[taintString(tt)] = tt.TimeAdded != nil
 	}
 	want := map[string]bool{
@@ -124,12 +130,7 @@ func TestTaintLeavesTimeAddedToHub(t *testing.T) {
 		"maintenance=planned:NoExecute":                false,
 	}
 	if diff := cmp.Diff(want, stamped); diff != "" {
-		t.Errorf("taints with timeAdded in the PUT (-want +got):\n%s", diff)
-	}
-	for _, tt := range hub.cluster(t, "edge-2").Spec.Taints {
-		if tt.TimeAdded == nil {
-			t.Errorf("hub did not stamp %s", taintString(tt))
-		}
+		t.Errorf("taints with timeAdded in the update (-want +got):\n%s", diff)
 	}
 }
 
@@ -156,20 +157,20 @@ func TestTaintStateErrors(t *testing.T) {
 			want: `error: cluster "edge-2" has no taint with key "gpu" (from "gpu-")` + "\n",
 		},
 	}
+	f := newFixtureHub(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			hub := newFixtureHub(t)
-			before := taintsOf(t, hub, "edge-2")
-			r := run(t, hub, append([]string{"taint", "cluster", "edge-2"}, tt.args...)...)
+			before := f.cluster(t, "edge-2").ResourceVersion
+			r := f.run(t, append([]string{"taint", "cluster", "edge-2"}, tt.args...)...)
 			wantExit(t, r, 1)
 			if diff := cmp.Diff(tt.want, r.stderr); diff != "" {
 				t.Errorf("stderr (-want +got):\n%s", diff)
 			}
-			if len(hub.sentPuts()) != 0 {
-				t.Errorf("sent %d PUTs, want none", len(hub.sentPuts()))
+			if writes := f.writes(); len(writes) != 0 {
+				t.Errorf("sent %q, want no write", writes)
 			}
-			if diff := cmp.Diff(before, taintsOf(t, hub, "edge-2")); diff != "" {
-				t.Errorf("taints changed (-before +after):\n%s", diff)
+			if after := f.cluster(t, "edge-2").ResourceVersion; after != before {
+				t.Errorf("resourceVersion %s -> %s", before, after)
 			}
 		})
 	}
@@ -203,10 +204,10 @@ func TestTaintUsageErrors(t *testing.T) {
 		{"the same twice", []string{"cluster", "edge-1", "gpu=yes:NoSchedule", "gpu=no:NoSchedule"}, `invalid taint "gpu=no:NoSchedule": "gpu=yes:NoSchedule" already names this key and effect`},
 		{"unknown flag", []string{"cluster", "edge-1", "gpu:NoSchedule", "--force"}, "unknown flag: --force"},
 	}
+	h := newHub(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			hub := newFixtureHub(t)
-			r := run(t, hub, append([]string{"taint"}, tt.args...)...)
+			r := h.run(t, append([]string{"taint"}, tt.args...)...)
 			wantExit(t, r, 2)
 			if !strings.HasPrefix(r.stderr, "error: "+tt.want) {
 				t.Errorf("stderr = %q, want it to start with %q", r.stderr, "error: "+tt.want)
@@ -214,29 +215,31 @@ func TestTaintUsageErrors(t *testing.T) {
 			if !strings.HasSuffix(r.stderr, "See 'flotilla taint --help' for usage.\n") {
 				t.Errorf("stderr = %q, want the --help hint", r.stderr)
 			}
-			if sent := hub.sent(); len(sent) != 0 {
+			if sent := h.sent(); len(sent) != 0 {
 				t.Errorf("sent %q, want no request", sent)
 			}
 		})
 	}
 }
 
+// A concurrent writer adds a taint between flotilla's read and write: the
+// write conflicts, and the retry keeps the other writer's taint.
 func TestTaintRetriesOnConflict(t *testing.T) {
-	hub := newFixtureHub(t)
-	hub.conflicts = 1
-	hub.onConflict = func(cl *v1alpha1.Cluster) { // a concurrent writer adds a taint
-		cl.Spec.Taints = append(cl.Spec.Taints, corev1.Taint{Key: "other", Effect: corev1.TaintEffectNoSchedule, TimeAdded: &fakeStamp})
-	}
-	r := run(t, hub, "taint", "cluster", "edge-1", "gpu=yes:NoSchedule")
+	f := newFixtureHub(t)
+	f.concurrentWriter(t, "edge-1", 1, func(cl *v1alpha1.Cluster) {
+		cl.Spec.Taints = append(cl.Spec.Taints, corev1.Taint{Key: "other", Effect: corev1.TaintEffectNoSchedule, TimeAdded: agoPtr(0)})
+	})
+	r := f.run(t, "taint", "cluster", "edge-1", "gpu=yes:NoSchedule")
 	wantExit(t, r, 0)
 	if r.stdout != "cluster/edge-1 tainted\n" {
 		t.Errorf("stdout = %q", r.stdout)
 	}
-	path := clustersPath + "/edge-1"
-	if diff := cmp.Diff([]string{"GET " + path, "PUT " + path, "GET " + path, "PUT " + path}, hub.sent()); diff != "" {
+	path := clusterPath + "edge-1"
+	want := []string{"GET " + path, "PUT " + path + "?fieldManager=flotilla", "GET " + path, "PUT " + path + "?fieldManager=flotilla"}
+	if diff := cmp.Diff(want, f.sent()); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"other:NoSchedule", "gpu=yes:NoSchedule"}, taintsOf(t, hub, "edge-1")); diff != "" {
+	if diff := cmp.Diff([]string{"other:NoSchedule", "gpu=yes:NoSchedule"}, taintsOf(t, f.testHub, "edge-1")); diff != "" {
 		t.Errorf("taints (-want +got): the retry must keep the concurrent change\n%s", diff)
 	}
 }
@@ -244,10 +247,9 @@ func TestTaintRetriesOnConflict(t *testing.T) {
 // The re-applied change is checked against the fresh copy: a taint that a
 // concurrent writer removed is reported missing.
 func TestTaintRetryRevalidates(t *testing.T) {
-	hub := newFixtureHub(t)
-	hub.conflicts = 1
-	hub.onConflict = func(cl *v1alpha1.Cluster) { cl.Spec.Taints = nil }
-	r := run(t, hub, "taint", "cluster", "edge-2", "team-")
+	f := newFixtureHub(t)
+	f.concurrentWriter(t, "edge-2", 1, func(cl *v1alpha1.Cluster) { cl.Spec.Taints = nil })
+	r := f.run(t, "taint", "cluster", "edge-2", "team-")
 	wantExit(t, r, 1)
 	if want := "error: cluster \"edge-2\" has no taint with key \"team\" (from \"team-\")\n"; r.stderr != want {
 		t.Errorf("stderr = %q, want %q", r.stderr, want)
@@ -255,16 +257,23 @@ func TestTaintRetryRevalidates(t *testing.T) {
 }
 
 func TestTaintGivesUpAfterFiveConflicts(t *testing.T) {
-	hub := newFixtureHub(t)
-	hub.conflicts = 5
-	r := run(t, hub, "taint", "cluster", "edge-1", "gpu=yes:NoSchedule")
+	f := newFixtureHub(t)
+	n := 0
+	f.concurrentWriter(t, "edge-1", 5, func(cl *v1alpha1.Cluster) {
+		n++
+		cl.Labels["writes"] = strconv.Itoa(n)
+	})
+	r := f.run(t, "taint", "cluster", "edge-1", "gpu=yes:NoSchedule")
 	wantExit(t, r, 1)
-	want := `error: cluster "edge-1" kept changing under us: gave up after 5 attempts: Operation cannot be fulfilled on clusters "edge-1"`
+	want := `error: cluster "edge-1" kept changing under us: gave up after 5 attempts: Operation cannot be fulfilled on clusters.flotilla.io "edge-1"`
 	if !strings.HasPrefix(r.stderr, want) {
 		t.Errorf("stderr = %q, want it to start with %q", r.stderr, want)
 	}
-	if n := len(hub.sentPuts()); n != 5 {
-		t.Errorf("sent %d PUTs, want 5", n)
+	if updates, _ := f.updates(); len(updates) != 5 {
+		t.Errorf("sent %d updates, want 5", len(updates))
+	}
+	if got := taintsOf(t, f.testHub, "edge-1"); len(got) != 0 {
+		t.Errorf("taints %v, want none", got)
 	}
 }
 

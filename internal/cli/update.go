@@ -4,9 +4,15 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
 )
+
+// fieldManager names flotilla in the managedFields of what it writes
+// (server-side apply, and the Cluster updates of taint and cordon).
+const fieldManager = "flotilla"
 
 // maxUpdateAttempts bounds the read-modify-write loop of updateCluster.
 const maxUpdateAttempts = 5
@@ -16,13 +22,17 @@ const maxUpdateAttempts = 5
 type mutateFunc func(cl *v1alpha1.Cluster) (changed bool, err error)
 
 // updateCluster reads cluster name, applies mutate and writes it back with
-// the resourceVersion it read. When another writer got there first (409
-// Conflict) it reads again and re-applies mutate to the fresh copy, up to
-// maxUpdateAttempts times. It reports whether a write happened.
-func (c *client) updateCluster(ctx context.Context, name string, mutate mutateFunc) (bool, error) {
+// an Update of the resourceVersion it read (the spec, labels and
+// annotations: the status is the hub's, and Update leaves it alone). When
+// another writer got there first (409 Conflict: the hub's registry writing
+// health taints, another operator) it reads again and re-applies mutate to
+// the fresh copy, up to maxUpdateAttempts times. It reports whether a
+// write happened.
+func (c *hubClients) updateCluster(ctx context.Context, name string, mutate mutateFunc) (bool, error) {
+	clusters := c.flotilla.FlotillaV1alpha1().Clusters()
 	var lastErr error
 	for attempt := 1; attempt <= maxUpdateAttempts; attempt++ {
-		cl, err := c.getCluster(ctx, name)
+		cl, err := clusters.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -30,7 +40,7 @@ func (c *client) updateCluster(ctx context.Context, name string, mutate mutateFu
 		if err != nil || !changed {
 			return false, err
 		}
-		_, err = c.putCluster(ctx, cl)
+		_, err = clusters.Update(ctx, cl, metav1.UpdateOptions{FieldManager: fieldManager})
 		if err == nil {
 			return true, nil
 		}

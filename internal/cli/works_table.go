@@ -9,7 +9,7 @@ import (
 
 // bindingAnnotation names the binding a Work was rendered for: "NS/NAME",
 // or "NAME" for a ClusterResourceBinding.
-const bindingAnnotation = "flotilla.io/binding"
+const bindingAnnotation = v1alpha1.AnnotationWorkBinding
 
 // worksTable decodes the hub's answer (a WorkList, or one Work when single)
 // into the "get works" table. Works live in a namespace per cluster, so the

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -18,7 +19,7 @@ import (
 // flotilla runs the CLI against the hub and returns its output.
 func flotilla(t *testing.T, h *hub, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "flotilla"), append([]string{"--server", "http://" + h.httpAddr}, args...)...)
+	cmd := exec.Command(filepath.Join(binDir, "flotilla"), append([]string{"--kubeconfig", h.kubeconfig()}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -81,14 +82,18 @@ func TestCLIAgainstHub(t *testing.T) {
 
 	t.Run("cordon and uncordon", func(t *testing.T) {
 		mustFlotilla(t, h, "cordon", "member-1")
-		c := h.cluster(t, "member-1")
-		if !c.Spec.Unschedulable || !hasTaint(c, v1alpha1.TaintClusterUnschedulable, corev1.TaintEffectNoSchedule) {
-			t.Fatalf("after cordon: %s unschedulable=%v", describe(c), c.Spec.Unschedulable)
-		}
+		// The hub hears of the cordon through its informer and adds its
+		// taint a moment later.
+		waitFor(t, 10*time.Second, "the unschedulable taint", func() (bool, string) {
+			c := h.cluster(t, "member-1")
+			return c.Spec.Unschedulable && hasTaint(c, v1alpha1.TaintClusterUnschedulable, corev1.TaintEffectNoSchedule),
+				fmt.Sprintf("%s unschedulable=%v", describe(c), c.Spec.Unschedulable)
+		})
 		mustFlotilla(t, h, "uncordon", "member-1")
-		if c := h.cluster(t, "member-1"); c.Spec.Unschedulable || len(c.Spec.Taints) != 0 {
-			t.Fatalf("after uncordon: %s", describe(c))
-		}
+		waitFor(t, 10*time.Second, "no taints after uncordon", func() (bool, string) {
+			c := h.cluster(t, "member-1")
+			return !c.Spec.Unschedulable && len(c.Spec.Taints) == 0, describe(c)
+		})
 	})
 
 	t.Run("describe shows conditions, lease and events", func(t *testing.T) {

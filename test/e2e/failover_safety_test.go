@@ -149,6 +149,7 @@ func TestFailoverSafety(t *testing.T) {
 
 	t.Run("application failover: never healthy on member-3, moved to member-2", func(t *testing.T) {
 		path := f.writeFile("flaky.yaml", flakyYAML)
+		ensureNamespaces(t, f.hub, flakyYAML)
 		mustFlotilla(t, f.hub, "apply", "-f", path)
 		var task v1alpha1.GracefulEvictionTask
 		waitFor(t, 30*time.Second, "flaky evicted from member-3 for ApplicationFailure", func() (bool, string) {
@@ -261,9 +262,10 @@ func TestFailoverSafety(t *testing.T) {
 			b := f.binding("safe", "stuck-deployment")
 			return len(b.Spec.GracefulEvictionTasks) == 0, fmt.Sprint(b.Spec.EvictingClusters())
 		})
-		after := f.binding("safe", "stuck-deployment")
-		if after.Generation != before.Generation+1 {
-			t.Errorf("binding generation %d → %d: want exactly one eviction", before.Generation, after.Generation)
+		// Every spec change is a generation (the eviction, the new placement,
+		// the task's end): count the evictions themselves.
+		if n := eventCount(t, f.hub, "ResourceBinding", "safe", "stuck-deployment", "Evicted"); n != 1 {
+			t.Errorf("%d Evicted events on stuck-deployment (generation %d before): want exactly one eviction across the restart", n, before.Generation)
 		}
 		if works := f.worksOf("safe/stuck-deployment"); len(works) != 2 || workIn(works, "member-3").Generation != 1 {
 			t.Errorf("stuck's Works: %s, want member-2's (kept until its agent confirms) and member-3's rendered once", workSummary(works))

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,8 +19,13 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/test/freeport"
@@ -41,7 +47,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	build := exec.Command("go", "build", "-o", dir+"/", "../../cmd/flotilla-hub", "../../cmd/flotilla-agent", "../../cmd/flotilla")
+	build := exec.Command("go", "build", "-o", dir+"/", "../../cmd/flotilla-hub", "../../cmd/flotilla-agent", "../../cmd/flotilla", "../../test/cmd/hubwatch")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build binaries:", err)
@@ -113,7 +119,7 @@ func (h *hub) start(t *testing.T) {
 	if err := h.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "hub API", func() (bool, string) {
+	waitFor(t, 60*time.Second, "hub API", func() (bool, string) {
 		if h.HasExited() {
 			t.Fatalf("hub exited: %v", h.ExitError())
 		}
@@ -138,9 +144,28 @@ func (h *hub) issueCert(t *testing.T, cluster string) string {
 	return out
 }
 
-// getJSON decodes GET http://hub/path into v and returns the status code.
+// kubeconfig is the admin kubeconfig the hub writes into its data folder.
+func (h *hub) kubeconfig() string { return filepath.Join(h.dataDir, "admin.kubeconfig") }
+
+// restConfig is the admin client configuration of the hub's API.
+func (h *hub) restConfig(t *testing.T) *rest.Config {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", h.kubeconfig())
+	if err != nil {
+		t.Fatalf("hub kubeconfig: %v", err)
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	return cfg
+}
+
+// getJSON decodes GET path into v and returns the status code: paths under
+// /api and /apis from the hub's Kubernetes API (as admin), others (/metrics,
+// /debug/stats) from its HTTP address.
 func (h *hub) getJSON(t *testing.T, path string, v any) int {
 	t.Helper()
+	if strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/apis/") {
+		return h.getAPI(t, path, v)
+	}
 	resp, err := http.Get("http://" + h.httpAddr + path)
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
@@ -156,6 +181,24 @@ func (h *hub) getJSON(t *testing.T, path string, v any) int {
 		}
 	}
 	return resp.StatusCode
+}
+
+func (h *hub) getAPI(t *testing.T, path string, v any) int {
+	t.Helper()
+	client, err := kubernetes.NewForConfig(h.restConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := 0
+	body, err := client.CoreV1().RESTClient().Get().RequestURI(path).Do(t.Context()).StatusCode(&code).Raw()
+	if code == http.StatusOK {
+		if err := json.Unmarshal(body, v); err != nil {
+			t.Fatalf("GET %s: %v\n%s", path, err, body)
+		}
+	} else if code == 0 {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	return code
 }
 
 // metrics reads the hub's Prometheus metrics.
@@ -284,4 +327,55 @@ func waitReady(t *testing.T, h *hub, name string, timeout time.Duration) {
 		c := h.cluster(t, name)
 		return readyOf(c) == metav1.ConditionTrue && len(c.Spec.Taints) == 0, describe(c)
 	})
+}
+
+// ensureNamespaces creates on the hub the namespaces the YAML documents
+// use: the hub's API, like any Kubernetes API, stores namespaced objects
+// only in namespaces that exist.
+func ensureNamespaces(t *testing.T, h *hub, docs string) {
+	t.Helper()
+	client, err := kubernetes.NewForConfig(h.restConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(docs), 4096)
+	for {
+		var doc struct {
+			Metadata struct{ Namespace string } `json:"metadata"`
+		}
+		if err := dec.Decode(&doc); err != nil {
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			return // a malformed document is the test's subject: flotilla apply reports it
+		}
+		ns := doc.Metadata.Namespace
+		if ns == "" {
+			continue
+		}
+		_, err := client.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("create namespace %s: %v", ns, err)
+		}
+	}
+}
+
+// eventCount is how often the hub recorded reason about an object: repeats
+// of one event are one object with a count.
+func eventCount(t *testing.T, h *hub, kind, namespace, name, reason string) int32 {
+	t.Helper()
+	var events corev1.EventList
+	h.getJSON(t, "/api/v1/namespaces/"+namespace+"/events?fieldSelector=involvedObject.kind%3D"+kind+",involvedObject.name%3D"+name+",reason%3D"+reason, &events)
+	var n int32
+	for _, ev := range events.Items {
+		switch {
+		case ev.Series != nil:
+			n += ev.Series.Count
+		case ev.Count > 0:
+			n += ev.Count
+		default:
+			n++
+		}
+	}
+	return n
 }

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
-	hubapi "github.com/flotilla-io/flotilla/hub"
+	hubstats "github.com/flotilla-io/flotilla/hub/stats"
 	"github.com/flotilla-io/flotilla/test/membercluster"
 )
 
@@ -108,7 +108,7 @@ func TestClusterHealth(t *testing.T) {
 
 	t.Run("events record the transitions", func(t *testing.T) {
 		var events corev1.EventList
-		h.getJSON(t, "/api/v1/events?involvedObject.kind=Cluster&involvedObject.name=member-1", &events)
+		h.getJSON(t, "/api/v1/events?fieldSelector=involvedObject.kind%3DCluster,involvedObject.name%3Dmember-1", &events)
 		reasons := map[string]bool{}
 		for _, ev := range events.Items {
 			reasons[ev.Reason] = true
@@ -144,7 +144,7 @@ func TestHubRestart(t *testing.T) {
 	// clusters checked below are in the store. (Leases are: they were
 	// created several lease flushes ago, and renewals only refresh them.)
 	waitFor(t, 10*time.Second, "the hub to store its cluster changes", func() (bool, string) {
-		var st hubapi.Stats
+		var st hubstats.Stats
 		h.getJSON(t, "/debug/stats", &st)
 		return st.UnstoredClusters == 0, fmt.Sprintf("%+v", st)
 	})

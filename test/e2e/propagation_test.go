@@ -21,7 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
-	hubpkg "github.com/flotilla-io/flotilla/hub"
+	hubstats "github.com/flotilla-io/flotilla/hub/stats"
 	"github.com/flotilla-io/flotilla/test/membercluster"
 )
 
@@ -115,6 +115,7 @@ func startFleet(t *testing.T, clusters int, hubFlags ...string) *fleet {
 // apply writes the documents to a file and runs flotilla apply -f on it.
 func (f *fleet) apply(name, docs string) string {
 	f.t.Helper()
+	ensureNamespaces(f.t, f.hub, docs)
 	return mustFlotilla(f.t, f.hub, "apply", "-f", f.writeFile(name, docs))
 }
 
@@ -188,14 +189,11 @@ func (f *fleet) waitDeploymentsOf(namespace, name string, want map[string]int32,
 // template reads a template and its status from the hub.
 func (f *fleet) template(kind, namespace, name string) *unstructured.Unstructured {
 	f.t.Helper()
-	var list struct {
-		Items []*unstructured.Unstructured `json:"items"`
-	}
-	f.hub.getJSON(f.t, fmt.Sprintf("/apis/flotilla.io/v1alpha1/resources?kind=%s&namespace=%s&name=%s", kind, namespace, name), &list)
-	if len(list.Items) == 0 {
+	var u unstructured.Unstructured
+	if f.hub.getJSON(f.t, templatePath(kind, namespace, name), &u) != http.StatusOK { // Unstructured keeps integers int64
 		return nil
 	}
-	return list.Items[0]
+	return &u
 }
 
 func (f *fleet) binding(namespace, name string) *v1alpha1.ResourceBinding {
@@ -207,9 +205,9 @@ func (f *fleet) binding(namespace, name string) *v1alpha1.ResourceBinding {
 	return &b
 }
 
-func (f *fleet) stats() hubpkg.Stats {
+func (f *fleet) stats() hubstats.Stats {
 	f.t.Helper()
-	var s hubpkg.Stats
+	var s hubstats.Stats
 	f.hub.getJSON(f.t, "/debug/stats", &s)
 	return s
 }
@@ -289,6 +287,24 @@ spec:
 		var crb v1alpha1.ClusterResourceBinding
 		if code := f.hub.getJSON(t, "/apis/flotilla.io/v1alpha1/clusterresourcebindings/web-reader-clusterrole", &crb); code != http.StatusOK || len(crb.Spec.Clusters) != 3 {
 			t.Errorf("ClusterResourceBinding: HTTP %d, clusters %v", code, crb.Spec.Clusters)
+		}
+	})
+
+	t.Run("kubectl apply propagates like flotilla apply (the GitOps path)", func(t *testing.T) {
+		// The seed example under another name, its policy in flotilla.io
+		// (the hub serves no policy.karmada.io kinds), applied by kubectl.
+		// A client-go informer in another process, as a GitOps tool runs.
+		watch := startWatch(t, f.hub, "deployments.v1.apps", "resourcebindings.v1alpha1.flotilla.io", "works.v1alpha1.flotilla.io")
+		docs := strings.NewReplacer("policy.karmada.io/v1alpha1", "flotilla.io/v1alpha1").Replace(variantYAML("nginx-gitops", ""))
+		out := mustKubectl(t, f.hub.kubeconfig(), "apply", "-f", f.writeFile("gitops.yaml", docs))
+		if !strings.Contains(out, "deployment.apps/nginx-gitops created") {
+			t.Errorf("kubectl apply:\n%s", out)
+		}
+		f.waitDeploymentsOf("web", "nginx-gitops", map[string]int32{"member-1": 1, "member-2": 2}, "nginx:1.27")
+		for _, want := range []string{"ADDED deployments web/nginx-gitops ", "ADDED resourcebindings web/nginx-gitops-deployment ",
+			"UPDATED resourcebindings web/nginx-gitops-deployment ", "UPDATED works flotilla-es-member-2/nginx-gitops-deployment-",
+			"UPDATED deployments web/nginx-gitops "} {
+			watch.waitLine(t, want)
 		}
 	})
 
@@ -433,4 +449,15 @@ spec:
 			t.Errorf("hand-made %s/%s in %s was touched: %+v", d.Namespace, d.Name, cluster, now)
 		}
 	}
+}
+
+// templatePath is the API path of a template of the kinds these tests use.
+func templatePath(kind, namespace, name string) string {
+	switch kind {
+	case "Deployment":
+		return "/apis/apps/v1/namespaces/" + namespace + "/deployments/" + name
+	case "ConfigMap":
+		return "/api/v1/namespaces/" + namespace + "/configmaps/" + name
+	}
+	panic("templatePath: add kind " + kind)
 }

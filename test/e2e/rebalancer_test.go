@@ -129,7 +129,7 @@ spec:
 		})
 		waitFor(t, 5*time.Second, "its events", func() (bool, string) {
 			var events corev1.EventList
-			f.hub.getJSON(t, "/api/v1/events?involvedObject.kind=WorkloadRebalancer&involvedObject.name=from-karmada", &events)
+			f.hub.getJSON(t, "/api/v1/events?fieldSelector=involvedObject.kind%3DWorkloadRebalancer,involvedObject.name%3Dfrom-karmada", &events)
 			var reasons []string
 			for _, e := range events.Items {
 				reasons = append(reasons, e.Reason)

@@ -11,11 +11,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -26,9 +24,11 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 
+	flotillaclient "github.com/flotilla-io/flotilla/api/client/clientset/versioned"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
-
 	"github.com/flotilla-io/flotilla/test/membercluster"
 	"github.com/flotilla-io/flotilla/test/process"
 )
@@ -37,6 +37,7 @@ type options struct {
 	dir, binDir        string
 	quicAddr, httpAddr string
 	apiAddr            string
+	kubeconfig         string // the hub's admin kubeconfig
 	clusters           int
 	grace, eviction    time.Duration
 	toleration         time.Duration
@@ -79,7 +80,7 @@ func waitReady(ctx context.Context, o options) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for {
-		ready, err := readyClusters(ctx, "http://"+o.httpAddr+"/apis/flotilla.io/v1alpha1/clusters")
+		ready, err := readyClusters(ctx, o.kubeconfig)
 		if err == nil && ready == o.clusters {
 			return nil
 		}
@@ -91,18 +92,17 @@ func waitReady(ctx context.Context, o options) error {
 	}
 }
 
-func readyClusters(ctx context.Context, url string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+func readyClusters(ctx context.Context, kubeconfig string) (int, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return 0, err // not written yet: the hub is starting
+	}
+	client, err := flotillaclient.NewForConfig(cfg)
 	if err != nil {
 		return 0, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	list, err := client.FlotillaV1alpha1().Clusters().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	var list v1alpha1.ClusterList
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
 		return 0, err
 	}
 	ready := 0
@@ -156,6 +156,7 @@ func run(ctx context.Context, o options) error {
 	defer env.Stop()
 
 	dataDir := filepath.Join(dir, "hub")
+	o.kubeconfig = filepath.Join(dataDir, "admin.kubeconfig")
 	hubProc := &process.Process{
 		Name: "flotilla-hub", Binary: bin("flotilla-hub"), LogPath: filepath.Join(dir, "hub.log"),
 		Args: []string{"--data-dir=" + dataDir, "--quic-addr=" + o.quicAddr, "--http-addr=" + o.httpAddr, "--api-addr=" + o.apiAddr, "--hub-id=demo-hub",
@@ -164,7 +165,7 @@ func run(ctx context.Context, o options) error {
 			fmt.Sprintf("--default-not-ready-toleration-seconds=%d", int(o.toleration/time.Second))},
 		Env: []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"},
 	}
-	say("starting the hub (QUIC %s, API http://%s, grace %v, eviction timeout %v); log: %s", o.quicAddr, o.httpAddr, o.grace, o.eviction, hubProc.LogPath)
+	say("starting the hub (QUIC %s, Kubernetes API https://%s, kubeconfig %s, grace %v, eviction timeout %v); log: %s", o.quicAddr, o.apiAddr, o.kubeconfig, o.grace, o.eviction, hubProc.LogPath)
 	if err := hubProc.Start(); err != nil {
 		return err
 	}
@@ -199,18 +200,20 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	say("propagating the seed example: flotilla apply -f %s", seed)
-	apply := exec.CommandContext(ctx, bin("flotilla"), "--server", "http://"+o.httpAddr, "apply", "-f", seed)
+	apply := exec.CommandContext(ctx, bin("flotilla"), "--kubeconfig", o.kubeconfig, "apply", "-f", seed)
 	apply.Stdout, apply.Stderr = os.Stdout, os.Stderr
 	if err := retry(ctx, apply); err != nil {
 		return fmt.Errorf("apply the seed example: %w", err)
 	}
 	say("agents started; watch from another terminal with:\n"+
-		"    %[1]s --server http://%[2]s get clusters -o wide\n"+
-		"    %[1]s --server http://%[2]s get bindings -o wide\n"+
-		"    %[1]s --server http://%[2]s describe binding nginx-deployment\n"+
-		"    %[1]s --server http://%[2]s get resources\n"+
-		"    %[1]s --server http://%[2]s describe cluster member-%[3]d\n"+
-		"    kubectl --kubeconfig %[4]s get deployments -A", bin("flotilla"), o.httpAddr, o.clusters, env.Clusters()[0].Kubeconfig)
+		"    export KUBECONFIG=%[2]s\n"+
+		"    %[1]s get clusters -o wide\n"+
+		"    %[1]s get bindings -o wide\n"+
+		"    %[1]s describe binding nginx-deployment\n"+
+		"    %[1]s get resources\n"+
+		"    %[1]s describe cluster member-%[3]d\n"+
+		"    .testbin/kubectl get clusters -w                  # the hub is a Kubernetes API server\n"+
+		"    .testbin/kubectl --kubeconfig %[4]s get deployments -A   # a member cluster", bin("flotilla"), o.kubeconfig, o.clusters, env.Clusters()[0].Kubeconfig)
 	return script(ctx, o, bin("flotilla"), agents[o.failCluster])
 }
 
@@ -249,7 +252,7 @@ func script(ctx context.Context, o options, cli string, victim *process.Process)
 			restored = true
 		case restored && !rebalanced && elapsed >= o.failAfter+o.outage+rebalanceAfter:
 			say("rebalancing: flotilla rebalance deployment/nginx -n default — a Fresh schedule puts the replicas back 1:2")
-			rebalance := exec.CommandContext(ctx, cli, "--server", "http://"+o.httpAddr, "rebalance", "deployment/nginx", "-n", "default")
+			rebalance := exec.CommandContext(ctx, cli, "--kubeconfig", o.kubeconfig, "rebalance", "deployment/nginx", "-n", "default")
 			rebalance.Stdout, rebalance.Stderr = os.Stdout, os.Stderr
 			if err := rebalance.Run(); err != nil {
 				say("rebalance failed: %v", err)
@@ -258,7 +261,7 @@ func script(ctx context.Context, o options, cli string, victim *process.Process)
 		}
 		fmt.Printf("\n--- %s (+%v)\n", time.Now().Format("15:04:05"), elapsed.Round(time.Second))
 		for _, args := range [][]string{{"get", "clusters", "-o", "wide"}, {"get", "bindings", "-A", "-o", "wide"}} {
-			table := exec.CommandContext(ctx, cli, append([]string{"--server", "http://" + o.httpAddr}, args...)...)
+			table := exec.CommandContext(ctx, cli, append([]string{"--kubeconfig", o.kubeconfig}, args...)...)
 			table.Stdout, table.Stderr = os.Stdout, io.Discard
 			_ = table.Run()
 		}

@@ -8,10 +8,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -23,8 +20,10 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/flotilla-io/flotilla/hub"
+	hubca "github.com/flotilla-io/flotilla/hub/ca"
+	hubstats "github.com/flotilla-io/flotilla/hub/stats"
 	"github.com/flotilla-io/flotilla/test/freeport"
+	"github.com/flotilla-io/flotilla/test/hubclient"
 	"github.com/flotilla-io/flotilla/test/process"
 )
 
@@ -88,7 +87,7 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	dataDir := filepath.Join(dir, "data")
-	ca, err := hub.EnsureCA(dataDir)
+	ca, err := hubca.EnsureCA(dataDir)
 	if err != nil {
 		return err
 	}
@@ -133,6 +132,7 @@ type hubProc struct {
 	proc               *process.Process
 	quicAddr, httpAddr string
 	started            time.Time
+	api                *hubclient.Client
 }
 
 func startHub(o options, dir, dataDir string) (*hubProc, error) {
@@ -162,10 +162,14 @@ func startHub(o options, dir, dataDir string) (*hubProc, error) {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		var st hub.Stats
-		if err := h.get("/debug/stats", &st); err == nil {
-			logf("hub pid %d ready (log %s)", h.proc.Pid(), h.proc.LogPath)
-			return h, nil
+		var st hubstats.Stats
+		api, err := hubclient.New(filepath.Join(dataDir, "admin.kubeconfig"), h.httpAddr)
+		if err == nil {
+			h.api = api
+			if err := h.get("/debug/stats", &st); err == nil {
+				logf("hub pid %d ready (log %s)", h.proc.Pid(), h.proc.LogPath)
+				return h, nil
+			}
 		}
 		if h.proc.HasExited() || time.Now().After(deadline) {
 			return nil, fmt.Errorf("hub did not start: %v\n%s", h.proc.ExitError(), process.TailFile(h.proc.LogPath, 20))
@@ -174,17 +178,9 @@ func startHub(o options, dir, dataDir string) (*hubProc, error) {
 	}
 }
 
+// get decodes GET path into v (see hubclient.Client.Get).
 func (h *hubProc) get(path string, v any) error {
-	resp, err := http.Get("http://" + h.httpAddr + path)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("GET %s: %s %s", path, resp.Status, body)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
+	return h.api.Get(context.Background(), path, v)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

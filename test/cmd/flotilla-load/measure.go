@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
-	"github.com/flotilla-io/flotilla/hub"
+	hubstats "github.com/flotilla-io/flotilla/hub/stats"
 	"github.com/flotilla-io/flotilla/test/procstat"
 )
 
@@ -30,7 +30,7 @@ type steadyState struct {
 }
 
 func measureSteadyState(ctx context.Context, h *hubProc, window time.Duration) (steadyState, error) {
-	var before, after hub.Stats
+	var before, after hubstats.Stats
 	if err := h.get("/debug/stats", &before); err != nil {
 		return steadyState{}, err
 	}
@@ -90,7 +90,7 @@ func measureDetection(ctx context.Context, h *hubProc, f *fleet, o options) (det
 		return detection{}, err
 	}
 	var events corev1.EventList
-	if err := h.get("/api/v1/events?involvedObject.kind=Cluster", &events); err != nil {
+	if err := h.get("/api/v1/events?fieldSelector=involvedObject.kind%3DCluster,reason%3D"+v1alpha1.ReasonLeaseExpired, &events); err != nil {
 		return detection{}, err
 	}
 	renewed := map[string]time.Time{}

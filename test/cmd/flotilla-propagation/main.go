@@ -10,13 +10,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -30,6 +27,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/flotilla-io/flotilla/test/freeport"
+	"github.com/flotilla-io/flotilla/test/hubclient"
 	"github.com/flotilla-io/flotilla/test/membercluster"
 	"github.com/flotilla-io/flotilla/test/process"
 	"github.com/flotilla-io/flotilla/test/procstat"
@@ -249,6 +247,8 @@ type fleetProcs struct {
 	started  time.Time // when the hub was started
 	agents   []*process.Process
 	httpAddr string
+	// api reaches the hub's Kubernetes API as admin, once it is up.
+	api *hubclient.Client
 }
 
 func startFleet(ctx context.Context, o options, dir string, env *membercluster.Environment, hubArgs ...string) (*fleetProcs, error) {
@@ -291,27 +291,37 @@ func startFleet(ctx context.Context, o options, dir string, env *membercluster.E
 		}
 		f.agents = append(f.agents, a)
 	}
-	err = f.await(ctx, time.Minute, "every cluster Ready", func() (bool, error) {
-		var list struct {
-			Items []struct {
-				Status struct {
-					Conditions []struct{ Type, Status string }
-				}
-			}
+	err = f.await(ctx, time.Minute, "the hub's API", func() (bool, error) {
+		api, err := hubclient.New(filepath.Join(dataDir, "admin.kubeconfig"), f.httpAddr)
+		if err != nil {
+			return false, nil // not written yet
 		}
-		if err := f.get("/apis/flotilla.io/v1alpha1/clusters", &list); err != nil {
-			return false, nil // the hub may still be starting
-		}
-		ready := 0
-		for _, c := range list.Items {
-			for _, cond := range c.Status.Conditions {
-				if cond.Type == "Ready" && cond.Status == "True" {
-					ready++
-				}
-			}
-		}
-		return ready == len(f.agents), nil
+		f.api = api
+		return true, nil
 	})
+	if err == nil {
+		err = f.await(ctx, time.Minute, "every cluster Ready", func() (bool, error) {
+			var list struct {
+				Items []struct {
+					Status struct {
+						Conditions []struct{ Type, Status string }
+					}
+				}
+			}
+			if err := f.get("/apis/flotilla.io/v1alpha1/clusters", &list); err != nil {
+				return false, nil // the hub may still be starting
+			}
+			ready := 0
+			for _, c := range list.Items {
+				for _, cond := range c.Status.Conditions {
+					if cond.Type == "Ready" && cond.Status == "True" {
+						ready++
+					}
+				}
+			}
+			return ready == len(f.agents), nil
+		})
+	}
 	if err != nil {
 		f.stopAll()
 		return nil, err
@@ -328,36 +338,15 @@ func (f *fleetProcs) stopAll() {
 }
 
 func (f *fleetProcs) apply(ctx context.Context, items []any) error {
-	body, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+f.httpAddr+"/apis/flotilla.io/v1alpha1/apply", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("apply: %s %s", resp.Status, msg)
-	}
-	return nil
+	return f.api.Apply(ctx, items)
 }
 
+// get decodes GET path into v (see hubclient.Client.Get).
 func (f *fleetProcs) get(path string, v any) error {
-	resp, err := http.Get("http://" + f.httpAddr + path)
-	if err != nil {
-		return err
+	if f.api == nil {
+		return errors.New("the hub's API is not up yet")
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", path, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
+	return f.api.Get(context.Background(), path, v)
 }
 
 // await polls done every 20 ms (the processes run on their own clocks).
@@ -395,16 +384,20 @@ type templateList struct {
 }
 
 func (f *fleetProcs) readyReplicas(name string) (int, error) {
-	var list templateList
-	if err := f.get("/apis/flotilla.io/v1alpha1/resources?kind=Deployment&namespace=bench&name="+name, &list); err != nil || len(list.Items) == 0 {
-		return 0, err
+	var d struct {
+		Status struct {
+			ReadyReplicas int `json:"readyReplicas"`
+		} `json:"status"`
 	}
-	return list.Items[0].Status.ReadyReplicas, nil
+	if err := f.get("/apis/apps/v1/namespaces/bench/deployments/"+name, &d); err != nil {
+		return 0, nil // not created yet
+	}
+	return d.Status.ReadyReplicas, nil
 }
 
 func (f *fleetProcs) countReady(group string, replicas int) (int, error) {
 	var list templateList
-	if err := f.get("/apis/flotilla.io/v1alpha1/resources?kind=Deployment&namespace=bench", &list); err != nil {
+	if err := f.get("/apis/apps/v1/namespaces/bench/deployments", &list); err != nil {
 		return 0, err
 	}
 	n := 0

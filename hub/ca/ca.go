@@ -1,0 +1,161 @@
+// Package ca keeps the hub's certificate authority and its other keys in
+// the data directory (DATA/pki): the CA that signs agent, user and serving
+// certificates, the QUIC serving certificate, and the stateless-reset key.
+package ca
+
+import (
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/flotilla-io/flotilla/internal/pki"
+	"github.com/flotilla-io/flotilla/protocol"
+)
+
+// Certificate lifetimes. Agent certificates are rotated by bootstrap later
+// (DESIGN §8); until then they last a year.
+const (
+	caValidity      = 10 * 365 * 24 * time.Hour
+	agentValidity   = 365 * 24 * time.Hour
+	servingValidity = 365 * 24 * time.Hour
+)
+
+// pkiDir holds the hub's CA inside its data directory.
+func pkiDir(dataDir string) string { return filepath.Join(dataDir, "pki") }
+
+// EnsureCA loads the hub CA from DATA/pki, creating it on first use.
+func EnsureCA(dataDir string) (*pki.CA, error) {
+	dir := pkiDir(dataDir)
+	certFile, keyFile := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
+	ca, err := pki.LoadCA(certFile, keyFile)
+	if err == nil {
+		return ca, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("hub CA in %s: %w", dir, err)
+	}
+	if _, statErr := os.Stat(certFile); statErr == nil {
+		return nil, fmt.Errorf("hub CA in %s: %w", dir, err) // certificate without key: do not overwrite
+	}
+	ca, err = pki.NewCA("flotilla-hub-ca", caValidity)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := ca.KeyPEM()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("hub CA: %w", err)
+	}
+	if err := writeFiles(map[string][]byte{keyFile: keyPEM, certFile: ca.CertPEM()}); err != nil {
+		return nil, fmt.Errorf("hub CA: %w", err)
+	}
+	return ca, nil
+}
+
+// writeFiles writes each file atomically (temporary file, then rename).
+func writeFiles(files map[string][]byte) error {
+	for path, data := range files {
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, data, 0o600); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ServingCertificate issues the hub's QUIC serving certificate for loopback,
+// this host's name and the extra names or addresses in sans.
+func ServingCertificate(ca *pki.CA, sans []string) (tls.Certificate, error) {
+	dnsNames := []string{"localhost"}
+	ips := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	if host, err := os.Hostname(); err == nil {
+		dnsNames = append(dnsNames, host)
+	}
+	for _, san := range sans {
+		if ip := net.ParseIP(san); ip != nil {
+			ips = append(ips, ip)
+		} else {
+			dnsNames = append(dnsNames, san)
+		}
+	}
+	kp, err := ca.Issue(pki.Request{CommonName: "flotilla-hub", DNSNames: dnsNames, IPAddresses: ips, Usage: pki.ServerAuth, ValidFor: servingValidity})
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+}
+
+func Pool(ca *pki.CA) *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	return pool
+}
+
+// IssueAgentCertificate writes ca.crt, tls.crt and tls.key for the agent of
+// cluster into outDir, signed by the hub CA in dataDir.
+func IssueAgentCertificate(dataDir, cluster, outDir string) error {
+	if msgs := validation.IsDNS1123Subdomain(cluster); len(msgs) > 0 {
+		return fmt.Errorf("--cluster %q: %v", cluster, msgs)
+	}
+	ca, err := EnsureCA(dataDir)
+	if err != nil {
+		return err
+	}
+	kp, err := ca.Issue(pki.Request{CommonName: protocol.ClusterCommonName(cluster), Usage: pki.ClientAuth, ValidFor: agentValidity})
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(outDir, 0o700); err != nil {
+		return fmt.Errorf("--out %s: %w", outDir, err)
+	}
+	return writeFiles(map[string][]byte{
+		filepath.Join(outDir, "ca.crt"):  ca.CertPEM(),
+		filepath.Join(outDir, "tls.crt"): kp.CertPEM,
+		filepath.Join(outDir, "tls.key"): kp.KeyPEM,
+	})
+}
+
+// LoadStatelessResetKey reads DATA/pki/stateless-reset.key, creating it on
+// first use. With the same key after a restart (and on every replica), the
+// hub answers packets of connections it no longer knows with a stateless
+// reset, so agents notice at once and reconnect instead of waiting for
+// their idle timeout.
+func LoadStatelessResetKey(dataDir string) (*quic.StatelessResetKey, error) {
+	path := filepath.Join(pkiDir(dataDir), "stateless-reset.key")
+	var key quic.StatelessResetKey
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil && len(data) == len(key):
+		copy(key[:], data)
+		return &key, nil
+	case err == nil:
+		return nil, fmt.Errorf("%s: %d bytes, want %d", path, len(data), len(key))
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("stateless reset key: %w", err)
+	}
+	if _, err := rand.Read(key[:]); err != nil {
+		return nil, fmt.Errorf("stateless reset key: %w", err)
+	}
+	if err := os.MkdirAll(pkiDir(dataDir), 0o700); err != nil {
+		return nil, fmt.Errorf("stateless reset key: %w", err)
+	}
+	if err := writeFiles(map[string][]byte{path: key[:]}); err != nil {
+		return nil, fmt.Errorf("stateless reset key: %w", err)
+	}
+	return &key, nil
+}

@@ -1,0 +1,64 @@
+package hub
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/pprof"
+
+	"github.com/flotilla-io/flotilla/hub/failover"
+	"github.com/flotilla-io/flotilla/hub/stats"
+)
+
+// httpServer serves the hub's own operational endpoints on --http-addr:
+// health, counters, metrics and profiles. Flotilla's objects are served by
+// the Kubernetes API on --api-addr.
+type httpServer struct {
+	registry *Registry
+	agents   *agentServer
+	failover *failover.Controller
+}
+
+func (a *httpServer) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	mux.HandleFunc("GET /debug/stats", a.stats)
+	mux.Handle("GET /metrics", a.metricsHandler())
+	// Profiles, for operators chasing cost (the address is loopback by
+	// default).
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, r.URL.Path+" not found: Flotilla's objects are served by the hub's Kubernetes API (--api-addr, DATA/admin.kubeconfig)", http.StatusNotFound)
+	})
+	return mux
+}
+
+func (a *httpServer) stats(w http.ResponseWriter, _ *http.Request) {
+	a.registry.mu.Lock()
+	clusters := len(a.registry.entries)
+	unstoredClusters := len(a.registry.dirty) + a.registry.writing
+	unstoredLeases := len(a.registry.dirtyLeas)
+	a.registry.mu.Unlock()
+	a.agents.mu.Lock()
+	connected := len(a.agents.sessions)
+	a.agents.mu.Unlock()
+	st := &a.registry.stats
+	sent := a.agents.dispatch.Counts()
+	writeJSON(w, http.StatusOK, stats.Stats{
+		WorksSent: sent.Upserts, WorkDeletesSent: sent.Deletes, Failover: a.failover.Stats(),
+		Clusters: clusters, ConnectedAgents: connected,
+		Renewals: st.renewals.Load(), StatusReports: st.statusReports.Load(),
+		StoreWrites: st.storeWrites.Load(), StoreConflicts: st.storeConflicts.Load(),
+		Transitions: st.transitions.Load(), Events: st.eventsRecorded.Load(),
+		RejectedAgentConn: a.agents.rejected.Load(),
+		UnstoredClusters:  unstoredClusters, UnstoredLeases: unstoredLeases,
+	})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}

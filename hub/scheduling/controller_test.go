@@ -1,0 +1,305 @@
+package scheduling
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+)
+
+func placedOn(want ...v1alpha1.TargetCluster) func(*v1alpha1.ResourceBinding) bool {
+	return func(b *v1alpha1.ResourceBinding) bool {
+		return observed(b) && cmp.Equal(want, b.Spec.Clusters, cmpopts.EquateEmpty())
+	}
+}
+
+// TestPlacementAndStatusWrittenApart: the placement is a spec write (a
+// new generation), the Scheduled condition, lastScheduledTime and the
+// observed generation (the placement's) a status write, and neither
+// loses another controller's status.
+func TestPlacementAndStatusWrittenApart(t *testing.T) {
+	f := newFixture(t)
+	f.cluster("member-1")
+	f.cluster("member-2")
+	f.start(2)
+	f.binding("nginx", 3, divided(map[string]int64{"member-1": 1, "member-2": 2}))
+	b := f.await("nginx-deployment", "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 1}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 2}))
+	if b.Generation != 2 {
+		t.Errorf("generation %d, want 2: created, then placed", b.Generation)
+	}
+	wantCond := metav1.Condition{Type: v1alpha1.BindingConditionScheduled, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonScheduled,
+		Message: "placed on {member-2:2, member-1:1}", ObservedGeneration: 2, LastTransitionTime: metav1.NewTime(f.clk.Now())}
+	if diff := cmp.Diff([]metav1.Condition{wantCond}, b.Status.Conditions); diff != "" {
+		t.Errorf("conditions (-want +got):\n%s", diff)
+	}
+	if lst := b.Status.LastScheduledTime; lst == nil || !lst.Time.Equal(f.clk.Now()) {
+		t.Errorf("lastScheduledTime %v, want the clock's %v", lst, f.clk.Now())
+	}
+
+	// The status controller's part of the status, then a scale-up.
+	aggregated := []v1alpha1.AggregatedStatusItem{{ClusterName: "member-1", Applied: true, Health: v1alpha1.HealthHealthy}}
+	b.Status.AggregatedStatus = aggregated
+	if _, err := f.fl.ResourceBindings(f.ns).UpdateStatus(t.Context(), b, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Step(time.Minute)
+	scaled := f.editSpec("nginx-deployment", func(s *v1alpha1.ResourceBindingSpec) { s.Replicas = 6 })
+	b = f.await("nginx-deployment", "rescheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 2}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 4}))
+	if b.Generation != scaled.Generation+1 {
+		t.Errorf("generation %d, want %d: scaled, then placed", b.Generation, scaled.Generation+1)
+	}
+	if diff := cmp.Diff(aggregated, b.Status.AggregatedStatus); diff != "" {
+		t.Errorf("the status controller's aggregated status after the schedule (-want +got):\n%s", diff)
+	}
+	if lst := b.Status.LastScheduledTime; lst == nil || !lst.Time.Equal(f.clk.Now()) {
+		t.Errorf("lastScheduledTime %v, want the clock's %v", lst, f.clk.Now())
+	}
+	f.awaitEvents(0,
+		"Normal Scheduled ResourceBinding nginx-deployment: placed on {member-2:2, member-1:1}",
+		"Normal Scheduled ResourceBinding nginx-deployment: placed on {member-2:4, member-1:2}")
+}
+
+// TestTaskEndKeepsPlacement: every spec change is a new generation, the
+// end of an eviction task too; a fully placed Divided binding keeps its
+// placement then, even though the evicted cluster could take replicas
+// again, and the generation is recorded as observed so that failover's
+// other tasks can go on.
+func TestTaskEndKeepsPlacement(t *testing.T) {
+	f := newFixture(t)
+	f.cluster("member-1")
+	f.cluster("member-2")
+	f.start(1)
+	f.binding("nginx", 3, divided(map[string]int64{"member-1": 1, "member-2": 2}))
+	f.await("nginx-deployment", "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 1}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 2}))
+
+	// Evicted from member-1, as failover writes it: the missing replica is
+	// placed again, not on member-1.
+	f.editSpec("nginx-deployment", func(s *v1alpha1.ResourceBindingSpec) {
+		s.Clusters = []v1alpha1.TargetCluster{{Name: "member-2", Replicas: 2}}
+		s.GracefulEvictionTasks = []v1alpha1.GracefulEvictionTask{{FromCluster: "member-1", Reason: "TaintUntolerated", Producer: "TaintManager"}}
+	})
+	f.await("nginx-deployment", "replaced", placedOn(v1alpha1.TargetCluster{Name: "member-2", Replicas: 3}))
+	f.awaitEvents(1, "Normal Scheduled ResourceBinding nginx-deployment: placed on {member-2:3}")
+
+	// The task ends (member-1 is fine again): nothing to schedule.
+	ended := f.editSpec("nginx-deployment", func(s *v1alpha1.ResourceBindingSpec) { s.GracefulEvictionTasks = nil })
+	b := f.await("nginx-deployment", "the task's end observed", func(b *v1alpha1.ResourceBinding) bool {
+		return observed(b) && b.Generation == ended.Generation
+	})
+	if diff := cmp.Diff([]v1alpha1.TargetCluster{{Name: "member-2", Replicas: 3}}, b.Spec.Clusters); diff != "" {
+		t.Errorf("placement after the task ended (-want +got):\n%s", diff)
+	}
+	if cond := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.BindingConditionScheduled); cond == nil || cond.ObservedGeneration != ended.Generation || cond.Status != metav1.ConditionTrue {
+		t.Errorf("Scheduled condition %+v, want True for generation %d", cond, ended.Generation)
+	}
+	if e := f.events.list()[2:]; len(e) > 0 {
+		t.Errorf("events after the task ended: %q", e)
+	}
+
+	// A real change still schedules: a policy edit moving it to member-1.
+	f.editSpec("nginx-deployment", func(s *v1alpha1.ResourceBindingSpec) { s.Placement = divided(map[string]int64{"member-1": 1}) })
+	f.await("nginx-deployment", "moved", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 3}))
+}
+
+func TestDuplicatedFollowsClusters(t *testing.T) {
+	f := newFixture(t)
+	f.cluster("member-1")
+	f.start(1)
+	f.binding("nginx", 2, nil)
+	f.await("nginx-deployment", "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 2}))
+	f.cluster("member-2")
+	f.await("nginx-deployment", "on the new cluster too", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 2}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 2}))
+}
+
+// TestUnschedulableKeepsResult: nothing fits, the result stays, the
+// condition says why and the event is recorded once.
+func TestUnschedulableKeepsResult(t *testing.T) {
+	f := newFixture(t)
+	f.cluster("member-1")
+	f.start(1)
+	f.binding("nginx", 2, nil)
+	f.await("nginx-deployment", "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 2}))
+	f.awaitEvents(0, "Normal Scheduled ResourceBinding nginx-deployment: placed on {member-1:2}")
+	edited := f.editSpec("nginx-deployment", func(s *v1alpha1.ResourceBindingSpec) {
+		s.Placement = &v1alpha1.Placement{ClusterAffinity: &v1alpha1.ClusterAffinity{ClusterNames: []string{"member-9"}}}
+	})
+	b := f.await("nginx-deployment", "unschedulable", func(b *v1alpha1.ResourceBinding) bool {
+		return observed(b) && b.Generation == edited.Generation
+	})
+	cond := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.BindingConditionScheduled)
+	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != v1alpha1.ReasonNoClusterFit || cond.ObservedGeneration != edited.Generation {
+		t.Errorf("Scheduled condition %+v, want False, %s, generation %d", cond, v1alpha1.ReasonNoClusterFit, edited.Generation)
+	}
+	if diff := cmp.Diff([]v1alpha1.TargetCluster{{Name: "member-1", Replicas: 2}}, b.Spec.Clusters); diff != "" {
+		t.Errorf("placement (-want +got):\n%s", diff)
+	}
+	f.awaitEvents(1, "Warning ScheduleFailed ResourceBinding nginx-deployment: "+cond.Message)
+}
+
+// TestFreshScheduleOnce: a rescheduleTriggeredAt later than the last
+// schedule is one Fresh schedule, recorded by lastScheduledTime even when
+// the placement stays.
+func TestFreshScheduleOnce(t *testing.T) {
+	f := newFixture(t)
+	f.cluster("member-1")
+	f.cluster("member-2")
+	f.start(1)
+	f.binding("nginx", 3, divided(map[string]int64{"member-1": 1, "member-2": 2}))
+	first := f.await("nginx-deployment", "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 1}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 2}))
+	f.clk.Step(time.Minute)
+	triggered := f.editSpec("nginx-deployment", func(s *v1alpha1.ResourceBindingSpec) { s.RescheduleTriggeredAt = &metav1.Time{Time: f.clk.Now()} })
+	b := f.await("nginx-deployment", "rescheduled", func(b *v1alpha1.ResourceBinding) bool {
+		return observed(b) && b.Generation == triggered.Generation
+	})
+	if lst := b.Status.LastScheduledTime; lst == nil || !lst.Time.Equal(f.clk.Now()) || !lst.After(first.Status.LastScheduledTime.Time) {
+		t.Errorf("lastScheduledTime %v, want the clock's %v", lst, f.clk.Now())
+	}
+	if diff := cmp.Diff(first.Spec.Clusters, b.Spec.Clusters); diff != "" {
+		t.Errorf("placement (-want +got):\n%s", diff)
+	}
+	if scheduleNeeded(b.Generation, &b.Spec, &b.Status) {
+		t.Error("the Fresh schedule is still asked for after it was done")
+	}
+}
+
+// TestStatusWritesDoNotFightScheduling: a status writer as busy as the
+// status controller during a rollout writes every binding's aggregated
+// status while the scheduler places all of them on a new cluster. Neither
+// loses the other's fields; a placement that conflicts with a status write
+// is written again at once, not sent back to the queue. The conflicts are
+// counted.
+func TestStatusWritesDoNotFightScheduling(t *testing.T) {
+	const n = 40
+	f := newFixture(t)
+	f.cluster("member-1")
+	f.start(2)
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("app-%02d-deployment", i)
+		f.binding(fmt.Sprintf("app-%02d", i), 2, nil)
+	}
+	for _, name := range names {
+		f.await(name, "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 2}))
+	}
+
+	// The status writer: read, set its own field, UpdateStatus, retried on
+	// conflict, every binding at once, round after round; last[name] is its
+	// last stored value. It stops between writes.
+	ctx, stopping := t.Context(), make(chan struct{})
+	stopped := func() bool {
+		select {
+		case <-stopping:
+			return true
+		default:
+			return false
+		}
+	}
+	var (
+		mu             sync.Mutex
+		last           = map[string]string{}
+		rounds         = make(chan int64, 1000)
+		completed      atomic.Int64
+		writerConflict int
+		wg             sync.WaitGroup
+	)
+	bindings := f.fl.ResourceBindings(f.ns)
+	write := func(name, value string) {
+		for !stopped() {
+			b, err := bindings.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return
+			}
+			b.Status.AggregatedStatus = []v1alpha1.AggregatedStatusItem{{ClusterName: "member-1", Applied: true, Health: v1alpha1.HealthHealthy, AppliedMessage: value}}
+			_, err = bindings.UpdateStatus(ctx, b, metav1.UpdateOptions{})
+			mu.Lock()
+			switch {
+			case apierrors.IsConflict(err):
+				writerConflict++
+			case err == nil:
+				last[name] = value
+			}
+			mu.Unlock()
+			if !apierrors.IsConflict(err) {
+				return
+			}
+		}
+	}
+	wg.Go(func() {
+		for round := 0; !stopped(); round++ {
+			var all sync.WaitGroup
+			for _, name := range names {
+				all.Go(func() { write(name, fmt.Sprintf("round %d", round)) })
+			}
+			all.Wait()
+			completed.Store(int64(round))
+			rounds <- int64(round)
+		}
+	})
+	<-rounds // every binding has an aggregated status
+	f.cluster("member-2")
+	both := placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 2}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 2})
+	for _, name := range names {
+		f.await(name, "on member-2 too", both)
+	}
+	// One more full round, begun after the schedule.
+	after := completed.Load() + 1
+	for round := range rounds {
+		if round >= after {
+			break
+		}
+	}
+	close(stopping)
+	wg.Wait()
+
+	for _, name := range names {
+		b, err := bindings.Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !both(b) || !meta.IsStatusConditionTrue(b.Status.Conditions, v1alpha1.BindingConditionScheduled) {
+			t.Errorf("%s: placement %v, status %+v", name, b.Spec.Clusters, b.Status)
+		}
+		if len(b.Status.AggregatedStatus) != 1 || b.Status.AggregatedStatus[0].AppliedMessage != last[name] {
+			t.Errorf("%s: aggregated status %+v, want the writer's last (%s)", name, b.Status.AggregatedStatus, last[name])
+		}
+	}
+	specConflicts, statusConflicts := f.conflicts.get("PUT spec"), f.conflicts.get("PUT status")
+	t.Logf("%d bindings placed again during status writes: scheduler conflicts %d on placements, %d on status; %d sent back to the queue; status writer conflicts %d",
+		n, specConflicts, statusConflicts, f.retries.Load(), writerConflict)
+	if retries := f.retries.Load(); retries > int64(specConflicts+statusConflicts) {
+		t.Errorf("%d retries through the queue, more than the %d conflicts", retries, specConflicts+statusConflicts)
+	}
+}
+
+// TestRestartWritesNothing: a restarted controller finds every
+// binding observed and writes nothing.
+func TestRestartWritesNothing(t *testing.T) {
+	f := newFixture(t)
+	f.cluster("member-1")
+	f.cluster("member-2")
+	f.start(1)
+	f.binding("nginx", 3, divided(map[string]int64{"member-1": 1, "member-2": 2}))
+	before := f.await("nginx-deployment", "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 1}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 2}))
+	f.stop()
+	f.start(1)
+	// A second binding made after the restart is scheduled after the first
+	// was looked at (one worker, in order).
+	f.binding("probe", 1, nil)
+	f.await("probe-deployment", "scheduled", func(b *v1alpha1.ResourceBinding) bool { return observed(b) && len(b.Spec.Clusters) == 2 })
+	after, err := f.fl.ResourceBindings(f.ns).Get(t.Context(), "nginx-deployment", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ResourceVersion != before.ResourceVersion {
+		t.Errorf("the restarted controller wrote the binding: %+v", after.Status)
+	}
+}
