@@ -101,7 +101,7 @@ func sharedAPI(t *testing.T) RegistryAPI {
 func eventReasons(t *testing.T, cluster string, want ...string) []string {
 	t.Helper()
 	var reasons []string
-	_ = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	_ = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		list, err := testAPI.kube.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{
 			FieldSelector: fmt.Sprintf("involvedObject.kind=%s,involvedObject.name=%s", v1alpha1.KindCluster, cluster)})
 		if err != nil {

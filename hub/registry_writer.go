@@ -27,8 +27,8 @@ const (
 	storeOpTimeout    = 30 * time.Second
 )
 
-// leaseWriters is how many lease writes a flush has in flight at once.
-const leaseWriters = 8
+// apiWriters is how many writes a flush has in flight at once.
+const apiWriters = 8
 
 func withTimeout(ctx context.Context, f func(context.Context)) {
 	ctx, cancel := context.WithTimeout(ctx, storeOpTimeout)
@@ -101,10 +101,10 @@ func (r *Registry) flush(ctx context.Context) {
 	r.writing = len(clusters)
 	r.mu.Unlock()
 
-	r.writeLeases(ctx, leases)
-	for _, c := range clusters {
-		r.writeCluster(ctx, c)
-	}
+	inParallel(leases, func(l *coordinationv1.Lease) { r.writeLease(ctx, l) })
+	// Each cluster's writes stay in order (taints, then status); clusters
+	// are independent.
+	inParallel(clusters, func(c *v1alpha1.Cluster) { r.writeCluster(ctx, c) })
 	r.mu.Lock()
 	r.writing = 0
 	r.mu.Unlock()
@@ -133,22 +133,28 @@ func (r *Registry) flushLeases(ctx context.Context, budget int) {
 	r.writeLeases(ctx, leases)
 }
 
-// writeLeases writes leases, leaseWriters at a time.
+// writeLeases writes leases, apiWriters at a time.
 func (r *Registry) writeLeases(ctx context.Context, leases []*coordinationv1.Lease) {
-	if len(leases) == 0 {
+	inParallel(leases, func(l *coordinationv1.Lease) { r.writeLease(ctx, l) })
+}
+
+// inParallel runs write on every item, apiWriters at a time: each write is
+// an API request, mostly waiting for etcd.
+func inParallel[T any](items []T, write func(T)) {
+	if len(items) == 0 {
 		return
 	}
-	work := make(chan *coordinationv1.Lease)
+	work := make(chan T)
 	var wg sync.WaitGroup
-	for range min(leaseWriters, len(leases)) {
+	for range min(apiWriters, len(items)) {
 		wg.Go(func() {
-			for l := range work {
-				r.writeLease(ctx, l)
+			for it := range work {
+				write(it)
 			}
 		})
 	}
-	for _, l := range leases {
-		work <- l
+	for _, it := range items {
+		work <- it
 	}
 	close(work)
 	wg.Wait()

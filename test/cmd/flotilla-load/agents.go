@@ -25,6 +25,10 @@ type simAgent struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	acks    atomic.Int64
+	// lastRenewal is the hub's stamp (unix nanoseconds) on the last
+	// renewal it acknowledged: the exact instant its Ready decision counts
+	// from. The API's Lease may be older (leases are written in batches).
+	lastRenewal atomic.Int64
 }
 
 // fleet is the set of simulated agents, spread over a few UDP sockets.
@@ -126,8 +130,12 @@ func (f *fleet) run(ctx context.Context, a *simAgent, tr *quic.Transport, welcom
 	welcomed <- nil
 	go func() { // acks: count them, and end the session on any read error
 		for {
-			if _, err := reader.ReadMessage(); err != nil {
+			msg, err := reader.ReadMessage()
+			if err != nil {
 				return
+			}
+			if ack, ok := msg.(*protocol.LeaseAck); ok {
+				a.lastRenewal.Store(ack.HubTime.UnixNano())
 			}
 			a.acks.Add(1)
 		}

@@ -7,7 +7,6 @@ import (
 	"sort"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
@@ -85,17 +84,13 @@ func measureDetection(ctx context.Context, h *hubProc, f *fleet, o options) (det
 	if err := sleepCtx(ctx, o.grace+3*time.Second); err != nil {
 		return detection{}, err
 	}
-	var leases coordinationv1.LeaseList
-	if err := h.get("/apis/coordination.k8s.io/v1/namespaces/"+v1alpha1.LeaseNamespace+"/leases", &leases); err != nil {
-		return detection{}, err
-	}
 	var events corev1.EventList
 	if err := h.get("/api/v1/events?fieldSelector=involvedObject.kind%3DCluster,reason%3D"+v1alpha1.ReasonLeaseExpired, &events); err != nil {
 		return detection{}, err
 	}
 	renewed := map[string]time.Time{}
-	for _, l := range leases.Items {
-		renewed[l.Name] = l.Spec.RenewTime.Time
+	for _, a := range victims {
+		renewed[a.name] = time.Unix(0, a.lastRenewal.Load())
 	}
 	stopped := map[string]bool{}
 	for _, a := range victims {
@@ -112,7 +107,13 @@ func measureDetection(ctx context.Context, h *hubProc, f *fleet, o options) (det
 			continue
 		}
 		d.detected++
-		d.errors = append(d.errors, ev.EventTime.Time.Sub(renewed[name].Add(o.grace)))
+		// A repeated event is one object: its last occurrence is the
+		// series' (microsecond) lastObservedTime.
+		at := ev.EventTime.Time
+		if ev.Series != nil && ev.Series.LastObservedTime.After(at) {
+			at = ev.Series.LastObservedTime.Time
+		}
+		d.errors = append(d.errors, at.Sub(renewed[name].Add(o.grace)))
 	}
 	sort.Slice(d.errors, func(i, j int) bool { return d.errors[i] < d.errors[j] })
 	return d, nil
