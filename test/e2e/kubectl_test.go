@@ -170,7 +170,18 @@ func TestKubectlAgainstHub(t *testing.T) {
 			return hasTaint(c, "example.com/maintenance", "NoSchedule"), describe(c)
 		})
 		mustKubectl(t, operator, "create", "configmap", "by-otto", "-n", "default")
+		rebalancer := filepath.Join(filepath.Dir(h.dataDir), "rebalance.yaml") // kubectl -f splits on commas, which test names have
+		doc := "apiVersion: apps.flotilla.io/v1alpha1\nkind: WorkloadRebalancer\nmetadata: {name: by-otto}\n" +
+			"spec: {workloads: [{apiVersion: apps/v1, kind: Deployment, name: web, namespace: default}]}\n"
+		if err := os.WriteFile(rebalancer, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := kubectl(t, viewer, "create", "-f", rebalancer); err == nil || !strings.Contains(out, "forbidden") {
+			t.Errorf("viewer rebalances: err %v, want forbidden:\n%s", err, out)
+		}
+		mustKubectl(t, operator, "create", "-f", rebalancer)
 		waitForAudit(t, h, map[string]string{"otto": "patch clusters", "flotilla-admin": "create clusterrolebindings"})
+		waitForAudit(t, h, map[string]string{"otto": "create workloadrebalancers"})
 	})
 
 	t.Run("get clusters -w sees the cluster go Unknown", func(t *testing.T) {
