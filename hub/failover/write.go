@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -54,7 +55,15 @@ func (c *Controller) store(ctx context.Context, key string, read, want controlle
 		}
 	}
 	generation := cur.Object().GetGeneration()
-	return c.writeFailback(ctx, key, cur, generation, func([]v1alpha1.FailbackCluster) []v1alpha1.FailbackCluster { return wantList })
+	out, err := c.writeFailback(ctx, key, cur, generation, func([]v1alpha1.FailbackCluster) []v1alpha1.FailbackCluster { return wantList })
+	if err != nil && cur.Object().GetGeneration() != read.Object().GetGeneration() {
+		// The spec is stored: its decisions happened and are recorded; the
+		// failback list is put right by the next reconcile.
+		c.logger.Warn("failback clusters not stored; retrying", "binding", key, "err", err)
+		c.queue.AddAfter(key, time.Second)
+		return cur, nil
+	}
+	return out, err
 }
 
 // additions are the failback clusters of want that have is without.
