@@ -13,7 +13,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -142,7 +141,7 @@ func NewRegistry(ctx context.Context, api RegistryAPI, cfg RegistryConfig, clk c
 		flushSoon:    make(chan struct{}, 1),
 		updates:      make(chan updateOp),
 	}
-	if err := ensureNamespace(ctx, api.Kube, v1alpha1.LeaseNamespace); err != nil {
+	if err := controller.EnsureNamespace(ctx, api.Kube, v1alpha1.LeaseNamespace); err != nil {
 		return nil, err
 	}
 	clusters, err := r.clusters.List(ctx, metav1.ListOptions{})
@@ -171,15 +170,6 @@ func NewRegistry(ctx context.Context, api RegistryAPI, cfg RegistryConfig, clk c
 	}
 	logger.Info("registry loaded", "clusters", len(clusters.Items), "leases", len(leases.Items))
 	return r, nil
-}
-
-// ensureNamespace creates namespace ns if it is missing.
-func ensureNamespace(ctx context.Context, client kubernetes.Interface, ns string) error {
-	_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create namespace %s: %w", ns, err)
-	}
-	return nil
 }
 
 // restoreEntry rebuilds health observations and state from stored objects

@@ -68,15 +68,22 @@ func (r *apiRecorder) Event(ref corev1.ObjectReference, eventType, reason, messa
 	}()
 }
 
-// ensureNamespace creates ns if it is missing (objects in the hub's own
-// store have namespaces the API server has not seen).
+// ensureNamespace makes sure ns exists before an event is written there.
 func (r *apiRecorder) ensureNamespace(ns string) {
 	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
 	defer cancel()
-	_, err := r.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	if err == nil || apierrors.IsAlreadyExists(err) {
+	if EnsureNamespace(ctx, r.client, ns) == nil {
 		r.namespaces.Store(ns, true)
 	}
+}
+
+// EnsureNamespace creates namespace ns if it is missing.
+func EnsureNamespace(ctx context.Context, client kubernetes.Interface, ns string) error {
+	_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", ns, err)
+	}
+	return nil
 }
 
 func action(reason, note string) string {
