@@ -31,7 +31,7 @@ func startAPIServer(ctx, runCtx context.Context, cfg Config, s *store.Store, ca 
 	if err != nil {
 		return nil, err
 	}
-	all, err := crds.All()
+	all, err := crds.Hub()
 	if err == nil {
 		err = crds.Install(ctx, api.HubConfig, all)
 	}

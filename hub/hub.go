@@ -28,6 +28,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/dispatch"
 	"github.com/flotilla-io/flotilla/hub/failover"
 	"github.com/flotilla-io/flotilla/hub/health"
+	"github.com/flotilla-io/flotilla/hub/karmada"
 	"github.com/flotilla-io/flotilla/hub/purge"
 	"github.com/flotilla-io/flotilla/hub/rebalancer"
 	"github.com/flotilla-io/flotilla/hub/scheduling"
@@ -201,6 +202,7 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		failoverCtl,
 		rebalancer.New(clients, informers, recorder, cfg.Clock, logger),
 		purge.New(clients, informers, recorder, cfg.Clock, logger, flotillainformers.NewSharedInformerFactory(clients.Flotilla, 0)),
+		karmada.New(clients, informers, recorder, logger),
 	}
 	templateSource.Start(registryCtx)
 	informers.Start(registryCtx)

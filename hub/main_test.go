@@ -69,7 +69,7 @@ func startTestAPI(ctx context.Context, dir string) (*store.Store, *apiserver.Ser
 	if err != nil {
 		return s, nil, err
 	}
-	all, err := crds.All()
+	all, err := crds.Hub()
 	if err == nil {
 		err = crds.Install(ctx, api.HubConfig, all)
 	}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub/karmada"
 	hubstats "github.com/flotilla-io/flotilla/hub/stats"
 	"github.com/flotilla-io/flotilla/test/membercluster"
 )
@@ -291,16 +292,23 @@ spec:
 	})
 
 	t.Run("kubectl apply propagates like flotilla apply (the GitOps path)", func(t *testing.T) {
-		// The seed example under another name, its policy in flotilla.io
-		// (the hub serves no policy.karmada.io kinds), applied by kubectl.
-		// A client-go informer in another process, as a GitOps tool runs.
+		// The seed example under another name, its Karmada policy as
+		// written, applied by kubectl; the hub mirrors the policy into
+		// flotilla.io. A client-go informer in another process, as a
+		// GitOps tool runs.
 		watch := startWatch(t, f.hub, "deployments.v1.apps", "resourcebindings.v1alpha1.flotilla.io", "works.v1alpha1.flotilla.io")
-		docs := strings.NewReplacer("policy.karmada.io/v1alpha1", "flotilla.io/v1alpha1").Replace(variantYAML("nginx-gitops", ""))
-		out := mustKubectl(t, f.hub.kubeconfig(), "apply", "-f", f.writeFile("gitops.yaml", docs))
-		if !strings.Contains(out, "deployment.apps/nginx-gitops created") {
-			t.Errorf("kubectl apply:\n%s", out)
+		out := mustKubectl(t, f.hub.kubeconfig(), "apply", "-f", f.writeFile("gitops.yaml", variantYAML("nginx-gitops", "")))
+		for _, want := range []string{"deployment.apps/nginx-gitops created", "propagationpolicy.policy.karmada.io/nginx-gitops created"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("kubectl apply says no %q:\n%s", want, out)
+			}
 		}
 		f.waitDeploymentsOf("web", "nginx-gitops", map[string]int32{"member-1": 1, "member-2": 2}, "nginx:1.27")
+		var twin v1alpha1.PropagationPolicy
+		if code := f.hub.getJSON(t, "/apis/flotilla.io/v1alpha1/namespaces/web/propagationpolicies/nginx-gitops", &twin); code != http.StatusOK ||
+			twin.Labels[karmada.LabelMirrorOf] != karmada.PolicyGroup {
+			t.Errorf("flotilla.io twin of the Karmada policy: HTTP %d, labels %v", code, twin.Labels)
+		}
 		for _, want := range []string{"ADDED deployments web/nginx-gitops ", "ADDED resourcebindings web/nginx-gitops-deployment ",
 			"UPDATED resourcebindings web/nginx-gitops-deployment ", "UPDATED works flotilla-es-member-2/nginx-gitops-deployment-",
 			"UPDATED deployments web/nginx-gitops "} {

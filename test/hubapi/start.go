@@ -74,7 +74,7 @@ func (e *Env) setUp(ctx context.Context, server *membercluster.Cluster) error {
 	}
 	cfg.QPS, cfg.Burst = clientQPS, clientBurst
 	e.config = cfg
-	all, err := crds.All()
+	all, err := crds.Hub()
 	if err != nil {
 		return err
 	}
