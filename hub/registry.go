@@ -69,6 +69,8 @@ type Registry struct {
 	writing int
 	updates chan updateOp    // registrations and flushes for the writer
 	stats   registryCounters // read by the stats endpoint and the load tool
+	// clusterWrites counts Cluster writes since the last lease flush.
+	clusterWrites atomic.Int64
 }
 
 // RegistryConfig tunes the registry.
@@ -78,9 +80,11 @@ type RegistryConfig struct {
 	FlushInterval time.Duration
 	// LeaseFlushInterval is how often renewed leases are written.
 	LeaseFlushInterval time.Duration
-	// LeaseWritesPerSecond caps lease writes to the API server (0: no cap):
-	// with many clusters each lease is then written less often than every
-	// LeaseFlushInterval. Health never waits for it; it is decided in memory.
+	// LeaseWritesPerSecond caps the registry's writes to the API server
+	// (0: no cap): leases get what Cluster writes leave of it (at least a
+	// tenth), so with many clusters each lease is written less often than
+	// every LeaseFlushInterval. Cluster writes are never held back, and
+	// health never waits: it is decided in memory.
 	LeaseWritesPerSecond float64
 	// MaxClockSkew beyond which ClockSynced goes False.
 	MaxClockSkew time.Duration

@@ -73,12 +73,18 @@ func (r *Registry) runWriter(ctx context.Context) {
 	}
 }
 
-// leaseBudget is how many leases one flush may write (0: all).
+// leaseBudget is how many leases one flush may write (0: all): the
+// LeaseWritesPerSecond of one LeaseFlushInterval, less the Cluster writes
+// made since the last lease flush (those are never held back: health
+// changes must be stored), so the registry's writes stay within the rate
+// in a steady fleet. Leases keep a tenth of it whatever Clusters take.
 func (r *Registry) leaseBudget() int {
 	if r.cfg.LeaseWritesPerSecond <= 0 {
 		return 0
 	}
-	return max(1, int(r.cfg.LeaseWritesPerSecond*r.cfg.LeaseFlushInterval.Seconds()))
+	total := max(1, int(r.cfg.LeaseWritesPerSecond*r.cfg.LeaseFlushInterval.Seconds()))
+	others := int(r.clusterWrites.Swap(0))
+	return max(1, total/10, total-others)
 }
 
 // flush writes every changed cluster, and the leases of clusters whose
@@ -111,6 +117,13 @@ func (r *Registry) flush(ctx context.Context) {
 }
 
 func (r *Registry) countWrites(objects int) { r.stats.storeWrites.Add(int64(objects)) }
+
+// countClusterWrite counts a write of a Cluster (create, taints, status),
+// which leaseBudget takes from the leases' share.
+func (r *Registry) countClusterWrite() {
+	r.countWrites(1)
+	r.clusterWrites.Add(1)
+}
 
 // flushLeases writes renewed leases, at most budget of them (0: all),
 // those written longest ago first; the rest stay dirty for the next flush.
@@ -256,7 +269,7 @@ func (r *Registry) writeStatus(ctx context.Context, c *v1alpha1.Cluster) (*v1alp
 		}
 	}
 	if err == nil {
-		r.countWrites(1)
+		r.countClusterWrite()
 	}
 	return stored, err
 }
@@ -272,7 +285,7 @@ func (r *Registry) writeHealthTaints(ctx context.Context, stored *v1alpha1.Clust
 		var updated *v1alpha1.Cluster
 		updated, err = r.clusters.Update(ctx, next, metav1.UpdateOptions{FieldManager: controller.FieldManager})
 		if err == nil {
-			r.countWrites(1)
+			r.countClusterWrite()
 			return updated, nil
 		}
 		if !apierrors.IsConflict(err) {
@@ -324,7 +337,7 @@ func (r *Registry) register(ctx context.Context, name string) (*v1alpha1.Cluster
 	if apierrors.IsAlreadyExists(err) {
 		created, err = r.clusters.Get(ctx, name, metav1.GetOptions{}) // created through the API first
 	} else if err == nil {
-		r.countWrites(1)
+		r.countClusterWrite()
 	}
 	if err != nil {
 		return nil, err

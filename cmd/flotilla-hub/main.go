@@ -73,7 +73,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags.DurationVar(&cfg.FlushInterval, "store-flush-interval", time.Second, "how often changed clusters and events are written to the store in batches")
 	flags.DurationVar(&cfg.LeaseFlushInterval, "lease-flush-interval", 10*time.Second, "how often renewed leases are written to the store in batches: each lease at most once per interval, whatever the heartbeat rate")
 	flags.DurationVar(&cfg.EventTTL, "event-ttl", time.Hour, "how long events are kept (the API server's --event-ttl)")
-	flags.Float64Var(&cfg.LeaseWritesPerSecond, "lease-writes-per-second", 100, "most lease writes per second to the API server (0: no limit); with more clusters than this times --lease-flush-interval, each stored lease is refreshed less often (health is decided in memory either way)")
+	flags.Float64Var(&cfg.LeaseWritesPerSecond, "lease-writes-per-second", 100, "most writes per second of the cluster registry to the API server (0: no limit): leases get what Cluster writes leave (at least a tenth); with more clusters than this times --lease-flush-interval, each stored lease is refreshed less often (health changes are never held back, and health is decided in memory)")
 	flags.DurationVar(&cfg.MaxClockSkew, "max-clock-skew", 2*time.Second, "agent clock skew beyond which condition ClockSynced goes False")
 	flags.StringVar(&cfg.HubID, "hub-id", hostname, "name of this hub replica, shown in status.agent.connectedTo")
 	flags.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra DNS names or IPs for the hub's QUIC and API serving certificates (localhost, 127.0.0.1 and the hostname are always included)")
