@@ -3,21 +3,18 @@ package failover
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
 )
 
 const evictedMessage = "cluster member-1 has taint example.com/broken:NoExecute that the placement does not tolerate (any longer)"
@@ -28,16 +25,16 @@ const evictedMessage = "cluster member-1 has taint example.com/broken:NoExecute 
 // period is 0 here).
 func TestEvictsThenEndsTask(t *testing.T) {
 	f := newFixture(t)
-	clk := clocktesting.NewFakeClock(f.t0)
+	clk := clocktesting.NewFakeClock(f.T0)
 	f.cluster("member-1", true)
 	f.cluster("member-2", true)
 	f.binding("nginx", []v1alpha1.TargetCluster{{Name: "member-1", Replicas: 1}, {Name: "member-2", Replicas: 2}}, nil)
 	f.start(clk, testConfig(), 1)
 
-	f.setCluster("member-1", true, f.t0.Add(-time.Hour), broken)
-	b := f.await("nginx-deployment", "evicted from member-1", evictedFrom("member-1"))
+	f.setCluster("member-1", true, f.T0.Add(-time.Hour), broken)
+	b := f.AwaitBinding("nginx-deployment", "evicted from member-1", evictedFrom("member-1"))
 	wantTask := v1alpha1.GracefulEvictionTask{FromCluster: "member-1", PurgeMode: v1alpha1.PurgeModeGracefully, Replicas: ptr.To[int32](1),
-		Reason: "TaintUntolerated", Message: evictedMessage, Producer: "TaintManager", GracePeriodSeconds: ptr.To[int32](0), CreationTimestamp: &metav1.Time{Time: f.t0}}
+		Reason: "TaintUntolerated", Message: evictedMessage, Producer: "TaintManager", GracePeriodSeconds: ptr.To[int32](0), CreationTimestamp: &metav1.Time{Time: f.T0}}
 	if diff := cmp.Diff([]v1alpha1.GracefulEvictionTask{wantTask}, b.Spec.GracefulEvictionTasks); diff != "" {
 		t.Errorf("eviction tasks (-want +got):\n%s", diff)
 	}
@@ -48,16 +45,16 @@ func TestEvictsThenEndsTask(t *testing.T) {
 		t.Errorf("generation %d, observed %d, failback clusters %v; want 2, the scheduler's 1 and none", b.Generation, b.Status.SchedulerObservedGeneration, b.Status.FailbackClusters)
 	}
 	evicted := "evicted from member-1 (TaintUntolerated, purge mode Gracefully): " + evictedMessage
-	f.awaitEvents(0, "Warning Evicted ResourceBinding nginx-deployment: "+evicted, "Warning Evicted Deployment nginx: "+evicted)
+	f.AwaitEvents(0, "Warning Evicted ResourceBinding nginx-deployment: "+evicted, "Warning Evicted Deployment nginx: "+evicted)
 
 	// The scheduler places the replica elsewhere: the task is over.
 	f.place("nginx-deployment", v1alpha1.TargetCluster{Name: "member-2", Replicas: 3})
-	b = f.await("nginx-deployment", "task ended", noTasks)
+	b = f.AwaitBinding("nginx-deployment", "task ended", noTasks)
 	if diff := cmp.Diff([]v1alpha1.TargetCluster{{Name: "member-2", Replicas: 3}}, b.Spec.Clusters); diff != "" {
 		t.Errorf("clusters (-want +got):\n%s", diff)
 	}
 	ended := "eviction from member-1 ended (GracePeriodExpired); its copy there is removed"
-	f.awaitEvents(2, "Normal EvictionTaskEnded ResourceBinding nginx-deployment: "+ended, "Normal EvictionTaskEnded Deployment nginx: "+ended)
+	f.AwaitEvents(2, "Normal EvictionTaskEnded ResourceBinding nginx-deployment: "+ended, "Normal EvictionTaskEnded Deployment nginx: "+ended)
 	if st := f.ctl.Stats(); st.Evictions != 1 || st.TasksEnded != 1 || st.ZoneModes["default"] != "Normal" {
 		t.Errorf("stats %+v, want 1 eviction, 1 task ended, zone default Normal", st)
 	}
@@ -70,38 +67,32 @@ func TestEvictsThenEndsTask(t *testing.T) {
 // cluster leaves the list.
 func TestFailbackClustersAreStatus(t *testing.T) {
 	f := newFixture(t)
-	clk := clocktesting.NewFakeClock(f.t0)
+	clk := clocktesting.NewFakeClock(f.T0)
 	f.cluster("member-1", true)
 	f.cluster("member-2", true)
 	failback := &v1alpha1.FailoverBehavior{Cluster: &v1alpha1.ClusterFailoverBehavior{Failback: &v1alpha1.Failback{StabilizationSeconds: 60}}}
 	f.binding("nginx", []v1alpha1.TargetCluster{{Name: "member-1", Replicas: 1}, {Name: "member-2", Replicas: 2}}, failback)
 	f.start(clk, testConfig(), 1)
 
-	f.setCluster("member-1", false, f.t0, broken)
-	b := f.await("nginx-deployment", "evicted, with member-1 to fail back to", func(b *v1alpha1.ResourceBinding) bool {
+	f.setCluster("member-1", false, f.T0, broken)
+	b := f.AwaitBinding("nginx-deployment", "evicted, with member-1 to fail back to", func(b *v1alpha1.ResourceBinding) bool {
 		return evictedFrom("member-1")(b) && len(b.Status.FailbackClusters) > 0
 	})
-	if diff := cmp.Diff([]v1alpha1.FailbackCluster{{Name: "member-1", EvictedAt: metav1.NewTime(f.t0)}}, b.Status.FailbackClusters); diff != "" {
+	if diff := cmp.Diff([]v1alpha1.FailbackCluster{{Name: "member-1", EvictedAt: metav1.NewTime(f.T0)}}, b.Status.FailbackClusters); diff != "" {
 		t.Errorf("failback clusters (-want +got):\n%s", diff)
 	}
 	f.place("nginx-deployment", v1alpha1.TargetCluster{Name: "member-2", Replicas: 3})
-	f.await("nginx-deployment", "task ended", noTasks)
+	f.AwaitBinding("nginx-deployment", "task ended", noTasks)
 
 	// member-1 is back; 60 s later the binding fails back.
 	clk.Step(10 * time.Second)
 	back := clk.Now()
 	f.setCluster("member-1", true, back)
 	clk.Step(60 * time.Second)
-	polls := 0
-	err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		// A wake-up timer set just as the clock stepped may start after the
-		// step: nudge the clock now and then.
-		if polls++; polls%10 == 0 {
-			clk.Step(time.Millisecond)
-		}
+	err := controllertest.PollNudgingClock(t.Context(), clk, func(ctx context.Context) bool {
 		var err error
-		b, err = f.fl.ResourceBindings(f.ns).Get(ctx, "nginx-deployment", metav1.GetOptions{})
-		return err == nil && b.Spec.RescheduleTriggeredAt != nil && len(b.Status.FailbackClusters) == 0, nil
+		b, err = f.Flotilla.ResourceBindings(f.Namespace).Get(ctx, "nginx-deployment", metav1.GetOptions{})
+		return err == nil && b.Spec.RescheduleTriggeredAt != nil && len(b.Status.FailbackClusters) == 0
 	})
 	if err != nil {
 		t.Fatalf("waiting for the failback: %v; last seen spec %+v status %+v", err, b.Spec, b.Status)
@@ -110,7 +101,7 @@ func TestFailbackClustersAreStatus(t *testing.T) {
 		t.Errorf("rescheduleTriggeredAt %v, before the stabilization period ended at %v", at, back.Add(60*time.Second))
 	}
 	failedBack := "member-1 Ready again for the stabilization period: rescheduling afresh"
-	f.awaitEvents(4, "Normal Failback ResourceBinding nginx-deployment: "+failedBack, "Normal Failback Deployment nginx: "+failedBack)
+	f.AwaitEvents(4, "Normal Failback ResourceBinding nginx-deployment: "+failedBack, "Normal Failback Deployment nginx: "+failedBack)
 }
 
 // TestEvictionsDoNotFightStatusWrites: a status writer as busy as the
@@ -131,74 +122,15 @@ func TestEvictionsDoNotFightStatusWrites(t *testing.T) {
 	}
 	f.start(clock.RealClock{}, testConfig(), 2)
 
-	// The status writer: read, set its own field, UpdateStatus, retried on
-	// conflict, every binding at once, round after round; last[name] is its
-	// last stored value. It stops between writes.
-	ctx, stopping := t.Context(), make(chan struct{})
-	stopped := func() bool {
-		select {
-		case <-stopping:
-			return true
-		default:
-			return false
-		}
-	}
-	var (
-		mu             sync.Mutex
-		last           = map[string]string{}
-		rounds         = make(chan int64, 1000)
-		completed      atomic.Int64
-		writerConflict int
-		wg             sync.WaitGroup
-	)
-	bindings := f.fl.ResourceBindings(f.ns)
-	write := func(name, value string) {
-		for !stopped() {
-			b, err := bindings.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return
-			}
-			b.Status.AggregatedStatus = []v1alpha1.AggregatedStatusItem{{ClusterName: "member-2", Applied: true, Health: v1alpha1.HealthHealthy, AppliedMessage: value}}
-			_, err = bindings.UpdateStatus(ctx, b, metav1.UpdateOptions{})
-			mu.Lock()
-			switch {
-			case apierrors.IsConflict(err):
-				writerConflict++
-			case err == nil:
-				last[name] = value
-			}
-			mu.Unlock()
-			if !apierrors.IsConflict(err) {
-				return
-			}
-		}
-	}
-	wg.Go(func() {
-		for round := 0; !stopped(); round++ {
-			var all sync.WaitGroup
-			for _, name := range names {
-				all.Go(func() { write(name, fmt.Sprintf("round %d", round)) })
-			}
-			all.Wait()
-			completed.Store(int64(round))
-			rounds <- int64(round)
-		}
-	})
-	<-rounds // every binding has an aggregated status
+	// The status writer, as busy as the status controller.
+	bindings := f.Flotilla.ResourceBindings(f.Namespace)
+	writer := controllertest.StartStatusWriter(t, bindings, "member-2", names)
 
-	f.setCluster("member-1", true, f.t0.Add(-time.Hour), broken)
+	f.setCluster("member-1", true, f.T0.Add(-time.Hour), broken)
 	for _, name := range names {
-		f.await(name, "evicted from member-1", evictedFrom("member-1"))
+		f.AwaitBinding(name, "evicted from member-1", evictedFrom("member-1"))
 	}
-	// One more full round, begun after the evictions.
-	after := completed.Load() + 1
-	for round := range rounds {
-		if round >= after {
-			break
-		}
-	}
-	close(stopping)
-	wg.Wait()
+	writer.StopAfterNextRound() // one more full round, begun after the evictions
 
 	for _, name := range names {
 		b, err := bindings.Get(t.Context(), name, metav1.GetOptions{})
@@ -208,19 +140,19 @@ func TestEvictionsDoNotFightStatusWrites(t *testing.T) {
 		if len(b.Spec.GracefulEvictionTasks) != 1 || !cmp.Equal([]v1alpha1.TargetCluster{{Name: "member-2", Replicas: 2}}, b.Spec.Clusters, cmpopts.EquateEmpty()) {
 			t.Errorf("%s: clusters %v, tasks %+v; want member-2 and one task", name, b.Spec.Clusters, b.Spec.GracefulEvictionTasks)
 		}
-		if len(b.Status.AggregatedStatus) != 1 || b.Status.AggregatedStatus[0].AppliedMessage != last[name] {
-			t.Errorf("%s: aggregated status %+v, want the writer's last (%s)", name, b.Status.AggregatedStatus, last[name])
+		if len(b.Status.AggregatedStatus) != 1 || b.Status.AggregatedStatus[0].AppliedMessage != writer.Last(name) {
+			t.Errorf("%s: aggregated status %+v, want the writer's last (%s)", name, b.Status.AggregatedStatus, writer.Last(name))
 		}
 	}
-	if got := f.events.count("Warning Evicted ResourceBinding"); got != n {
+	if got := f.Events.Count("Warning Evicted ResourceBinding"); got != n {
 		t.Errorf("%d Evicted events on bindings, want %d", got, n)
 	}
 	if st := f.ctl.Stats(); st.Evictions != n {
 		t.Errorf("%d evictions counted, want %d", st.Evictions, n)
 	}
-	specConflicts, statusConflicts := f.conflicts.get("PUT spec"), f.conflicts.get("PUT status")
+	specConflicts, statusConflicts := f.conflicts.Get("PUT spec"), f.conflicts.Get("PUT status")
 	t.Logf("%d bindings evicted during status writes: failover conflicts %d on evictions, %d on status; %d sent back to the queue; status writer conflicts %d",
-		n, specConflicts, statusConflicts, f.retries.Load(), writerConflict)
+		n, specConflicts, statusConflicts, f.retries.Load(), writer.Conflicts())
 	if retries := f.retries.Load(); retries > int64(specConflicts+statusConflicts) {
 		t.Errorf("%d retries through the queue, more than the %d conflicts", retries, specConflicts+statusConflicts)
 	}

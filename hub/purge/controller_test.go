@@ -16,7 +16,7 @@ import (
 // that one), or fails saying what was missing.
 func TestPurge(t *testing.T) {
 	f := newFixture(t)
-	f.binding(f.ns, "nginx", task("member-1", v1alpha1.PurgeModeNever), task("member-3", v1alpha1.PurgeModeGracefully))
+	f.binding(f.Namespace, "nginx", task("member-1", v1alpha1.PurgeModeNever), task("member-3", v1alpha1.PurgeModeGracefully))
 	f.binding("", "reader", task("member-1", ""))
 	f.start()
 	tests := []struct {
@@ -26,28 +26,28 @@ func TestPurge(t *testing.T) {
 		wantEvents                                 []string
 	}{
 		{
-			name: "a Never task", request: "keep", namespace: f.ns, binding: "nginx-deployment", cluster: "member-1",
+			name: "a Never task", request: "keep", namespace: f.Namespace, binding: "nginx-deployment", cluster: "member-1",
 			want: v1alpha1.PurgeRequestStatus{Result: v1alpha1.PurgeResultPurged,
-				Message: "eviction task of ResourceBinding " + f.ns + "/nginx-deployment from member-1 ended (was TaintUntolerated, purge mode Never); its copy there is removed"},
+				Message: "eviction task of ResourceBinding " + f.Namespace + "/nginx-deployment from member-1 ended (was TaintUntolerated, purge mode Never); its copy there is removed"},
 			wantTasks: []string{"member-3"},
 			wantEvents: []string{
 				"Normal EvictionTaskEnded ResourceBinding nginx-deployment: eviction from member-1 ended by hand (was TaintUntolerated, purge mode Never); its copy there is removed",
 				"Normal EvictionTaskEnded Deployment nginx: eviction from member-1 ended by hand (was TaintUntolerated, purge mode Never); its copy there is removed",
-				"Normal Purged PurgeRequest keep: eviction task of ResourceBinding " + f.ns + "/nginx-deployment from member-1 ended (was TaintUntolerated, purge mode Never); its copy there is removed",
+				"Normal Purged PurgeRequest keep: eviction task of ResourceBinding " + f.Namespace + "/nginx-deployment from member-1 ended (was TaintUntolerated, purge mode Never); its copy there is removed",
 			},
 		},
 		{
-			name: "the same again: no task", request: "again", namespace: f.ns, binding: "nginx-deployment", cluster: "member-1",
+			name: "the same again: no task", request: "again", namespace: f.Namespace, binding: "nginx-deployment", cluster: "member-1",
 			want: v1alpha1.PurgeRequestStatus{Result: v1alpha1.PurgeResultFailed, Reason: ReasonNoEvictionTask,
-				Message: "ResourceBinding " + f.ns + "/nginx-deployment has no eviction task from cluster member-1"},
+				Message: "ResourceBinding " + f.Namespace + "/nginx-deployment has no eviction task from cluster member-1"},
 			wantTasks:  []string{"member-3"},
-			wantEvents: []string{"Warning Failed PurgeRequest again: ResourceBinding " + f.ns + "/nginx-deployment has no eviction task from cluster member-1"},
+			wantEvents: []string{"Warning Failed PurgeRequest again: ResourceBinding " + f.Namespace + "/nginx-deployment has no eviction task from cluster member-1"},
 		},
 		{
-			name: "no such binding", request: "missing", namespace: f.ns, binding: "api-deployment", cluster: "member-1",
+			name: "no such binding", request: "missing", namespace: f.Namespace, binding: "api-deployment", cluster: "member-1",
 			want: v1alpha1.PurgeRequestStatus{Result: v1alpha1.PurgeResultFailed, Reason: ReasonBindingNotFound,
-				Message: "ResourceBinding " + f.ns + "/api-deployment not found"},
-			wantEvents: []string{"Warning Failed PurgeRequest missing: ResourceBinding " + f.ns + "/api-deployment not found"},
+				Message: "ResourceBinding " + f.Namespace + "/api-deployment not found"},
+			wantEvents: []string{"Warning Failed PurgeRequest missing: ResourceBinding " + f.Namespace + "/api-deployment not found"},
 		},
 		{
 			name: "a cluster binding", request: "cluster-scoped", binding: "reader-clusterrole", cluster: "member-1",
@@ -69,10 +69,10 @@ func TestPurge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			events := len(f.events.list())
+			events := len(f.Events.List())
 			f.request(tt.request, tt.namespace, tt.binding, tt.cluster, nil)
 			got := f.answered(tt.request)
-			tt.want.FinishTime = &metav1.Time{Time: f.t0}
+			tt.want.FinishTime = &metav1.Time{Time: f.T0}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("status (-want +got):\n%s", diff)
 			}
@@ -81,7 +81,7 @@ func TestPurge(t *testing.T) {
 					t.Errorf("tasks left (-want +got):\n%s", diff)
 				}
 			}
-			f.awaitEvents(events, tt.wantEvents...)
+			f.AwaitEvents(events, tt.wantEvents...)
 		})
 	}
 }
@@ -91,10 +91,10 @@ func TestPurge(t *testing.T) {
 // task.
 func TestAnswerKeptWhenStatusWriteFails(t *testing.T) {
 	f := newFixture(t)
-	f.binding(f.ns, "nginx", task("member-1", v1alpha1.PurgeModeNever))
+	f.binding(f.Namespace, "nginx", task("member-1", v1alpha1.PurgeModeNever))
 	f.failStatus <- struct{}{}
 	f.start()
-	f.request("purge", f.ns, "nginx-deployment", "member-1", nil)
+	f.request("purge", f.Namespace, "nginx-deployment", "member-1", nil)
 	if got := f.answered("purge"); got.Result != v1alpha1.PurgeResultPurged {
 		t.Errorf("answer %+v, want Purged", got)
 	}
@@ -107,17 +107,17 @@ func TestAnswerKeptWhenStatusWriteFails(t *testing.T) {
 // latest value otherwise.
 func TestDeletedAfterTTL(t *testing.T) {
 	f := newFixture(t)
-	f.binding(f.ns, "nginx", task("member-1", v1alpha1.PurgeModeNever), task("member-2", v1alpha1.PurgeModeNever))
+	f.binding(f.Namespace, "nginx", task("member-1", v1alpha1.PurgeModeNever), task("member-2", v1alpha1.PurgeModeNever))
 	f.start()
 
-	f.request("default-ttl", f.ns, "nginx-deployment", "member-1", nil)
+	f.request("default-ttl", f.Namespace, "nginx-deployment", "member-1", nil)
 	deadline := f.answered("default-ttl").FinishTime.Add(DefaultTTL)
-	f.awaitWake(0, "default-ttl", deadline)
+	f.AwaitWake(0, "default-ttl", deadline)
 	f.clk.Step(DefaultTTL - time.Second)
 	// A second before: the controller, looking again, still waits.
-	since := f.wakeCount()
+	since := f.WakeCount()
 	f.edit("default-ttl", func(*v1alpha1.PurgeRequest) {})
-	f.awaitWake(since, "default-ttl", deadline)
+	f.AwaitWake(since, "default-ttl", deadline)
 	if f.get("default-ttl") == nil {
 		t.Fatal("deleted before its TTL")
 	}
@@ -125,15 +125,15 @@ func TestDeletedAfterTTL(t *testing.T) {
 	f.awaitGone("default-ttl")
 
 	// A TTL shortened after the answer counts.
-	f.request("shortened", f.ns, "nginx-deployment", "member-2", nil)
+	f.request("shortened", f.Namespace, "nginx-deployment", "member-2", nil)
 	finished := f.answered("shortened").FinishTime.Time
-	since = f.wakeCount()
+	since = f.WakeCount()
 	f.edit("shortened", func(pr *v1alpha1.PurgeRequest) { pr.Spec.TTLSecondsAfterFinished = ptr.To[int32](10) })
-	f.awaitWake(since, "shortened", finished.Add(10*time.Second))
+	f.AwaitWake(since, "shortened", finished.Add(10*time.Second))
 	f.clk.Step(10 * time.Second)
 	f.awaitGone("shortened")
 
 	// Zero: deleted once answered.
-	f.request("zero", f.ns, "nginx-deployment", "member-9", ptr.To[int32](0))
+	f.request("zero", f.Namespace, "nginx-deployment", "member-9", ptr.To[int32](0))
 	f.awaitGone("zero")
 }

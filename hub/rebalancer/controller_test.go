@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	appsv1alpha1 "github.com/flotilla-io/flotilla/api/apps/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
 )
 
 // demo asks for six workloads: WEB is the test's namespace.
@@ -31,7 +32,7 @@ spec:
 
 func TestTriggerAndNotFound(t *testing.T) {
 	f := newFixture(t)
-	web := f.ns
+	web := f.Namespace
 	// The rebalancer first, with no controller running: the triggers
 	// already on api and batch are set relative to its creation time.
 	created := f.mustApply(demo).CreationTimestamp.Time
@@ -53,7 +54,7 @@ func TestTriggerAndNotFound(t *testing.T) {
 			observed("rbac.authorization.k8s.io/v1", "ClusterRole", "", "reader", appsv1alpha1.RebalanceSuccessful),
 		},
 		ObservedGeneration: 1,
-		FinishTime:         timePtr(f.t0),
+		FinishTime:         timePtr(f.T0),
 	}
 	if diff := cmp.Diff(want, rb.Status); diff != "" {
 		t.Errorf("status (-want +got):\n%s", diff)
@@ -69,7 +70,7 @@ func TestTriggerAndNotFound(t *testing.T) {
 		{web, "api-deployment", created, 1},                  // not written again
 		{web, "batch-deployment", created.Add(time.Hour), 1}, // a later trigger is kept
 	} {
-		spec, generation := f.bindingSpec(b.namespace, b.name)
+		spec, generation := f.BindingSpec(b.namespace, b.name)
 		if spec.RescheduleTriggeredAt == nil || !spec.RescheduleTriggeredAt.Time.Equal(b.wantAt) || generation != b.wantGeneration {
 			t.Errorf("binding %s/%s: rescheduleTriggeredAt %v generation %d, want %v and %d", b.namespace, b.name,
 				spec.RescheduleTriggeredAt, generation, b.wantAt, b.wantGeneration)
@@ -92,28 +93,28 @@ func TestTriggerAndNotFound(t *testing.T) {
 	for i, e := range wantEvents {
 		wantEvents[i] = strings.ReplaceAll(e, "WEB", web)
 	}
-	f.awaitEvents(wantEvents)
+	f.AwaitEventsInAnyOrder(wantEvents...)
 	// No TTL: never deleted.
 	f.clk.Step(24 * time.Hour)
 	f.stillThere("demo", "without ttlSecondsAfterFinished")
-	if f.woken("demo") {
+	if f.Woken("demo") {
 		t.Error("a rebalancer without ttlSecondsAfterFinished waits for deletion")
 	}
 }
 
 func TestRestartedControllerDoesNotTriggerAgain(t *testing.T) {
 	f := newFixture(t)
-	f.binding("apps/v1", "Deployment", f.ns, "nginx", nil)
+	f.binding("apps/v1", "Deployment", f.Namespace, "nginx", nil)
 	f.start(nil)
 	f.mustApply(`apiVersion: apps.flotilla.io/v1alpha1
 kind: WorkloadRebalancer
 metadata: {name: once}
 spec: {workloads: [{apiVersion: apps/v1, kind: Deployment, name: nginx, namespace: WEB}]}`)
 	before := f.await("once", "finished", finished(1))
-	f.stop()
+	f.Stop()
 
 	// Were the controller to trigger again, it would write the field back.
-	bindings := f.env.Flotilla.FlotillaV1alpha1().ResourceBindings(f.ns)
+	bindings := f.Env.Flotilla.FlotillaV1alpha1().ResourceBindings(f.Namespace)
 	b, err := bindings.Get(t.Context(), "nginx-deployment", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +123,7 @@ spec: {workloads: [{apiVersion: apps/v1, kind: Deployment, name: nginx, namespac
 	if _, err := bindings.Update(t.Context(), b, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	events := len(f.events.list())
+	events := len(f.Events.List())
 	f.clk.Step(time.Minute)
 	f.start(nil)
 	// With one worker, "once" (listed at start) is reconciled before a
@@ -134,17 +135,17 @@ spec: {workloads: [{apiVersion: v1, kind: ConfigMap, name: none, namespace: WEB}
 	f.await("probe", "finished", finished(1))
 	f.awaitEvent("Normal Finished WorkloadRebalancer probe: 1 workloads: 0 successful, 1 failed")
 
-	if spec, _ := f.bindingSpec(f.ns, "nginx-deployment"); spec.RescheduleTriggeredAt != nil {
+	if spec, _ := f.BindingSpec(f.Namespace, "nginx-deployment"); spec.RescheduleTriggeredAt != nil {
 		t.Errorf("the restarted controller triggered again: rescheduleTriggeredAt %v", spec.RescheduleTriggeredAt)
 	}
 	if after := f.get("once"); after.ResourceVersion != before.ResourceVersion {
 		t.Errorf("the restarted controller rewrote the finished rebalancer: %+v", after.Status)
 	}
 	wantAfter := []string{
-		fmt.Sprintf("Warning ReferencedBindingNotFound WorkloadRebalancer probe: v1 ConfigMap %[1]s/none: no binding %[1]s/none-configmap (no such template, or no policy propagates it)", f.ns),
+		fmt.Sprintf("Warning ReferencedBindingNotFound WorkloadRebalancer probe: v1 ConfigMap %[1]s/none: no binding %[1]s/none-configmap (no such template, or no policy propagates it)", f.Namespace),
 		"Normal Finished WorkloadRebalancer probe: 1 workloads: 0 successful, 1 failed",
 	}
-	for _, e := range f.events.list()[events:] {
+	for _, e := range f.Events.List()[events:] {
 		if !slices.Contains(wantAfter, e) {
 			t.Errorf("event after the restart: %s", e)
 		}
@@ -153,7 +154,7 @@ spec: {workloads: [{apiVersion: v1, kind: ConfigMap, name: none, namespace: WEB}
 
 func TestListEdits(t *testing.T) {
 	f := newFixture(t)
-	web, other := f.ns, f.env.Namespace(t)
+	web, other := f.Namespace, f.Env.Namespace(t)
 	for _, name := range []string{"nginx", "api", "batch"} {
 		f.binding("apps/v1", "Deployment", web, name, nil)
 	}
@@ -186,14 +187,14 @@ spec:
 			// missing: removed and had failed, so it leaves the status.
 		},
 		ObservedGeneration: 2,
-		FinishTime:         timePtr(f.t0.Add(10 * time.Second)), // an added workload moves it
+		FinishTime:         timePtr(f.T0.Add(10 * time.Second)), // an added workload moves it
 	}
 	if diff := cmp.Diff(want, rb.Status); diff != "" {
 		t.Errorf("status after removing and adding (-want +got):\n%s", diff)
 	}
 	// The rebalancer's creation time is the trigger of every workload.
 	for _, name := range []string{"nginx-deployment", "api-deployment", "batch-deployment"} {
-		if spec, generation := f.bindingSpec(web, name); !spec.RescheduleTriggeredAt.Time.Equal(created) || generation != 2 {
+		if spec, generation := f.BindingSpec(web, name); !spec.RescheduleTriggeredAt.Time.Equal(created) || generation != 2 {
 			t.Errorf("%s: rescheduleTriggeredAt %v generation %d, want %v and 2 (one write)", name, spec.RescheduleTriggeredAt, generation, created)
 		}
 	}
@@ -231,7 +232,7 @@ spec:
 			observed("apps/v1", "Deployment", web, "nginx", appsv1alpha1.RebalanceSuccessful),
 		},
 		ObservedGeneration: 4,
-		FinishTime:         timePtr(f.t0.Add(20 * time.Second)),
+		FinishTime:         timePtr(f.T0.Add(20 * time.Second)),
 	}
 	if other > web { // sorted by namespace
 		want.ObservedWorkloads = append(want.ObservedWorkloads[1:], want.ObservedWorkloads[0])
@@ -251,13 +252,13 @@ func rebalancerWithTTL(name string, ttl int, workloads ...string) string {
 
 func TestDeletedAfterTTL(t *testing.T) {
 	f := newFixture(t)
-	f.binding("apps/v1", "Deployment", f.ns, "nginx", nil)
+	f.binding("apps/v1", "Deployment", f.Namespace, "nginx", nil)
 	f.start(nil)
 
 	f.mustApply(rebalancerWithTTL("ttl", 60, "nginx"))
 	f.await("ttl", "finished", finished(1))
-	deadline := f.t0.Add(60 * time.Second)
-	f.awaitWake(0, "ttl", deadline)
+	deadline := f.T0.Add(60 * time.Second)
+	f.AwaitWake(0, "ttl", deadline)
 	f.clk.Step(59 * time.Second)
 	f.stillWaiting("ttl", deadline, "a second before its TTL")
 	f.clk.Step(time.Second)
@@ -271,23 +272,23 @@ func TestDeletedAfterTTL(t *testing.T) {
 
 func TestTTLFollowsEdits(t *testing.T) {
 	f := newFixture(t)
-	f.binding("apps/v1", "Deployment", f.ns, "nginx", nil)
-	f.binding("apps/v1", "Deployment", f.ns, "api", nil)
+	f.binding("apps/v1", "Deployment", f.Namespace, "nginx", nil)
+	f.binding("apps/v1", "Deployment", f.Namespace, "api", nil)
 	f.start(nil)
 
 	t.Run("a workload added before the TTL defers the deletion", func(t *testing.T) {
 		f.mustApply(rebalancerWithTTL("added", 60, "nginx"))
 		f.await("added", "finished", finished(1))
-		f.awaitWake(0, "added", f.t0.Add(60*time.Second))
+		f.AwaitWake(0, "added", f.T0.Add(60*time.Second))
 		f.clk.Step(50 * time.Second)
-		since := f.wakeCount()
+		since := f.WakeCount()
 		f.mustApply(rebalancerWithTTL("added", 60, "nginx", "api"))
 		rb := f.await("added", "finished again", finished(2))
-		if !rb.Status.FinishTime.Time.Equal(f.t0.Add(50 * time.Second)) {
-			t.Fatalf("finishTime %v, want the edit's %v", rb.Status.FinishTime, f.t0.Add(50*time.Second))
+		if !rb.Status.FinishTime.Time.Equal(f.T0.Add(50 * time.Second)) {
+			t.Fatalf("finishTime %v, want the edit's %v", rb.Status.FinishTime, f.T0.Add(50*time.Second))
 		}
-		deadline := f.t0.Add(110 * time.Second)
-		f.awaitWake(since, "added", deadline)
+		deadline := f.T0.Add(110 * time.Second)
+		f.AwaitWake(since, "added", deadline)
 		f.clk.Step(10 * time.Second) // the first deadline passes
 		f.stillWaiting("added", deadline, "at the first deadline despite the edit")
 		f.clk.Step(50 * time.Second)
@@ -295,18 +296,18 @@ func TestTTLFollowsEdits(t *testing.T) {
 	})
 
 	t.Run("the latest TTL counts", func(t *testing.T) {
-		since := f.wakeCount()
+		since := f.WakeCount()
 		f.mustApply(rebalancerWithTTL("shortened", 3600, "nginx"))
 		start := f.await("shortened", "finished", finished(1)).Status.FinishTime.Time
-		f.awaitWake(since, "shortened", start.Add(time.Hour))
+		f.AwaitWake(since, "shortened", start.Add(time.Hour))
 		f.clk.Step(5 * time.Second)
-		since = f.wakeCount()
+		since = f.WakeCount()
 		f.mustApply(rebalancerWithTTL("shortened", 10, "nginx"))
 		rb := f.await("shortened", "generation 2 observed", finished(2))
 		if !rb.Status.FinishTime.Time.Equal(start) {
 			t.Errorf("finishTime %v moved, want %v: a TTL edit triggers nothing", rb.Status.FinishTime, start)
 		}
-		f.awaitWake(since, "shortened", start.Add(10*time.Second))
+		f.AwaitWake(since, "shortened", start.Add(10*time.Second))
 		f.clk.Step(5 * time.Second)
 		f.awaitGone("shortened", "deleted at finishTime+10s")
 	})
@@ -314,8 +315,8 @@ func TestTTLFollowsEdits(t *testing.T) {
 
 func TestNotDeletedWhenEditedJustBefore(t *testing.T) {
 	f := newFixture(t)
-	f.binding("apps/v1", "Deployment", f.ns, "nginx", nil)
-	f.binding("apps/v1", "Deployment", f.ns, "api", nil)
+	f.binding("apps/v1", "Deployment", f.Namespace, "nginx", nil)
+	f.binding("apps/v1", "Deployment", f.Namespace, "api", nil)
 	var once sync.Once
 	edited := make(chan struct{})
 	f.start(func() {
@@ -330,20 +331,20 @@ func TestNotDeletedWhenEditedJustBefore(t *testing.T) {
 	})
 	f.mustApply(rebalancerWithTTL("race", 30, "nginx"))
 	f.await("race", "finished", finished(1))
-	f.awaitWake(0, "race", f.t0.Add(30*time.Second))
-	since := f.wakeCount()
+	f.AwaitWake(0, "race", f.T0.Add(30*time.Second))
+	since := f.WakeCount()
 	f.clk.Step(30 * time.Second)
 	select {
 	case <-edited:
-	case <-time.After(waitTimeout):
+	case <-time.After(controllertest.WaitTimeout):
 		t.Fatal("the controller never came to delete the rebalancer")
 	}
 	rb := f.await("race", "the edit acted on", finished(2))
 	finish := rb.Status.FinishTime.Time
-	if len(rb.Status.ObservedWorkloads) != 2 || finish.Before(f.t0.Add(30*time.Second)) {
+	if len(rb.Status.ObservedWorkloads) != 2 || finish.Before(f.T0.Add(30*time.Second)) {
 		t.Fatalf("after the edit: %+v", rb.Status)
 	}
-	f.awaitWake(since, "race", finish.Add(30*time.Second))
+	f.AwaitWake(since, "race", finish.Add(30*time.Second))
 	f.clk.SetTime(finish.Add(30 * time.Second))
 	f.awaitGone("race", "deleted 30s after the edit finished")
 }

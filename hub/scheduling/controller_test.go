@@ -2,18 +2,16 @@ package scheduling
 
 import (
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
 )
 
 func placedOn(want ...v1alpha1.TargetCluster) func(*v1alpha1.ResourceBinding) bool {
@@ -28,11 +26,11 @@ func placedOn(want ...v1alpha1.TargetCluster) func(*v1alpha1.ResourceBinding) bo
 // loses another controller's status.
 func TestPlacementAndStatusWrittenApart(t *testing.T) {
 	f := newFixture(t)
-	f.cluster("member-1")
-	f.cluster("member-2")
+	f.CreateCluster("member-1")
+	f.CreateCluster("member-2")
 	f.start(2)
 	f.binding("nginx", 3, divided(map[string]int64{"member-1": 1, "member-2": 2}))
-	b := f.await("nginx-deployment", "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 1}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 2}))
+	b := f.AwaitBinding("nginx-deployment", "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 1}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 2}))
 	if b.Generation != 2 {
 		t.Errorf("generation %d, want 2: created, then placed", b.Generation)
 	}
@@ -48,12 +46,12 @@ func TestPlacementAndStatusWrittenApart(t *testing.T) {
 	// The status controller's part of the status, then a scale-up.
 	aggregated := []v1alpha1.AggregatedStatusItem{{ClusterName: "member-1", Applied: true, Health: v1alpha1.HealthHealthy}}
 	b.Status.AggregatedStatus = aggregated
-	if _, err := f.fl.ResourceBindings(f.ns).UpdateStatus(t.Context(), b, metav1.UpdateOptions{}); err != nil {
+	if _, err := f.Flotilla.ResourceBindings(f.Namespace).UpdateStatus(t.Context(), b, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f.clk.Step(time.Minute)
-	scaled := f.editSpec("nginx-deployment", func(s *v1alpha1.ResourceBindingSpec) { s.Replicas = 6 })
-	b = f.await("nginx-deployment", "rescheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 2}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 4}))
+	scaled := f.EditBindingSpec("nginx-deployment", func(s *v1alpha1.ResourceBindingSpec) { s.Replicas = 6 })
+	b = f.AwaitBinding("nginx-deployment", "rescheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 2}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 4}))
 	if b.Generation != scaled.Generation+1 {
 		t.Errorf("generation %d, want %d: scaled, then placed", b.Generation, scaled.Generation+1)
 	}
@@ -63,7 +61,7 @@ func TestPlacementAndStatusWrittenApart(t *testing.T) {
 	if lst := b.Status.LastScheduledTime; lst == nil || !lst.Time.Equal(f.clk.Now()) {
 		t.Errorf("lastScheduledTime %v, want the clock's %v", lst, f.clk.Now())
 	}
-	f.awaitEvents(0,
+	f.AwaitEvents(0,
 		"Normal Scheduled ResourceBinding nginx-deployment: placed on {member-2:2, member-1:1}",
 		"Normal Scheduled ResourceBinding nginx-deployment: placed on {member-2:4, member-1:2}")
 }
@@ -75,24 +73,24 @@ func TestPlacementAndStatusWrittenApart(t *testing.T) {
 // other tasks can go on.
 func TestTaskEndKeepsPlacement(t *testing.T) {
 	f := newFixture(t)
-	f.cluster("member-1")
-	f.cluster("member-2")
+	f.CreateCluster("member-1")
+	f.CreateCluster("member-2")
 	f.start(1)
 	f.binding("nginx", 3, divided(map[string]int64{"member-1": 1, "member-2": 2}))
-	f.await("nginx-deployment", "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 1}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 2}))
+	f.AwaitBinding("nginx-deployment", "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 1}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 2}))
 
 	// Evicted from member-1, as failover writes it: the missing replica is
 	// placed again, not on member-1.
-	f.editSpec("nginx-deployment", func(s *v1alpha1.ResourceBindingSpec) {
+	f.EditBindingSpec("nginx-deployment", func(s *v1alpha1.ResourceBindingSpec) {
 		s.Clusters = []v1alpha1.TargetCluster{{Name: "member-2", Replicas: 2}}
 		s.GracefulEvictionTasks = []v1alpha1.GracefulEvictionTask{{FromCluster: "member-1", Reason: "TaintUntolerated", Producer: "TaintManager"}}
 	})
-	f.await("nginx-deployment", "replaced", placedOn(v1alpha1.TargetCluster{Name: "member-2", Replicas: 3}))
-	f.awaitEvents(1, "Normal Scheduled ResourceBinding nginx-deployment: placed on {member-2:3}")
+	f.AwaitBinding("nginx-deployment", "replaced", placedOn(v1alpha1.TargetCluster{Name: "member-2", Replicas: 3}))
+	f.AwaitEvents(1, "Normal Scheduled ResourceBinding nginx-deployment: placed on {member-2:3}")
 
 	// The task ends (member-1 is fine again): nothing to schedule.
-	ended := f.editSpec("nginx-deployment", func(s *v1alpha1.ResourceBindingSpec) { s.GracefulEvictionTasks = nil })
-	b := f.await("nginx-deployment", "the task's end observed", func(b *v1alpha1.ResourceBinding) bool {
+	ended := f.EditBindingSpec("nginx-deployment", func(s *v1alpha1.ResourceBindingSpec) { s.GracefulEvictionTasks = nil })
+	b := f.AwaitBinding("nginx-deployment", "the task's end observed", func(b *v1alpha1.ResourceBinding) bool {
 		return observed(b) && b.Generation == ended.Generation
 	})
 	if diff := cmp.Diff([]v1alpha1.TargetCluster{{Name: "member-2", Replicas: 3}}, b.Spec.Clusters); diff != "" {
@@ -101,38 +99,38 @@ func TestTaskEndKeepsPlacement(t *testing.T) {
 	if cond := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.BindingConditionScheduled); cond == nil || cond.ObservedGeneration != ended.Generation || cond.Status != metav1.ConditionTrue {
 		t.Errorf("Scheduled condition %+v, want True for generation %d", cond, ended.Generation)
 	}
-	if e := f.events.list()[2:]; len(e) > 0 {
+	if e := f.Events.List()[2:]; len(e) > 0 {
 		t.Errorf("events after the task ended: %q", e)
 	}
 
 	// A real change still schedules: a policy edit moving it to member-1.
-	f.editSpec("nginx-deployment", func(s *v1alpha1.ResourceBindingSpec) { s.Placement = divided(map[string]int64{"member-1": 1}) })
-	f.await("nginx-deployment", "moved", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 3}))
+	f.EditBindingSpec("nginx-deployment", func(s *v1alpha1.ResourceBindingSpec) { s.Placement = divided(map[string]int64{"member-1": 1}) })
+	f.AwaitBinding("nginx-deployment", "moved", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 3}))
 }
 
 func TestDuplicatedFollowsClusters(t *testing.T) {
 	f := newFixture(t)
-	f.cluster("member-1")
+	f.CreateCluster("member-1")
 	f.start(1)
 	f.binding("nginx", 2, nil)
-	f.await("nginx-deployment", "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 2}))
-	f.cluster("member-2")
-	f.await("nginx-deployment", "on the new cluster too", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 2}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 2}))
+	f.AwaitBinding("nginx-deployment", "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 2}))
+	f.CreateCluster("member-2")
+	f.AwaitBinding("nginx-deployment", "on the new cluster too", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 2}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 2}))
 }
 
 // TestUnschedulableKeepsResult: nothing fits, the result stays, the
 // condition says why and the event is recorded once.
 func TestUnschedulableKeepsResult(t *testing.T) {
 	f := newFixture(t)
-	f.cluster("member-1")
+	f.CreateCluster("member-1")
 	f.start(1)
 	f.binding("nginx", 2, nil)
-	f.await("nginx-deployment", "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 2}))
-	f.awaitEvents(0, "Normal Scheduled ResourceBinding nginx-deployment: placed on {member-1:2}")
-	edited := f.editSpec("nginx-deployment", func(s *v1alpha1.ResourceBindingSpec) {
+	f.AwaitBinding("nginx-deployment", "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 2}))
+	f.AwaitEvents(0, "Normal Scheduled ResourceBinding nginx-deployment: placed on {member-1:2}")
+	edited := f.EditBindingSpec("nginx-deployment", func(s *v1alpha1.ResourceBindingSpec) {
 		s.Placement = &v1alpha1.Placement{ClusterAffinity: &v1alpha1.ClusterAffinity{ClusterNames: []string{"member-9"}}}
 	})
-	b := f.await("nginx-deployment", "unschedulable", func(b *v1alpha1.ResourceBinding) bool {
+	b := f.AwaitBinding("nginx-deployment", "unschedulable", func(b *v1alpha1.ResourceBinding) bool {
 		return observed(b) && b.Generation == edited.Generation
 	})
 	cond := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.BindingConditionScheduled)
@@ -142,7 +140,7 @@ func TestUnschedulableKeepsResult(t *testing.T) {
 	if diff := cmp.Diff([]v1alpha1.TargetCluster{{Name: "member-1", Replicas: 2}}, b.Spec.Clusters); diff != "" {
 		t.Errorf("placement (-want +got):\n%s", diff)
 	}
-	f.awaitEvents(1, "Warning ScheduleFailed ResourceBinding nginx-deployment: "+cond.Message)
+	f.AwaitEvents(1, "Warning ScheduleFailed ResourceBinding nginx-deployment: "+cond.Message)
 }
 
 // TestFreshScheduleOnce: a rescheduleTriggeredAt later than the last
@@ -150,14 +148,14 @@ func TestUnschedulableKeepsResult(t *testing.T) {
 // the placement stays.
 func TestFreshScheduleOnce(t *testing.T) {
 	f := newFixture(t)
-	f.cluster("member-1")
-	f.cluster("member-2")
+	f.CreateCluster("member-1")
+	f.CreateCluster("member-2")
 	f.start(1)
 	f.binding("nginx", 3, divided(map[string]int64{"member-1": 1, "member-2": 2}))
-	first := f.await("nginx-deployment", "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 1}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 2}))
+	first := f.AwaitBinding("nginx-deployment", "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 1}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 2}))
 	f.clk.Step(time.Minute)
-	triggered := f.editSpec("nginx-deployment", func(s *v1alpha1.ResourceBindingSpec) { s.RescheduleTriggeredAt = &metav1.Time{Time: f.clk.Now()} })
-	b := f.await("nginx-deployment", "rescheduled", func(b *v1alpha1.ResourceBinding) bool {
+	triggered := f.EditBindingSpec("nginx-deployment", func(s *v1alpha1.ResourceBindingSpec) { s.RescheduleTriggeredAt = &metav1.Time{Time: f.clk.Now()} })
+	b := f.AwaitBinding("nginx-deployment", "rescheduled", func(b *v1alpha1.ResourceBinding) bool {
 		return observed(b) && b.Generation == triggered.Generation
 	})
 	if lst := b.Status.LastScheduledTime; lst == nil || !lst.Time.Equal(f.clk.Now()) || !lst.After(first.Status.LastScheduledTime.Time) {
@@ -180,7 +178,7 @@ func TestFreshScheduleOnce(t *testing.T) {
 func TestStatusWritesDoNotFightScheduling(t *testing.T) {
 	const n = 40
 	f := newFixture(t)
-	f.cluster("member-1")
+	f.CreateCluster("member-1")
 	f.start(2)
 	names := make([]string, n)
 	for i := range names {
@@ -188,77 +186,18 @@ func TestStatusWritesDoNotFightScheduling(t *testing.T) {
 		f.binding(fmt.Sprintf("app-%02d", i), 2, nil)
 	}
 	for _, name := range names {
-		f.await(name, "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 2}))
+		f.AwaitBinding(name, "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 2}))
 	}
 
-	// The status writer: read, set its own field, UpdateStatus, retried on
-	// conflict, every binding at once, round after round; last[name] is its
-	// last stored value. It stops between writes.
-	ctx, stopping := t.Context(), make(chan struct{})
-	stopped := func() bool {
-		select {
-		case <-stopping:
-			return true
-		default:
-			return false
-		}
-	}
-	var (
-		mu             sync.Mutex
-		last           = map[string]string{}
-		rounds         = make(chan int64, 1000)
-		completed      atomic.Int64
-		writerConflict int
-		wg             sync.WaitGroup
-	)
-	bindings := f.fl.ResourceBindings(f.ns)
-	write := func(name, value string) {
-		for !stopped() {
-			b, err := bindings.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return
-			}
-			b.Status.AggregatedStatus = []v1alpha1.AggregatedStatusItem{{ClusterName: "member-1", Applied: true, Health: v1alpha1.HealthHealthy, AppliedMessage: value}}
-			_, err = bindings.UpdateStatus(ctx, b, metav1.UpdateOptions{})
-			mu.Lock()
-			switch {
-			case apierrors.IsConflict(err):
-				writerConflict++
-			case err == nil:
-				last[name] = value
-			}
-			mu.Unlock()
-			if !apierrors.IsConflict(err) {
-				return
-			}
-		}
-	}
-	wg.Go(func() {
-		for round := 0; !stopped(); round++ {
-			var all sync.WaitGroup
-			for _, name := range names {
-				all.Go(func() { write(name, fmt.Sprintf("round %d", round)) })
-			}
-			all.Wait()
-			completed.Store(int64(round))
-			rounds <- int64(round)
-		}
-	})
-	<-rounds // every binding has an aggregated status
-	f.cluster("member-2")
+	// The status writer, as busy as the status controller.
+	bindings := f.Flotilla.ResourceBindings(f.Namespace)
+	writer := controllertest.StartStatusWriter(t, bindings, "member-1", names)
+	f.CreateCluster("member-2")
 	both := placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 2}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 2})
 	for _, name := range names {
-		f.await(name, "on member-2 too", both)
+		f.AwaitBinding(name, "on member-2 too", both)
 	}
-	// One more full round, begun after the schedule.
-	after := completed.Load() + 1
-	for round := range rounds {
-		if round >= after {
-			break
-		}
-	}
-	close(stopping)
-	wg.Wait()
+	writer.StopAfterNextRound() // one more full round, begun after the schedule
 
 	for _, name := range names {
 		b, err := bindings.Get(t.Context(), name, metav1.GetOptions{})
@@ -268,13 +207,13 @@ func TestStatusWritesDoNotFightScheduling(t *testing.T) {
 		if !both(b) || !meta.IsStatusConditionTrue(b.Status.Conditions, v1alpha1.BindingConditionScheduled) {
 			t.Errorf("%s: placement %v, status %+v", name, b.Spec.Clusters, b.Status)
 		}
-		if len(b.Status.AggregatedStatus) != 1 || b.Status.AggregatedStatus[0].AppliedMessage != last[name] {
-			t.Errorf("%s: aggregated status %+v, want the writer's last (%s)", name, b.Status.AggregatedStatus, last[name])
+		if len(b.Status.AggregatedStatus) != 1 || b.Status.AggregatedStatus[0].AppliedMessage != writer.Last(name) {
+			t.Errorf("%s: aggregated status %+v, want the writer's last (%s)", name, b.Status.AggregatedStatus, writer.Last(name))
 		}
 	}
-	specConflicts, statusConflicts := f.conflicts.get("PUT spec"), f.conflicts.get("PUT status")
+	specConflicts, statusConflicts := f.conflicts.Get("PUT spec"), f.conflicts.Get("PUT status")
 	t.Logf("%d bindings placed again during status writes: scheduler conflicts %d on placements, %d on status; %d sent back to the queue; status writer conflicts %d",
-		n, specConflicts, statusConflicts, f.retries.Load(), writerConflict)
+		n, specConflicts, statusConflicts, f.retries.Load(), writer.Conflicts())
 	if retries := f.retries.Load(); retries > int64(specConflicts+statusConflicts) {
 		t.Errorf("%d retries through the queue, more than the %d conflicts", retries, specConflicts+statusConflicts)
 	}
@@ -284,18 +223,18 @@ func TestStatusWritesDoNotFightScheduling(t *testing.T) {
 // binding observed and writes nothing.
 func TestRestartWritesNothing(t *testing.T) {
 	f := newFixture(t)
-	f.cluster("member-1")
-	f.cluster("member-2")
+	f.CreateCluster("member-1")
+	f.CreateCluster("member-2")
 	f.start(1)
 	f.binding("nginx", 3, divided(map[string]int64{"member-1": 1, "member-2": 2}))
-	before := f.await("nginx-deployment", "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 1}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 2}))
-	f.stop()
+	before := f.AwaitBinding("nginx-deployment", "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 1}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 2}))
+	f.Stop()
 	f.start(1)
 	// A second binding made after the restart is scheduled after the first
 	// was looked at (one worker, in order).
 	f.binding("probe", 1, nil)
-	f.await("probe-deployment", "scheduled", func(b *v1alpha1.ResourceBinding) bool { return observed(b) && len(b.Spec.Clusters) == 2 })
-	after, err := f.fl.ResourceBindings(f.ns).Get(t.Context(), "nginx-deployment", metav1.GetOptions{})
+	f.AwaitBinding("probe-deployment", "scheduled", func(b *v1alpha1.ResourceBinding) bool { return observed(b) && len(b.Spec.Clusters) == 2 })
+	after, err := f.Flotilla.ResourceBindings(f.Namespace).Get(t.Context(), "nginx-deployment", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,11 +13,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -25,6 +23,7 @@ import (
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/binding"
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
 	"github.com/flotilla-io/flotilla/hub/templates"
 	"github.com/flotilla-io/flotilla/test/hubapi"
 )
@@ -49,17 +48,7 @@ func start(t *testing.T, n int) *fixture {
 	env.Cleanup(t)
 	f := &fixture{env: env, namespace: env.Namespace(t)}
 	for range n {
-		cl, err := env.Flotilla.FlotillaV1alpha1().Clusters().Create(t.Context(),
-			&v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{GenerateName: "member-"}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.clusters = append(f.clusters, cl.Name)
-		namespace := v1alpha1.ExecutionNamespace(cl.Name)
-		if _, err := env.Kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { deleteExecutionNamespace(t, env, namespace) })
+		f.clusters = append(f.clusters, controllertest.CreateClusterWithExecutionNamespace(t, env, "member-"))
 	}
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	clients, err := controller.NewClients(env.RESTConfig())
@@ -84,45 +73,6 @@ func start(t *testing.T, n int) *fixture {
 		wg.Wait()
 	})
 	return f
-}
-
-// deleteExecutionNamespace deletes every Work of namespace, finalizers
-// cleared, then the namespace (finalized: no namespace controller runs).
-func deleteExecutionNamespace(t *testing.T, env *hubapi.Env, namespace string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	works := env.Flotilla.FlotillaV1alpha1().Works(namespace)
-	list, err := works.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Errorf("clean-up: list Works: %v", err)
-		return
-	}
-	for _, w := range list.Items {
-		if _, err := works.Patch(ctx, w.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("clean-up: clear finalizers of Work %s: %v", w.Name, err)
-		}
-		if err := works.Delete(ctx, w.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("clean-up: delete Work %s: %v", w.Name, err)
-		}
-	}
-	namespaces := env.Kube.CoreV1().Namespaces()
-	if err := namespaces.Delete(ctx, namespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		t.Errorf("clean-up: delete namespace %s: %v", namespace, err)
-		return
-	}
-	ns, err := namespaces.Get(ctx, namespace, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return
-	}
-	if err != nil {
-		t.Errorf("clean-up: read namespace %s: %v", namespace, err)
-		return
-	}
-	ns.Spec.Finalizers = nil
-	if _, err := namespaces.Finalize(ctx, ns, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		t.Errorf("clean-up: finalize namespace %s: %v", namespace, err)
-	}
 }
 
 // binding creates a ResourceBinding of a template placed on clusters.
