@@ -65,10 +65,7 @@ func (r *Registry) runWriter(ctx context.Context) {
 		case <-leaseTicker.C():
 			withTimeout(ctx, func(ctx context.Context) { r.flushLeases(ctx, r.leaseBudget()) })
 		case op := <-r.updates:
-			withTimeout(ctx, func(ctx context.Context) {
-				obj, err := r.apply(ctx, op)
-				op.done <- updateOutcome{obj: obj, err: err}
-			})
+			withTimeout(ctx, func(ctx context.Context) { r.applyAll(ctx, r.drainUpdates(op)) })
 		}
 	}
 }
@@ -301,6 +298,46 @@ func (r *Registry) writeHealthTaints(ctx context.Context, stored *v1alpha1.Clust
 
 func sameTaints(a, b []corev1.Taint) bool {
 	return equality.Semantic.DeepEqual(a, b) || len(a) == 0 && len(b) == 0
+}
+
+// maxUpdateBatch bounds the updates the writer takes at once.
+const maxUpdateBatch = 256
+
+// drainUpdates is first and the updates already waiting behind it.
+func (r *Registry) drainUpdates(first updateOp) []updateOp {
+	ops := []updateOp{first}
+	for len(ops) < maxUpdateBatch {
+		select {
+		case op := <-r.updates:
+			ops = append(ops, op)
+		default:
+			return ops
+		}
+	}
+	return ops
+}
+
+// applyAll runs ops: registrations apiWriters at a time (each is an API
+// create; a fleet connecting at once would otherwise register one by
+// one), then the rest in the order they came. Every caller waits for its
+// own op, so no op depends on another in the same batch.
+func (r *Registry) applyAll(ctx context.Context, ops []updateOp) {
+	var registrations, others []updateOp
+	for _, op := range ops {
+		if op.register != nil {
+			registrations = append(registrations, op)
+		} else {
+			others = append(others, op)
+		}
+	}
+	run := func(op updateOp) {
+		obj, err := r.apply(ctx, op)
+		op.done <- updateOutcome{obj: obj, err: err}
+	}
+	inParallel(registrations, run)
+	for _, op := range others {
+		run(op)
+	}
 }
 
 // apply runs a registration or other writer work.
