@@ -7,12 +7,10 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
 	"github.com/flotilla-io/flotilla/test/hubapi"
 )
 
@@ -36,34 +35,11 @@ var (
 	flotillaRebalancer = schema.GroupVersionResource{Group: "apps.flotilla.io", Version: "v1alpha1", Resource: "workloadrebalancers"}
 )
 
-// events keeps the mirror's events as "Type Reason Name".
-type events struct {
-	mu   sync.Mutex
-	seen []string
-}
-
-func (e *events) Event(ref corev1.ObjectReference, eventType, reason, _ string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.seen = append(e.seen, fmt.Sprintf("%s %s %s", eventType, reason, ref.Name))
-}
-
-func (e *events) has(s string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, x := range e.seen {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 type fixture struct {
 	t      *testing.T
 	dyn    dynamic.Interface
 	ns     string
-	events *events
+	events *controllertest.Recorder
 }
 
 // newFixture runs a Mirror against the test binary's API server.
@@ -79,7 +55,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := &events{}
+	ev := &controllertest.Recorder{}
 	m := New(clients, informers, ev, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	informers.Start(ctx)
@@ -218,7 +194,7 @@ func TestANameTakenByAFlotillaObjectIsLeftAlone(t *testing.T) {
 	own := f.create(flotillaPolicies, strings.Replace(f.policyDoc("shop", "member-9"), PolicyGroup, "flotilla.io", 1))
 	f.create(karmadaPolicies, f.policyDoc("shop", "member-1"))
 	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
-		return f.events.has("Warning " + ReasonNameTaken + " shop"), nil
+		return f.events.Count("Warning "+ReasonNameTaken+" PropagationPolicy shop:") > 0, nil
 	}); err != nil {
 		t.Fatalf("no %s event: %v", ReasonNameTaken, err)
 	}
