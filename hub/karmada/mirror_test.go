@@ -3,8 +3,6 @@ package karmada
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -45,24 +43,11 @@ type fixture struct {
 // newFixture runs a Mirror against the test binary's API server.
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	env := hubapi.Start(t)
-	env.Cleanup(t)
-	clients, err := controller.NewClients(env.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	informers, err := controller.NewInformers(clients, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev := &controllertest.Recorder{}
-	m := New(clients, informers, ev, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	ctx, cancel := context.WithCancel(context.Background())
-	informers.Start(ctx)
-	done := make(chan struct{})
-	go func() { m.Run(ctx, 2); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return &fixture{t: t, dyn: env.Dynamic, ns: env.Namespace(t), events: ev}
+	f := controllertest.New(t)
+	f.Start(nil, 2, func(clients *controller.Clients, informers *controller.Informers) controllertest.Controller {
+		return New(clients, informers, f.Events, controllertest.Logger(t))
+	})
+	return &fixture{t: t, dyn: f.Env.Dynamic, ns: f.Namespace, events: f.Events}
 }
 
 func (f *fixture) api(gvr schema.GroupVersionResource, namespaced bool) dynamic.ResourceInterface {
