@@ -18,7 +18,6 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/utils/clock"
 
-	flotillainformers "github.com/flotilla-io/flotilla/api/client/informers/externalversions"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/apiserver"
 	"github.com/flotilla-io/flotilla/hub/binding"
@@ -201,7 +200,7 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		status.New(clients, informers, recorder, cfg.Clock, logger),
 		failoverCtl,
 		rebalancer.New(clients, informers, recorder, cfg.Clock, logger),
-		purge.New(clients, informers, recorder, cfg.Clock, logger, flotillainformers.NewSharedInformerFactory(clients.Flotilla, 0)),
+		purge.New(clients, informers, recorder, cfg.Clock, logger),
 		karmada.New(clients, informers, recorder, logger),
 	}
 	templateSource.Start(registryCtx)

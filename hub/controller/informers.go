@@ -69,6 +69,7 @@ type Informers struct {
 	// (cache.NamespaceIndex: a cluster's Works are in its namespace).
 	Works       *Shared[*v1alpha1.Work]
 	Rebalancers *Shared[*appsv1alpha1.WorkloadRebalancer]
+	Purges      *Shared[*v1alpha1.PurgeRequest]
 	// Templates holds every resource template, whatever its kind, keyed
 	// by detector.TemplateKey; set by the hub (package templates).
 	Templates Source[*unstructured.Unstructured]
@@ -99,6 +100,7 @@ func NewInformers(clients *Clients, templates Source[*unstructured.Unstructured]
 		ClusterBindings: NewShared[*v1alpha1.ClusterResourceBinding](v1.ClusterResourceBindings().Informer()),
 		Works:           NewShared[*v1alpha1.Work](works),
 		Rebalancers:     NewShared[*appsv1alpha1.WorkloadRebalancer](f.Apps().V1alpha1().WorkloadRebalancers().Informer()),
+		Purges:          NewShared[*v1alpha1.PurgeRequest](v1.PurgeRequests().Informer()),
 		Templates:       templates,
 	}, nil
 }

@@ -47,7 +47,6 @@ import (
 	"k8s.io/utils/clock"
 
 	flotillaclient "github.com/flotilla-io/flotilla/api/client/clientset/versioned"
-	flotillainformers "github.com/flotilla-io/flotilla/api/client/informers/externalversions"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
 )
@@ -70,7 +69,6 @@ var errNoTask = errors.New("no eviction task")
 // Controller runs PurgeRequests.
 type Controller struct {
 	client          flotillaclient.Interface
-	factory         flotillainformers.SharedInformerFactory
 	recorder        controller.Recorder
 	clock           clock.WithTicker
 	logger          *slog.Logger
@@ -88,16 +86,12 @@ type Controller struct {
 	waiting func(name string, at time.Time)
 }
 
-// New returns a PurgeRequest controller that reads bindings from the
-// shared informers and PurgeRequests from an informer of factory (any
-// flotilla.io SharedInformerFactory over clients.Flotilla; Run starts it,
-// so the hub need not), and writes through clients. It adds its handlers
-// to the informers; Run starts it.
-func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.WithTicker, logger *slog.Logger,
-	factory flotillainformers.SharedInformerFactory) *Controller {
-	c := &Controller{client: clients.Flotilla, factory: factory, recorder: recorder, clock: clk, logger: logger.With("controller", "purge"),
-		requests: controller.NewShared[*v1alpha1.PurgeRequest](factory.Flotilla().V1alpha1().PurgeRequests().Informer()),
-		bindings: informers.Bindings, clusterBindings: informers.ClusterBindings, answers: map[types.UID]v1alpha1.PurgeRequestStatus{}}
+// New returns a PurgeRequest controller that reads PurgeRequests and
+// bindings from the shared informers and writes through clients. It adds
+// its handlers to the informers; Run starts it.
+func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.WithTicker, logger *slog.Logger) *Controller {
+	c := &Controller{client: clients.Flotilla, recorder: recorder, clock: clk, logger: logger.With("controller", "purge"),
+		requests: informers.Purges, bindings: informers.Bindings, clusterBindings: informers.ClusterBindings, answers: map[types.UID]v1alpha1.PurgeRequestStatus{}}
 	c.queue = controller.NewQueueWithClock("purge", c.reconcile, logger, clk)
 	c.requests.AddHandler(func(old, cur *v1alpha1.PurgeRequest) {
 		if cur == nil {
@@ -113,7 +107,6 @@ func New(clients *controller.Clients, informers *controller.Informers, recorder 
 
 // Run runs the controller until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	c.factory.Start(ctx.Done()) // starts only what is not running yet
 	if !controller.StartAndSync(ctx, c.requests, c.bindings, c.clusterBindings) {
 		return
 	}

@@ -16,7 +16,6 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	flotillainformers "github.com/flotilla-io/flotilla/api/client/informers/externalversions"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
@@ -43,7 +42,7 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) start() {
 	f.T.Helper()
 	f.Start(f.failStatusWrites, 1, func(clients *controller.Clients, informers *controller.Informers) controllertest.Controller {
-		c := New(clients, informers, f.Events, f.clk, controllertest.Logger(f.T), flotillainformers.NewSharedInformerFactory(clients.Flotilla, 0))
+		c := New(clients, informers, f.Events, f.clk, controllertest.Logger(f.T))
 		c.waiting = f.RecordWake
 		return c
 	})
