@@ -245,6 +245,12 @@ func TestRegistryBatchesLeaseWrites(t *testing.T) {
 	for i := range clusters {
 		f.connect(fmt.Sprintf("edge-%d", i))
 	}
+	// The first renewals make every cluster Ready, whose leases are then
+	// written at once (asynchronously): done before counting, so that
+	// write cannot race the count of dirty leases below.
+	for i := range clusters {
+		f.renew(fmt.Sprintf("edge-%d", i))
+	}
 	f.flush()
 	writesBefore := f.reg.stats.storeWrites.Load()
 	for range renewals {
