@@ -58,7 +58,11 @@ func TestDynamicDivisionByReportedCapacity(t *testing.T) {
 	// The hub's API shows reports at once, its scheduler once they are
 	// stored (at most --store-flush-interval later): wait for both.
 	waitFor(t, 30*time.Second, "member-3's report counting 18 CPU allocated, stored", func() (bool, string) {
-		allocated := f.hub.cluster(t, "member-3").Status.ResourceSummary.Allocated[corev1.ResourceCPU]
+		summary := f.hub.cluster(t, "member-3").Status.ResourceSummary
+		if summary == nil {
+			return false, "no resource summary reported yet"
+		}
+		allocated := summary.Allocated[corev1.ResourceCPU]
 		unstored := f.stats().UnstoredClusters
 		return allocated.Cmp(resource.MustParse("18")) >= 0 && unstored == 0, fmt.Sprintf("allocated cpu %s, %d clusters unstored", allocated.String(), unstored)
 	})
