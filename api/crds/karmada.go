@@ -21,6 +21,10 @@ var karmadaGroups = map[string]map[string]string{
 	"apps.flotilla.io": {"WorkloadRebalancer": KarmadaAppsGroup},
 }
 
+// KarmadaGroup is Karmada's group of the kind of Flotilla's group, or ""
+// when Karmada has no such kind the hub serves.
+func KarmadaGroup(group, kind string) string { return karmadaGroups[group][kind] }
+
 // Karmada returns the CRDs of Karmada's documents that Flotilla accepts as
 // written: policy.karmada.io PropagationPolicy and ClusterPropagationPolicy
 // and apps.karmada.io WorkloadRebalancer, each a copy of Flotilla's CRD of
@@ -36,8 +40,8 @@ func Karmada() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	}
 	var out []*apiextensionsv1.CustomResourceDefinition
 	for _, crd := range all {
-		group, ok := karmadaGroups[crd.Spec.Group][crd.Spec.Names.Kind]
-		if !ok {
+		group := KarmadaGroup(crd.Spec.Group, crd.Spec.Names.Kind)
+		if group == "" {
 			continue
 		}
 		alias := crd.DeepCopy()

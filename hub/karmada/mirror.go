@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,6 +47,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	appsv1alpha1 "github.com/flotilla-io/flotilla/api/apps/v1alpha1"
+	"github.com/flotilla-io/flotilla/api/crds"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
 )
@@ -62,12 +64,6 @@ const (
 
 // lastApplied is kubectl's record of the source, not the twin's.
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
-
-// Groups of Karmada's documents the hub serves.
-const (
-	PolicyGroup = "policy.karmada.io"
-	AppsGroup   = "apps.karmada.io"
-)
 
 // kind is one Karmada kind and its Flotilla twin.
 type kind struct {
@@ -105,21 +101,12 @@ func New(clients *controller.Clients, informers *controller.Informers, recorder 
 	}
 	m.queue = controller.NewQueue("karmada-mirror", m.reconcile, logger)
 	for i, k := range m.kinds {
-		k.source = SourceOf(k.target)
+		k.source = schema.GroupVersionResource{Group: crds.KarmadaGroup(k.target.Group, k.kind), Version: k.target.Version, Resource: k.target.Resource}
 		k.sources = controller.NewShared[*unstructured.Unstructured](m.factory.ForResource(k.source).Informer())
 		k.sources.AddHandler(func(old, cur *unstructured.Unstructured) { m.enqueue(i, old, cur) })
 		k.twins.addHandler(func(key string) { m.queue.Add(queueKey(i, key)) })
 	}
 	return m
-}
-
-// SourceOf is the Karmada resource whose twins are of resource target.
-func SourceOf(target schema.GroupVersionResource) schema.GroupVersionResource {
-	group := PolicyGroup
-	if target.Group == appsv1alpha1.GroupName {
-		group = AppsGroup
-	}
-	return schema.GroupVersionResource{Group: group, Version: target.Version, Resource: target.Resource}
 }
 
 func (m *Mirror) enqueue(i int, old, cur *unstructured.Unstructured) {
@@ -145,12 +132,13 @@ func (m *Mirror) Run(ctx context.Context, workers int) {
 	m.queue.Run(ctx, workers)
 }
 
-func queueKey(i int, key string) string { return fmt.Sprintf("%d|%s", i, key) }
+// queueKey is the key of an object of m.kinds[i] in the queue.
+func queueKey(i int, key string) string { return strconv.Itoa(i) + "|" + key }
 
 func parseQueueKey(s string) (int, string, error) {
-	idx, key, ok := strings.Cut(s, "|")
-	var i int
-	if _, err := fmt.Sscanf(idx, "%d", &i); !ok || err != nil {
+	idx, key, _ := strings.Cut(s, "|")
+	i, err := strconv.Atoi(idx)
+	if err != nil {
 		return 0, "", fmt.Errorf("bad queue key %q", s)
 	}
 	return i, key, nil
@@ -218,7 +206,7 @@ func desired(k *kind, src *unstructured.Unstructured) *unstructured.Unstructured
 }
 
 func (m *Mirror) createTwin(ctx context.Context, k *kind, src *unstructured.Unstructured) error {
-	created, err := m.targetAPI(k, src.GetNamespace()).Create(ctx, desired(k, src), metav1.CreateOptions{FieldManager: controller.FieldManager})
+	created, err := m.api(k.target, src.GetNamespace()).Create(ctx, desired(k, src), metav1.CreateOptions{FieldManager: controller.FieldManager})
 	if apierrors.IsAlreadyExists(err) {
 		return nil // the twin's informer event brings the key back
 	}
@@ -241,7 +229,7 @@ func (m *Mirror) setSourceUID(ctx context.Context, k *kind, src *unstructured.Un
 	}
 	annotations[AnnotationMirrorUID] = uid
 	next.SetAnnotations(annotations)
-	_, err := m.sourceAPI(k, src.GetNamespace()).Update(ctx, next, metav1.UpdateOptions{FieldManager: controller.FieldManager})
+	_, err := m.api(k.source, src.GetNamespace()).Update(ctx, next, metav1.UpdateOptions{FieldManager: controller.FieldManager})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("mark %s %s with its twin: %w", k.source.GroupResource(), src.GetName(), err)
 	}
@@ -266,7 +254,7 @@ func (m *Mirror) updateTwin(ctx context.Context, k *kind, src, twin *unstructure
 	} else {
 		delete(next.Object, "spec")
 	}
-	if _, err := m.targetAPI(k, src.GetNamespace()).Update(ctx, next, metav1.UpdateOptions{FieldManager: controller.FieldManager}); err != nil {
+	if _, err := m.api(k.target, src.GetNamespace()).Update(ctx, next, metav1.UpdateOptions{FieldManager: controller.FieldManager}); err != nil {
 		return fmt.Errorf("update %s twin of %s: %w", k.target.GroupResource(), src.GetName(), err)
 	}
 	return nil
@@ -284,7 +272,7 @@ func (m *Mirror) copyBack(ctx context.Context, k *kind, src, twin *unstructured.
 	}
 	next := src.DeepCopy()
 	next.Object["status"] = runtime.DeepCopyJSONValue(status)
-	_, err := m.sourceAPI(k, src.GetNamespace()).UpdateStatus(ctx, next, metav1.UpdateOptions{FieldManager: controller.FieldManager})
+	_, err := m.api(k.source, src.GetNamespace()).UpdateStatus(ctx, next, metav1.UpdateOptions{FieldManager: controller.FieldManager})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("copy status of %s to %s: %w", k.target.GroupResource(), src.GetName(), err)
 	}
@@ -294,7 +282,7 @@ func (m *Mirror) copyBack(ctx context.Context, k *kind, src, twin *unstructured.
 // deleteTwin removes the twin of a deleted source.
 func (m *Mirror) deleteTwin(ctx context.Context, k *kind, twin *unstructured.Unstructured) error {
 	uid := twin.GetUID()
-	err := m.targetAPI(k, twin.GetNamespace()).Delete(ctx, twin.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	err := m.api(k.target, twin.GetNamespace()).Delete(ctx, twin.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("delete %s twin %s: %w", k.target.GroupResource(), twin.GetName(), err)
 	}
@@ -305,7 +293,7 @@ func (m *Mirror) deleteTwin(ctx context.Context, k *kind, twin *unstructured.Uns
 // twinDeleted deletes a source whose twin was deleted, once the API server
 // confirms the twin is gone (the informer may not have seen it made).
 func (m *Mirror) twinDeleted(ctx context.Context, k *kind, src *unstructured.Unstructured) error {
-	_, err := m.targetAPI(k, src.GetNamespace()).Get(ctx, src.GetName(), metav1.GetOptions{})
+	_, err := m.api(k.target, src.GetNamespace()).Get(ctx, src.GetName(), metav1.GetOptions{})
 	if err == nil {
 		// The informer is behind (the twin, or another object of that
 		// name, exists); its event brings the key back.
@@ -315,7 +303,7 @@ func (m *Mirror) twinDeleted(ctx context.Context, k *kind, src *unstructured.Uns
 		return fmt.Errorf("get %s twin of %s: %w", k.target.GroupResource(), src.GetName(), err)
 	}
 	uid, rv := src.GetUID(), src.GetResourceVersion()
-	err = m.sourceAPI(k, src.GetNamespace()).Delete(ctx, src.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+	err = m.api(k.source, src.GetNamespace()).Delete(ctx, src.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return nil // changed since: the new version is reconciled
 	}
@@ -326,18 +314,12 @@ func (m *Mirror) twinDeleted(ctx context.Context, k *kind, src *unstructured.Uns
 	return nil
 }
 
-func (m *Mirror) targetAPI(k *kind, namespace string) dynamic.ResourceInterface {
+// api is resource gvr, in namespace unless it is "".
+func (m *Mirror) api(gvr schema.GroupVersionResource, namespace string) dynamic.ResourceInterface {
 	if namespace == "" {
-		return m.dynamic.Resource(k.target)
+		return m.dynamic.Resource(gvr)
 	}
-	return m.dynamic.Resource(k.target).Namespace(namespace)
-}
-
-func (m *Mirror) sourceAPI(k *kind, namespace string) dynamic.ResourceInterface {
-	if namespace == "" {
-		return m.dynamic.Resource(k.source)
-	}
-	return m.dynamic.Resource(k.source).Namespace(namespace)
+	return m.dynamic.Resource(gvr).Namespace(namespace)
 }
 
 func ref(k *kind, obj *unstructured.Unstructured) corev1.ObjectReference {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	"github.com/flotilla-io/flotilla/api/crds"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
 	"github.com/flotilla-io/flotilla/test/hubapi"
@@ -27,9 +28,9 @@ func TestMain(m *testing.M) { os.Exit(hubapi.Main(m)) }
 const waitTimeout = 10 * time.Second
 
 var (
-	karmadaPolicies    = schema.GroupVersionResource{Group: PolicyGroup, Version: "v1alpha1", Resource: "propagationpolicies"}
+	karmadaPolicies    = schema.GroupVersionResource{Group: crds.KarmadaPolicyGroup, Version: "v1alpha1", Resource: "propagationpolicies"}
 	flotillaPolicies   = schema.GroupVersionResource{Group: "flotilla.io", Version: "v1alpha1", Resource: "propagationpolicies"}
-	karmadaRebalancers = schema.GroupVersionResource{Group: AppsGroup, Version: "v1alpha1", Resource: "workloadrebalancers"}
+	karmadaRebalancers = schema.GroupVersionResource{Group: crds.KarmadaAppsGroup, Version: "v1alpha1", Resource: "workloadrebalancers"}
 	flotillaRebalancer = schema.GroupVersionResource{Group: "apps.flotilla.io", Version: "v1alpha1", Resource: "workloadrebalancers"}
 )
 
@@ -119,7 +120,7 @@ func TestPolicyTwinFollowsItsSource(t *testing.T) {
 	if diff := cmp.Diff(spec(src), spec(twin)); diff != "" {
 		t.Errorf("twin spec (-source +twin):\n%s", diff)
 	}
-	wantLabels := map[string]string{"team": "shop", LabelMirrorOf: PolicyGroup}
+	wantLabels := map[string]string{"team": "shop", LabelMirrorOf: crds.KarmadaPolicyGroup}
 	if diff := cmp.Diff(wantLabels, twin.GetLabels()); diff != "" {
 		t.Errorf("twin labels (-want +got):\n%s", diff)
 	}
@@ -176,7 +177,7 @@ func TestDeletingTheTwinDeletesTheSource(t *testing.T) {
 
 func TestANameTakenByAFlotillaObjectIsLeftAlone(t *testing.T) {
 	f := newFixture(t)
-	own := f.create(flotillaPolicies, strings.Replace(f.policyDoc("shop", "member-9"), PolicyGroup, "flotilla.io", 1))
+	own := f.create(flotillaPolicies, strings.Replace(f.policyDoc("shop", "member-9"), crds.KarmadaPolicyGroup, "flotilla.io", 1))
 	f.create(karmadaPolicies, f.policyDoc("shop", "member-1"))
 	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
 		return f.events.Count("Warning "+ReasonNameTaken+" PropagationPolicy shop:") > 0, nil

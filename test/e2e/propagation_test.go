@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/flotilla-io/flotilla/api/crds"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/karmada"
 	hubstats "github.com/flotilla-io/flotilla/hub/stats"
@@ -306,7 +307,7 @@ spec:
 		f.waitDeploymentsOf("web", "nginx-gitops", map[string]int32{"member-1": 1, "member-2": 2}, "nginx:1.27")
 		var twin v1alpha1.PropagationPolicy
 		if code := f.hub.getJSON(t, "/apis/flotilla.io/v1alpha1/namespaces/web/propagationpolicies/nginx-gitops", &twin); code != http.StatusOK ||
-			twin.Labels[karmada.LabelMirrorOf] != karmada.PolicyGroup {
+			twin.Labels[karmada.LabelMirrorOf] != crds.KarmadaPolicyGroup {
 			t.Errorf("flotilla.io twin of the Karmada policy: HTTP %d, labels %v", code, twin.Labels)
 		}
 		for _, want := range []string{"ADDED deployments web/nginx-gitops ", "ADDED resourcebindings web/nginx-gitops-deployment ",
