@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -18,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/flotilla-io/flotilla/api/client/clientset/versioned"
+	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/internal/version"
 )
 
@@ -116,25 +115,11 @@ func (inv *invocation) clients() (*hubClients, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := kc.config
-	flotilla, err := versioned.NewForConfig(cfg)
+	c, err := controller.NewClients(kc.config)
 	if err != nil {
-		return nil, fmt.Errorf("flotilla client: %w", err)
+		return nil, err
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("dynamic client: %w", err)
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("discovery client: %w", err)
-	}
-	inv.hub = &hubClients{flotilla: flotilla, kube: kube, dynamic: dyn,
-		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))}
+	inv.hub = &hubClients{flotilla: c.Flotilla, kube: c.Kube, dynamic: c.Dynamic, mapper: c.Mapper}
 	return inv.hub, nil
 }
 
