@@ -14,6 +14,12 @@ import (
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 )
 
+// IsHubGroup reports whether group is Flotilla's or Karmada's: the hub's
+// own kinds, never templates.
+func IsHubGroup(group string) bool {
+	return group == v1alpha1.GroupName || strings.HasSuffix(group, ".flotilla.io") || strings.HasSuffix(group, ".karmada.io")
+}
+
 // Template checks a resource template. namespaced says whether its kind is
 // namespaced (the caller knows from its table of cluster-scoped kinds).
 func Template(u *unstructured.Unstructured, namespaced bool) field.ErrorList {
@@ -24,7 +30,7 @@ func Template(u *unstructured.Unstructured, namespaced bool) field.ErrorList {
 		errs = append(errs, field.Required(field.NewPath("apiVersion"), ""))
 	case err != nil:
 		errs = append(errs, field.Invalid(field.NewPath("apiVersion"), u.GetAPIVersion(), err.Error()))
-	case gv.Group == v1alpha1.GroupName || strings.HasSuffix(gv.Group, ".flotilla.io") || strings.HasSuffix(gv.Group, ".karmada.io"):
+	case IsHubGroup(gv.Group):
 		errs = append(errs, field.Forbidden(field.NewPath("apiVersion"), "the hub's own kinds are not propagated as templates"))
 	}
 	kind := u.GetKind()

@@ -130,15 +130,10 @@ func convert(m manifest) (schema.GroupVersionKind, *field.Error) {
 			return gvk, field.NotSupported(field.NewPath("kind"), m.kind, []string{appsv1alpha1.KindWorkloadRebalancer})
 		}
 		return appsv1alpha1.SchemeGroupVersion.WithKind(m.kind), nil
-	case hubGroup(gv.Group):
+	case validation.IsHubGroup(gv.Group):
 		return gvk, field.Forbidden(field.NewPath("apiVersion"), "the hub's own kinds are not propagated as templates")
 	}
 	return gvk, nil
-}
-
-// hubGroup reports whether group is Flotilla's or Karmada's.
-func hubGroup(group string) bool {
-	return group == v1alpha1.GroupName || strings.HasSuffix(group, ".flotilla.io") || strings.HasSuffix(group, ".karmada.io")
 }
 
 // convertAll converts every manifest; the problems are the input's.
