@@ -1,23 +1,13 @@
 package main
 
 import (
-	"errors"
-	"os"
-	"os/exec"
-	"strings"
 	"testing"
+
+	"github.com/flotilla-io/flotilla/test/selfexec"
 )
 
-// TestMain lets the tests run main itself: with FLOTILLA_TEST_MAIN set,
-// the test binary is flotilla, its arguments taken from FLOTILLA_TEST_ARGS.
-func TestMain(m *testing.M) {
-	if os.Getenv("FLOTILLA_TEST_MAIN") == "1" {
-		os.Args = append([]string{"flotilla"}, strings.Fields(os.Getenv("FLOTILLA_TEST_ARGS"))...)
-		main()
-		return
-	}
-	os.Exit(m.Run())
-}
+// TestMain lets the tests run main itself, as flotilla, in a child process.
+func TestMain(m *testing.M) { selfexec.Main(m, "flotilla", main) }
 
 func TestExitCodes(t *testing.T) {
 	tests := []struct {
@@ -35,24 +25,7 @@ func TestExitCodes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.args, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0])
-			cmd.Env = append(os.Environ(), "FLOTILLA_TEST_MAIN=1", "FLOTILLA_TEST_ARGS="+tt.args)
-			var stdout, stderr strings.Builder
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
-			code := 0
-			var exit *exec.ExitError
-			if errors.As(err, &exit) {
-				code = exit.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			if code != tt.wantCode {
-				t.Errorf("exit code %d, want %d; stderr:\n%s", code, tt.wantCode, stderr.String())
-			}
-			if !strings.Contains(stdout.String(), tt.wantStdout) || !strings.Contains(stderr.String(), tt.wantStderr) {
-				t.Errorf("stdout %q, stderr %q; want them to contain %q and %q", stdout.String(), stderr.String(), tt.wantStdout, tt.wantStderr)
-			}
+			selfexec.Expect(t, tt.args, tt.wantCode, tt.wantStdout, tt.wantStderr)
 		})
 	}
 }

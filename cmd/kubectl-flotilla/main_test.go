@@ -1,24 +1,14 @@
 package main
 
 import (
-	"errors"
-	"os"
-	"os/exec"
-	"strings"
 	"testing"
+
+	"github.com/flotilla-io/flotilla/test/selfexec"
 )
 
-// TestMain lets the tests run main itself as kubectl runs a plugin: with
-// KUBECTL_FLOTILLA_TEST_MAIN set, the test binary is kubectl-flotilla (its
-// argv[0]), its arguments taken from KUBECTL_FLOTILLA_TEST_ARGS.
-func TestMain(m *testing.M) {
-	if os.Getenv("KUBECTL_FLOTILLA_TEST_MAIN") == "1" {
-		os.Args = append([]string{"/usr/local/bin/kubectl-flotilla"}, strings.Fields(os.Getenv("KUBECTL_FLOTILLA_TEST_ARGS"))...)
-		main()
-		return
-	}
-	os.Exit(m.Run())
-}
+// TestMain lets the tests run main itself as kubectl runs a plugin: as
+// kubectl-flotilla (its argv[0]), in a child process.
+func TestMain(m *testing.M) { selfexec.Main(m, "/usr/local/bin/kubectl-flotilla", main) }
 
 func TestPluginArgv(t *testing.T) {
 	tests := []struct {
@@ -37,24 +27,7 @@ func TestPluginArgv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.args, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0])
-			cmd.Env = append(os.Environ(), "KUBECTL_FLOTILLA_TEST_MAIN=1", "KUBECTL_FLOTILLA_TEST_ARGS="+tt.args)
-			var stdout, stderr strings.Builder
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
-			code := 0
-			var exit *exec.ExitError
-			if errors.As(err, &exit) {
-				code = exit.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			if code != tt.wantCode {
-				t.Errorf("exit code %d, want %d; stderr:\n%s", code, tt.wantCode, stderr.String())
-			}
-			if !strings.Contains(stdout.String(), tt.wantStdout) || !strings.Contains(stderr.String(), tt.wantStderr) {
-				t.Errorf("stdout %q, stderr %q; want them to contain %q and %q", stdout.String(), stderr.String(), tt.wantStdout, tt.wantStderr)
-			}
+			selfexec.Expect(t, tt.args, tt.wantCode, tt.wantStdout, tt.wantStderr)
 		})
 	}
 }
