@@ -415,9 +415,20 @@ func TestBindingOfVanishedTemplateGoesAtStart(t *testing.T) {
 	make("gone-deployment", "apps/Deployment/"+f.ns+"/gone")
 	make("mine-deployment", "")
 	f.start(2)
-	b := f.next(func(ev watch.EventType, b *v1alpha1.ResourceBinding) bool { return ev == watch.Deleted })
-	if b.Name != "gone-deployment" {
-		t.Errorf("deleted %s, want gone-deployment", b.Name)
+	// The deletion and nginx's binding come in either order: wait for both.
+	var deleted []string
+	nginxBound := false
+	f.next(func(ev watch.EventType, b *v1alpha1.ResourceBinding) bool {
+		switch {
+		case ev == watch.Deleted:
+			deleted = append(deleted, b.Name)
+		case ev == watch.Added && b.Name == "nginx-deployment":
+			nginxBound = true
+		}
+		return len(deleted) > 0 && nginxBound
+	})
+	if len(deleted) != 1 || deleted[0] != "gone-deployment" {
+		t.Errorf("deleted %v, want gone-deployment", deleted)
 	}
 	for _, name := range []string{"nginx-deployment", "mine-deployment"} {
 		if _, err := bindings.Get(t.Context(), name, metav1.GetOptions{}); err != nil {
