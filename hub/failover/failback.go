@@ -42,6 +42,10 @@ func (c *Controller) failback(spec *v1alpha1.ResourceBindingSpec, status *v1alph
 		case now.Before(due):
 			wake.at(due)
 			keep = append(keep, f)
+		case triggeredSince(spec, due):
+			// This failback's reschedule is stored; the list's removal
+			// (written after it) is not yet seen. Triggering again would
+			// reschedule twice.
 		default:
 			triggered = append(triggered, f.Name)
 		}
@@ -68,4 +72,11 @@ func (c *Controller) failbackDue(spec *v1alpha1.ResourceBindingSpec, cluster str
 		return time.Time{}, true
 	}
 	return cond.LastTransitionTime.Add(stabilization), true
+}
+
+// triggeredSince: a Fresh reschedule was requested at or after due (by a
+// failback or a rebalancer), which is all a failback would ask for.
+// rescheduleTriggeredAt is stored in whole seconds, so due is too.
+func triggeredSince(spec *v1alpha1.ResourceBindingSpec, due time.Time) bool {
+	return spec.RescheduleTriggeredAt != nil && !spec.RescheduleTriggeredAt.Time.Before(due.Truncate(time.Second))
 }
