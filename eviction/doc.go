@@ -7,9 +7,9 @@
 //
 // Taints ([Decide]). Only NoExecute taints evict. A taint that no toleration
 // of the binding tolerates evicts at once. A tolerated taint evicts once
-// its allowance has run: the smallest tolerationSeconds among the
-// tolerations that match it (one with seconds beats one without, as in
-// Kubernetes; <= 0 is 0), or never if none sets seconds. Unlike Kubernetes,
+// its allowance has run: the tolerationSeconds of the first toleration
+// that matches it, as in Kubernetes and Karmada (<= 0 is 0), or never if
+// that one sets no seconds; tolerations after it do not count. Unlike Kubernetes,
 // which starts every allowance when the pod is first seen tainted, each
 // taint's allowance starts at its own timeAdded (as in Karmada), and never
 // before the time the hub last left isolation, so that a hub that was cut

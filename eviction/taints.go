@@ -18,17 +18,19 @@ type Decision struct {
 
 // Decide applies Kubernetes' NoExecute taint semantics per taint, with
 // Karmada's per-taint start: only NoExecute taints count. For each such
-// taint, the matching tolerations are those that tolerate it. No matching
-// toleration -> Evict now. Otherwise the taint's allowance is the minimum
-// TolerationSeconds among matching tolerations that set one (a value <= 0
-// counts as 0); if none sets one, that taint is tolerated forever. The
-// allowance runs from start = max(taint.TimeAdded, since); a taint without
-// TimeAdded starts at since, or at now when since is zero too. deadline =
-// start + allowance; deadline <= now -> Evict now. Evict wins over any other
-// taint (the first such taint in slice order is Decision.Taint). Otherwise
-// At = the minimum deadline (Taint = that taint), zero if all tolerated
-// forever. since is the partition-protection floor: grace restarts when the
-// hub leaves isolation.
+// taint, the first toleration (in slice order) that tolerates it decides,
+// as in Kubernetes' and Karmada's GetMatchingTolerations; later ones that
+// also match do not count. No toleration tolerates it -> Evict now. The
+// deciding toleration without TolerationSeconds tolerates that taint
+// forever; otherwise the taint's allowance is its TolerationSeconds (a
+// value <= 0 counts as 0). The allowance runs from start =
+// max(taint.TimeAdded, since); a taint without TimeAdded starts at since,
+// or at now when since is zero too. deadline = start + allowance; deadline
+// <= now -> Evict now. Evict wins over any other taint (the first such
+// taint in slice order is Decision.Taint). Otherwise At = the minimum
+// deadline (Taint = that taint), zero if all tolerated forever. since is
+// the partition-protection floor: grace restarts when the hub leaves
+// isolation.
 func Decide(taints []corev1.Taint, tolerations []corev1.Toleration, since, now time.Time) Decision {
 	var d Decision
 	for i := range taints {
@@ -60,34 +62,31 @@ func Decide(taints []corev1.Taint, tolerations []corev1.Toleration, since, now t
 // forever for any practical purpose, but still a deadline).
 const maxSeconds = math.MaxInt64 / int64(time.Second)
 
-// allowanceFor returns how long taint is tolerated: tolerated is false when
-// no toleration matches; forever is true when every matching toleration
-// leaves TolerationSeconds unset. As in Kubernetes' getMinTolerationTime, a
-// toleration with seconds beats one without: the bounded one is the
-// stricter promise.
+// allowanceFor returns how long taint is tolerated, as the first
+// toleration that tolerates it says: tolerated is false when none does;
+// forever is true when that one leaves TolerationSeconds unset. A later
+// toleration that also matches changes nothing, neither a shorter nor a
+// longer one. Kubernetes' taint manager (GetMatchingTolerations, which
+// stops at the first match per taint, then getMinTolerationTime over those)
+// and Karmada's (the same GetMatchingTolerations) choose the tolerations
+// this way. Kubernetes then runs the smallest of their seconds from one
+// start, when it saw the pod tainted, which is the same as running each
+// taint's own from there. Karmada runs each chosen toleration's seconds
+// from the timeAdded of every taint it tolerates, also taints for which
+// another toleration came first; here it runs for the taint it was chosen
+// for, so that a taint tolerated forever by its first match stays so.
 func allowanceFor(tolerations []corev1.Toleration, taint *corev1.Taint) (allowance time.Duration, forever, tolerated bool) {
-	minSeconds := int64(-1)
 	for i := range tolerations {
 		if !scheduler.Tolerates(tolerations[i:i+1], taint) {
 			continue
 		}
-		tolerated = true
 		s := tolerations[i].TolerationSeconds
 		if s == nil {
-			continue
+			return 0, true, true
 		}
-		secs := min(max(*s, 0), maxSeconds)
-		if minSeconds < 0 || secs < minSeconds {
-			minSeconds = secs
-		}
+		return time.Duration(min(max(*s, 0), maxSeconds)) * time.Second, false, true
 	}
-	if !tolerated {
-		return 0, false, false
-	}
-	if minSeconds < 0 {
-		return 0, true, true
-	}
-	return time.Duration(minSeconds) * time.Second, false, true
+	return 0, false, false
 }
 
 // taintStart is when a taint's allowance starts running: its TimeAdded, but
