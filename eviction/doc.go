@@ -39,7 +39,8 @@
 // hub's default) has run from its creation.
 //
 // Partition protection ([Zones]). Evictions are rate limited per zone (a
-// token bucket of burst 1 per zone, 0.5 bindings/s by default). The rules
+// token bucket of burst 1 per zone, 0.5 bindings/s by default; a rate of 0
+// halts evictions in the modes that use it, as in Kubernetes). The rules
 // are the Kubernetes node lifecycle controller's, with clusters for
 // nodes. A zone whose clusters are all not Ready is in FullDisruption and
 // keeps the normal rate: the zone is most likely really down. A zone with

@@ -18,12 +18,20 @@ const (
 	ModeIsolated          Mode = "Isolated" // every cluster of every zone is down: the hub assumes it is cut off
 )
 
-// ZoneConfig tunes partition protection. Zero fields take the defaults.
+// ZoneConfig tunes partition protection. Every field is taken as it is,
+// zero included: start from DefaultZoneConfig. A rate of 0 (or less) halts
+// evictions in the modes that use it, as a zero eviction rate does in
+// Kubernetes' node lifecycle controller.
 type ZoneConfig struct {
 	Rate               float64 // evictions (bindings) per second per zone in Normal and FullDisruption; default 0.5
 	SecondaryRate      float64 // in PartialDisruption for zones larger than LargeZoneThreshold; default 0.01
 	LargeZoneThreshold int     // default 50: zones of <= this many clusters get 0 in PartialDisruption
 	UnhealthyThreshold float64 // default 0.55
+}
+
+// DefaultZoneConfig is the defaults of ZoneConfig.
+func DefaultZoneConfig() ZoneConfig {
+	return ZoneConfig{Rate: DefaultRate, SecondaryRate: DefaultSecondaryRate, LargeZoneThreshold: DefaultLargeZoneThreshold, UnhealthyThreshold: DefaultUnhealthyThreshold}
 }
 
 // Defaults of ZoneConfig.
@@ -67,21 +75,9 @@ type zone struct {
 	limiter *rate.Limiter
 }
 
-// NewZones returns Zones with no zone observed yet; zero fields of cfg take
-// the defaults.
+// NewZones returns Zones with no zone observed yet. cfg is taken as it is:
+// a zero Rate or SecondaryRate evicts nothing in the modes that use it.
 func NewZones(cfg ZoneConfig) *Zones {
-	if cfg.Rate == 0 {
-		cfg.Rate = DefaultRate
-	}
-	if cfg.SecondaryRate == 0 {
-		cfg.SecondaryRate = DefaultSecondaryRate
-	}
-	if cfg.LargeZoneThreshold == 0 {
-		cfg.LargeZoneThreshold = DefaultLargeZoneThreshold
-	}
-	if cfg.UnhealthyThreshold == 0 {
-		cfg.UnhealthyThreshold = DefaultUnhealthyThreshold
-	}
 	return &Zones{cfg: cfg, zones: map[string]*zone{}}
 }
 

@@ -26,6 +26,13 @@ func fleetOf(zones ...[]ClusterHealth) []ClusterHealth {
 	return out
 }
 
+// zoneConfig is DefaultZoneConfig changed by edit.
+func zoneConfig(edit func(*ZoneConfig)) ZoneConfig {
+	cfg := DefaultZoneConfig()
+	edit(&cfg)
+	return cfg
+}
+
 func TestZonesModes(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -52,7 +59,7 @@ func TestZonesModes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			z := NewZones(ZoneConfig{})
+			z := NewZones(DefaultZoneConfig())
 			z.Observe(tt.clusters, t0)
 			if diff := cmp.Diff(tt.want, z.Modes()); diff != "" {
 				t.Errorf("Modes (-want +got):\n%s", diff)
@@ -62,7 +69,7 @@ func TestZonesModes(t *testing.T) {
 }
 
 func TestZonesCustomThreshold(t *testing.T) {
-	z := NewZones(ZoneConfig{UnhealthyThreshold: 0.3})
+	z := NewZones(zoneConfig(func(c *ZoneConfig) { c.UnhealthyThreshold = 0.3 }))
 	z.Observe(zoneOf("eu", 10, 3), t0)
 	if diff := cmp.Diff(map[string]Mode{"eu": ModePartialDisruption}, z.Modes()); diff != "" {
 		t.Errorf("Modes (-want +got):\n%s", diff)
@@ -70,7 +77,7 @@ func TestZonesCustomThreshold(t *testing.T) {
 }
 
 func TestZonesChanges(t *testing.T) {
-	z := NewZones(ZoneConfig{})
+	z := NewZones(DefaultZoneConfig())
 	steps := []struct {
 		name     string
 		clusters []ClusterHealth
@@ -131,7 +138,7 @@ func TestZonesAllow(t *testing.T) {
 	never := time.Time{}
 	tests := []struct {
 		name     string
-		cfg      ZoneConfig
+		cfg      ZoneConfig // DefaultZoneConfig() if zero
 		clusters []ClusterHealth
 		steps    []allowStep
 	}{
@@ -143,7 +150,7 @@ func TestZonesAllow(t *testing.T) {
 			{"eu", at(10 * time.Second), true, never}, // burst 1: no saving up
 			{"eu", at(10 * time.Second), false, at(12 * time.Second)},
 		}},
-		{"custom rate", ZoneConfig{Rate: 4}, zoneOf("eu", 3, 1), []allowStep{
+		{"custom rate", zoneConfig(func(c *ZoneConfig) { c.Rate = 4 }), zoneOf("eu", 3, 1), []allowStep{
 			{"eu", t0, true, never},
 			{"eu", t0, false, at(250 * time.Millisecond)},
 			{"eu", at(250 * time.Millisecond), true, never},
@@ -168,11 +175,11 @@ func TestZonesAllow(t *testing.T) {
 			{"eu", at(time.Second), false, at(100 * time.Second)},
 			{"eu", at(100 * time.Second), true, never},
 		}},
-		{"custom large zone threshold and secondary rate", ZoneConfig{LargeZoneThreshold: 4, SecondaryRate: 0.1}, zoneOf("eu", 5, 3), []allowStep{
+		{"custom large zone threshold and secondary rate", zoneConfig(func(c *ZoneConfig) { c.LargeZoneThreshold, c.SecondaryRate = 4, 0.1 }), zoneOf("eu", 5, 3), []allowStep{
 			{"eu", t0, true, never},
 			{"eu", t0, false, at(10 * time.Second)},
 		}},
-		{"a rate too slow for a Duration waits the longest Duration", ZoneConfig{Rate: 1e-12}, zoneOf("eu", 1, 0), []allowStep{
+		{"a rate too slow for a Duration waits the longest Duration", zoneConfig(func(c *ZoneConfig) { c.Rate = 1e-12 }), zoneOf("eu", 1, 0), []allowStep{
 			{"eu", t0, true, never},
 			{"eu", t0, false, t0.Add(time.Duration(math.MaxInt64))},
 		}},
@@ -181,10 +188,44 @@ func TestZonesAllow(t *testing.T) {
 			{"new", t0, false, at(2 * time.Second)},
 			{"other", t0, true, never},
 		}},
+		// A zero rate halts evictions in the modes that use it (as in
+		// Kubernetes); it does not mean the default.
+		{"rate 0: normal zone evicts nothing", zoneConfig(func(c *ZoneConfig) { c.Rate = 0 }), zoneOf("eu", 3, 1), []allowStep{
+			{"eu", t0, false, never},
+			{"eu", at(time.Hour), false, never},
+		}},
+		{"rate 0: full disruption evicts nothing", zoneConfig(func(c *ZoneConfig) { c.Rate = 0 }),
+			fleetOf(zoneOf("eu", 3, 3), zoneOf("us", 2, 0)), []allowStep{
+				{"eu", t0, false, never},
+				{"us", at(time.Hour), false, never},
+			}},
+		{"rate 0: unknown zone evicts nothing", zoneConfig(func(c *ZoneConfig) { c.Rate = 0 }), zoneOf("eu", 3, 0), []allowStep{
+			{"new", t0, false, never},
+		}},
+		{"rate 0: a large partial zone keeps the secondary rate", zoneConfig(func(c *ZoneConfig) { c.Rate = 0 }), zoneOf("eu", 60, 40), []allowStep{
+			{"eu", t0, true, never},
+			{"eu", at(time.Second), false, at(100 * time.Second)},
+		}},
+		{"secondary rate 0: a large partial zone evicts nothing", zoneConfig(func(c *ZoneConfig) { c.SecondaryRate = 0 }), zoneOf("eu", 60, 40), []allowStep{
+			{"eu", t0, false, never},
+			{"eu", at(time.Hour), false, never},
+		}},
+		{"secondary rate 0: a normal zone keeps the rate", zoneConfig(func(c *ZoneConfig) { c.SecondaryRate = 0 }), zoneOf("eu", 60, 1), []allowStep{
+			{"eu", t0, true, never},
+			{"eu", t0, false, at(2 * time.Second)},
+		}},
+		{"large zone threshold 0: every partial zone is large", zoneConfig(func(c *ZoneConfig) { c.LargeZoneThreshold = 0 }), zoneOf("eu", 5, 3), []allowStep{
+			{"eu", t0, true, never},
+			{"eu", at(time.Second), false, at(100 * time.Second)},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			z := NewZones(tt.cfg)
+			cfg := tt.cfg
+			if cfg == (ZoneConfig{}) {
+				cfg = DefaultZoneConfig()
+			}
+			z := NewZones(cfg)
 			z.Observe(tt.clusters, t0)
 			checkAllow(t, z, tt.steps...)
 		})
@@ -192,7 +233,7 @@ func TestZonesAllow(t *testing.T) {
 }
 
 func TestZonesRateChangeKeepsTokens(t *testing.T) {
-	z := NewZones(ZoneConfig{})
+	z := NewZones(DefaultZoneConfig())
 	z.Observe(zoneOf("eu", 60, 0), t0)
 	checkAllow(t, z, allowStep{"eu", t0, true, time.Time{}})
 	// Half a token earned at 0.5/s; the rest comes at 0.01/s: 50 s more.
@@ -203,7 +244,7 @@ func TestZonesRateChangeKeepsTokens(t *testing.T) {
 }
 
 func TestZonesLimitFollowsSizeWithinMode(t *testing.T) {
-	z := NewZones(ZoneConfig{LargeZoneThreshold: 5})
+	z := NewZones(zoneConfig(func(c *ZoneConfig) { c.LargeZoneThreshold = 5 }))
 	z.Observe(zoneOf("eu", 5, 3), t0)
 	checkAllow(t, z, allowStep{"eu", t0, false, time.Time{}})
 	if got := z.Observe(zoneOf("eu", 6, 4), at(time.Second)); got != nil {
@@ -213,7 +254,7 @@ func TestZonesLimitFollowsSizeWithinMode(t *testing.T) {
 }
 
 func TestZonesUnknownZoneObservedLater(t *testing.T) {
-	z := NewZones(ZoneConfig{})
+	z := NewZones(DefaultZoneConfig())
 	checkAllow(t, z, allowStep{"eu", t0, true, time.Time{}})
 	if diff := cmp.Diff(map[string]Mode{}, z.Modes()); diff != "" {
 		t.Errorf("Modes before Observe (-want +got):\n%s", diff)
@@ -227,7 +268,7 @@ func TestZonesUnknownZoneObservedLater(t *testing.T) {
 }
 
 func TestZonesIsolationAndRecovery(t *testing.T) {
-	z := NewZones(ZoneConfig{})
+	z := NewZones(DefaultZoneConfig())
 	down := fleetOf(zoneOf("eu", 3, 3), zoneOf("us", 2, 2))
 	z.Observe(fleetOf(zoneOf("eu", 3, 0), zoneOf("us", 2, 0)), t0)
 	z.Observe(down, at(time.Minute))
@@ -258,7 +299,7 @@ func TestZonesIsolationAndRecovery(t *testing.T) {
 }
 
 func TestZonesModesIsACopy(t *testing.T) {
-	z := NewZones(ZoneConfig{})
+	z := NewZones(DefaultZoneConfig())
 	z.Observe(zoneOf("eu", 1, 0), t0)
 	z.Modes()["eu"] = ModeIsolated
 	if got := z.Modes()["eu"]; got != ModeNormal {
@@ -267,7 +308,7 @@ func TestZonesModesIsACopy(t *testing.T) {
 }
 
 func TestRestartGrace(t *testing.T) {
-	z := NewZones(ZoneConfig{})
+	z := NewZones(DefaultZoneConfig())
 	z.RestartGrace(t0)
 	if got := z.GraceStart(); !got.Equal(t0) {
 		t.Errorf("GraceStart after RestartGrace(t0) = %v, want %v", got, t0)
