@@ -67,22 +67,27 @@
 //     can. When kept equals the replicas, it is the result, whatever the
 //     room now. When the replicas grow (a cluster that left the selection
 //     counts as a shrunk previous result), every cluster keeps what it has
-//     and the new replicas are placed by room: by Webster over the rooms
-//     for dynamic weights; for Aggregated, the clusters already used are
-//     filled first, most room first, then as few new ones as fit, most room
-//     first, ties by name. When the replicas shrink, the new total is
-//     apportioned by Webster over the previous replicas, so no cluster
-//     gains any; this needs no room, for either strategy.
+//     and the new replicas are apportioned by Webster over the rooms. When
+//     they shrink, the new total is apportioned by Webster over the
+//     previous replicas, so no cluster gains any; this needs no room.
 //   - Fresh mode (Input.Fresh, for rebalancing and failback) starts over,
-//     with capacity = room + previous replicas per cluster. Dynamic weights
-//     apportion by Webster over the capacities. Aggregated takes the fewest
-//     clusters whose capacities hold the replicas; among the ways to do
-//     that, the one with the most already-used clusters, then the most
-//     capacity, then names; and apportions over their capacities.
+//     as if scheduling for the first time, with capacity = room + previous
+//     replicas per cluster, and apportions by Webster over the capacities.
 //
-// No cluster ever gets more than its room plus what it had: every
-// apportionment is capped, a capped cluster's excess re-apportioned among
-// the others (with weights equal to the caps, Webster never needs it).
+// Aggregated does the same over the fewest clusters, as Karmada does: it
+// ranks the clusters by the weight of the step (room on a scale-up,
+// previous replicas on a scale-down, capacity when Fresh), most first,
+// takes the shortest prefix whose weights hold the replicas to place, and
+// apportions among those alone. On a scale-up the clusters that have
+// replicas come first, by room, so a cluster is added only when those
+// lack room for the new replicas; a scale-down gives up the clusters with
+// the fewest replicas. Equal weights rank as in Karmada's candidate
+// order: clusters in the previous result first, then most capacity, then
+// name (on a scale-down, name alone).
+//
+// No cluster ever gets more than its room plus what it had: Webster over
+// weights that total at least the seats gives no party more than its
+// weight, and the apportionment is capped anyway.
 // When the selected clusters' room (Steady: for the new replicas; Fresh:
 // capacity) is too small, Schedule returns an [*UnschedulableError] with
 // Reason Unschedulable: "0/3 clusters have room: need 10 replicas, 4

@@ -10,10 +10,11 @@ import (
 
 // slot is one selected cluster as dynamic and Aggregated division see it.
 type slot struct {
-	name  string
-	prev  int64 // replicas it has now (Input.Previous)
-	avail int64 // AvailableReplicas: room for more
-	seats int64 // the result
+	name   string
+	prev   int64 // replicas it has now (Input.Previous)
+	listed bool  // in Input.Previous, even with 0 (Karmada's locality score)
+	avail  int64 // AvailableReplicas: room for more
+	seats  int64 // the result
 }
 
 // capacityRequest is what divideByCapacity needs beyond the clusters.
@@ -30,15 +31,14 @@ type capacityRequest struct {
 func divideByCapacity(r capacityRequest, aggregated bool, clusters []*v1alpha1.Cluster) ([]v1alpha1.TargetCluster, error) {
 	prev := make(map[string]int64, len(r.previous))
 	for _, t := range r.previous {
-		if t.Replicas > 0 {
-			prev[t.Name] += int64(t.Replicas)
-		}
+		prev[t.Name] += int64(max(t.Replicas, 0))
 	}
 	slots := make([]slot, len(clusters))
 	var kept int64 // replicas on clusters still selected
 	for i, c := range clusters {
-		slots[i] = slot{name: c.Name, prev: prev[c.Name], avail: r.room.of(c)}
-		kept += slots[i].prev
+		p, listed := prev[c.Name]
+		slots[i] = slot{name: c.Name, prev: p, listed: listed, avail: r.room.of(c)}
+		kept += p
 	}
 
 	switch {
@@ -51,15 +51,7 @@ func divideByCapacity(r capacityRequest, aggregated bool, clusters []*v1alpha1.C
 			slots[i].seats = slots[i].prev
 		}
 	case kept > r.replicas:
-		// Scale down by the current assignment; removing needs no room.
-		parties, caps := make([]party, len(slots)), make([]int64, len(slots))
-		for i, s := range slots {
-			parties[i], caps[i] = party{name: s.name, weight: s.prev}, s.prev
-		}
-		apportionCapped(r.replicas, parties, caps)
-		for i := range slots {
-			slots[i].seats = parties[i].seats
-		}
+		scaleDown(r.replicas, slots, aggregated)
 	default:
 		if err := scaleUp(r.replicas, kept, slots, aggregated); err != nil {
 			return nil, err
@@ -79,123 +71,128 @@ func divideByCapacity(r capacityRequest, aggregated bool, clusters []*v1alpha1.C
 // replicas−kept new ones by free room.
 func scaleUp(replicas, kept int64, slots []slot, aggregated bool) error {
 	need := replicas - kept
-	var room int64
-	for _, s := range slots {
-		room = addSat(room, s.avail)
+	if total(slots, free) < need {
+		return newCapacityError(replicas, need, slots, free)
 	}
-	if room < need {
-		return newCapacityError(replicas, need, slots, func(s *slot) int64 { return s.avail })
-	}
-	if aggregated {
-		// Used clusters first, then as few new ones as fit: filling in
-		// order of most room gives the fewest.
-		order := make([]*slot, len(slots))
-		for i := range slots {
-			order[i] = &slots[i]
-		}
-		slices.SortFunc(order, func(a, b *slot) int {
-			return cmp.Or(-cmp.Compare(min(a.prev, 1), min(b.prev, 1)), -cmp.Compare(a.avail, b.avail), strings.Compare(a.name, b.name))
-		})
-		for _, s := range order {
-			add := min(need, s.avail)
-			s.seats = s.prev + add
-			need -= add
-		}
-		return nil
-	}
-	parties, caps := make([]party, len(slots)), make([]int64, len(slots))
-	for i, s := range slots {
-		parties[i], caps[i] = party{name: s.name, weight: s.avail}, s.avail
-	}
-	apportionCapped(need, parties, caps)
-	for i := range slots {
-		slots[i].seats = slots[i].prev + parties[i].seats
+	for i, p := range share(need, slots, free, fewestBy(aggregated, rankScaleUp)) {
+		slots[i].seats = slots[i].prev + p.seats
 	}
 	return nil
 }
 
-// fresh divides replicas from scratch, a cluster's capacity being its
-// free room plus the replicas it has now.
-func fresh(replicas int64, slots []slot, aggregated bool) error {
-	capacity := func(s *slot) int64 { return addSat(s.avail, s.prev) }
-	var room int64
-	for i := range slots {
-		room = addSat(room, capacity(&slots[i]))
+// scaleDown shrinks by the current assignment; removing needs no room.
+// Aggregated also gives up the clusters with the fewest replicas.
+func scaleDown(replicas int64, slots []slot, aggregated bool) {
+	for i, p := range share(replicas, slots, previous, fewestBy(aggregated, rankScaleDown)) {
+		slots[i].seats = p.seats
 	}
-	if room < replicas {
+}
+
+// fresh divides replicas from scratch by capacity (room plus the replicas
+// a cluster has now), as if the binding were scheduled for the first time.
+func fresh(replicas int64, slots []slot, aggregated bool) error {
+	if total(slots, capacity) < replicas {
 		return newCapacityError(replicas, replicas, slots, capacity)
 	}
-	parties, caps := make([]party, len(slots)), make([]int64, len(slots))
-	for i := range slots {
-		caps[i] = capacity(&slots[i])
-		parties[i] = party{name: slots[i].name, weight: caps[i]}
-	}
-	if aggregated {
-		chosen := fewestClusters(replicas, slots, capacity)
-		for i := range parties {
-			if !chosen[i] {
-				parties[i].weight = 0
-			}
-		}
-	}
-	apportionCapped(replicas, parties, caps)
-	for i := range slots {
-		slots[i].seats = parties[i].seats
+	for i, p := range share(replicas, slots, capacity, fewestBy(aggregated, rankFresh)) {
+		slots[i].seats = p.seats
 	}
 	return nil
 }
 
-// fewestClusters picks the smallest number k of slots whose capacities add
-// up to replicas (at most their total) and, among the ways to pick k,
-// the one with the most already-used clusters; within used and unused
-// clusters it takes those with the most capacity, then the lower names.
-// It returns which slots it picked.
-func fewestClusters(replicas int64, slots []slot, capacity func(*slot) int64) []bool {
-	byRoom := func(a, b int) int {
-		return cmp.Or(-cmp.Compare(capacity(&slots[a]), capacity(&slots[b])), strings.Compare(slots[a].name, slots[b].name))
+func free(s *slot) int64     { return s.avail }
+func previous(s *slot) int64 { return s.prev }
+func capacity(s *slot) int64 { return addSat(s.avail, s.prev) }
+
+// used and listed are 1 or 0, for ranking.
+func used(s *slot) int {
+	if s.prev > 0 {
+		return 1
 	}
-	var all, used, unused []int
+	return 0
+}
+
+func listed(s *slot) int {
+	if s.listed {
+		return 1
+	}
+	return 0
+}
+
+func total(slots []slot, weight func(*slot) int64) int64 {
+	var sum int64
 	for i := range slots {
-		all = append(all, i)
-		if slots[i].prev > 0 {
-			used = append(used, i)
-		} else {
-			unused = append(unused, i)
-		}
+		sum = addSat(sum, weight(&slots[i]))
 	}
-	slices.SortFunc(all, byRoom)
-	slices.SortFunc(used, byRoom)
-	slices.SortFunc(unused, byRoom)
-	k, sum := 0, int64(0)
-	for sum < replicas {
-		sum = addSat(sum, capacity(&slots[all[k]]))
-		k++
+	return sum
+}
+
+// share apportions seats among slots in proportion to weight (at most
+// their total) and returns the parties, in slot order. With a rank
+// (Aggregated), only the first slots in rank order whose weights cover the
+// seats take part: Karmada cuts its sorted list the same way.
+func share(seats int64, slots []slot, weight func(*slot) int64, rank func(a, b *slot) int) []party {
+	parties, caps := make([]party, len(slots)), make([]int64, len(slots))
+	for i := range slots {
+		caps[i] = weight(&slots[i])
+		parties[i] = party{name: slots[i].name, weight: caps[i]}
 	}
-	// prefix[i] is the capacity of the first i of list.
-	prefix := func(list []int) []int64 {
-		p := make([]int64, len(list)+1)
-		for i, s := range list {
-			p[i+1] = addSat(p[i], capacity(&slots[s]))
-		}
-		return p
+	if rank != nil {
+		keepFewest(seats, slots, parties, rank)
 	}
-	usedRoom, unusedRoom := prefix(used), prefix(unused)
-	chosen := make([]bool, len(slots))
-	// The used clusters among the k with the most room always fit, so
-	// some j works.
-	for j := min(k, len(used)); j >= 0; j-- {
-		if k-j > len(unused) || addSat(usedRoom[j], unusedRoom[k-j]) < replicas {
-			continue
-		}
-		for _, i := range used[:j] {
-			chosen[i] = true
-		}
-		for _, i := range unused[:k-j] {
-			chosen[i] = true
-		}
-		break
+	apportionCapped(seats, parties, caps)
+	return parties
+}
+
+// keepFewest sets the weight of every party to 0 except the first, in
+// rank order, whose weights add up to seats.
+func keepFewest(seats int64, slots []slot, parties []party, rank func(a, b *slot) int) {
+	order := make([]int, len(slots))
+	for i := range order {
+		order[i] = i
 	}
-	return chosen
+	slices.SortFunc(order, func(a, b int) int { return rank(&slots[a], &slots[b]) })
+	var sum int64
+	for k, i := range order {
+		if sum >= seats {
+			for _, j := range order[k:] {
+				parties[j].weight = 0
+			}
+			return
+		}
+		sum = addSat(sum, parties[i].weight)
+	}
+}
+
+// fewestBy is the rank share takes the fewest clusters by: for
+// Aggregated rank, otherwise none (every cluster takes part).
+func fewestBy(aggregated bool, rank func(a, b *slot) int) func(a, b *slot) int {
+	if aggregated {
+		return rank
+	}
+	return nil
+}
+
+// The ranks are Karmada's: it sorts by the weight, most first, with a
+// sort that keeps equal clusters in candidate order (those in the
+// previous result, then most capacity, then name).
+
+// rankScaleUp puts the clusters with replicas first (Karmada's
+// resortAvailableClusters), each part by most room.
+func rankScaleUp(a, b *slot) int {
+	return cmp.Or(-cmp.Compare(used(a), used(b)), -cmp.Compare(a.avail, b.avail),
+		-cmp.Compare(listed(a), listed(b)), -cmp.Compare(capacity(a), capacity(b)), strings.Compare(a.name, b.name))
+}
+
+// rankFresh ranks by capacity: a Fresh schedule is like a first one.
+func rankFresh(a, b *slot) int {
+	return cmp.Or(-cmp.Compare(capacity(a), capacity(b)), -cmp.Compare(listed(a), listed(b)), strings.Compare(a.name, b.name))
+}
+
+// rankScaleDown keeps the clusters with the most replicas. Karmada ranks
+// equals in the previous result's order, which is ours sorted by name.
+func rankScaleDown(a, b *slot) int {
+	return cmp.Or(-cmp.Compare(a.prev, b.prev), strings.Compare(a.name, b.name))
 }
 
 // apportionCapped sets the seats of parties to a Webster apportionment of

@@ -72,35 +72,111 @@ func TestScheduleDynamicWeight(t *testing.T) {
 func TestScheduleAggregated(t *testing.T) {
 	agg := aggregated()
 	runScheduleCases(t, []scheduleCase{
-		{"fewest clusters, most room first", byRoom(agg, 8, false, nil, roomy("a", 3, "b", 5, "c", 4)),
-			Result{Clusters: targets("b", 5, "c", 3)}},
+		// b and c hold 9 ≥ 8; 8 over room 5:4 by Webster.
+		{"fewest clusters by most room, split by room", byRoom(agg, 8, false, nil, roomy("a", 3, "b", 5, "c", 4)),
+			Result{Clusters: targets("b", 4, "c", 4)}},
 		{"one cluster when it fits", byRoom(agg, 5, false, nil, roomy("a", 3, "b", 5, "c", 4)),
 			Result{Clusters: targets("b", 5)}},
 		{"ties by name", byRoom(agg, 4, false, nil, roomy("c", 4, "b", 4, "a", 4)),
 			Result{Clusters: targets("a", 4)}},
-		// 4 new: b (used) takes its 3, then a (most room) the last.
-		{"scale-up fills used clusters first", byRoom(agg, 6, false, targets("b", 2), roomy("a", 10, "b", 3, "c", 5)),
-			Result{Clusters: targets("a", 1, "b", 5)}},
-		{"used clusters by most room", byRoom(agg, 7, false, targets("a", 1, "b", 1, "c", 1), roomy("a", 1, "b", 3, "c", 2, "d", 9)),
-			Result{Clusters: targets("a", 1, "b", 4, "c", 2)}},
-		{"scale-down by the current assignment", byRoom(agg, 3, false, targets("a", 4, "b", 2), roomy("a", 0, "b", 0, "c", 100)),
+		// 4 new: b (used, room 3) does not hold them, a (most room) joins;
+		// 4 over room 3:10.
+		{"scale-up: used clusters first, then most room", byRoom(agg, 6, false, targets("b", 2), roomy("a", 10, "b", 3, "c", 5)),
+			Result{Clusters: targets("a", 3, "b", 3)}},
+		// Used by room: b 3, c 2 hold the 4 new (a 1 is not needed); 4
+		// over 3:2.
+		{"scale-up: used clusters by most room", byRoom(agg, 7, false, targets("a", 1, "b", 1, "c", 1), roomy("a", 1, "b", 3, "c", 2, "d", 9)),
+			Result{Clusters: targets("a", 1, "b", 3, "c", 3)}},
+		{"scale-up: the fewest used clusters", byRoom(agg, 8, false, targets("a", 2, "b", 2), roomy("a", 5, "b", 5, "c", 100)),
+			Result{Clusters: targets("a", 6, "b", 2)}},
+		// Equal room: more capacity (room plus replicas) first.
+		{"scale-up: used clusters with equal room, most replicas first", byRoom(agg, 8, false, targets("a", 1, "b", 3), roomy("a", 4, "b", 4)),
+			Result{Clusters: targets("a", 1, "b", 7)}},
+		{"scale-up: a used cluster without room is passed over", byRoom(agg, 5, false, targets("a", 2), roomy("a", 0, "b", 5, "c", 6)),
+			Result{Clusters: targets("a", 2, "c", 3)}},
+		{"scale-down keeps the cluster with the most replicas", byRoom(agg, 3, false, targets("a", 4, "b", 2), roomy("a", 0, "b", 0, "c", 100)),
+			Result{Clusters: targets("a", 3)}},
+		// a and b hold 9 ≥ 6; 6 over 5:4. c goes.
+		{"scale-down onto the fewest clusters, by their replicas", byRoom(agg, 6, false, targets("a", 5, "b", 4, "c", 1), roomy("a", 0, "b", 0, "c", 0)),
+			Result{Clusters: targets("a", 3, "b", 3)}},
+		{"scale-down ties by name", byRoom(agg, 3, false, targets("c", 2, "b", 2, "a", 2), roomy("a", 0, "b", 0, "c", 0)),
 			Result{Clusters: targets("a", 2, "b", 1)}},
 		{"no change", byRoom(agg, 10, false, targets("b", 6, "c", 4), roomy("a", 20, "b", 2, "c", 2)),
 			Result{Clusters: targets("b", 6, "c", 4)}},
 		// Capacities a 20, b 6+2, c 4+2: a alone holds all 10.
 		{"fresh after recovery regroups", byRoom(agg, 10, true, targets("b", 6, "c", 4), roomy("a", 20, "b", 2, "c", 2)),
 			Result{Clusters: targets("a", 10)}},
-		{"fresh prefers a used cluster among the fewest", byRoom(agg, 9, true, targets("b", 2), roomy("a", 9, "b", 8, "c", 9)),
-			Result{Clusters: targets("b", 9)}},
-		// Two clusters are needed: c (used, 3+1) with a (6, before b by
-		// name) hold 10; then split by capacity 6:4.
-		{"fresh keeps a used cluster in a pair", byRoom(agg, 10, true, targets("c", 1), roomy("a", 6, "b", 6, "c", 3)),
-			Result{Clusters: targets("a", 6, "c", 4)}},
+		// Capacities a 9, b 7+1: a has the most.
+		{"fresh ranks by capacity, not by use", byRoom(agg, 8, true, targets("b", 1), roomy("a", 9, "b", 7)),
+			Result{Clusters: targets("a", 8)}},
+		{"fresh: equal capacity, a used cluster first", byRoom(agg, 8, true, targets("b", 2), roomy("a", 8, "b", 6)),
+			Result{Clusters: targets("b", 8)}},
+		// Capacities a 6, b 6, c 3+1: a and b hold 10; 10 over 6:6.
+		{"fresh: the pair with the most capacity", byRoom(agg, 10, true, targets("c", 1), roomy("a", 6, "b", 6, "c", 3)),
+			Result{Clusters: targets("a", 5, "b", 5)}},
 		{"fresh splits the chosen by capacity", byRoom(agg, 9, true, nil, roomy("a", 6, "b", 6, "c", 2)),
 			Result{Clusters: targets("a", 5, "b", 4)}},
-		{"fresh with no used cluster that helps", byRoom(agg, 10, true, targets("c", 1), roomy("a", 10, "c", 3)),
-			Result{Clusters: targets("a", 10)}},
 	})
+}
+
+// TestScheduleKarmadaDivision runs the dynamic-weight and Aggregated cases
+// of Karmada's pkg/scheduler/core tests (assignment_test.go,
+// division_algorithm_test.go): the same rooms, previous results and
+// replicas give the same result. Karmada's room is AllocatableReplicas.
+func TestScheduleKarmadaDivision(t *testing.T) {
+	const m1, m2, m3, m4 = "member1", "member2", "member3", "member4"
+	three := func(a, b, c int) []*v1alpha1.Cluster { return roomy(m1, a, m2, b, m3, c) }
+	dyn, agg := dynamicWeight(), aggregated()
+	tests := []struct {
+		name string
+		in   Input
+		want []v1alpha1.TargetCluster // nil: unschedulable
+	}{
+		{"dynamic scale-down 12 to 6", byRoom(dyn, 6, false, targets(m1, 2, m2, 4, m3, 6), three(1, 1, 1)),
+			targets(m1, 1, m2, 2, m3, 3)},
+		{"dynamic scale-up 12 to 24", byRoom(dyn, 24, false, targets(m1, 2, m2, 4, m3, 6), three(10, 10, 10)),
+			targets(m1, 6, m2, 8, m3, 10)},
+		{"dynamic scale-up 12 to 24 without room", byRoom(dyn, 24, false, targets(m1, 2, m2, 4, m3, 6), three(1, 1, 1)), nil},
+		{"dynamic first schedule 6:8:10", byRoom(dyn, 12, false, nil, three(6, 8, 10)), targets(m1, 3, m2, 4, m3, 5)},
+		{"dynamic first schedule 8:8:10", byRoom(dyn, 12, false, nil, three(8, 8, 10)), targets(m1, 4, m2, 4, m3, 4)},
+		{"dynamic first schedule without room", byRoom(dyn, 12, false, nil, three(3, 3, 3)), nil},
+		{"dynamic first schedule 18:12:6", byRoom(dyn, 12, false, nil, three(18, 12, 6)), targets(m1, 6, m2, 4, m3, 2)},
+		{"dynamic first schedule 20:12:6", byRoom(dyn, 12, false, nil, three(20, 12, 6)), targets(m1, 6, m2, 4, m3, 2)},
+		{"dynamic first schedule 6:12:6", byRoom(dyn, 12, false, nil, three(6, 12, 6)), targets(m1, 3, m2, 6, m3, 3)},
+		{"dynamic scale-up with a cluster gone and one new", byRoom(dyn, 12, false, targets(m1, 6, m3, 6), roomy(m1, 3, m2, 3)),
+			targets(m1, 9, m2, 3)},
+		{"aggregated scale-down 12 to 6", byRoom(agg, 6, false, targets(m1, 4, m2, 8), three(1, 1, 1)), targets(m2, 6)},
+		{"aggregated scale-down 12 to 8", byRoom(agg, 8, false, targets(m1, 4, m2, 8), roomy(m1, 100, m2, 100)), targets(m2, 8)},
+		{"aggregated scale-up 12 to 24 over 4:6:8", byRoom(agg, 24, false, targets(m1, 4, m2, 8), three(4, 6, 8)),
+			targets(m1, 7, m2, 12, m3, 5)},
+		{"aggregated scale-up 12 to 24 over 6:6:20", byRoom(agg, 24, false, targets(m1, 4, m2, 8), three(6, 6, 20)),
+			targets(m1, 10, m2, 14)},
+		{"aggregated scale-up 12 to 24 without room", byRoom(agg, 24, false, targets(m1, 4, m2, 8), three(1, 1, 1)), nil},
+		{"aggregated scale-up with a cluster gone and one new", byRoom(agg, 24, false, targets(m1, 4, m2, 8), roomy(m1, 4, m3, 8, m4, 12)),
+			targets(m1, 7, m3, 7, m4, 10)},
+		{"aggregated first schedule 6:8:10", byRoom(agg, 12, false, nil, three(6, 8, 10)), targets(m2, 5, m3, 7)},
+		{"aggregated first schedule 12:8:10", byRoom(agg, 12, false, nil, three(12, 8, 10)), targets(m1, 12)},
+		{"aggregated first schedule without room", byRoom(agg, 12, false, nil, three(3, 3, 3)), nil},
+		{"aggregated first schedule 6:12:6", byRoom(agg, 12, false, nil, three(6, 12, 6)), targets(m2, 12)},
+		{"aggregated first schedule 6:6:6", byRoom(agg, 12, false, nil, three(6, 6, 6)), targets(m1, 6, m2, 6)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Schedule(tt.in)
+			if tt.want == nil {
+				if !errors.As(err, new(*UnschedulableError)) {
+					t.Fatalf("Schedule = %+v, %v; want an UnschedulableError", got, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Schedule: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, got.Clusters); diff != "" {
+				t.Errorf("Schedule (-want +got):\n%s", diff)
+			}
+		})
+	}
 }
 
 func TestScheduleNoRoom(t *testing.T) {
