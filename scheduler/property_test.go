@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,7 +52,10 @@ func FuzzSchedule(f *testing.F) {
 //   - dynamic weights and Aggregated give no cluster more than its room
 //     plus what it had, and in Steady mode keep the previous result when
 //     the total is unchanged, only add on scale-up and only remove on
-//     scale-down.
+//     scale-down;
+//   - Aggregated uses as few clusters as hold the replicas: Fresh, by
+//     capacity; scale-down, of those with replicas; scale-up, new ones
+//     after every used one.
 func checkInvariants(t *testing.T, label string, in Input, got Result, err error) {
 	t.Helper()
 	fail := func(format string, args ...any) {
@@ -204,6 +208,9 @@ func checkInvariants(t *testing.T, label string, in Input, got Result, err error
 				return
 			}
 			checkRoom(in, roomOf(in, selected), got, fail)
+			if isAggregated(in.Placement) {
+				checkFewest(in, roomOf(in, selected), got, fail)
+			}
 		}
 		return
 	}
@@ -316,6 +323,59 @@ func checkRoom(in Input, room map[string]clusterRoom, got Result, fail func(stri
 	}
 }
 
+// checkFewest checks that an Aggregated result of a positive number of
+// replicas, without spread, uses the fewest clusters that hold them.
+func checkFewest(in Input, room map[string]clusterRoom, got Result, fail func(string, ...any)) {
+	var kept int64
+	var capacities, prevs, usedFree, unusedFree []int64
+	for _, r := range room {
+		kept += r.prev
+		capacities = append(capacities, r.free+r.prev)
+		prevs = append(prevs, r.prev)
+		if r.prev > 0 {
+			usedFree = append(usedFree, r.free)
+		} else {
+			unusedFree = append(unusedFree, r.free)
+		}
+	}
+	replicas := int64(in.Replicas)
+	var want, n int
+	switch {
+	case in.Fresh:
+		want, n = fewest(replicas, 0, capacities), len(got.Clusters)
+	case kept > replicas:
+		want, n = fewest(replicas, 0, prevs), len(got.Clusters)
+	case kept < replicas:
+		// The used clusters come first; new ones only if they lack room.
+		var free int64
+		for _, f := range usedFree {
+			free += f
+		}
+		want = fewest(replicas-kept, free, unusedFree)
+		for _, tc := range got.Clusters {
+			if room[tc.Name].prev == 0 {
+				n++
+			}
+		}
+	default:
+		return
+	}
+	if n != want {
+		fail("Aggregated: %d clusters (new ones on a scale-up), the fewest is %d", n, want)
+	}
+}
+
+// fewest is how many of values, largest first, added to start reach need.
+func fewest(need, start int64, values []int64) int {
+	values = slices.Clone(values)
+	slices.SortFunc(values, func(a, b int64) int { return cmp.Compare(b, a) })
+	k := 0
+	for sum := start; sum < need; k++ {
+		sum += values[k]
+	}
+	return k
+}
+
 type affinityGroup struct {
 	name     string
 	affinity *v1alpha1.ClusterAffinity
@@ -364,6 +424,10 @@ func byCapacity(p *v1alpha1.Placement) bool {
 	s := p.ReplicaScheduling
 	return s.ReplicaDivisionPreference == v1alpha1.ReplicaDivisionPreferenceAggregated ||
 		s.WeightPreference != nil && s.WeightPreference.DynamicWeight != ""
+}
+
+func isAggregated(p *v1alpha1.Placement) bool {
+	return isDivided(p) && p.ReplicaScheduling.ReplicaDivisionPreference == v1alpha1.ReplicaDivisionPreferenceAggregated
 }
 
 func isDivided(p *v1alpha1.Placement) bool {
