@@ -1,0 +1,199 @@
+package bootstrap
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
+	tokenutil "k8s.io/cluster-bootstrap/token/util"
+)
+
+const (
+	// Namespace holds the token Secrets, where kubeadm keeps them.
+	Namespace = metav1.NamespaceSystem
+	// ClusterLabel on a token Secret binds the token to one cluster name.
+	ClusterLabel = "flotilla.io/cluster"
+	// DefaultTTL is how long a new token lasts unless told otherwise.
+	DefaultTTL = 24 * time.Hour
+	// maxDescription bounds a token's description.
+	maxDescription = 1024
+	// createAttempts: a new token's random ID may collide with an
+	// existing one; try again with a new token that many times.
+	createAttempts = 3
+)
+
+// Token is one bootstrap token as its Secret says.
+type Token struct {
+	ID, Secret  string
+	Cluster     string    // the only cluster name it joins; "" = the first to join with it
+	Description string    // free text
+	Expires     time.Time // zero: never
+	Created     time.Time
+}
+
+// String is the token as an agent presents it: ID.Secret.
+func (t Token) String() string { return tokenutil.TokenFromIDAndSecret(t.ID, t.Secret) }
+
+// CreateOptions says what token to make.
+type CreateOptions struct {
+	TTL         time.Duration // 0: never expires
+	Cluster     string
+	Description string
+}
+
+// Validate refuses options no token could be made of, naming the flag.
+func (o CreateOptions) Validate() error {
+	if o.TTL < 0 {
+		return fmt.Errorf("--ttl %s: must not be negative (0 means the token never expires)", o.TTL)
+	}
+	if o.Cluster != "" {
+		if msgs := validation.IsDNS1123Subdomain(o.Cluster); len(msgs) > 0 {
+			return fmt.Errorf("--cluster %q: not a valid cluster name: %v", o.Cluster, msgs)
+		}
+	}
+	if len(o.Description) > maxDescription {
+		return fmt.Errorf("--description: %d bytes, at most %d", len(o.Description), maxDescription)
+	}
+	return nil
+}
+
+// Create makes a new random token and stores its Secret.
+func Create(ctx context.Context, client kubernetes.Interface, opts CreateOptions, now time.Time) (Token, error) {
+	if err := opts.Validate(); err != nil {
+		return Token{}, err
+	}
+	for range createAttempts {
+		raw, err := tokenutil.GenerateBootstrapToken()
+		if err != nil {
+			return Token{}, fmt.Errorf("generate a bootstrap token: %w", err)
+		}
+		id, secret, err := splitToken(raw)
+		if err != nil {
+			return Token{}, err
+		}
+		t := Token{ID: id, Secret: secret, Cluster: opts.Cluster, Description: opts.Description, Created: now.UTC().Truncate(time.Second)}
+		if opts.TTL > 0 {
+			t.Expires = now.Add(opts.TTL).UTC().Truncate(time.Second)
+		}
+		stored, err := client.CoreV1().Secrets(Namespace).Create(ctx, t.secret(), metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			continue
+		}
+		if err != nil {
+			return Token{}, fmt.Errorf("store bootstrap token %s: %w", id, err)
+		}
+		t.Created = stored.CreationTimestamp.Time
+		return t, nil
+	}
+	return Token{}, fmt.Errorf("store a bootstrap token: %d random IDs in a row were taken", createAttempts)
+}
+
+// secret is t as a standard bootstrap token Secret.
+func (t Token) secret() *corev1.Secret {
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: tokenutil.BootstrapTokenSecretName(t.ID), Namespace: Namespace},
+		Type:       bootstrapapi.SecretTypeBootstrapToken,
+		Data: map[string][]byte{
+			bootstrapapi.BootstrapTokenIDKey:               []byte(t.ID),
+			bootstrapapi.BootstrapTokenSecretKey:           []byte(t.Secret),
+			bootstrapapi.BootstrapTokenUsageAuthentication: []byte("true"),
+		},
+	}
+	if t.Description != "" {
+		s.Data[bootstrapapi.BootstrapTokenDescriptionKey] = []byte(t.Description)
+	}
+	if !t.Expires.IsZero() {
+		s.Data[bootstrapapi.BootstrapTokenExpirationKey] = []byte(t.Expires.Format(time.RFC3339))
+	}
+	if t.Cluster != "" {
+		s.Labels = map[string]string{ClusterLabel: t.Cluster}
+	}
+	return s
+}
+
+// FromSecret reads a token from its Secret, refusing one that is not a
+// well-formed bootstrap token.
+func FromSecret(s *corev1.Secret) (Token, error) {
+	if s.Type != bootstrapapi.SecretTypeBootstrapToken {
+		return Token{}, fmt.Errorf("secret %s/%s: type %q, want %s", s.Namespace, s.Name, s.Type, bootstrapapi.SecretTypeBootstrapToken)
+	}
+	t := Token{
+		ID:          string(s.Data[bootstrapapi.BootstrapTokenIDKey]),
+		Secret:      string(s.Data[bootstrapapi.BootstrapTokenSecretKey]),
+		Cluster:     s.Labels[ClusterLabel],
+		Description: string(s.Data[bootstrapapi.BootstrapTokenDescriptionKey]),
+		Created:     s.CreationTimestamp.Time,
+	}
+	if !tokenutil.IsValidBootstrapToken(t.String()) || s.Name != tokenutil.BootstrapTokenSecretName(t.ID) {
+		return Token{}, fmt.Errorf("secret %s/%s: not a well-formed bootstrap token (token-id and token-secret must match [a-z0-9]{6} and [a-z0-9]{16}, the name bootstrap-token-<token-id>)", s.Namespace, s.Name)
+	}
+	if exp := s.Data[bootstrapapi.BootstrapTokenExpirationKey]; len(exp) > 0 {
+		at, err := time.Parse(time.RFC3339, string(exp))
+		if err != nil {
+			return Token{}, fmt.Errorf("secret %s/%s: expiration %q: want an RFC 3339 time", s.Namespace, s.Name, exp)
+		}
+		t.Expires = at
+	}
+	return t, nil
+}
+
+// Expired reports whether the token has expired at now.
+func (t Token) Expired(now time.Time) bool { return !t.Expires.IsZero() && !now.Before(t.Expires) }
+
+// List returns the well-formed tokens, oldest first, and one error per
+// token Secret that is not.
+func List(ctx context.Context, client kubernetes.Interface) ([]Token, []error, error) {
+	list, err := client.CoreV1().Secrets(Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("type", string(bootstrapapi.SecretTypeBootstrapToken)).String(),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list bootstrap tokens: %w", err)
+	}
+	var tokens []Token
+	var bad []error
+	for i := range list.Items {
+		t, err := FromSecret(&list.Items[i])
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		tokens = append(tokens, t)
+	}
+	slices.SortFunc(tokens, func(a, b Token) int { return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.ID, b.ID)) })
+	return tokens, bad, nil
+}
+
+// Delete removes a token, given as its ID or as the whole token.
+func Delete(ctx context.Context, client kubernetes.Interface, idOrToken string) (string, error) {
+	id := idOrToken
+	if tokenID, _, err := splitToken(idOrToken); err == nil {
+		id = tokenID
+	} else if !tokenutil.IsValidBootstrapTokenID(idOrToken) {
+		return "", fmt.Errorf("%q is neither a token ID ([a-z0-9]{6}) nor a token ([a-z0-9]{6}.[a-z0-9]{16})", idOrToken)
+	}
+	err := client.CoreV1().Secrets(Namespace).Delete(ctx, tokenutil.BootstrapTokenSecretName(id), metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return id, fmt.Errorf("bootstrap token %s not found", id)
+	}
+	if err != nil {
+		return id, fmt.Errorf("delete bootstrap token %s: %w", id, err)
+	}
+	return id, nil
+}
+
+// splitToken parses ID.Secret in kubeadm's format.
+func splitToken(token string) (id, secret string, err error) {
+	if !tokenutil.IsValidBootstrapToken(token) {
+		return "", "", fmt.Errorf("malformed bootstrap token: want [a-z0-9]{6}.[a-z0-9]{16}")
+	}
+	return token[:bootstrapapi.BootstrapTokenIDBytes], token[bootstrapapi.BootstrapTokenIDBytes+1:], nil
+}
