@@ -45,6 +45,10 @@ type Config struct {
 	EtcdEndpoints []string
 	// QUICAddr is the UDP address agents dial.
 	QUICAddr string
+	// AgentAddress is the host:port agents reach QUICAddr at, published
+	// for join commands; empty: this host's name (or QUICAddr's IP, if
+	// it names one) and the bound port.
+	AgentAddress string
 	// HTTPAddr serves /healthz, /metrics, /debug/stats and profiles.
 	HTTPAddr string
 	// APIAddr is the HTTPS address of the embedded kube-apiserver.
@@ -172,6 +176,9 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		return fmt.Errorf("listen for agents on %s (UDP): %w", cfg.QUICAddr, err)
 	}
 	defer udpConn.Close()
+	if err := publishJoinInfo(ctx, clients.Kube, cfg.AgentAddress, udpConn.LocalAddr(), hubCA.Cert); err != nil {
+		return err
+	}
 	transport := &quic.Transport{Conn: udpConn, StatelessResetKey: resetKey}
 	defer transport.Close()
 	quicConf := protocol.QUICConfig()

@@ -1,6 +1,7 @@
 // Command flotilla-hub runs Flotilla's control plane: the store (embedded
 // etcd by default), the QUIC endpoint agents dial, cluster health and taints,
-// and the HTTP API. `flotilla-hub certs issue` writes an agent certificate.
+// and the HTTP API. `flotilla-hub certs issue` writes an agent certificate;
+// `flotilla-hub token create|list|delete` manages bootstrap tokens.
 package main
 
 import (
@@ -32,6 +33,10 @@ func main() {
 		if errors.Is(err, pflag.ErrHelp) {
 			os.Exit(0)
 		}
+		var code exitCode
+		if errors.As(err, &code) {
+			os.Exit(int(code)) // the command printed why
+		}
 		fmt.Fprintln(os.Stderr, "flotilla-hub:", err)
 		os.Exit(1)
 	}
@@ -40,6 +45,9 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) >= 2 && args[0] == "certs" && args[1] == "issue" {
 		return issueCerts(args[2:], stdout, stderr)
+	}
+	if len(args) >= 1 && args[0] == "token" {
+		return tokenCommand(ctx, args[1:], stdout, stderr)
 	}
 	if len(args) >= 1 && args[0] == "certs" {
 		return fmt.Errorf("unknown command %q: the only certs command is `certs issue`", args)
@@ -63,6 +71,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags.StringVar(&cfg.AuditPolicyFile, "audit-policy-file", "", "audit policy replacing the default one (every write with its user, at Metadata level; reads and the hub's own lease and status writes are not recorded)")
 	flags.StringArrayVar(&cfg.KubeAPIServerArgs, "kube-apiserver-arg", nil, "flag passed to the embedded kube-apiserver as is, e.g. --kube-apiserver-arg=--oidc-issuer-url=https://issuer.example.com (repeatable; wins over the hub's own settings)")
 	flags.StringVar(&cfg.QUICAddr, "quic-addr", ":7443", "UDP address agents dial (QUIC, ALPN flotilla/1)")
+	flags.StringVar(&cfg.AgentAddress, "agent-address", "", "HOST:PORT agents reach --quic-addr at, printed in join commands (flotilla token create); HOST must be in the serving certificate (see --tls-san) (default this host's name, or --quic-addr's IP if it names one, and the bound port)")
 	flags.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:7080", "TCP address of the HTTP API used by the flotilla CLI")
 	flags.DurationVar(&cfg.Health.GracePeriod, "cluster-monitor-grace-period", defaults.GracePeriod, "time without a lease renewal before a cluster's Ready goes Unknown")
 	flags.DurationVar(&cfg.Health.StartupGracePeriod, "cluster-startup-grace-period", defaults.StartupGracePeriod, "time a registered cluster that never renewed gets before it goes Unknown")
