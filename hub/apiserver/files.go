@@ -59,7 +59,7 @@ func ensureFiles(dir string, cfg Config) (files, error) {
 		servingKey:        filepath.Join(dir, "serving.key"),
 		serviceAccountKey: filepath.Join(dir, "service-account.key"),
 		auditPolicy:       filepath.Join(dir, "audit-policy.yaml"),
-		adminKubeconfig:   filepath.Join(cfg.DataDir, "admin.kubeconfig"),
+		adminKubeconfig:   AdminKubeconfigPath(cfg.DataDir),
 	}
 	serving, err := cfg.CA.Issue(servingRequest(cfg))
 	if err != nil {
@@ -199,3 +199,7 @@ rules:
   nonResourceURLs: ["/healthz*", "/livez*", "/readyz*", "/version"]
 - level: Metadata
 `
+
+// AdminKubeconfigPath is where the hub with data directory dataDir writes
+// its admin kubeconfig.
+func AdminKubeconfigPath(dataDir string) string { return filepath.Join(dataDir, "admin.kubeconfig") }

@@ -36,7 +36,7 @@ func commands() []*command {
 	return []*command{
 		getCommand(), describeCommand(), applyCommand(), deleteCommand(), planCommand(),
 		taintCommand(), cordonCommand(), uncordonCommand(), rebalanceCommand(), purgeCommand(),
-		versionCommand(),
+		tokenCommand(), versionCommand(),
 	}
 }
 
