@@ -47,6 +47,15 @@ func TestWebster(t *testing.T) {
 		{"max seats", math.MaxInt32, map[string]int64{"a": 1, "b": 1}, map[string]int32{"a": 1 << 30, "b": 1<<30 - 1}},
 		{"max seats and weights", math.MaxInt32, map[string]int64{"a": math.MaxInt64, "b": 1, "c": math.MaxInt64 / 2},
 			map[string]int32{"a": 1431655765, "b": 0, "c": 715827882}},
+		// Karmada's dispenser cases without a previous assignment
+		// (pkg/util/helper/binding_test.go), for a template UID that
+		// breaks ties to the lower name as Webster always does.
+		{"Karmada 170:110:60 with 5", 5, map[string]int64{"A": 170, "B": 110, "C": 60}, map[string]int32{"A": 2, "B": 2, "C": 1}},
+		{"Karmada 170:110:60 with 6", 6, map[string]int64{"A": 170, "B": 110, "C": 60}, map[string]int32{"A": 3, "B": 2, "C": 1}},
+		{"Karmada 2:1 with 1", 1, map[string]int64{"A": 2, "B": 1}, map[string]int32{"A": 1, "B": 0}},
+		{"Karmada 2:1 with 2", 2, map[string]int64{"A": 2, "B": 1}, map[string]int32{"A": 1, "B": 1}},
+		{"Karmada 2:1 with 3", 3, map[string]int64{"A": 2, "B": 1}, map[string]int32{"A": 2, "B": 1}},
+		{"Karmada 1:1 with 5", 5, map[string]int64{"A": 1, "B": 1}, map[string]int32{"A": 3, "B": 2}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
