@@ -28,7 +28,10 @@ the value follows the rules of label values.
 Adding a key and effect the cluster already has with another value needs
 --overwrite; adding one it has with the same value changes nothing; removing
 one it does not have is an error. The hub stamps timeAdded on new taints.
-Use cordon and uncordon for the unschedulable taint.
+Use cordon and uncordon for the unschedulable taint. The hub's own taints
+(cluster.flotilla.io/not-ready, unreachable and terminating, also spelt
+cluster.karmada.io/...) are refused, to add or to remove: the hub sets and
+clears them itself, from the cluster's health and deletion.
 
 The change is an Update of the Cluster's spec.taints through the hub's
 Kubernetes API (RBAC: update on clusters.flotilla.io; ClusterRole

@@ -63,9 +63,9 @@ func TestTaint(t *testing.T) {
 		},
 		{
 			name:       "remove by key and effect",
-			args:       []string{"cluster.flotilla.io/unreachable:NoSchedule-"},
+			args:       []string{"team:PreferNoSchedule-"},
 			wantStdout: "cluster/edge-2 untainted\n",
-			wantTaints: []string{"cluster.flotilla.io/unschedulable:NoSchedule", "team=payments:PreferNoSchedule"},
+			wantTaints: []string{"cluster.flotilla.io/unreachable:NoSchedule", "cluster.flotilla.io/unschedulable:NoSchedule"},
 			wantPut:    true,
 		},
 		{
@@ -153,7 +153,7 @@ func TestTaintStateErrors(t *testing.T) {
 		},
 		{
 			name: "remove an absent key",
-			args: []string{"cluster.flotilla.io/unreachable-", "gpu-"},
+			args: []string{"team-", "gpu-"},
 			want: `error: cluster "edge-2" has no taint with key "gpu" (from "gpu-")` + "\n",
 		},
 	}
@@ -219,6 +219,75 @@ func TestTaintUsageErrors(t *testing.T) {
 				t.Errorf("sent %q, want no request", sent)
 			}
 		})
+	}
+}
+
+// The hub's health taints are refused, to add and to remove, whatever the
+// effect and in Karmada's spelling too: a usage error that says why and
+// what to do instead, and nothing is sent to the hub.
+func TestTaintRefusesHubKeys(t *testing.T) {
+	const (
+		offHint     = "to keep workloads off the cluster use 'flotilla cordon', or a taint with a key of your own, e.g. example.com/maintenance=planned:NoSchedule"
+		notReady    = "the hub sets and clears cluster.flotilla.io/not-ready itself, from the cluster's health, while Ready is False; "
+		unreachable = "the hub sets and clears cluster.flotilla.io/unreachable itself, from the cluster's health, while Ready is Unknown (its lease expired); "
+		terminating = "the hub sets and clears cluster.flotilla.io/terminating itself, on a cluster being deleted; "
+	)
+	tests := []struct {
+		name string
+		args []string
+		want string // the error, without "error: " and the --help hint
+	}{
+		{"add not-ready", []string{"cluster.flotilla.io/not-ready:NoSchedule"},
+			`invalid taint "cluster.flotilla.io/not-ready:NoSchedule": ` + notReady + offHint},
+		{"add unreachable with a value", []string{"cluster.flotilla.io/unreachable=yes:NoExecute"},
+			`invalid taint "cluster.flotilla.io/unreachable=yes:NoExecute": ` + unreachable + offHint},
+		{"add terminating", []string{"cluster.flotilla.io/terminating:NoExecute"},
+			`invalid taint "cluster.flotilla.io/terminating:NoExecute": ` + terminating + offHint},
+		{"remove unreachable by key and effect", []string{"cluster.flotilla.io/unreachable:NoSchedule-"},
+			`invalid taint "cluster.flotilla.io/unreachable:NoSchedule-": ` + unreachable +
+				"to keep a workload on the cluster while it has the taint, give its policy a toleration of cluster.flotilla.io/unreachable"},
+		{"remove not-ready by key", []string{"cluster.flotilla.io/not-ready-"},
+			`invalid taint "cluster.flotilla.io/not-ready-": ` + notReady +
+				"to keep a workload on the cluster while it has the taint, give its policy a toleration of cluster.flotilla.io/not-ready"},
+		{"after an operator's taint", []string{"gpu=yes:NoSchedule", "cluster.flotilla.io/terminating-"},
+			`invalid taint "cluster.flotilla.io/terminating-": ` + terminating +
+				"to keep a workload on the cluster while it has the taint, give its policy a toleration of cluster.flotilla.io/terminating"},
+		{"Karmada's not-ready", []string{"cluster.karmada.io/not-ready:NoExecute"},
+			`invalid taint "cluster.karmada.io/not-ready:NoExecute": cluster.karmada.io/not-ready is Karmada's spelling of cluster.flotilla.io/not-ready, and ` +
+				notReady + offHint},
+		{"Karmada's unschedulable", []string{"cluster.karmada.io/unschedulable-"},
+			`invalid taint "cluster.karmada.io/unschedulable-": cluster.karmada.io/unschedulable is Karmada's spelling of cluster.flotilla.io/unschedulable, and ` +
+				"the hub maintains cluster.flotilla.io/unschedulable from spec.unschedulable: use 'flotilla cordon' or 'flotilla uncordon'"},
+	}
+	f := newFixtureHub(t)
+	before := taintsOf(t, f.testHub, "edge-2")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := f.run(t, append([]string{"taint", "cluster", "edge-2"}, tt.args...)...)
+			wantExit(t, r, 2)
+			want := "error: " + tt.want + "\nSee 'flotilla taint --help' for usage.\n"
+			if diff := cmp.Diff(want, r.stderr); diff != "" {
+				t.Errorf("stderr (-want +got):\n%s", diff)
+			}
+			if r.stdout != "" {
+				t.Errorf("stdout = %q, want nothing", r.stdout)
+			}
+			if sent := f.sent(); len(sent) != 0 {
+				t.Errorf("sent %q, want no request", sent)
+			}
+		})
+	}
+	if diff := cmp.Diff(before, taintsOf(t, f.testHub, "edge-2")); diff != "" {
+		t.Errorf("taints changed (-before +after):\n%s", diff)
+	}
+}
+
+// Other keys under the hub's prefixes are operators' to use.
+func TestTaintOtherKeysOfHubPrefixes(t *testing.T) {
+	for _, key := range []string{"cluster.flotilla.io/maintenance", "cluster.karmada.io/maintenance", "example.com/not-ready"} {
+		if err := checkHubKey(key, false); err != nil {
+			t.Errorf("checkHubKey(%q) = %v, want nil", key, err)
+		}
 	}
 }
 

@@ -68,19 +68,21 @@ func parseTaintArg(arg string) (taintChange, error) {
 		return ch, fmt.Errorf("invalid taint %q: a removal is key:Effect- or key-, without a value", arg)
 	}
 	ch.taint = corev1.Taint{Key: key, Value: value, Effect: corev1.TaintEffect(effect)}
-	if err := checkTaint(ch.taint, hasEffect); err != nil {
+	if err := checkTaint(ch.taint, hasEffect, remove); err != nil {
 		return ch, fmt.Errorf("invalid taint %q: %w", arg, err)
 	}
 	return ch, nil
 }
 
-// checkTaint validates key, value and, when given, effect.
-func checkTaint(t corev1.Taint, hasEffect bool) error {
+// checkTaint validates key, value and, when given, effect. Keys the hub
+// owns are refused; remove says whether the argument removes the taint,
+// for the hint of what to do instead.
+func checkTaint(t corev1.Taint, hasEffect, remove bool) error {
 	if errs := content.IsQualifiedName(t.Key); len(errs) > 0 {
 		return fmt.Errorf("key %q: %s", t.Key, strings.Join(errs, "; "))
 	}
-	if t.Key == v1alpha1.TaintClusterUnschedulable {
-		return fmt.Errorf("the hub maintains %s from spec.unschedulable: use 'flotilla cordon' or 'flotilla uncordon'", t.Key)
+	if err := checkHubKey(t.Key, remove); err != nil {
+		return err
 	}
 	if errs := content.IsLabelValue(t.Value); len(errs) > 0 {
 		return fmt.Errorf("value %q: %s", t.Value, strings.Join(errs, "; "))
@@ -89,6 +91,50 @@ func checkTaint(t corev1.Taint, hasEffect bool) error {
 		return fmt.Errorf("effect %q is not one of %s", t.Effect, effectNames())
 	}
 	return nil
+}
+
+// hubKeys are the taint keys the hub sets and clears itself, with when it
+// does, under their Flotilla names; Karmada's spellings
+// (cluster.karmada.io/...) name the same taints. A taint of one of them
+// added by hand would be taken away again (or, for terminating, evict
+// every workload that does not tolerate it), and one removed by hand put
+// back.
+var hubKeys = map[string]string{
+	v1alpha1.TaintClusterNotReady:    "from the cluster's health, while Ready is False",
+	v1alpha1.TaintClusterUnreachable: "from the cluster's health, while Ready is Unknown (its lease expired)",
+	v1alpha1.TaintClusterTerminating: "on a cluster being deleted",
+}
+
+// Prefixes of the hub's taint keys: Flotilla's, and Karmada's spelling,
+// which tolerations may use for the same taints.
+const (
+	flotillaKeyPrefix = "cluster.flotilla.io/"
+	karmadaKeyPrefix  = "cluster.karmada.io/"
+)
+
+// checkHubKey refuses a taint key the hub owns, saying why and what to do
+// instead.
+func checkHubKey(key string, remove bool) error {
+	own := key
+	if suffix, ok := strings.CutPrefix(key, karmadaKeyPrefix); ok {
+		own = flotillaKeyPrefix + suffix
+	}
+	spelling := ""
+	if own != key {
+		spelling = fmt.Sprintf("%s is Karmada's spelling of %s, and ", key, own)
+	}
+	if own == v1alpha1.TaintClusterUnschedulable {
+		return fmt.Errorf("%sthe hub maintains %s from spec.unschedulable: use 'flotilla cordon' or 'flotilla uncordon'", spelling, own)
+	}
+	when, ok := hubKeys[own]
+	if !ok {
+		return nil
+	}
+	instead := "to keep workloads off the cluster use 'flotilla cordon', or a taint with a key of your own, e.g. example.com/maintenance=planned:NoSchedule"
+	if remove {
+		instead = fmt.Sprintf("to keep a workload on the cluster while it has the taint, give its policy a toleration of %s", own)
+	}
+	return fmt.Errorf("%sthe hub sets and clears %s itself, %s; %s", spelling, own, when, instead)
 }
 
 func effectNames() string {
