@@ -318,7 +318,8 @@ func TestMessageTypeString(t *testing.T) {
 	}{
 		{TypeHello, "Hello"}, {TypeWelcome, "Welcome"}, {TypeLeaseRenew, "LeaseRenew"},
 		{TypeLeaseAck, "LeaseAck"}, {TypeClusterStatus, "ClusterStatus"}, {TypeGoAway, "GoAway"},
-		{TypeError, "Error"}, {0, "MessageType(0)"}, {200, "MessageType(200)"},
+		{TypeError, "Error"}, {TypeJoinRequest, "JoinRequest"}, {TypeJoinResponse, "JoinResponse"},
+		{0, "MessageType(0)"}, {200, "MessageType(200)"},
 	}
 	for _, tt := range tests {
 		if got := tt.t.String(); got != tt.want {

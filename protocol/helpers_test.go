@@ -45,7 +45,16 @@ func sampleMessages() []Message {
 		}},
 		&WorkDeleted{Name: "nginx-deployment-5f6c"},
 		&WorkStatus{Name: "nginx-deployment-5f6c", Generation: 4, Manifests: []ManifestResult{{Ordinal: 0, Version: "v1", Kind: "ConfigMap", Name: "c", Health: HealthHealthy}}},
+		validJoinRequest(),
+		&JoinResponse{Certificate: []byte("-----BEGIN CERTIFICATE-----\n"), CACertificate: []byte("-----BEGIN CERTIFICATE-----\n")},
+		&JoinResponse{Pending: true, CACertificate: []byte("ca"), Message: "kubectl certificate approve flotilla-agent-edge-1-ab12cd34"},
 	}
+}
+
+func validJoinRequest() *JoinRequest {
+	return &JoinRequest{ProtocolVersion: Version, ClusterName: "edge-1", BootstrapToken: "abcdef.0123456789abcdef",
+		CSR: []byte("-----BEGIN CERTIFICATE REQUEST-----\n"), AgentVersion: "v0.2.0",
+		Provider: "aws", Region: "eu-west-1", Zone: "eu-west-1a", Labels: map[string]string{"site": "store-7", "example.com/tier": "edge"}}
 }
 
 // rawFrame builds a frame by hand, for input WriteMessage would not produce.

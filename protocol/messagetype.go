@@ -20,6 +20,8 @@ const (
 	TypeWorkApplied   MessageType = 11
 	TypeWorkDeleted   MessageType = 12
 	TypeWorkStatus    MessageType = 13
+	TypeJoinRequest   MessageType = 14
+	TypeJoinResponse  MessageType = 15
 )
 
 var messageTypeNames = map[MessageType]string{
@@ -36,6 +38,8 @@ var messageTypeNames = map[MessageType]string{
 	TypeWorkApplied:   "WorkApplied",
 	TypeWorkDeleted:   "WorkDeleted",
 	TypeWorkStatus:    "WorkStatus",
+	TypeJoinRequest:   "JoinRequest",
+	TypeJoinResponse:  "JoinResponse",
 }
 
 // String returns the message name, or MessageType(n) for unknown numbers.
@@ -77,6 +81,10 @@ func newMessage(t MessageType) (wireMessage, error) {
 		return new(WorkDeleted), nil
 	case TypeWorkStatus:
 		return new(WorkStatus), nil
+	case TypeJoinRequest:
+		return new(JoinRequest), nil
+	case TypeJoinResponse:
+		return new(JoinResponse), nil
 	}
 	return nil, fmt.Errorf("%w %d", ErrUnknownMessageType, uint8(t))
 }

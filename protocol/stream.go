@@ -21,6 +21,9 @@ const (
 	// StreamWork carries Works down and their results up (see work.go). It
 	// is opened by the agent after Welcome; frames may be MaxWorkFrameSize.
 	StreamWork StreamKind = 3
+	// StreamJoin carries one JoinRequest and its answer, on a join
+	// connection (JoinALPN) only.
+	StreamJoin StreamKind = 4
 )
 
 // String returns the kind's name, or StreamKind(n) for unknown numbers.
@@ -32,12 +35,14 @@ func (k StreamKind) String() string {
 		return "status"
 	case StreamWork:
 		return "work"
+	case StreamJoin:
+		return "join"
 	}
 	return fmt.Sprintf("StreamKind(%d)", uint8(k))
 }
 
 func (k StreamKind) known() bool {
-	return k == StreamControl || k == StreamStatus || k == StreamWork
+	return k == StreamControl || k == StreamStatus || k == StreamWork || k == StreamJoin
 }
 
 // WriteStreamKind writes the kind byte that must start a newly opened stream.

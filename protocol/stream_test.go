@@ -36,7 +36,7 @@ func TestStreamKindRejects(t *testing.T) {
 	}{
 		{name: "empty stream", input: "", wantErr: io.EOF},
 		{name: "zero", input: "\x00", wantErr: ErrUnknownStreamKind, wantText: "unknown stream kind 0"},
-		{name: "future kind", input: "\x04", wantErr: ErrUnknownStreamKind, wantText: "unknown stream kind 4"},
+		{name: "future kind", input: "\x05", wantErr: ErrUnknownStreamKind, wantText: "unknown stream kind 5"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

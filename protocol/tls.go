@@ -1,9 +1,13 @@
 package protocol
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -20,16 +24,70 @@ func ClusterCommonName(name string) string {
 }
 
 // ServerTLSConfig is the hub's TLS configuration: TLS 1.3 only (QUIC requires
-// it), ALPN, and a client certificate signed by clientCAs on every
-// connection, because the certificate is the agent's identity.
+// it), ALPN, and a client certificate signed by clientCAs on every session
+// connection, because the certificate is the agent's identity. A join
+// connection (JoinALPN) comes without one: the agent has none yet.
 func ServerTLSConfig(cert tls.Certificate, clientCAs *x509.CertPool) *tls.Config {
-	return &tls.Config{
+	session := &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{cert},
 		ClientCAs:    clientCAs,
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		NextProtos:   []string{ALPN},
 	}
+	join := session.Clone()
+	join.ClientAuth = tls.NoClientCert
+	join.NextProtos = []string{JoinALPN}
+	// The certificate requirement depends on the protocol the client
+	// offers, so it is chosen per connection.
+	session.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		if slices.Contains(hello.SupportedProtos, JoinALPN) {
+			return join, nil
+		}
+		return nil, nil
+	}
+	return session
+}
+
+// JoinTLSConfig is a joining agent's TLS configuration: TLS 1.3, JoinALPN,
+// no client certificate, and the hub trusted only if its certificate chain
+// leads to a CA whose public key has the SHA-256 pin (kubeadm's CA hash:
+// "sha256:" and hex). The hub sends its CA with its certificate. The name
+// dialled is not checked: the pin is the trust anchor.
+func JoinTLSConfig(pin string) *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		NextProtos: []string{JoinALPN},
+		// Verification is VerifyConnection's, against the pinned CA.
+		InsecureSkipVerify: true,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			return verifyPinnedChain(cs.PeerCertificates, pin)
+		},
+	}
+}
+
+// verifyPinnedChain accepts a peer whose leaf is signed by a certificate in
+// its chain whose public key has pin.
+func verifyPinnedChain(certs []*x509.Certificate, pin string) error {
+	if len(certs) == 0 {
+		return fmt.Errorf("%w: the hub presented no certificate", ErrPeerIdentity)
+	}
+	roots := x509.NewCertPool()
+	found := false
+	for _, c := range certs[1:] {
+		sum := sha256.Sum256(c.RawSubjectPublicKeyInfo)
+		if subtle.ConstantTimeCompare([]byte("sha256:"+hex.EncodeToString(sum[:])), []byte(pin)) == 1 {
+			roots.AddCert(c)
+			found = true
+		}
+	}
+	if !found {
+		return fmt.Errorf("%w: no certificate the hub presented has the CA pin %s: wrong --hub-ca-hash, or not the hub you meant", ErrPeerIdentity, pin)
+	}
+	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		return fmt.Errorf("%w: the hub's certificate is not signed by the pinned CA: %v", ErrPeerIdentity, err)
+	}
+	return nil
 }
 
 // ClientTLSConfig is the agent's TLS configuration: TLS 1.3 only, ALPN, the

@@ -61,11 +61,32 @@ func TestValidateRejects(t *testing.T) {
 		edit(w)
 		return w
 	}
+	withJoin := func(edit func(*JoinRequest)) *JoinRequest {
+		j := validJoinRequest()
+		edit(j)
+		return j
+	}
+	manyLabels := map[string]string{}
+	for i := range maxJoinLabels + 1 {
+		manyLabels["l"+strings.Repeat("x", i)] = "v"
+	}
 	tests := []struct {
 		name     string
 		m        wireMessage
 		wantText string
 	}{
+		{"join without token", withJoin(func(j *JoinRequest) { j.BootstrapToken = "" }), "bootstrapToken is required"},
+		{"join token too long", withJoin(func(j *JoinRequest) { j.BootstrapToken = strings.Repeat("a", 24) }), "bootstrapToken is 24 bytes"},
+		{"join without csr", withJoin(func(j *JoinRequest) { j.CSR = nil }), "csr is required"},
+		{"join csr too large", withJoin(func(j *JoinRequest) { j.CSR = make([]byte, maxCSRBytes+1) }), "csr is 16385 bytes"},
+		{"join bad cluster", withJoin(func(j *JoinRequest) { j.ClusterName = "Edge_1" }), `clusterName "Edge_1"`},
+		{"join bad label key", withJoin(func(j *JoinRequest) { j.Labels = map[string]string{"bad key": "v"} }), `labels: key "bad key"`},
+		{"join bad label value", withJoin(func(j *JoinRequest) { j.Labels = map[string]string{"k": "a b"} }), `labels[k]: value "a b"`},
+		{"join too many labels", withJoin(func(j *JoinRequest) { j.Labels = manyLabels }), "labels has 65 entries"},
+		{"join zone too long", withJoin(func(j *JoinRequest) { j.Zone = short }), "zone is 1025 bytes"},
+		{"join response without certificate", &JoinResponse{CACertificate: []byte("ca")}, "certificate is required"},
+		{"join response pending with certificate", &JoinResponse{Pending: true, Certificate: []byte("c"), CACertificate: []byte("ca")}, "certificate: must be empty while pending"},
+		{"join response without CA", &JoinResponse{Certificate: []byte("c")}, "caCertificate is required"},
 		{"hello version 0", &Hello{ClusterName: "member-1"}, "protocolVersion 0 must be positive"},
 		{"hello negative version", &Hello{ProtocolVersion: -1, ClusterName: "member-1"}, "protocolVersion"},
 		{"hello without cluster", &Hello{ProtocolVersion: 1}, "clusterName is required"},
