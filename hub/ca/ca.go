@@ -79,7 +79,9 @@ func writeFiles(files map[string][]byte) error {
 }
 
 // ServingCertificate issues the hub's QUIC serving certificate for loopback,
-// this host's name and the extra names or addresses in sans.
+// this host's name and the extra names or addresses in sans. Its chain
+// carries the CA: a joining agent knows only the CA's pin and finds the CA
+// there.
 func ServingCertificate(ca *pki.CA, sans []string) (tls.Certificate, error) {
 	dnsNames := []string{"localhost"}
 	ips := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
@@ -97,7 +99,12 @@ func ServingCertificate(ca *pki.CA, sans []string) (tls.Certificate, error) {
 	if err != nil {
 		return tls.Certificate{}, err
 	}
-	return tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	cert.Certificate = append(cert.Certificate, ca.Cert.Raw)
+	return cert, nil
 }
 
 func Pool(ca *pki.CA) *x509.CertPool {
