@@ -96,10 +96,11 @@ func (d *division) divide(in *Input, room *roomCache, clusters []*v1alpha1.Clust
 			previous: in.Previous,
 			room:     room,
 			fresh:    in.Fresh,
+			ties:     tiesFor(in.TemplateUID),
 		}, d.kind == divideAggregated, clusters)
 	}
 	parties := d.weigh(clusters)
-	apportion(int64(in.Replicas), parties)
+	apportion(int64(in.Replicas), parties, tiesFor(in.TemplateUID))
 	targets := make([]v1alpha1.TargetCluster, 0, len(parties))
 	for _, p := range parties {
 		// A cluster without replicas would get an empty Work: leave it out.

@@ -56,6 +56,15 @@
 //     whatever the strategy; otherwise Divided results leave out clusters
 //     with 0.
 //
+// Every Webster apportionment (static weights, dynamic weights,
+// Aggregated) breaks an exact tie, two clusters with the same quotient, as
+// Karmada does: to the cluster with fewer replicas so far, then by name,
+// the lower first, or the higher first when the 32-bit FNV-1a hash of the
+// template's UID (Input.TemplateUID: the binding's spec.resource.uid) is
+// odd; without a UID, the lower. 5 replicas over two equal clusters thus
+// go 3:2 for some workloads and 2:3 for others, as in Karmada for the same
+// template, rather than always favouring the same cluster.
+//
 // Divided with dynamic weights (weightPreference.dynamicWeight:
 // AvailableReplicas) and Divided/Aggregated divide by room. A cluster's
 // room is [AvailableReplicas] for Input.Requirements: what its resource

@@ -23,6 +23,7 @@ type capacityRequest struct {
 	previous []v1alpha1.TargetCluster
 	room     *roomCache
 	fresh    bool
+	ties     ties
 }
 
 // divideByCapacity divides replicas (> 0) among clusters (sorted by name)
@@ -43,7 +44,7 @@ func divideByCapacity(r capacityRequest, aggregated bool, clusters []*v1alpha1.C
 
 	switch {
 	case r.fresh:
-		if err := fresh(r.replicas, slots, aggregated); err != nil {
+		if err := fresh(r.replicas, slots, aggregated, r.ties); err != nil {
 			return nil, err
 		}
 	case kept == r.replicas:
@@ -51,9 +52,9 @@ func divideByCapacity(r capacityRequest, aggregated bool, clusters []*v1alpha1.C
 			slots[i].seats = slots[i].prev
 		}
 	case kept > r.replicas:
-		scaleDown(r.replicas, slots, aggregated)
+		scaleDown(r.replicas, slots, aggregated, r.ties)
 	default:
-		if err := scaleUp(r.replicas, kept, slots, aggregated); err != nil {
+		if err := scaleUp(r.replicas, kept, slots, aggregated, r.ties); err != nil {
 			return nil, err
 		}
 	}
@@ -69,12 +70,12 @@ func divideByCapacity(r capacityRequest, aggregated bool, clusters []*v1alpha1.C
 
 // scaleUp keeps every cluster's previous replicas and places the
 // replicas−kept new ones by free room.
-func scaleUp(replicas, kept int64, slots []slot, aggregated bool) error {
+func scaleUp(replicas, kept int64, slots []slot, aggregated bool, t ties) error {
 	need := replicas - kept
 	if total(slots, free) < need {
 		return newCapacityError(replicas, need, slots, free)
 	}
-	for i, p := range share(need, slots, free, fewestBy(aggregated, rankScaleUp)) {
+	for i, p := range share(need, slots, free, fewestBy(aggregated, rankScaleUp), t) {
 		slots[i].seats = slots[i].prev + p.seats
 	}
 	return nil
@@ -82,19 +83,19 @@ func scaleUp(replicas, kept int64, slots []slot, aggregated bool) error {
 
 // scaleDown shrinks by the current assignment; removing needs no room.
 // Aggregated also gives up the clusters with the fewest replicas.
-func scaleDown(replicas int64, slots []slot, aggregated bool) {
-	for i, p := range share(replicas, slots, previous, fewestBy(aggregated, rankScaleDown)) {
+func scaleDown(replicas int64, slots []slot, aggregated bool, t ties) {
+	for i, p := range share(replicas, slots, previous, fewestBy(aggregated, rankScaleDown), t) {
 		slots[i].seats = p.seats
 	}
 }
 
 // fresh divides replicas from scratch by capacity (room plus the replicas
 // a cluster has now), as if the binding were scheduled for the first time.
-func fresh(replicas int64, slots []slot, aggregated bool) error {
+func fresh(replicas int64, slots []slot, aggregated bool, t ties) error {
 	if total(slots, capacity) < replicas {
 		return newCapacityError(replicas, replicas, slots, capacity)
 	}
-	for i, p := range share(replicas, slots, capacity, fewestBy(aggregated, rankFresh)) {
+	for i, p := range share(replicas, slots, capacity, fewestBy(aggregated, rankFresh), t) {
 		slots[i].seats = p.seats
 	}
 	return nil
@@ -128,10 +129,11 @@ func total(slots []slot, weight func(*slot) int64) int64 {
 }
 
 // share apportions seats among slots in proportion to weight (at most
-// their total) and returns the parties, in slot order. With a rank
-// (Aggregated), only the first slots in rank order whose weights cover the
-// seats take part: Karmada cuts its sorted list the same way.
-func share(seats int64, slots []slot, weight func(*slot) int64, rank func(a, b *slot) int) []party {
+// their total), ties going as t says, and returns the parties, in slot
+// order. With a rank (Aggregated), only the first slots in rank order whose
+// weights cover the seats take part: Karmada cuts its sorted list the same
+// way.
+func share(seats int64, slots []slot, weight func(*slot) int64, rank func(a, b *slot) int, t ties) []party {
 	parties, caps := make([]party, len(slots)), make([]int64, len(slots))
 	for i := range slots {
 		caps[i] = weight(&slots[i])
@@ -140,7 +142,7 @@ func share(seats int64, slots []slot, weight func(*slot) int64, rank func(a, b *
 	if rank != nil {
 		keepFewest(seats, slots, parties, rank)
 	}
-	apportionCapped(seats, parties, caps)
+	apportionCapped(seats, parties, caps, t)
 	return parties
 }
 
@@ -196,7 +198,8 @@ func rankScaleDown(a, b *slot) int {
 }
 
 // apportionCapped sets the seats of parties to a Webster apportionment of
-// seats in which no party gets more than its cap (caps[i] for parties[i]):
+// seats (ties going as t says) in which no party gets more than its cap
+// (caps[i] for parties[i]):
 // a party given more is capped and the rest re-apportioned among the
 // others, until none is over. The caps must add up to at least seats, or
 // some seats are left out.
@@ -206,7 +209,7 @@ func rankScaleDown(a, b *slot) int {
 // quotient w/(2w+1) < 1/2, while some party j below its cap has
 // w_j/(2s_j+1) ≥ w_j/(2w_j−1) > 1/2 and takes the seat first. The loop is
 // a guarantee that does not rest on that argument.
-func apportionCapped(seats int64, parties []party, caps []int64) {
+func apportionCapped(seats int64, parties []party, caps []int64, t ties) {
 	work := make([]party, 0, len(parties))
 	idx := make([]int, 0, len(parties))
 	for i := range parties {
@@ -217,7 +220,7 @@ func apportionCapped(seats int64, parties []party, caps []int64) {
 		}
 	}
 	for seats > 0 && len(work) > 0 {
-		apportion(seats, work)
+		apportion(seats, work, t)
 		n, over := 0, false
 		for k, p := range work {
 			if c := caps[idx[k]]; p.seats > c {

@@ -2,9 +2,11 @@ package scheduler
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 )
@@ -179,6 +181,58 @@ func TestScheduleKarmadaDivision(t *testing.T) {
 	}
 }
 
+// TestScheduleTiesByTemplateUID runs Karmada's "brand new assign 5
+// replicas" cases (pkg/util/helper/binding_test.go: two clusters of equal
+// weight, its odd and even UIDs) through every division that uses
+// Webster: Input.TemplateUID decides which cluster gets the odd replica.
+func TestScheduleTiesByTemplateUID(t *testing.T) {
+	const m1, m2 = "member1", "member2"
+	withUID := func(in Input, uid types.UID) Input {
+		in.TemplateUID = uid
+		return in
+	}
+	static := Input{Placement: &v1alpha1.Placement{ReplicaScheduling: divided()}, Replicas: 5, Clusters: plainClusters(m2, m1)}
+	tests := []struct {
+		name string
+		in   Input
+		// the result with no UID or evenUID; oddUID swaps the clusters
+		lower, higher []v1alpha1.TargetCluster
+	}{
+		{"static, equal weights", static, targets(m1, 3, m2, 2), targets(m1, 2, m2, 3)},
+		{"static, equal weights of 3", withPlacement(static, divided(weightOf(3, m1, m2))), targets(m1, 3, m2, 2), targets(m1, 2, m2, 3)},
+		{"dynamic, first schedule", byRoom(dynamicWeight(), 5, false, nil, roomy(m1, 10, m2, 10)), targets(m1, 3, m2, 2), targets(m1, 2, m2, 3)},
+		{"dynamic, scale-up 2 to 7", byRoom(dynamicWeight(), 7, false, targets(m1, 1, m2, 1), roomy(m1, 4, m2, 4)),
+			targets(m1, 4, m2, 3), targets(m1, 3, m2, 4)},
+		{"dynamic, scale-down 6 to 5", byRoom(dynamicWeight(), 5, false, targets(m1, 3, m2, 3), roomy(m1, 0, m2, 0)),
+			targets(m1, 3, m2, 2), targets(m1, 2, m2, 3)},
+		{"dynamic, fresh", byRoom(dynamicWeight(), 5, true, targets(m1, 2, m2, 4), roomy(m1, 4, m2, 2)),
+			targets(m1, 3, m2, 2), targets(m1, 2, m2, 3)},
+		{"aggregated, first schedule", byRoom(aggregated(), 5, false, nil, roomy(m1, 3, m2, 3)), targets(m1, 3, m2, 2), targets(m1, 2, m2, 3)},
+		{"aggregated, scale-down 6 to 5", byRoom(aggregated(), 5, false, targets(m1, 3, m2, 3), roomy(m1, 0, m2, 0)),
+			targets(m1, 3, m2, 2), targets(m1, 2, m2, 3)},
+		// Ties only: a larger weight still gets more.
+		{"static 2:1, no tie", withPlacement(static, divided(weightOf(2, m1), weightOf(1, m2))), targets(m1, 3, m2, 2), targets(m1, 3, m2, 2)},
+	}
+	for _, tt := range tests {
+		for _, c := range []struct {
+			uid  types.UID
+			want []v1alpha1.TargetCluster
+		}{{"", tt.lower}, {evenUID, tt.lower}, {oddUID, tt.higher}} {
+			t.Run(fmt.Sprintf("%s, UID %q", tt.name, c.uid), func(t *testing.T) {
+				got := mustSchedule(t, withUID(tt.in, c.uid))
+				if diff := cmp.Diff(c.want, got.Clusters); diff != "" {
+					t.Errorf("Schedule (-want +got):\n%s", diff)
+				}
+			})
+		}
+	}
+}
+
+func withPlacement(in Input, s *v1alpha1.ReplicaSchedulingStrategy) Input {
+	in.Placement = &v1alpha1.Placement{ReplicaScheduling: s}
+	return in
+}
+
 func TestScheduleNoRoom(t *testing.T) {
 	three := func(a, b, c int) []*v1alpha1.Cluster { return roomy("member3", c, "member1", a, "member2", b) }
 	tests := []struct {
@@ -250,7 +304,7 @@ func TestApportionCapped(t *testing.T) {
 			for i, w := range tt.weights {
 				parties[i] = party{name: string(rune('a' + i)), weight: w}
 			}
-			apportionCapped(tt.seats, parties, tt.caps)
+			apportionCapped(tt.seats, parties, tt.caps, lowerNameFirst)
 			got := make([]int64, len(parties))
 			for i, p := range parties {
 				got[i] = p.seats

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"cmp"
+	"container/heap"
 	"errors"
 	"fmt"
 	"maps"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	gocmp "github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 )
@@ -19,7 +21,8 @@ import (
 type modelCluster struct {
 	name       string
 	room, prev int64
-	listed     bool // in the previous result, even with 0
+	listed     bool  // in the previous result, even with 0
+	weight     int64 // static weight
 }
 
 // weighed is one entry of Karmada's list of clusters and weights.
@@ -33,9 +36,10 @@ type weighed struct {
 // none of ours: candidates in Karmada's order, the list of weights for the
 // mode sorted stably by weight, on an Aggregated scale-up the clusters
 // with replicas moved first, for Aggregated the shortest prefix that holds
-// the replicas, then Webster one seat at a time. It returns nil when there
-// is not enough room.
-func karmadaDivision(replicas int64, clusters []modelCluster, fresh, aggregated bool) map[string]int64 {
+// the replicas, then Webster as Karmada's dispenser does it for the
+// template's uid (karmadaWebster). It returns nil when there is not enough
+// room.
+func karmadaDivision(replicas int64, clusters []modelCluster, fresh, aggregated bool, uid types.UID) map[string]int64 {
 	candidates := slices.Clone(clusters)
 	slices.SortStableFunc(candidates, func(a, b modelCluster) int {
 		return cmp.Or(-cmp.Compare(b2i(a.listed), b2i(b.listed)), -cmp.Compare(a.room+a.prev, b.room+b.prev), strings.Compare(a.name, b.name))
@@ -87,10 +91,92 @@ func karmadaDivision(replicas int64, clusters []modelCluster, fresh, aggregated 
 	for _, w := range list {
 		weights[w.name] = w.weight
 	}
-	for name, n := range websterOneAtATime(int32(target), weights) {
+	for name, n := range karmadaWebster(int32(target), weights, uid) {
 		base[name] += int64(n)
 	}
 	return positive(base)
+}
+
+// karmadaStatic models Karmada's static weights
+// (assignByStaticWeightStrategy, getStaticWeightInfoList): the clusters
+// with a positive weight, or every cluster weighing 1 when none has one,
+// then the dispenser for the template's uid.
+func karmadaStatic(replicas int64, clusters []modelCluster, uid types.UID) map[string]int64 {
+	weights := map[string]int64{}
+	for _, c := range clusters {
+		if c.weight > 0 {
+			weights[c.name] = c.weight
+		}
+	}
+	if len(weights) == 0 {
+		for _, c := range clusters {
+			weights[c.name] = 1
+		}
+	}
+	got := map[string]int64{}
+	for name, n := range karmadaWebster(int32(replicas), weights, uid) {
+		got[name] = int64(n)
+	}
+	return positive(got)
+}
+
+// karmadaWebster models Karmada's dispenser (NewDispenser and
+// AllocateWebsterSeats in pkg/util/helper): a heap of parties, each seat
+// to the highest priority votes/(2·seats+1) in float64; on equal
+// priorities the tie breaker made from the template's UID: fewer seats,
+// then the higher name when the FNV-1a hash of a non-empty UID is odd,
+// else the lower name.
+func karmadaWebster(seats int32, votes map[string]int64, uid types.UID) map[string]int32 {
+	q := &karmadaQueue{higherFirst: karmadaHigherFirst(uid)}
+	for name, v := range votes {
+		q.parties = append(q.parties, karmadaParty{name, v, 0})
+	}
+	heap.Init(q)
+	for range seats {
+		p := heap.Pop(q).(karmadaParty)
+		p.seats++
+		heap.Push(q, p)
+	}
+	got := map[string]int32{}
+	for _, p := range q.parties {
+		got[p.name] = p.seats
+	}
+	return got
+}
+
+type karmadaParty struct {
+	name  string
+	votes int64
+	seats int32
+}
+
+type karmadaQueue struct {
+	parties     []karmadaParty
+	higherFirst bool
+}
+
+func (q *karmadaQueue) Len() int      { return len(q.parties) }
+func (q *karmadaQueue) Swap(i, j int) { q.parties[i], q.parties[j] = q.parties[j], q.parties[i] }
+func (q *karmadaQueue) Push(x any)    { q.parties = append(q.parties, x.(karmadaParty)) }
+func (q *karmadaQueue) Pop() any {
+	last := q.parties[len(q.parties)-1]
+	q.parties = q.parties[:len(q.parties)-1]
+	return last
+}
+
+func (q *karmadaQueue) Less(i, j int) bool {
+	a, b := q.parties[i], q.parties[j]
+	pa, pb := float64(a.votes)/float64(2*a.seats+1), float64(b.votes)/float64(2*b.seats+1)
+	switch {
+	case pa != pb:
+		return pa > pb
+	case a.seats != b.seats:
+		return a.seats < b.seats
+	case q.higherFirst:
+		return a.name > b.name
+	default:
+		return a.name < b.name
+	}
 }
 
 // usedFirst moves the clusters with replicas in base to the front, keeping
@@ -130,9 +216,11 @@ func b2i(b bool) int {
 	return 0
 }
 
-// TestDivisionMatchesKarmadaModel compares Schedule with karmadaDivision on
-// random rooms and previous results (small rooms make ties frequent), and
-// checks the invariants too; `go test -fuzz FuzzDivision` explores further.
+// TestDivisionMatchesKarmadaModel compares Schedule with karmadaDivision
+// (karmadaStatic for static weights) on random rooms, weights, previous
+// results and template UIDs (small rooms make ties frequent, so a tie
+// broken the wrong way fails), and checks the invariants too;
+// `go test -fuzz FuzzDivision` explores further.
 // At most 12 clusters: Karmada's sort.Sort is an insertion sort, stable, up
 // to 12 elements and leaves the order of equals unspecified beyond.
 func TestDivisionMatchesKarmadaModel(t *testing.T) {
@@ -155,7 +243,12 @@ func FuzzDivision(f *testing.F) {
 func checkDivision(t *testing.T, r *rand.Rand) {
 	t.Helper()
 	in, model := randomDivision(r)
-	want := karmadaDivision(int64(in.Replicas), model, in.Fresh, isAggregated(in.Placement))
+	var want map[string]int64
+	if byCapacity(in.Placement) {
+		want = karmadaDivision(int64(in.Replicas), model, in.Fresh, isAggregated(in.Placement), in.TemplateUID)
+	} else {
+		want = karmadaStatic(int64(in.Replicas), model, in.TemplateUID)
+	}
 	got, err := Schedule(in)
 	label := describe(in)
 	checkInvariants(t, label, in, got, err)
@@ -177,8 +270,8 @@ func checkDivision(t *testing.T, r *rand.Rand) {
 	}
 }
 
-// randomDivision is a dynamic or Aggregated request over up to 12
-// clusters and the same clusters as the model sees them.
+// randomDivision is a static weight, dynamic or Aggregated request over
+// up to 12 clusters and the same clusters as the model sees them.
 func randomDivision(r *rand.Rand) (Input, []modelCluster) {
 	n := 1 + r.IntN(12)
 	maxRoom := pick(r, 3, 8, 30)
@@ -186,7 +279,7 @@ func randomDivision(r *rand.Rand) (Input, []modelCluster) {
 	var model []modelCluster
 	var previous []v1alpha1.TargetCluster
 	for i := range n {
-		c := modelCluster{name: fmt.Sprintf("m%02d", i), room: r.Int64N(int64(maxRoom) + 1)}
+		c := modelCluster{name: fmt.Sprintf("m%02d", i), room: r.Int64N(int64(maxRoom) + 1), weight: r.Int64N(4)}
 		clusters = append(clusters, newCluster(c.name, roomFor(int(c.room))))
 		if r.IntN(2) == 0 {
 			c.listed, c.prev = true, r.Int64N(6)
@@ -199,7 +292,13 @@ func randomDivision(r *rand.Rand) (Input, []modelCluster) {
 	}
 	r.Shuffle(len(clusters), func(i, j int) { clusters[i], clusters[j] = clusters[j], clusters[i] })
 	r.Shuffle(len(previous), func(i, j int) { previous[i], previous[j] = previous[j], previous[i] })
-	s := pick(r, dynamicWeight(), aggregated())
+	var rules []v1alpha1.StaticClusterWeight
+	for _, c := range model {
+		rules = append(rules, weightOf(c.weight, c.name))
+	}
+	r.Shuffle(len(rules), func(i, j int) { rules[i], rules[j] = rules[j], rules[i] })
+	s := pick(r, dynamicWeight(), aggregated(), divided(rules...))
 	in := byRoom(s, int32(1+r.IntN(4*maxRoom)), r.IntN(3) == 0, previous, clusters)
+	in.TemplateUID = randomUID(r)
 	return in, model
 }

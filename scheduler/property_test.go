@@ -505,6 +505,7 @@ func randomInput(r *rand.Rand) Input {
 	}
 	in.Fresh = r.IntN(2) == 0
 	in.Evicted = some(r, 0.1, all...)
+	in.TemplateUID = randomUID(r)
 	switch r.IntN(3) {
 	case 0:
 	case 1:

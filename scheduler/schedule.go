@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 )
 
@@ -29,6 +31,10 @@ type Input struct {
 	// the APIs it serves without this kind is no candidate; empty skips the
 	// check.
 	APIVersion, Kind string
+	// TemplateUID is the template's UID (binding.spec.resource.uid). As in
+	// Karmada, it decides which way Webster breaks a tie between clusters
+	// by name (see [Webster]); empty: to the lower name.
+	TemplateUID types.UID
 }
 
 // Result is a successful decision.

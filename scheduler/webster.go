@@ -5,23 +5,31 @@ import (
 	"container/heap"
 	"math"
 	"math/bits"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Webster apportions seats among parties with the Webster/Sainte-Laguë method
-// (divisors 1,3,5,...; equivalently rounding at .5). Deterministic: a tie for the
-// last seat goes to the party with fewer seats so far, then to the lower name.
+// (divisors 1,3,5,...; equivalently rounding at .5). Deterministic: a tie for a
+// seat (equal quotients) goes to the party with fewer seats so far, then by
+// name: to the lower one, or to the higher one when the 32-bit FNV-1a hash
+// of uid is odd; an empty uid ties to the lower name. That is Karmada's
+// rule for the resource template's UID, which Schedule passes
+// (Input.TemplateUID).
+//
 // Weights <= 0 get nothing. Returns seats per party name (every party present,
 // possibly 0). If every weight is <= 0 it returns all zeros.
 //
 // Quotients are compared exactly (128-bit products), so any int64 weight
 // works, and the cost is O(n log n) in the number of parties whatever the
-// number of seats.
-func Webster(seats int32, weights map[string]int64) map[string]int32 {
+// number of seats. (Karmada compares them in float64, which agrees unless a
+// weight times a divisor reaches about 2^52.)
+func Webster(seats int32, weights map[string]int64, uid types.UID) map[string]int32 {
 	parties := make([]party, 0, len(weights))
 	for name, w := range weights {
 		parties = append(parties, party{name: name, weight: w})
 	}
-	apportion(int64(seats), parties)
+	apportion(int64(seats), parties, tiesFor(uid))
 	out := make(map[string]int32, len(parties))
 	for _, p := range parties {
 		out[p.name] = int32(p.seats)
@@ -36,12 +44,40 @@ type party struct {
 	seats  int64
 }
 
+// ties is the order in which Webster gives a seat to parties whose
+// quotients and seats are equal: by name, lower or higher first.
+type ties bool
+
+const (
+	lowerNameFirst  ties = false
+	higherNameFirst ties = true
+)
+
+// tiesFor is Karmada's tie order for a resource template's UID: the
+// higher name first when the 32-bit FNV-1a hash of the UID's bytes is odd,
+// the lower name first when it is even or the UID is empty (whose hash,
+// the offset basis, would be odd).
+func tiesFor(uid types.UID) ties {
+	if uid == "" {
+		return lowerNameFirst
+	}
+	h := uint32(2166136261) // FNV-1a: the 32-bit offset basis and prime
+	for i := range len(uid) {
+		h ^= uint32(uid[i])
+		h *= 16777619
+	}
+	if h&1 == 1 {
+		return higherNameFirst
+	}
+	return lowerNameFirst
+}
+
 // apportion sets the seats of parties, which must have distinct names. The
 // result is that of handing out seats one at a time to the party with the
 // highest quotient weight/(2·seats+1), ties broken by fewer seats, then by
-// lower name; it just gets there faster.
-func apportion(seats int64, parties []party) {
-	q := &seatQueue{parties: parties}
+// name in the order t; it just gets there faster.
+func apportion(seats int64, parties []party, t ties) {
+	q := &seatQueue{parties: parties, ties: t}
 	for i := range parties {
 		parties[i].seats = 0
 		if parties[i].weight > 0 {
@@ -59,6 +95,7 @@ func apportion(seats int64, parties []party) {
 type seatQueue struct {
 	parties []party
 	idx     []int // indexes into parties, a heap
+	ties    ties
 }
 
 // handOut gives seats one at a time.
@@ -73,8 +110,9 @@ func (q *seatQueue) handOut(seats int64) {
 // jumpStart gives every party, at once, the seats whose quotient is above a
 // common threshold T, and returns how many it gave. One at a time, every
 // such seat would be handed out before any seat at or below T, so the state
-// reached is one the one-at-a-time method passes through, ties included,
-// provided it does not exceed seats.
+// reached is one the one-at-a-time method passes through, whichever way
+// ties go (they only order seats of equal quotient), provided it does not
+// exceed seats.
 //
 // T is wmax/m, with wmax the largest weight: seat k (counting from 1) of a
 // party of weight w is above T iff (2k−1)·wmax < w·m, exact in 128 bits.
@@ -128,7 +166,7 @@ func seatsAbove(w int64, m uint64, wmax int64) int64 {
 func (q *seatQueue) Len() int { return len(q.idx) }
 
 func (q *seatQueue) Less(a, b int) bool {
-	return nextSeatFirst(&q.parties[q.idx[a]], &q.parties[q.idx[b]])
+	return nextSeatFirst(&q.parties[q.idx[a]], &q.parties[q.idx[b]], q.ties)
 }
 
 func (q *seatQueue) Swap(a, b int) { q.idx[a], q.idx[b] = q.idx[b], q.idx[a] }
@@ -143,13 +181,16 @@ func (q *seatQueue) Pop() any {
 }
 
 // nextSeatFirst reports whether a gets the next seat before b: higher
-// quotient, then fewer seats, then lower name.
-func nextSeatFirst(a, b *party) bool {
+// quotient, then fewer seats, then name in the order t.
+func nextSeatFirst(a, b *party, t ties) bool {
 	if c := compareQuotients(a, b); c != 0 {
 		return c > 0
 	}
 	if a.seats != b.seats {
 		return a.seats < b.seats
+	}
+	if t == higherNameFirst {
+		return a.name > b.name
 	}
 	return a.name < b.name
 }

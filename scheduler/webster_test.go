@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"math"
 	"math/big"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestWebster(t *testing.T) {
@@ -48,23 +50,103 @@ func TestWebster(t *testing.T) {
 		{"max seats and weights", math.MaxInt32, map[string]int64{"a": math.MaxInt64, "b": 1, "c": math.MaxInt64 / 2},
 			map[string]int32{"a": 1431655765, "b": 0, "c": 715827882}},
 		// Karmada's dispenser cases without a previous assignment
-		// (pkg/util/helper/binding_test.go), for a template UID that
-		// breaks ties to the lower name as Webster always does.
+		// (pkg/util/helper/binding_test.go), with its UIDs: none, or
+		// one whose hash is even, ties to the lower name; one whose hash
+		// is odd, to the higher.
 		{"Karmada 170:110:60 with 5", 5, map[string]int64{"A": 170, "B": 110, "C": 60}, map[string]int32{"A": 2, "B": 2, "C": 1}},
 		{"Karmada 170:110:60 with 6", 6, map[string]int64{"A": 170, "B": 110, "C": 60}, map[string]int32{"A": 3, "B": 2, "C": 1}},
 		{"Karmada 2:1 with 1", 1, map[string]int64{"A": 2, "B": 1}, map[string]int32{"A": 1, "B": 0}},
 		{"Karmada 2:1 with 2", 2, map[string]int64{"A": 2, "B": 1}, map[string]int32{"A": 1, "B": 1}},
 		{"Karmada 2:1 with 3", 3, map[string]int64{"A": 2, "B": 1}, map[string]int32{"A": 2, "B": 1}},
-		{"Karmada 1:1 with 5", 5, map[string]int64{"A": 1, "B": 1}, map[string]int32{"A": 3, "B": 2}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Webster(tt.seats, tt.weights)
+			got := Webster(tt.seats, tt.weights, "")
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("Webster(%d, %v) (-want +got):\n%s", tt.seats, tt.weights, diff)
 			}
 		})
 	}
+}
+
+// Karmada's test UIDs (pkg/util/helper/binding_test.go): the 32-bit FNV-1a
+// hash of evenUID is even, of oddUID odd.
+const (
+	evenUID types.UID = "4858ca61-3ff8-4095-8267-f3d059d8074c"
+	oddUID  types.UID = "d43fdeeb-d750-4e2b-bee3-64eb94534f4c"
+)
+
+// TestWebsterTies checks which way exact ties go for a template UID, with
+// Karmada's cases ("brand new assign 5 replicas" with an odd and an even
+// UID) and more.
+func TestWebsterTies(t *testing.T) {
+	tests := []struct {
+		name    string
+		seats   int32
+		weights map[string]int64
+		uid     types.UID
+		want    map[string]int32
+	}{
+		{"Karmada 1:1 with 5, no UID", 5, map[string]int64{"A": 1, "B": 1}, "", map[string]int32{"A": 3, "B": 2}},
+		{"Karmada 1:1 with 5, odd UID", 5, map[string]int64{"A": 1, "B": 1}, oddUID, map[string]int32{"A": 2, "B": 3}},
+		{"Karmada 1:1 with 5, even UID", 5, map[string]int64{"A": 1, "B": 1}, evenUID, map[string]int32{"A": 3, "B": 2}},
+		{"equal weights, odd UID: higher names", 2, map[string]int64{"c": 5, "b": 5, "a": 5}, oddUID, map[string]int32{"a": 0, "b": 1, "c": 1}},
+		{"equal weights, even UID: lower names", 2, map[string]int64{"c": 5, "b": 5, "a": 5}, evenUID, map[string]int32{"a": 1, "b": 1, "c": 0}},
+		// a's 3/3 ties with z's 1/1: fewer seats wins whatever the UID.
+		{"fewer seats before name, odd UID", 2, map[string]int64{"a": 3, "z": 1}, oddUID, map[string]int32{"a": 1, "z": 1}},
+		{"fewer seats before name, even UID", 2, map[string]int64{"a": 3, "z": 1}, evenUID, map[string]int32{"a": 1, "z": 1}},
+		// Ties only: unequal quotients go by quotient whatever the UID.
+		{"no tie, odd UID", 3, map[string]int64{"a": 2, "b": 1}, oddUID, map[string]int32{"a": 2, "b": 1}},
+		{"max seats, odd UID", math.MaxInt32, map[string]int64{"a": 1, "b": 1}, oddUID, map[string]int32{"a": 1<<30 - 1, "b": 1 << 30}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Webster(tt.seats, tt.weights, tt.uid)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Webster(%d, %v, %q) (-want +got):\n%s", tt.seats, tt.weights, tt.uid, diff)
+			}
+		})
+	}
+}
+
+// TestTiesFor checks the tie order against hash/fnv, on Karmada's UIDs,
+// UIDs as the API server makes them and odd strings.
+func TestTiesFor(t *testing.T) {
+	if tiesFor("") != lowerNameFirst || tiesFor(evenUID) != lowerNameFirst || tiesFor(oddUID) != higherNameFirst {
+		t.Fatalf("tiesFor: empty %v, even %v, odd %v; want lower, lower, higher names first", tiesFor(""), tiesFor(evenUID), tiesFor(oddUID))
+	}
+	r := rand.New(rand.NewPCG(9, 10))
+	uids := []types.UID{"a", "b", "\x00", "\xff\xfe", "member1"}
+	for range 500 {
+		uids = append(uids, randomUID(r))
+	}
+	for _, uid := range uids {
+		if got, want := tiesFor(uid), ties(karmadaHigherFirst(uid)); got != want {
+			t.Errorf("tiesFor(%q) = %v, want %v", uid, got, want)
+		}
+	}
+}
+
+// karmadaHigherFirst is Karmada's choice (tieBreakerByUID in
+// pkg/util/helper/binding.go) with the standard library's FNV-1a: the
+// higher name first when the hash of a non-empty UID is odd.
+func karmadaHigherFirst(uid types.UID) bool {
+	if len(uid) == 0 {
+		return false
+	}
+	h := fnv.New32a()
+	h.Write([]byte(uid))
+	return h.Sum32()&1 == 1
+}
+
+// randomUID is a version 4 UUID as the API server makes them, or now and
+// then an empty one.
+func randomUID(r *rand.Rand) types.UID {
+	if r.IntN(8) == 0 {
+		return ""
+	}
+	return types.UID(fmt.Sprintf("%08x-%04x-4%03x-%04x-%012x", r.Uint32(), r.Uint32()&0xffff, r.Uint32()&0xfff,
+		0x8000|r.Uint32()&0x3fff, r.Uint64()&0xffffffffffff))
 }
 
 // TestWebsterMatchesOneAtATime checks the fast path (jump start, 128-bit
@@ -80,9 +162,10 @@ func TestWebsterMatchesOneAtATime(t *testing.T) {
 			weights[fmt.Sprintf("p%d", p)] = r.Int64N(maxWeight+2) - 1 // some 0 and -1
 		}
 		seats := int32(r.IntN(200))
-		want := websterOneAtATime(seats, weights)
-		if got := Webster(seats, weights); !maps.Equal(got, want) {
-			t.Fatalf("case %d: Webster(%d, %v) = %v, want %v", i, seats, weights, got, want)
+		uid := pick(r, "", evenUID, oddUID, randomUID(r))
+		want := websterOneAtATime(seats, weights, karmadaHigherFirst(uid))
+		if got := Webster(seats, weights, uid); !maps.Equal(got, want) {
+			t.Fatalf("case %d: Webster(%d, %v, %q) = %v, want %v", i, seats, weights, uid, got, want)
 		}
 	}
 }
@@ -97,8 +180,9 @@ func TestWebsterJumpStart(t *testing.T) {
 		weight := []int64{2, 100, 1e12, math.MaxInt64}[i%4]
 		fast := randomParties(r, n, weight)
 		slow := slices.Clone(fast)
-		apportion(seats, fast)
-		q := &seatQueue{parties: slow}
+		order := ties(i%3 == 0)
+		apportion(seats, fast, order)
+		q := &seatQueue{parties: slow, ties: order}
 		for j := range slow {
 			if slow[j].weight > 0 {
 				q.idx = append(q.idx, j)
@@ -121,7 +205,7 @@ func TestWebsterLarge(t *testing.T) {
 	}
 	for _, seats := range []int32{1e5, 1e6, math.MaxInt32} {
 		start := time.Now()
-		got := Webster(seats, weights)
+		got := Webster(seats, weights, oddUID)
 		elapsed := time.Since(start)
 		var sum int64
 		for _, s := range got {
@@ -146,13 +230,17 @@ func randomParties(r *rand.Rand, n int, maxWeight int64) []party {
 	return parties
 }
 
-// websterOneAtATime is the definition, slow and obvious.
-func websterOneAtATime(seats int32, weights map[string]int64) map[string]int32 {
+// websterOneAtATime is the definition, slow and obvious; full ties go to
+// the higher name when higherFirst is set.
+func websterOneAtATime(seats int32, weights map[string]int64, higherFirst bool) map[string]int32 {
 	got := map[string]int32{}
 	for name := range weights {
 		got[name] = 0
 	}
 	names := slices.Sorted(maps.Keys(weights))
+	if higherFirst {
+		slices.Reverse(names)
+	}
 	for range max(seats, 0) {
 		best := ""
 		for _, name := range names {
@@ -167,7 +255,7 @@ func websterOneAtATime(seats int32, weights map[string]int64) map[string]int32 {
 			c := new(big.Int).Mul(big.NewInt(weights[name]), big.NewInt(2*int64(got[best])+1)).Cmp(
 				new(big.Int).Mul(big.NewInt(weights[best]), big.NewInt(2*int64(got[name])+1)))
 			if c > 0 || (c == 0 && got[name] < got[best]) {
-				best = name // on a full tie the earlier, lower name stays
+				best = name // on a full tie the earlier name stays
 			}
 		}
 		if best == "" {
@@ -179,11 +267,16 @@ func websterOneAtATime(seats int32, weights map[string]int64) map[string]int32 {
 }
 
 func ExampleWebster() {
-	fmt.Println(Webster(4, map[string]int64{"member-a": 1, "member-b": 2}))
-	fmt.Println(Webster(7, map[string]int64{"A": 53000, "B": 24000, "C": 23000}))
+	fmt.Println(Webster(4, map[string]int64{"member-a": 1, "member-b": 2}, ""))
+	fmt.Println(Webster(7, map[string]int64{"A": 53000, "B": 24000, "C": 23000}, ""))
+	// An exact tie: the UID decides, as in Karmada.
+	fmt.Println(Webster(5, map[string]int64{"member-a": 1, "member-b": 1}, "4858ca61-3ff8-4095-8267-f3d059d8074c"))
+	fmt.Println(Webster(5, map[string]int64{"member-a": 1, "member-b": 1}, "d43fdeeb-d750-4e2b-bee3-64eb94534f4c"))
 	// Output:
 	// map[member-a:1 member-b:3]
 	// map[A:3 B:2 C:2]
+	// map[member-a:3 member-b:2]
+	// map[member-a:2 member-b:3]
 }
 
 func BenchmarkWebster(b *testing.B) {
@@ -196,7 +289,7 @@ func BenchmarkWebster(b *testing.B) {
 		b.Run(fmt.Sprintf("seats=%d", seats), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				Webster(seats, weights)
+				Webster(seats, weights, "")
 			}
 		})
 	}
