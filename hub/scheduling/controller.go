@@ -214,7 +214,7 @@ func (c *Controller) schedule(ctx context.Context, key string, b controller.Bind
 		Placement: spec.Placement, Replicas: spec.Replicas, Previous: spec.Clusters, Clusters: c.clusters.List(),
 		Requirements: spec.ReplicaRequirements, Fresh: fresh, Evicted: spec.EvictingClusters(),
 		ObservedAffinity: status.SchedulerObservedAffinityName,
-		APIVersion:       spec.Resource.APIVersion, Kind: spec.Resource.Kind,
+		APIVersion:       spec.Resource.APIVersion, Kind: spec.Resource.Kind, TemplateUID: spec.Resource.UID,
 	})
 	now := metav1.NewTime(c.clock.Now())
 	cond := metav1.Condition{Type: v1alpha1.BindingConditionScheduled, LastTransitionTime: now}

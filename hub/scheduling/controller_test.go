@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
@@ -241,4 +242,27 @@ func TestRestartWritesNothing(t *testing.T) {
 	if after.ResourceVersion != before.ResourceVersion {
 		t.Errorf("the restarted controller wrote the binding: %+v", after.Status)
 	}
+}
+
+// TestScheduleTiesByTemplateUID: the scheduler gets the template's UID from
+// spec.resource.uid, which decides, as in Karmada, which of two equal
+// clusters gets the odd replica (Karmada's test UIDs: FNV-1a hash odd, then
+// even).
+func TestScheduleTiesByTemplateUID(t *testing.T) {
+	f := newFixture(t)
+	f.CreateCluster("member-1")
+	f.CreateCluster("member-2")
+	f.start(1)
+	equal := divided(map[string]int64{"member-1": 1, "member-2": 1})
+	for name, uid := range map[string]types.UID{"odd": "d43fdeeb-d750-4e2b-bee3-64eb94534f4c", "even": "4858ca61-3ff8-4095-8267-f3d059d8074c"} {
+		b := &v1alpha1.ResourceBinding{ObjectMeta: metav1.ObjectMeta{Name: name + "-deployment", Namespace: f.Namespace}, Spec: v1alpha1.ResourceBindingSpec{
+			Resource: v1alpha1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: f.Namespace, Name: name, UID: uid},
+			Replicas: 5, Placement: equal,
+		}}
+		if _, err := f.Flotilla.ResourceBindings(f.Namespace).Create(t.Context(), b, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.AwaitBinding("odd-deployment", "the odd replica on member-2", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 2}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 3}))
+	f.AwaitBinding("even-deployment", "the odd replica on member-1", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 3}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 2}))
 }
