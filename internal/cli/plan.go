@@ -29,13 +29,16 @@ the one the hub would give.
   --policy     a PropagationPolicy or ClusterPropagationPolicy (Karmada's
                policy.karmada.io/v1alpha1 documents too)
   --template   the resource template (a Deployment...): replicas and per-replica
-               requests are read from it
+               requests are read from it, and metadata.uid if it has one (as
+               "kubectl get -o yaml" prints it), which decides, as on the hub,
+               which way an exact tie between clusters goes
   --clusters   Cluster objects (a List, or several documents), e.g. the output
                of "flotilla get clusters -o yaml": labels, spec.provider/region/
                zone/taints and status.resourceSummary are used
   --previous   a ResourceBinding whose spec.clusters is the current placement
                (e.g. "flotilla get binding NAME -o yaml"); its eviction tasks
-               and clusterAffinities group count as on the hub. Without it the
+               and clusterAffinities group count as on the hub, and its
+               spec.resource.uid when the template has no UID. Without it the
                plan starts from nothing
   --what-if-fail CLUSTER
                plan as if that cluster had failed: it is no candidate and its
@@ -147,6 +150,7 @@ func loadPlanInput(inv *invocation, o planOptions) (*planInput, error) {
 		}
 		in.Previous, in.Evicted = prev.Spec.Clusters, prev.Spec.EvictingClusters()
 		in.ObservedAffinity = prev.Status.SchedulerObservedAffinityName
+		in.TemplateUID = prev.Spec.Resource.UID
 		for _, tc := range in.Previous {
 			in.previous[tc.Name] = tc.Replicas
 		}
@@ -157,6 +161,9 @@ func loadPlanInput(inv *invocation, o planOptions) (*planInput, error) {
 	in.Placement, in.Clusters = &spec.Placement, clusters
 	in.Replicas, in.Requirements, in.Fresh = workload.Replicas(template), workload.Requirements(template), o.fresh
 	in.APIVersion, in.Kind = template.GetAPIVersion(), template.GetKind()
+	if uid := template.GetUID(); uid != "" {
+		in.TemplateUID = uid // the hub's binding takes it from the template
+	}
 	if o.replicas >= 0 {
 		in.Replicas = o.replicas
 	}
@@ -201,11 +208,12 @@ func (in *planInput) binding(result scheduler.Result) *v1alpha1.ResourceBinding 
 			clusters = append(clusters, tc)
 		}
 	}
+	resource := v1alpha1.ObjectReference{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), UID: in.TemplateUID}
 	return &v1alpha1.ResourceBinding{
 		TypeMeta:   v1alpha1.TypeMeta(kind),
 		ObjectMeta: metav1.ObjectMeta{Name: u.GetName() + "-" + strings.ToLower(u.GetKind()), Namespace: u.GetNamespace()},
 		Spec: v1alpha1.ResourceBindingSpec{
-			Resource:            v1alpha1.ObjectReference{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()},
+			Resource:            resource,
 			Replicas:            in.Replicas,
 			ReplicaRequirements: in.Requirements,
 			Placement:           in.Placement,

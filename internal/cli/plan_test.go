@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 )
@@ -164,5 +165,55 @@ func TestPlanPreviousBindingsEvictionTasksCount(t *testing.T) {
 	}
 	if diff := cmp.Diff([]v1alpha1.TargetCluster{{Name: "member-2", Replicas: 3}}, b.Spec.Clusters); diff != "" {
 		t.Errorf("spec.clusters with member-1 being evicted (-want +got):\n%s", diff)
+	}
+}
+
+// TestPlanTiesByTemplateUID: 5 replicas over two clusters of equal weight
+// tie; as on the hub (and in Karmada), the template's UID decides which
+// one gets the third: Karmada's test UIDs, whose FNV-1a hash is odd (the
+// higher name) and even (the lower). The template's own UID counts, else
+// the --previous binding's spec.resource.uid.
+func TestPlanTiesByTemplateUID(t *testing.T) {
+	const odd, even = "d43fdeeb-d750-4e2b-bee3-64eb94534f4c", "4858ca61-3ff8-4095-8267-f3d059d8074c"
+	equal := strings.Replace(planPolicy, "weight: 2", "weight: 1", 1)
+	template := func(uid string) string {
+		s := strings.Replace(planTemplate, "replicas: 3", "replicas: 5", 1)
+		if uid != "" {
+			s = strings.Replace(s, "namespace: default}", "namespace: default, uid: "+uid+"}", 1)
+		}
+		return s
+	}
+	previous := strings.Replace(planPrevious, "namespace: default}\n  replicas", "namespace: default, uid: "+odd+"}\n  replicas", 1)
+	lower := []v1alpha1.TargetCluster{{Name: "member-1", Replicas: 3}, {Name: "member-2", Replicas: 2}}
+	higher := []v1alpha1.TargetCluster{{Name: "member-1", Replicas: 2}, {Name: "member-2", Replicas: 3}}
+	tests := []struct {
+		name     string
+		template string
+		args     []string
+		uid      types.UID
+		want     []v1alpha1.TargetCluster
+	}{
+		{"no UID: the lower name", template(""), nil, "", lower},
+		{"odd template UID: the higher name", template(odd), nil, odd, higher},
+		{"even template UID: the lower name", template(even), nil, even, lower},
+		{"the previous binding's UID", template(""), []string{"--previous", "previous.yaml"}, odd, higher},
+		{"the template's UID first", template(even), []string{"--previous", "previous.yaml"}, even, lower},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			planFiles(t, map[string]string{"policy.yaml": equal, "nginx.yaml": tt.template, "previous.yaml": previous})
+			r := runEnv(t, nil, append(slicesClone(planArgs), append(tt.args, "-o", "json")...)...)
+			wantExit(t, r, 0)
+			var b v1alpha1.ResourceBinding
+			if err := json.Unmarshal([]byte(r.stdout), &b); err != nil {
+				t.Fatalf("%v\n%s", err, r.stdout)
+			}
+			if diff := cmp.Diff(tt.want, b.Spec.Clusters); diff != "" {
+				t.Errorf("spec.clusters (-want +got):\n%s", diff)
+			}
+			if b.Spec.Resource.UID != tt.uid {
+				t.Errorf("spec.resource.uid %q, want %q", b.Spec.Resource.UID, tt.uid)
+			}
+		})
 	}
 }
