@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
@@ -17,18 +18,21 @@ const defaultApplicationToleration = 300 * time.Second
 
 // applicationFailures returns the clusters where the binding's workload
 // has been unhealthy longer than the policy tolerates, skipping those in
-// skip. How long each has been unhealthy is kept in memory: after a hub
-// restart the count starts again, which only delays a failover.
-func (c *Controller) applicationFailures(key string, spec *v1alpha1.ResourceBindingSpec, items []v1alpha1.AggregatedStatusItem,
+// skip, unless a back-off holds the eviction (backoff.go): then it is
+// announced, and decided again when the back-off ends. How long each has
+// been unhealthy is kept in memory: after a hub restart the count starts
+// again, which only delays a failover.
+func (c *Controller) applicationFailures(obj metav1.Object, key string, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus,
 	skip []eviction.Eviction, now time.Time, wake *wakeup) []eviction.Eviction {
 	var app *v1alpha1.ApplicationFailoverBehavior
 	if spec.Failover != nil {
 		app = spec.Failover.Application
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if app == nil {
+		c.mu.Lock()
 		delete(c.unhealthySince, key)
+		c.mu.Unlock()
+		c.backOffs.forget(key)
 		return nil
 	}
 	toleration := defaultApplicationToleration
@@ -39,8 +43,48 @@ func (c *Controller) applicationFailures(key string, spec *v1alpha1.ResourceBind
 	if grace == nil {
 		grace = ptr.To(c.defaultGraceSeconds())
 	}
-	seen, next := c.unhealthySince[key], map[string]time.Time{}
+	due := c.unhealthyPastToleration(key, status.AggregatedStatus, skip, toleration, now, wake)
+	c.backOffs.settle(key, status.AggregatedStatus, now)
+	leaving := make([]string, 0, len(skip)+len(due))
+	for _, e := range skip {
+		leaving = append(leaving, e.Cluster)
+	}
 	var out []eviction.Eviction
+	var holds []backOffHold
+	for _, d := range due {
+		// The unhealthy count of a held cluster goes on: the eviction is
+		// made once the back-off ends, if the workload is unhealthy still.
+		if h, held := c.holdFor(key, spec, status, leaving, d.cluster, now); held {
+			holds = append(holds, h)
+			wake.at(h.until)
+			continue
+		}
+		leaving = append(leaving, d.cluster)
+		out = append(out, eviction.Eviction{
+			Cluster: d.cluster, Reason: eviction.ReasonApplicationFailure, Producer: eviction.ProducerApplicationFailover,
+			PurgeMode: app.PurgeMode, GracePeriod: grace,
+			Message: fmt.Sprintf("the workload has been unhealthy in %s for %s (tolerated: %s)", d.cluster, now.Sub(d.since).Round(time.Second), toleration),
+		})
+	}
+	c.announceHolds(obj, key, spec, holds, now)
+	return out
+}
+
+// unhealthyFor is a cluster where the workload has been unhealthy since.
+type unhealthyFor struct {
+	cluster string
+	since   time.Time
+}
+
+// unhealthyPastToleration keeps since when the workload has been unhealthy
+// in each cluster of items (not in skip), asks to be woken when one's
+// toleration ends, and returns those whose toleration is over.
+func (c *Controller) unhealthyPastToleration(key string, items []v1alpha1.AggregatedStatusItem, skip []eviction.Eviction, toleration time.Duration,
+	now time.Time, wake *wakeup) []unhealthyFor {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen, next := c.unhealthySince[key], map[string]time.Time{}
+	var due []unhealthyFor
 	for _, item := range items {
 		// Unknown is not unhealthy: a cluster that cannot report is the
 		// taint manager's business.
@@ -51,27 +95,21 @@ func (c *Controller) applicationFailures(key string, spec *v1alpha1.ResourceBind
 		if !ok {
 			since = now
 		}
-		deadline := since.Add(toleration)
-		if now.Before(deadline) {
-			next[item.ClusterName] = since
+		// Kept until the eviction is stored: a failed write, or a hold,
+		// must not start the count again.
+		next[item.ClusterName] = since
+		if deadline := since.Add(toleration); now.Before(deadline) {
 			wake.at(deadline)
 			continue
 		}
-		// Kept until the eviction is stored: a failed write must not
-		// start the count again.
-		next[item.ClusterName] = since
-		out = append(out, eviction.Eviction{
-			Cluster: item.ClusterName, Reason: eviction.ReasonApplicationFailure, Producer: eviction.ProducerApplicationFailover,
-			PurgeMode: app.PurgeMode, GracePeriod: grace,
-			Message: fmt.Sprintf("the workload has been unhealthy in %s for %s (tolerated: %s)", item.ClusterName, now.Sub(since).Round(time.Second), toleration),
-		})
+		due = append(due, unhealthyFor{item.ClusterName, since})
 	}
 	if len(next) == 0 {
 		delete(c.unhealthySince, key)
 	} else {
 		c.unhealthySince[key] = next
 	}
-	return out
+	return due
 }
 
 // restartUnhealthy starts the unhealthy count of a cluster again from now

@@ -80,6 +80,11 @@ type Controller struct {
 	// workload has been unhealthy there (application failover); guarded
 	// by mu.
 	unhealthySince map[string]map[string]time.Time
+	// backOffs are application failover's, per binding and cluster.
+	backOffs backOffs
+	// waiting, when set (tests), is told each wake-up asked for: the
+	// binding key and when.
+	waiting func(key string, at time.Time)
 
 	evictions, tasksEnded atomic.Int64
 	synced                atomic.Bool // cluster events count once every informer has listed
@@ -214,6 +219,7 @@ func (c *Controller) forget(key string) {
 	c.mu.Lock()
 	delete(c.unhealthySince, key)
 	c.mu.Unlock()
+	c.backOffs.forget(key)
 }
 
 // workOf returns a binding's Work in a cluster, from the informer.
@@ -243,7 +249,7 @@ func (c *Controller) reconcileBinding(ctx context.Context, key string, read cont
 	tolerations := c.tolerations(spec)
 	ended := c.endTasks(key, read.Object().GetGeneration(), spec, &current, tolerations, now, &wake)
 	evicted := c.dueEvictions(spec, tolerations, now, &wake)
-	evicted = append(evicted, c.applicationFailures(key, spec, current.AggregatedStatus, evicted, now, &wake)...)
+	evicted = append(evicted, c.applicationFailures(read.Object(), key, spec, &current, evicted, now, &wake)...)
 	for _, e := range evicted {
 		eviction.Evict(spec, e, now)
 	}
@@ -257,9 +263,13 @@ func (c *Controller) reconcileBinding(ctx context.Context, key string, read cont
 			return fmt.Errorf("store failover decisions for %s: %w", key, err)
 		}
 		c.record(stored.Object(), spec, evicted, ended, failedBack)
+		c.backOffs.evicted(key, evicted, now)
 	}
 	if d, ok := wake.after(now); ok {
 		c.queue.AddAfter(key, d)
+		if c.waiting != nil {
+			c.waiting(key, wake.t)
+		}
 	}
 	return nil
 }
