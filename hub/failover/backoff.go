@@ -247,9 +247,10 @@ func appFailureTasks(spec *v1alpha1.ResourceBindingSpec, leaving []string) []str
 
 // placedAfter predicts the clusters the scheduler would give replicas to
 // (new ones, or more than they have) once the binding leaves the clusters
-// in leaving: the scheduling controller's input for the evicted binding,
-// but that the clusters of its eviction tasks in candidates stay
-// candidates. placed is false when the scheduler would find no place.
+// in leaving: the scheduling controller's input for the evicted binding
+// (hub/scheduling: keep the two alike), but that the clusters of its
+// eviction tasks in candidates stay candidates. placed is false when the
+// scheduler would find no place.
 func (c *Controller) placedAfter(spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus, leaving, candidates []string) (targets []string, placed bool) {
 	had := map[string]int32{}
 	var previous []v1alpha1.TargetCluster
@@ -270,6 +271,7 @@ func (c *Controller) placedAfter(spec *v1alpha1.ResourceBindingSpec, status *v1a
 		Placement: spec.Placement, Replicas: spec.Replicas, Previous: previous, Clusters: c.clusters.List(),
 		Requirements: spec.ReplicaRequirements, Fresh: fresh, Evicted: excluded,
 		ObservedAffinity: status.SchedulerObservedAffinityName, APIVersion: spec.Resource.APIVersion, Kind: spec.Resource.Kind,
+		TemplateUID: spec.Resource.UID,
 	})
 	if err != nil {
 		return nil, false
