@@ -16,8 +16,9 @@ import (
 //   - dup: Duplicated on 2 of the 3 clusters (spread by cluster, min = max = 2);
 //   - solo: only member-1 may run it;
 //   - stuck: 1 replica of 4 CPU divided over member-2 and member-3 by static
-//     weights (which do not look at room), so on member-3, filled by hand,
-//     its pod stays Pending.
+//     weights 2:1 (which do not look at room; unequal, so the replica goes
+//     to member-2 whatever the template's UID, which breaks exact ties), so
+//     on member-3, filled by hand, its pod stays Pending.
 const safetyYAML = `apiVersion: apps/v1
 kind: Deployment
 metadata: {name: dup, namespace: safe}
@@ -70,7 +71,12 @@ spec:
   resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: stuck}]
   placement:
     clusterAffinity: {clusterNames: [member-2, member-3]}
-    replicaScheduling: {replicaSchedulingType: Divided}
+    replicaScheduling:
+      replicaSchedulingType: Divided
+      weightPreference:
+        staticWeightList:
+          - {targetCluster: {clusterNames: [member-2]}, weight: 2}
+          - {targetCluster: {clusterNames: [member-3]}, weight: 1}
 `
 
 // flakyYAML is a 4-CPU Deployment placed on member-3 (full, so its pod
