@@ -15,6 +15,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/hub/dispatch"
 	"github.com/flotilla-io/flotilla/hub/health"
+	"github.com/flotilla-io/flotilla/hub/join"
 	"github.com/flotilla-io/flotilla/protocol"
 )
 
@@ -26,6 +27,7 @@ const helloTimeout = 10 * time.Second
 type agentServer struct {
 	registry *Registry
 	dispatch *dispatch.Dispatcher
+	joins    *join.Controller // join connections (protocol.JoinALPN)
 	hubID    string
 	clock    clock.PassiveClock
 	logger   *slog.Logger
@@ -48,8 +50,8 @@ type agentSession struct {
 	workStreamOpened   atomic.Bool
 }
 
-func newAgentServer(registry *Registry, d *dispatch.Dispatcher, hubID string, clk clock.PassiveClock, logger *slog.Logger) *agentServer {
-	return &agentServer{registry: registry, dispatch: d, hubID: hubID, clock: clk, logger: logger, sessions: map[*agentSession]struct{}{}}
+func newAgentServer(registry *Registry, d *dispatch.Dispatcher, joins *join.Controller, hubID string, clk clock.PassiveClock, logger *slog.Logger) *agentServer {
+	return &agentServer{registry: registry, dispatch: d, joins: joins, hubID: hubID, clock: clk, logger: logger, sessions: map[*agentSession]struct{}{}}
 }
 
 // serve accepts connections until ctx ends, then says goodbye to every
@@ -89,6 +91,10 @@ func (sess *agentSession) write(m protocol.Message) error {
 // handle runs one connection from handshake to close.
 func (s *agentServer) handle(ctx context.Context, conn *quic.Conn) {
 	remote := conn.RemoteAddr().String()
+	if conn.ConnectionState().TLS.NegotiatedProtocol == protocol.JoinALPN {
+		s.joins.Serve(ctx, conn) // an agent without a certificate yet
+		return
+	}
 	cluster, err := protocol.ClusterFromConnectionState(conn.ConnectionState().TLS)
 	if err != nil {
 		s.reject(conn, nil, remote, protocol.CloseUnauthorized, protocol.CodeUnauthorized, err)

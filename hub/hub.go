@@ -27,6 +27,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/dispatch"
 	"github.com/flotilla-io/flotilla/hub/failover"
 	"github.com/flotilla-io/flotilla/hub/health"
+	"github.com/flotilla-io/flotilla/hub/join"
 	"github.com/flotilla-io/flotilla/hub/karmada"
 	"github.com/flotilla-io/flotilla/hub/purge"
 	"github.com/flotilla-io/flotilla/hub/rebalancer"
@@ -80,12 +81,20 @@ type Config struct {
 	HubID string
 	// TLSSANs are extra names or addresses for the QUIC serving certificate.
 	TLSSANs []string
-	Logger  *slog.Logger
-	Clock   clock.WithTicker
+	// AgentCertTTL is the lifetime of the agent certificates joins get.
+	AgentCertTTL time.Duration
+	// AgentCSRApproval is join.ApprovalAuto or join.ApprovalManual.
+	AgentCSRApproval string
+	Logger           *slog.Logger
+	Clock            clock.WithTicker
 }
 
 // controllerWorkers is how many keys each controller reconciles at once.
 const controllerWorkers = 4
+
+// joinWait is how long a join waits for its certificate before the agent
+// is told to come back (its request waits for approval).
+const joinWait = 20 * time.Second
 
 // Run runs the hub until ctx ends, then says goodbye to the agents, stores
 // what changed and stops. ready, if not nil, is called with the bound
@@ -198,7 +207,8 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	// Every controller adds its handlers to the shared informers before
 	// they start.
 	dispatcher := dispatch.New(clients, informers, recorder, cfg.Clock, logger)
-	agents := newAgentServer(registry, dispatcher, cfg.HubID, cfg.Clock, logger)
+	joins := join.New(clients, join.Config{CA: hubCA, CertTTL: cfg.AgentCertTTL, Approval: cfg.AgentCSRApproval, Wait: joinWait}, cfg.Clock, logger)
+	agents := newAgentServer(registry, dispatcher, joins, cfg.HubID, cfg.Clock, logger)
 	failoverCtl := failover.New(clients, informers, recorder, cfg.Clock, logger, cfg.Failover)
 	controllers := []interface{ Run(context.Context, int) }{
 		detector.New(clients, informers, recorder, cfg.Clock, logger),
@@ -209,6 +219,7 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		rebalancer.New(clients, informers, recorder, cfg.Clock, logger),
 		purge.New(clients, informers, recorder, cfg.Clock, logger),
 		karmada.New(clients, informers, recorder, logger),
+		joins,
 	}
 	templateSource.Start(registryCtx)
 	informers.Start(registryCtx)

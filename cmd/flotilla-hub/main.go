@@ -23,6 +23,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/ca"
 	"github.com/flotilla-io/flotilla/hub/failover"
 	"github.com/flotilla-io/flotilla/hub/health"
+	"github.com/flotilla-io/flotilla/hub/join"
 	"github.com/flotilla-io/flotilla/internal/version"
 )
 
@@ -85,6 +86,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags.Float64Var(&cfg.LeaseWritesPerSecond, "lease-writes-per-second", 100, "most writes per second of the cluster registry to the API server (0: no limit): leases get what Cluster writes leave (at least a tenth); with more clusters than this times --lease-flush-interval, each stored lease is refreshed less often (health changes are never held back, and health is decided in memory)")
 	flags.DurationVar(&cfg.MaxClockSkew, "max-clock-skew", 2*time.Second, "agent clock skew beyond which condition ClockSynced goes False")
 	flags.StringVar(&cfg.HubID, "hub-id", hostname, "name of this hub replica, shown in status.agent.connectedTo")
+	flags.DurationVar(&cfg.AgentCertTTL, "agent-cert-ttl", 90*24*time.Hour, "lifetime of the certificates agents get when they join (agents renew at 80 %)")
+	flags.StringVar(&cfg.AgentCSRApproval, "agent-csr-approval", join.ApprovalAuto, "how joining agents' certificate requests are approved: auto (when their bootstrap token is valid for the cluster) or manual (kubectl certificate approve)")
 	flags.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra DNS names or IPs for the hub's QUIC and API serving certificates (localhost, 127.0.0.1 and the hostname are always included)")
 	fo := failover.DefaultConfig()
 	notReadySeconds := flags.Int64("default-not-ready-toleration-seconds", int64(fo.DefaultNotReadyToleration/time.Second),
@@ -93,9 +96,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		"how long workloads of a placement without its own NoExecute toleration of cluster.flotilla.io/unreachable stay on such a cluster")
 	flags.DurationVar(&fo.GracefulEvictionTimeout, "graceful-eviction-timeout", fo.GracefulEvictionTimeout,
 		"how long an evicted cluster keeps its copy when the replacement is scheduled but not healthy yet (tasks without their own grace period)")
-	flags.Float64Var(&fo.Zones.Rate, "eviction-rate", fo.Zones.Rate, "bindings evicted per second per zone")
+	flags.Float64Var(&fo.Zones.Rate, "eviction-rate", fo.Zones.Rate, "bindings evicted per second per zone (0 halts evictions, except in zones partially disrupted, which keep --secondary-eviction-rate)")
 	flags.Float64Var(&fo.Zones.SecondaryRate, "secondary-eviction-rate", fo.Zones.SecondaryRate,
-		"bindings evicted per second in a zone where --unhealthy-zone-threshold of the clusters are not Ready (zones of more than --large-zone-threshold clusters; smaller ones evict nothing)")
+		"bindings evicted per second in a zone where --unhealthy-zone-threshold of the clusters are not Ready (zones of more than --large-zone-threshold clusters; smaller ones evict nothing; 0 halts evictions there too)")
 	flags.IntVar(&fo.Zones.LargeZoneThreshold, "large-zone-threshold", fo.Zones.LargeZoneThreshold, "zones with more clusters than this keep evicting at the secondary rate when partially disrupted")
 	flags.Float64Var(&fo.Zones.UnhealthyThreshold, "unhealthy-zone-threshold", fo.Zones.UnhealthyThreshold,
 		"fraction of a zone's clusters not Ready (and more than 2) at which the zone slows to the secondary rate")
@@ -178,6 +181,13 @@ func setAPIServer(cfg *hub.Config) error {
 			return fmt.Errorf("--kube-apiserver-arg %q: want a flag such as --oidc-issuer-url=URL", arg)
 		}
 	}
+	if cfg.AgentCSRApproval != join.ApprovalAuto && cfg.AgentCSRApproval != join.ApprovalManual {
+		return fmt.Errorf("--agent-csr-approval %q: want %s or %s", cfg.AgentCSRApproval, join.ApprovalAuto, join.ApprovalManual)
+	}
+	// The API server signs nothing shorter than 10 minutes either.
+	if cfg.AgentCertTTL < 10*time.Minute {
+		return fmt.Errorf("--agent-cert-ttl %v: want at least 10m", cfg.AgentCertTTL)
+	}
 	if len(cfg.EtcdEndpoints) == 0 && (cfg.EtcdCAFile != "" || cfg.EtcdCertFile != "" || cfg.EtcdKeyFile != "") {
 		return errors.New("--etcd-cafile, --etcd-certfile and --etcd-keyfile need --etcd-endpoints (the embedded etcd listens on a unix socket only)")
 	}
@@ -198,10 +208,10 @@ func setFailover(cfg *hub.Config, fo failover.Config, notReadySeconds, unreachab
 	switch z := fo.Zones; {
 	case fo.GracefulEvictionTimeout < 0:
 		return fmt.Errorf("--graceful-eviction-timeout %v: want zero or a positive duration", fo.GracefulEvictionTimeout)
-	case z.Rate <= 0:
-		return fmt.Errorf("--eviction-rate %v: want a positive rate", z.Rate)
+	case z.Rate < 0:
+		return fmt.Errorf("--eviction-rate %v: want zero (no evictions) or a positive rate", z.Rate)
 	case z.SecondaryRate < 0:
-		return fmt.Errorf("--secondary-eviction-rate %v: want zero or a positive rate", z.SecondaryRate)
+		return fmt.Errorf("--secondary-eviction-rate %v: want zero (no evictions) or a positive rate", z.SecondaryRate)
 	case z.LargeZoneThreshold < 0:
 		return fmt.Errorf("--large-zone-threshold %d: want zero or more clusters", z.LargeZoneThreshold)
 	case z.UnhealthyThreshold <= 0 || z.UnhealthyThreshold > 1:

@@ -2,10 +2,18 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
+
+	"github.com/flotilla-io/flotilla/eviction"
+	"github.com/flotilla-io/flotilla/hub"
+	"github.com/flotilla-io/flotilla/hub/failover"
 )
 
 func TestRunRejectsBadInput(t *testing.T) {
@@ -19,6 +27,10 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"zero flush", []string{"--data-dir", dir, "--lease-flush-interval=0s"}, "--lease-flush-interval 0s"},
 		{"stray argument", []string{"--data-dir", dir, "serve"}, `unexpected arguments ["serve"]`},
 		{"bad log level", []string{"--data-dir", dir, "--log-level", "loud"}, `--log-level "loud"`},
+		{"negative eviction rate", []string{"--data-dir", dir, "--eviction-rate=-1"}, "--eviction-rate -1: want zero (no evictions) or a positive rate"},
+		{"negative secondary eviction rate", []string{"--data-dir", dir, "--secondary-eviction-rate=-0.5"}, "--secondary-eviction-rate -0.5: want zero (no evictions) or a positive rate"},
+		{"bad approval mode", []string{"--data-dir", dir, "--agent-csr-approval", "sometimes"}, `--agent-csr-approval "sometimes": want auto or manual`},
+		{"short agent certificates", []string{"--data-dir", dir, "--agent-cert-ttl", "5m"}, "--agent-cert-ttl 5m0s: want at least 10m"},
 		{"unknown certs command", []string{"certs", "revoke"}, "only certs command is `certs issue`"},
 		{"certs issue without cluster", []string{"certs", "issue", "--data-dir", dir, "--out", dir}, "--cluster and --out are required"},
 		{"certs issue bad name", []string{"certs", "issue", "--data-dir", dir, "--cluster", "Bad_Name", "--out", filepath.Join(dir, "out")}, `--cluster "Bad_Name"`},
@@ -34,6 +46,42 @@ func TestRunRejectsBadInput(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "out")); !os.IsNotExist(err) {
 		t.Errorf("a refused certs issue wrote %s (stat: %v)", filepath.Join(dir, "out"), err)
+	}
+}
+
+// TestZeroEvictionRatesHalt: 0 is a rate (no evictions), as in
+// Kubernetes, not "the default"; --help says so.
+func TestZeroEvictionRatesHalt(t *testing.T) {
+	tests := []struct {
+		name            string
+		rate, secondary float64
+	}{
+		{"eviction rate 0", 0, 0.01},
+		{"secondary eviction rate 0", 0.5, 0},
+		{"both 0", 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fo := failover.DefaultConfig()
+			fo.Zones.Rate, fo.Zones.SecondaryRate = tt.rate, tt.secondary
+			var cfg hub.Config
+			if err := setFailover(&cfg, fo, 300, 300); err != nil {
+				t.Fatal(err)
+			}
+			want := eviction.ZoneConfig{Rate: tt.rate, SecondaryRate: tt.secondary, LargeZoneThreshold: eviction.DefaultLargeZoneThreshold, UnhealthyThreshold: eviction.DefaultUnhealthyThreshold}
+			if diff := cmp.Diff(want, cfg.Failover.Zones); diff != "" {
+				t.Errorf("zones (-want +got):\n%s", diff)
+			}
+		})
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), []string{"--help"}, &stdout, &stderr); !errors.Is(err, pflag.ErrHelp) {
+		t.Fatalf("--help: %v", err)
+	}
+	for _, want := range []string{"(0 halts evictions, except in zones partially disrupted", "0 halts evictions there too)"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("--help does not say %q:\n%s", want, stderr.String())
+		}
 	}
 }
 

@@ -1,0 +1,202 @@
+package join
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	certificateslisters "k8s.io/client-go/listers/certificates/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	flotillaclient "github.com/flotilla-io/flotilla/api/client/clientset/versioned"
+	"github.com/flotilla-io/flotilla/hub/bootstrap"
+	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/internal/pki"
+)
+
+// Approval modes (--agent-csr-approval).
+const (
+	ApprovalAuto   = "auto"
+	ApprovalManual = "manual"
+)
+
+// Reasons on the requests' conditions.
+const (
+	reasonAutoApproved   = "FlotillaBootstrapTokenValid"
+	reasonTokenRefused   = "FlotillaBootstrapTokenRefused"
+	reasonRequestRefused = "FlotillaRequestRefused"
+)
+
+// Config says how agent certificates are approved and signed.
+type Config struct {
+	CA *pki.CA
+	// CertTTL is the lifetime of an agent certificate (--agent-cert-ttl).
+	CertTTL time.Duration
+	// Approval is ApprovalAuto or ApprovalManual.
+	Approval string
+	// Wait is how long a join waits for its certificate before it answers
+	// Pending.
+	Wait time.Duration
+}
+
+// Controller approves and signs the agents' CertificateSigningRequests
+// (signer flotilla.io/agent), and lets joins wait for theirs.
+type Controller struct {
+	kube     kubernetes.Interface
+	flotilla flotillaclient.Interface
+	cfg      Config
+	clock    clock.PassiveClock
+	logger   *slog.Logger
+
+	factory informers.SharedInformerFactory
+	lister  certificateslisters.CertificateSigningRequestLister
+	synced  cache.InformerSynced
+	queue   *controller.Queue
+
+	mu      sync.Mutex
+	waiters map[string][]chan struct{} // by request name: closed on any change
+}
+
+// New builds the controller; Run starts its watch of the requests of
+// SignerName (the only watch of CertificateSigningRequests in the hub).
+func New(clients *controller.Clients, cfg Config, clk clock.WithTicker, logger *slog.Logger) *Controller {
+	factory := informers.NewSharedInformerFactoryWithOptions(clients.Kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.signerName", SignerName).String()
+	}))
+	inf := factory.Certificates().V1().CertificateSigningRequests()
+	c := &Controller{
+		kube: clients.Kube, flotilla: clients.Flotilla, cfg: cfg, clock: clk, logger: logger.With("controller", "join"),
+		factory: factory, lister: inf.Lister(), synced: inf.Informer().HasSynced,
+		waiters: map[string][]chan struct{}{},
+	}
+	c.queue = controller.NewQueueWithClock("join", c.reconcile, logger, clk)
+	_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.changed(obj) },
+		UpdateFunc: func(_, obj any) { c.changed(obj) },
+		DeleteFunc: func(obj any) { c.changed(obj) },
+	})
+	return c
+}
+
+// changed queues a request and wakes the joins waiting for it.
+func (c *Controller) changed(obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return
+	}
+	c.queue.Add(key)
+	c.mu.Lock()
+	for _, ch := range c.waiters[key] {
+		close(ch)
+	}
+	delete(c.waiters, key)
+	c.mu.Unlock()
+}
+
+// Run watches and reconciles until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	c.factory.Start(ctx.Done())
+	defer c.factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
+		return
+	}
+	c.queue.Run(ctx, workers)
+}
+
+// changeOf returns a channel closed at the next change of request name.
+func (c *Controller) changeOf(name string) <-chan struct{} {
+	ch := make(chan struct{})
+	c.mu.Lock()
+	c.waiters[name] = append(c.waiters[name], ch)
+	c.mu.Unlock()
+	return ch
+}
+
+// reconcile approves (or denies) and signs one request.
+func (c *Controller) reconcile(ctx context.Context, name string) error {
+	csr, err := c.lister.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if csr.Spec.SignerName != SignerName || finished(csr) || len(csr.Status.Certificate) > 0 {
+		return nil
+	}
+	if !approved(csr) {
+		if c.cfg.Approval != ApprovalAuto {
+			return nil // an operator decides: kubectl certificate approve|deny
+		}
+		return c.decide(ctx, csr)
+	}
+	return c.sign(ctx, csr)
+}
+
+// decide approves a request whose token is still good for its cluster and
+// denies one whose token is not: the agent learns why at once.
+func (c *Controller) decide(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) error {
+	cluster := csr.Labels[ClusterLabel]
+	condition := certificatesv1.CertificateSigningRequestCondition{
+		Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: reasonAutoApproved,
+		Message: fmt.Sprintf("bootstrap token %s is valid for cluster %s", csr.Annotations[TokenAnnotation], cluster),
+	}
+	if reason, msg := c.checkToken(ctx, csr, cluster); reason != "" {
+		condition = certificatesv1.CertificateSigningRequestCondition{
+			Type: certificatesv1.CertificateDenied, Status: corev1.ConditionTrue, Reason: reason, Message: msg,
+		}
+	}
+	condition.LastUpdateTime = metav1.NewTime(c.clock.Now())
+	update := csr.DeepCopy()
+	update.Status.Conditions = append(update.Status.Conditions, condition)
+	if _, err := c.kube.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, update, metav1.UpdateOptions{FieldManager: controller.FieldManager}); err != nil {
+		return fmt.Errorf("%s certificate request %s: %w", condition.Type, csr.Name, err)
+	}
+	c.logger.Info("agent certificate request "+string(condition.Type), "request", csr.Name, "cluster", cluster, "reason", condition.Reason, "message", condition.Message)
+	return nil
+}
+
+// checkToken returns why a request may not be approved automatically, or
+// "" when its token (by ID: the join proved the secret) still exists, is
+// unexpired, meant for joining and bound to this cluster or none.
+func (c *Controller) checkToken(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, cluster string) (reason, message string) {
+	if _, err := checkRequest(csr.Spec.Request, cluster); err != nil {
+		return reasonRequestRefused, err.Error()
+	}
+	_, err := bootstrap.Check(ctx, c.kube.CoreV1(), csr.Annotations[TokenAnnotation], cluster, c.clock.Now())
+	if r, ok := bootstrap.Refused(err); ok {
+		return reasonTokenRefused, r.Message
+	}
+	if err != nil {
+		return reasonTokenRefused, "the hub could not read the bootstrap token: " + err.Error()
+	}
+	return "", ""
+}
+
+func approved(csr *certificatesv1.CertificateSigningRequest) bool {
+	return hasCondition(csr, certificatesv1.CertificateApproved)
+}
+
+// finished: denied or failed, nothing more to do.
+func finished(csr *certificatesv1.CertificateSigningRequest) bool {
+	return hasCondition(csr, certificatesv1.CertificateDenied) || hasCondition(csr, certificatesv1.CertificateFailed)
+}
+
+func hasCondition(csr *certificatesv1.CertificateSigningRequest, t certificatesv1.RequestConditionType) bool {
+	for _, c := range csr.Status.Conditions {
+		if c.Type == t && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}

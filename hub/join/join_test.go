@@ -1,0 +1,342 @@
+package join
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/quic-go/quic-go"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub/bootstrap"
+	"github.com/flotilla-io/flotilla/hub/ca"
+	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
+	"github.com/flotilla-io/flotilla/internal/pki"
+	"github.com/flotilla-io/flotilla/protocol"
+	"github.com/flotilla-io/flotilla/test/hubapi"
+)
+
+func TestMain(m *testing.M) { os.Exit(hubapi.Main(m)) }
+
+// fixture is a running join controller on the shared API server, with a
+// CA of its own; everything a test makes is deleted at its end.
+type fixture struct {
+	t   *testing.T
+	env *hubapi.Env
+	c   *Controller
+	ca  *pki.CA
+}
+
+func newFixture(t *testing.T, approval string, wait time.Duration) *fixture {
+	t.Helper()
+	env := hubapi.Start(t)
+	env.Cleanup(t) // Clusters
+	hubCA, err := pki.NewCA("join-test", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients, err := controller.NewClients(env.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, env: env, ca: hubCA}
+	f.c = New(clients, Config{CA: hubCA, CertTTL: 24 * time.Hour, Approval: approval, Wait: wait}, clock.RealClock{}, controllertest.Logger(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.c.Run(ctx, 2); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		f.cleanup()
+	})
+	return f
+}
+
+// cleanup deletes the tests' tokens and certificate requests.
+func (f *fixture) cleanup() {
+	ctx := context.Background()
+	kube := f.env.Kube
+	if tokens, _, err := bootstrap.List(ctx, kube); err == nil {
+		for _, t := range tokens {
+			_, _ = bootstrap.Delete(ctx, kube, t.ID)
+		}
+	}
+	_ = kube.CertificatesV1().CertificateSigningRequests().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+}
+
+func (f *fixture) token(opts bootstrap.CreateOptions) bootstrap.Token {
+	f.t.Helper()
+	tok, err := bootstrap.Create(f.t.Context(), f.env.Kube, opts, time.Now())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return tok
+}
+
+// request is a join of cluster with token and a fresh key's CSR for
+// subject (default cluster:<cluster>).
+func request(t *testing.T, cluster, token string, subject *pkix.Name) (*protocol.JoinRequest, *x509.CertificateRequest) {
+	t.Helper()
+	key, err := pki.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if subject == nil {
+		subject = &pkix.Name{CommonName: protocol.ClusterCommonName(cluster)}
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: *subject}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := x509.ParseCertificateRequest(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &protocol.JoinRequest{ProtocolVersion: protocol.Version, ClusterName: cluster, BootstrapToken: token,
+		CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), AgentVersion: "test",
+		Provider: "kwok", Region: "eu-1", Zone: "eu-1a", Labels: map[string]string{"site": "store-7"}}, parsed
+}
+
+// issued checks answer is a certificate for cluster signed by f's CA and
+// returns it.
+func (f *fixture) issued(answer protocol.Message, cluster string) *x509.Certificate {
+	f.t.Helper()
+	resp, ok := answer.(*protocol.JoinResponse)
+	if !ok || resp.Pending {
+		f.t.Fatalf("answer %#v, want a certificate", answer)
+	}
+	block, _ := pem.Decode(resp.Certificate)
+	if block == nil {
+		f.t.Fatalf("certificate %q is not PEM", resp.Certificate)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(f.ca.Cert)
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		f.t.Errorf("certificate does not verify for client auth: %v", err)
+	}
+	if cert.Subject.CommonName != protocol.ClusterCommonName(cluster) || len(cert.Subject.Organization) > 0 {
+		f.t.Errorf("certificate subject %v, want CN=cluster:%s alone", cert.Subject, cluster)
+	}
+	if string(resp.CACertificate) != string(f.ca.CertPEM()) {
+		f.t.Error("the answer's CA is not the hub's")
+	}
+	return cert
+}
+
+func TestJoinOverQUICIssuesAndRegisters(t *testing.T) {
+	f := newFixture(t, ApprovalAuto, 10*time.Second)
+	tok := f.token(bootstrap.CreateOptions{TTL: time.Hour})
+
+	// The hub side: the real TLS settings and serving certificate.
+	serving, err := ca.ServingCertificate(f.ca, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING", "true")
+	ln, err := quic.ListenAddr("127.0.0.1:0", protocol.ServerTLSConfig(serving, ca.Pool(f.ca)), protocol.QUICConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if conn, err := ln.Accept(t.Context()); err == nil {
+			f.c.Serve(t.Context(), conn)
+		}
+	}()
+
+	req, _ := request(t, "edge-1", tok.String(), nil)
+	conn, err := quic.DialAddr(t.Context(), ln.Addr().String(), protocol.JoinTLSConfig(pki.Pin(f.ca.Cert)), protocol.QUICConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseWithError(0, "")
+	str, err := conn.OpenStreamSync(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := protocol.WriteStreamKind(str, protocol.StreamJoin); err != nil {
+		t.Fatal(err)
+	}
+	if err := protocol.WriteMessage(str, req); err != nil {
+		t.Fatal(err)
+	}
+	answer, err := protocol.NewReader(str, protocol.MaxJoinFrame).ReadMessage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := f.issued(answer, "edge-1")
+
+	cluster, err := f.env.Flotilla.FlotillaV1alpha1().Clusters().Get(t.Context(), "edge-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the join registered no Cluster: %v", err)
+	}
+	if got := cluster.Annotations[SerialAnnotation]; got != cert.SerialNumber.Text(16) {
+		t.Errorf("recorded serial %q, the certificate's is %s", got, cert.SerialNumber.Text(16))
+	}
+	wantSpec := v1alpha1.ClusterSpec{Provider: "kwok", Region: "eu-1", Zone: "eu-1a"}
+	if diff := cmp.Diff(wantSpec, cluster.Spec); diff != "" || cluster.Labels["site"] != "store-7" {
+		t.Errorf("registered spec (-want +got):\n%s\nlabels %v", diff, cluster.Labels)
+	}
+	// The token is now edge-1's alone.
+	again, _ := request(t, "edge-2", tok.String(), nil)
+	refusal, err := f.c.join(t.Context(), again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := refusal.(*protocol.Error); !ok || e.Code != protocol.CodeTokenRefused || !strings.Contains(e.Message, `joins only cluster "edge-1"`) {
+		t.Errorf("the same token for edge-2: %#v, want TokenRefused naming edge-1", refusal)
+	}
+}
+
+func TestJoinRefusals(t *testing.T) {
+	f := newFixture(t, ApprovalAuto, 10*time.Second)
+	good := f.token(bootstrap.CreateOptions{})
+	bound := f.token(bootstrap.CreateOptions{Cluster: "edge-1"})
+	expired := f.token(bootstrap.CreateOptions{})
+	s, err := f.env.Kube.CoreV1().Secrets(bootstrap.Namespace).Get(t.Context(), "bootstrap-token-"+expired.ID, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Data["expiration"] = []byte(time.Now().Add(-time.Minute).UTC().Format(time.RFC3339))
+	if _, err := f.env.Kube.CoreV1().Secrets(bootstrap.Namespace).Update(t.Context(), s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deleted := f.token(bootstrap.CreateOptions{})
+	if _, err := bootstrap.Delete(t.Context(), f.env.Kube, deleted.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name, cluster, token string
+		subject              *pkix.Name
+		wantCode, wantText   string
+	}{
+		{"expired token", "edge-9", expired.String(), nil, protocol.CodeTokenRefused, "expired"},
+		{"deleted token", "edge-9", deleted.String(), nil, protocol.CodeTokenRefused, "does not exist"},
+		{"malformed token", "edge-9", "abc", nil, protocol.CodeTokenRefused, "not of the form"},
+		{"token bound to another cluster", "edge-2", bound.String(), nil, protocol.CodeTokenRefused, `joins only cluster "edge-1"`},
+		{"a request for another cluster", "edge-9", good.String(), &pkix.Name{CommonName: "cluster:edge-8"}, protocol.CodeCSRRefused, `common name "cluster:edge-8"`},
+		{"a request for a group", "edge-9", good.String(), &pkix.Name{CommonName: "cluster:edge-9", Organization: []string{"system:masters"}}, protocol.CodeCSRRefused, "more than the common name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := request(t, tt.cluster, tt.token, tt.subject)
+			answer, err := f.c.join(t.Context(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, ok := answer.(*protocol.Error)
+			if !ok || e.Code != tt.wantCode || !strings.Contains(e.Message, tt.wantText) {
+				t.Errorf("answer %#v, want %s with %q", answer, tt.wantCode, tt.wantText)
+			}
+		})
+	}
+	// Nothing was registered, no request made, the good token not bound.
+	if list, err := f.env.Kube.CertificatesV1().CertificateSigningRequests().List(t.Context(), metav1.ListOptions{}); err != nil || len(list.Items) > 0 {
+		t.Errorf("certificate requests after refusals: %v, %v", list, err)
+	}
+	if _, err := f.env.Flotilla.FlotillaV1alpha1().Clusters().Get(t.Context(), "edge-9", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("cluster edge-9 after refusals: %v", err)
+	}
+	if tokens, _, _ := bootstrap.List(t.Context(), f.env.Kube); !unbound(tokens, good.ID) {
+		t.Error("a refused join bound the token")
+	}
+}
+
+func unbound(tokens []bootstrap.Token, id string) bool {
+	for _, t := range tokens {
+		if t.ID == id {
+			return t.Cluster == ""
+		}
+	}
+	return false
+}
+
+func TestJoinWithManualApproval(t *testing.T) {
+	f := newFixture(t, ApprovalManual, 500*time.Millisecond)
+	tok := f.token(bootstrap.CreateOptions{})
+	req, x509req := request(t, "edge-3", tok.String(), nil)
+	answer, err := f.c.join(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := requestName("edge-3", x509req)
+	resp, ok := answer.(*protocol.JoinResponse)
+	if !ok || !resp.Pending || !strings.Contains(resp.Message, "kubectl certificate approve "+name) {
+		t.Fatalf("answer %#v, want Pending with how to approve %s", answer, name)
+	}
+	if _, err := f.env.Flotilla.FlotillaV1alpha1().Clusters().Get(t.Context(), "edge-3", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("cluster registered before approval: %v", err)
+	}
+	// The operator approves (as kubectl certificate approve does).
+	csrs := f.env.Kube.CertificatesV1().CertificateSigningRequests()
+	csr, err := csrs.Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+		Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "KubectlApprove"})
+	if _, err := csrs.UpdateApproval(t.Context(), name, csr, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The agent joins again with the same request and gets its certificate.
+	f.c.cfg.Wait = 20 * time.Second
+	answer, err = f.c.join(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.issued(answer, "edge-3")
+}
+
+func TestJoinDeniedRequest(t *testing.T) {
+	f := newFixture(t, ApprovalManual, 10*time.Second)
+	tok := f.token(bootstrap.CreateOptions{})
+	req, x509req := request(t, "edge-4", tok.String(), nil)
+	name := requestName("edge-4", x509req)
+	csrs := f.env.Kube.CertificatesV1().CertificateSigningRequests()
+	done := make(chan protocol.Message, 1)
+	go func() {
+		answer, err := f.c.join(context.Background(), req)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- answer
+	}()
+	// Deny as soon as the request exists (kubectl certificate deny).
+	var csr *certificatesv1.CertificateSigningRequest
+	for csr == nil {
+		select {
+		case <-f.c.changeOf(name):
+			csr, _ = f.c.lister.Get(name)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no certificate request appeared")
+		}
+	}
+	csr = csr.DeepCopy()
+	csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+		Type: certificatesv1.CertificateDenied, Status: corev1.ConditionTrue, Reason: "KubectlDeny", Message: "not ours"})
+	if _, err := csrs.UpdateApproval(t.Context(), name, csr, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	answer := <-done
+	if e, ok := answer.(*protocol.Error); !ok || e.Code != protocol.CodeCSRDenied || !strings.Contains(e.Message, "not ours") {
+		t.Errorf("answer %#v, want CSRDenied with the operator's message", answer)
+	}
+}

@@ -1,0 +1,106 @@
+package join
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/protocol"
+)
+
+// sign issues the certificate of an approved request: the serial is
+// recorded on the Cluster first, so the hub knows every certificate that
+// exists; a request it must not sign is marked Failed.
+func (c *Controller) sign(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) error {
+	cluster := csr.Labels[ClusterLabel]
+	req, err := checkRequest(csr.Spec.Request, cluster)
+	if err != nil {
+		return c.fail(ctx, csr, err.Error())
+	}
+	ttl := c.cfg.CertTTL
+	if s := csr.Spec.ExpirationSeconds; s != nil && time.Duration(*s)*time.Second < ttl {
+		ttl = time.Duration(*s) * time.Second
+	}
+	certPEM, serial, err := c.cfg.CA.SignClient(req.PublicKey, protocol.ClusterCommonName(cluster), ttl, c.clock.Now())
+	if err != nil {
+		return c.fail(ctx, csr, err.Error())
+	}
+	if err := c.recordSerial(ctx, cluster, serial, registration(csr)); err != nil {
+		return err
+	}
+	update := csr.DeepCopy()
+	update.Status.Certificate = certPEM
+	if _, err := c.kube.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, update, metav1.UpdateOptions{FieldManager: controller.FieldManager}); err != nil {
+		return fmt.Errorf("store the certificate of request %s: %w", csr.Name, err)
+	}
+	c.logger.Info("agent certificate issued", "request", csr.Name, "cluster", cluster, "serial", serial.Text(16), "validFor", ttl)
+	return nil
+}
+
+// fail marks a request the hub will not sign.
+func (c *Controller) fail(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, message string) error {
+	update := csr.DeepCopy()
+	update.Status.Conditions = append(update.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+		Type: certificatesv1.CertificateFailed, Status: corev1.ConditionTrue, Reason: reasonRequestRefused,
+		Message: message, LastUpdateTime: metav1.NewTime(c.clock.Now()),
+	})
+	if _, err := c.kube.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, update, metav1.UpdateOptions{FieldManager: controller.FieldManager}); err != nil {
+		return fmt.Errorf("mark request %s failed: %w", csr.Name, err)
+	}
+	c.logger.Warn("agent certificate request failed", "request", csr.Name, "cluster", csr.Labels[ClusterLabel], "reason", message)
+	return nil
+}
+
+// recordSerial notes serial as the cluster's current agent certificate,
+// registering the Cluster with the agent's metadata if it does not exist.
+func (c *Controller) recordSerial(ctx context.Context, cluster string, serial *big.Int, reg Registration) error {
+	clusters := c.flotilla.FlotillaV1alpha1().Clusters()
+	hex := serial.Text(16)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		existing, err := clusters.Get(ctx, cluster, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = clusters.Create(ctx, newCluster(cluster, hex, reg), metav1.CreateOptions{FieldManager: controller.FieldManager})
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(v1alpha1.Resource("clusters"), cluster, err) // created meanwhile: update it
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if existing.DeletionTimestamp != nil {
+			return fmt.Errorf("cluster %s is being deleted: join again once it is gone", cluster)
+		}
+		if existing.Annotations[SerialAnnotation] == hex {
+			return nil
+		}
+		update := existing.DeepCopy()
+		if update.Annotations == nil {
+			update.Annotations = map[string]string{}
+		}
+		update.Annotations[SerialAnnotation] = hex
+		_, err = clusters.Update(ctx, update, metav1.UpdateOptions{FieldManager: controller.FieldManager})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record the certificate serial of cluster %s: %w", cluster, err)
+	}
+	return nil
+}
+
+// newCluster is a Cluster registered by its join.
+func newCluster(name, serial string, reg Registration) *v1alpha1.Cluster {
+	return &v1alpha1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: reg.Labels, Annotations: map[string]string{SerialAnnotation: serial}},
+		Spec:       v1alpha1.ClusterSpec{Provider: reg.Provider, Region: reg.Region, Zone: reg.Zone},
+	}
+}
