@@ -16,8 +16,8 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no command", nil, "error: no command given; supported commands: get, describe, apply, delete, plan, taint, cordon, uncordon, rebalance, purge, version\nSee 'flotilla --help' for usage.\n"},
-		{"unknown command", []string{"drain", "cluster", "x"}, "error: unknown command \"drain\"; supported commands: get, describe, apply, delete, plan, taint, cordon, uncordon, rebalance, purge, version\nSee 'flotilla --help' for usage.\n"},
+		{"no command", nil, "error: no command given; supported commands: get, describe, apply, delete, plan, taint, cordon, uncordon, rebalance, purge, token, version\nSee 'flotilla --help' for usage.\n"},
+		{"unknown command", []string{"drain", "cluster", "x"}, "error: unknown command \"drain\"; supported commands: get, describe, apply, delete, plan, taint, cordon, uncordon, rebalance, purge, token, version\nSee 'flotilla --help' for usage.\n"},
 		{"unknown global flag", []string{"--colour", "get", "clusters"}, "error: unknown flag: --colour\nSee 'flotilla --help' for usage.\n"},
 		{"get without resource", []string{"get"}, "error: missing the resource type; supported: clusters, leases, policies, clusterpolicies, bindings, clusterbindings, works, resources, workloadrebalancers\nSee 'flotilla get --help' for usage.\n"},
 		{"get unknown resource", []string{"get", "pods"}, "error: unknown resource type \"pods\"; supported: clusters, leases, policies, clusterpolicies, bindings, clusterbindings, works, resources, workloadrebalancers\nSee 'flotilla get --help' for usage.\n"},
@@ -30,7 +30,7 @@ func TestUsageErrors(t *testing.T) {
 		{"--version is flotilla's", []string{"get", "--version"}, "error: unknown flag: --version\nSee 'flotilla get --help' for usage.\n"},
 		{"negative timeout", []string{"--timeout=-1s", "cordon", "a"}, "error: invalid --timeout -1s: must not be negative\nSee 'flotilla cordon --help' for usage.\n"},
 		{"bad timeout", []string{"cordon", "a", "--timeout", "soon"}, "error: invalid argument \"soon\" for \"--timeout\" flag: must be a duration like \"30s\" or \"5m\"\nSee 'flotilla cordon --help' for usage.\n"},
-		{"help of unknown command", []string{"help", "drain"}, "error: unknown command \"drain\"; supported commands: get, describe, apply, delete, plan, taint, cordon, uncordon, rebalance, purge, version\nSee 'flotilla --help' for usage.\n"},
+		{"help of unknown command", []string{"help", "drain"}, "error: unknown command \"drain\"; supported commands: get, describe, apply, delete, plan, taint, cordon, uncordon, rebalance, purge, token, version\nSee 'flotilla --help' for usage.\n"},
 	}
 	h := newHub(t)
 	for _, tt := range tests {
