@@ -96,6 +96,9 @@ func (s *agentServer) handle(ctx context.Context, conn *quic.Conn) {
 		return
 	}
 	cluster, err := protocol.ClusterFromConnectionState(conn.ConnectionState().TLS)
+	if err == nil {
+		err = s.registry.CheckCertificate(ctx, cluster, conn.ConnectionState().TLS.VerifiedChains[0][0].SerialNumber)
+	}
 	if err != nil {
 		s.reject(conn, nil, remote, protocol.CloseUnauthorized, protocol.CodeUnauthorized, err)
 		return

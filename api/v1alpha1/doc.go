@@ -50,3 +50,8 @@ func TypeMeta(kind string) metav1.TypeMeta {
 // LeaseNamespace holds one coordination.k8s.io/v1 Lease per cluster, named
 // after the cluster.
 const LeaseNamespace = "flotilla-cluster-lease"
+
+// AnnotationAgentCertificateSerial on a Cluster is the serial, in hex, of
+// the agent certificate the hub issued last for the cluster (at its join
+// or rotation): older certificates of the cluster are refused.
+const AnnotationAgentCertificateSerial = "flotilla.io/agent-certificate-serial"

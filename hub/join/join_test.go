@@ -187,7 +187,7 @@ func TestJoinOverQUICIssuesAndRegisters(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the join registered no Cluster: %v", err)
 	}
-	if got := cluster.Annotations[SerialAnnotation]; got != cert.SerialNumber.Text(16) {
+	if got := cluster.Annotations[v1alpha1.AnnotationAgentCertificateSerial]; got != cert.SerialNumber.Text(16) {
 		t.Errorf("recorded serial %q, the certificate's is %s", got, cert.SerialNumber.Text(16))
 	}
 	wantSpec := v1alpha1.ClusterSpec{Provider: "kwok", Region: "eu-1", Zone: "eu-1a"}

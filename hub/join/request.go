@@ -25,9 +25,6 @@ const (
 	TokenAnnotation = "flotilla.io/bootstrap-token-id"
 	// RegistrationAnnotation holds the agent's metadata (JSON Registration).
 	RegistrationAnnotation = "flotilla.io/registration"
-	// SerialAnnotation on a Cluster is the serial (hex) of the agent
-	// certificate the hub issued last for it.
-	SerialAnnotation = "flotilla.io/agent-certificate-serial"
 	// csrNamePrefix starts the name of every request the hub creates.
 	csrNamePrefix = "flotilla-agent-"
 )

@@ -80,14 +80,14 @@ func (c *Controller) recordSerial(ctx context.Context, cluster string, serial *b
 		if existing.DeletionTimestamp != nil {
 			return fmt.Errorf("cluster %s is being deleted: join again once it is gone", cluster)
 		}
-		if existing.Annotations[SerialAnnotation] == hex {
+		if existing.Annotations[v1alpha1.AnnotationAgentCertificateSerial] == hex {
 			return nil
 		}
 		update := existing.DeepCopy()
 		if update.Annotations == nil {
 			update.Annotations = map[string]string{}
 		}
-		update.Annotations[SerialAnnotation] = hex
+		update.Annotations[v1alpha1.AnnotationAgentCertificateSerial] = hex
 		_, err = clusters.Update(ctx, update, metav1.UpdateOptions{FieldManager: controller.FieldManager})
 		return err
 	})
@@ -100,7 +100,7 @@ func (c *Controller) recordSerial(ctx context.Context, cluster string, serial *b
 // newCluster is a Cluster registered by its join.
 func newCluster(name, serial string, reg Registration) *v1alpha1.Cluster {
 	return &v1alpha1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: reg.Labels, Annotations: map[string]string{SerialAnnotation: serial}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: reg.Labels, Annotations: map[string]string{v1alpha1.AnnotationAgentCertificateSerial: serial}},
 		Spec:       v1alpha1.ClusterSpec{Provider: reg.Provider, Region: reg.Region, Zone: reg.Zone},
 	}
 }
