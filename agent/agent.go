@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -28,6 +29,9 @@ type Agent struct {
 	works  *work.Engine
 	stats  statsBox
 	jitter rand.Source
+	// joinTimeout bounds one join attempt (joinAttemptTimeout; tests
+	// shorten it).
+	joinTimeout time.Duration
 }
 
 // Run validates cfg and runs an agent until ctx ends; see [Agent.Run].
@@ -41,16 +45,23 @@ func Run(ctx context.Context, cfg Config) error {
 
 // New checks cfg, reads the certificates and the kubeconfig, and returns an
 // agent ready to run. Its errors are configuration errors, each naming the
-// setting or file at fault.
+// setting or file at fault. Without a certificate in cfg.CertDir but with a
+// bootstrap token, the agent joins when it runs.
 func New(cfg Config) (*Agent, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("invalid agent configuration: %w", err)
 	}
-	// Certificate validity is about the real world, not an injected clock.
-	tlsConf, err := loadTLSConfig(cfg, time.Now())
-	if err != nil {
-		return nil, err
+	var tlsConf *tls.Config // nil: join first
+	if cfg.BootstrapToken == "" || haveCertificates(cfg.CertDir) {
+		// Certificate validity is about the real world, not an injected clock.
+		var err error
+		if tlsConf, err = loadTLSConfig(cfg, time.Now()); err != nil {
+			if cfg.BootstrapToken == "" && errors.Is(err, fs.ErrNotExist) {
+				err = fmt.Errorf("%w; or give --bootstrap-token and --hub-ca-hash to join", err)
+			}
+			return nil, err
+		}
 	}
 	client, dyn, err := newKubeClients(cfg)
 	if err != nil {
@@ -77,6 +88,8 @@ func newAgent(cfg Config, tlsConf *tls.Config, client kubernetes.Interface, dyn 
 		status: newStatusCollector(client, probe, cfg.Clock, log),
 		works:  works,
 		jitter: rand.NewPCG(rand.Uint64(), rand.Uint64()),
+
+		joinTimeout: joinAttemptTimeout,
 	}, nil
 }
 
@@ -88,10 +101,22 @@ func (a *Agent) Stats() Stats { return a.stats.get() }
 // backoff, until ctx ends. Then it sends GoAway, closes the connection and
 // returns nil; no goroutine it started outlives it. The Work engine runs
 // for the whole of Run, connected or not. Call Run at most once.
+//
+// An agent without a certificate joins first (see [Agent.join]); Run
+// returns an error if the hub refuses it.
 func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("agent starting", "hub", a.cfg.Hub, "version", a.cfg.Version,
 		"leaseDuration", a.cfg.LeaseDuration, "statusInterval", a.cfg.StatusInterval,
 		"systemNamespace", a.cfg.SystemNamespace)
+	if a.tls == nil {
+		if err := a.join(ctx); err != nil {
+			if ctx.Err() != nil {
+				a.log.Info("agent stopped")
+				return nil
+			}
+			return err
+		}
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() {

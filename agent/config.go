@@ -37,8 +37,25 @@ type Config struct {
 	// means the in-cluster configuration of the agent's service account.
 	Kubeconfig string
 	// CertDir holds ca.crt (the CA that signed the hub's certificate),
-	// tls.crt and tls.key (this agent's client certificate and key).
+	// tls.crt and tls.key (this agent's client certificate and key). When
+	// any of them is missing and BootstrapToken is set, the agent joins
+	// and writes them here (creating CertDir, mode 0700, if needed).
 	CertDir string
+	// BootstrapToken (from `flotilla token create`) lets an agent without
+	// a certificate join the hub: it sends the token and a certificate
+	// request, and the hub signs it. It needs HubCAHash. Unused once
+	// CertDir holds a certificate.
+	BootstrapToken string
+	// HubCAHash pins the hub's CA while joining, "sha256:" and the hex
+	// SHA-256 of its public key (kubeadm's --discovery-token-ca-cert-hash):
+	// the agent trusts a hub whose certificate chain has that CA, and
+	// nothing else.
+	HubCAHash string
+	// Provider, Region, Zone and Labels are registration metadata sent
+	// when joining; the hub puts them on the Cluster it registers. Each
+	// value is a Kubernetes label value, and Labels' keys label keys.
+	Provider, Region, Zone string
+	Labels                 map[string]string
 	// LeaseDuration is the lease the agent asks the hub for (default 40s,
 	// whole seconds, at most 1h).
 	LeaseDuration time.Duration
@@ -118,6 +135,7 @@ func (cfg Config) validate() error {
 	if cfg.KubeQPS < 0 || cfg.KubeBurst < 0 {
 		errs = append(errs, fmt.Errorf("member cluster request limits %v/s, burst %d: must be positive", cfg.KubeQPS, cfg.KubeBurst))
 	}
+	errs = append(errs, cfg.validateJoin()...)
 	return errors.Join(errs...)
 }
 

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -21,6 +22,12 @@ import (
 // hung DNS lookup would delay shutdown) and leaks its socket when the name
 // does not resolve, once per reconnect attempt.
 func (a *Agent) dialHub(ctx context.Context) (conn *quic.Conn, release func(), err error) {
+	return a.dial(ctx, a.tls, explainConnError)
+}
+
+// dial is dialHub with the TLS configuration tlsConf; explain adds advice
+// to a failed handshake.
+func (a *Agent) dial(ctx context.Context, tlsConf *tls.Config, explain func(error) error) (conn *quic.Conn, release func(), err error) {
 	addr, err := resolveUDP(ctx, a.cfg.Hub)
 	if err != nil {
 		return nil, nil, err
@@ -34,10 +41,10 @@ func (a *Agent) dialHub(ctx context.Context) (conn *quic.Conn, release func(), e
 		tr.Close() // returns once quic-go stopped reading the socket
 		udp.Close()
 	}
-	conn, err = tr.Dial(ctx, addr, a.tls, protocol.QUICConfig())
+	conn, err = tr.Dial(ctx, addr, tlsConf, protocol.QUICConfig())
 	if err != nil {
 		release()
-		return nil, nil, fmt.Errorf("dial hub %s: %w", a.cfg.Hub, explainConnError(err))
+		return nil, nil, fmt.Errorf("dial hub %s: %w", a.cfg.Hub, explain(err))
 	}
 	return conn, release, nil
 }

@@ -4,6 +4,12 @@
 // capacity on a separate status stream, so heartbeats never queue behind
 // status, and applies the hub's Works on a work stream.
 //
+// An agent without a certificate but with a bootstrap token joins first
+// (join.go): it makes its key, sends the token and a certificate request on
+// a join connection that trusts the hub by its CA pin alone, retries while
+// the request waits for approval, and writes the certificate the hub signs
+// into its certificate directory before its first session.
+//
 // One [Agent] runs one session per connection: dial, Hello, wait for
 // Welcome, then renew, report and take Works until the connection ends. It
 // then reconnects with jittered exponential backoff until its context ends,

@@ -16,9 +16,11 @@ import (
 
 // hubEvent is one thing the test hub saw, in the order it saw them.
 type hubEvent struct {
-	kind   string // "hello", "renew", "status", "work", "goaway" or "closed"
+	kind   string // "hello", "renew", "status", "work", "goaway", "closed" or "join"
 	conn   int    // connection number, from 1
 	hello  *protocol.Hello
+	peer   string // with hello: the cluster the client certificate proves
+	join   *protocol.JoinRequest
 	renew  *protocol.LeaseRenew
 	status *protocol.ClusterStatus
 	work   protocol.Message // a message on the work stream
@@ -36,6 +38,10 @@ type testHub struct {
 
 	// muteAcks makes the hub stop acknowledging renewals, like a wedged hub.
 	muteAcks atomic.Bool
+
+	// join answers the nth join request (from 1); nil refuses join streams.
+	join  func(n int, req *protocol.JoinRequest) protocol.Message
+	joins atomic.Int32
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -80,8 +86,8 @@ func testWelcome(*protocol.Hello) protocol.Message {
 }
 
 // startTestHub listens on a loopback port until the test ends. answer nil
-// means testWelcome.
-func startTestHub(t *testing.T, tlsConf *tls.Config, answer func(*protocol.Hello) protocol.Message) *testHub {
+// means testWelcome; options adjust the hub before it starts.
+func startTestHub(t *testing.T, tlsConf *tls.Config, answer func(*protocol.Hello) protocol.Message, options ...func(*testHub)) *testHub {
 	t.Helper()
 	t.Setenv("QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING", "true")
 	ln, err := quic.ListenAddr("127.0.0.1:0", tlsConf, protocol.QUICConfig())
@@ -92,6 +98,9 @@ func startTestHub(t *testing.T, tlsConf *tls.Config, answer func(*protocol.Hello
 		answer = testWelcome
 	}
 	h := &testHub{ln: ln, answer: answer, events: make(chan hubEvent, 4096), conns: make(chan *hubConn, 16)}
+	for _, o := range options {
+		o(h)
+	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.wg.Go(h.acceptLoop)
 	t.Cleanup(h.close)
@@ -156,6 +165,8 @@ func (h *testHub) serveConn(c *hubConn) {
 			h.wg.Go(func() { h.serveStatus(c, str) })
 		case protocol.StreamWork:
 			h.wg.Go(func() { h.serveWork(c, str) })
+		case protocol.StreamJoin:
+			h.wg.Go(func() { h.serveJoin(c, str) })
 		}
 	}
 }
@@ -168,7 +179,8 @@ func (h *testHub) serveControl(c *hubConn, str *quic.Stream) {
 		c.conn.CloseWithError(1, "want Hello")
 		return
 	}
-	h.record(hubEvent{kind: "hello", conn: c.id, hello: hello})
+	peer, _ := protocol.ClusterFromConnectionState(c.conn.ConnectionState().TLS)
+	h.record(hubEvent{kind: "hello", conn: c.id, hello: hello, peer: peer})
 	c.mu.Lock()
 	c.control = str
 	c.mu.Unlock()
