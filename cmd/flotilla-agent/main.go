@@ -8,19 +8,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/flotilla-io/flotilla/internal/version"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+	"unicode"
 
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
 	"github.com/flotilla-io/flotilla/agent"
 	"github.com/flotilla-io/flotilla/agent/work"
+	"github.com/flotilla-io/flotilla/internal/pki"
+	"github.com/flotilla-io/flotilla/internal/version"
 )
 
 func main() {
@@ -59,7 +61,14 @@ func parseFlags(args []string, stdout io.Writer) (agent.Config, slog.Level, erro
 	fs.StringVar(&cfg.Hub, "hub", "", "the hub's QUIC address, HOST:PORT (UDP); HOST must match the hub's certificate")
 	fs.StringVar(&cfg.ClusterName, "cluster-name", "", "this member cluster's name (a DNS-1123 subdomain); tls.crt must be issued for it")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig of the member cluster; empty uses the in-cluster service account")
-	fs.StringVar(&cfg.CertDir, "cert-dir", "", "directory holding ca.crt, tls.crt and tls.key (see below)")
+	fs.StringVar(&cfg.CertDir, "cert-dir", "", "directory holding ca.crt, tls.crt and tls.key (see below); a join writes them there")
+	fs.StringVar(&cfg.BootstrapToken, "bootstrap-token", "", "bootstrap token to join the hub with while --cert-dir has no certificate (see Joining below); other users can see it in the process list, so prefer --bootstrap-token-file")
+	tokenFile := fs.String("bootstrap-token-file", "", "file holding the bootstrap token, e.g. a mounted Secret (instead of --bootstrap-token)")
+	fs.StringVar(&cfg.HubCAHash, "hub-ca-hash", "", "sha256:<hex> hash of the hub CA's public key: a joining agent trusts only a hub that presents this CA")
+	fs.StringVar(&cfg.Provider, "cluster-provider", "", "the cluster's provider (e.g. aws), for the Cluster the hub registers when it joins")
+	fs.StringVar(&cfg.Region, "cluster-region", "", "the cluster's region, for the Cluster the hub registers when it joins")
+	fs.StringVar(&cfg.Zone, "cluster-zone", "", "the cluster's zone, for the Cluster the hub registers when it joins")
+	labels := fs.String("cluster-labels", "", "labels for the Cluster the hub registers when it joins, KEY=VALUE,KEY2=VALUE2")
 	fs.DurationVar(&cfg.LeaseDuration, "lease-duration", agent.DefaultLeaseDuration, "cluster lease duration to ask the hub for (1s to 1h)")
 	fs.DurationVar(&cfg.StatusInterval, "status-interval", agent.DefaultStatusInterval, "how often to report cluster health and capacity")
 	fs.StringVar(&cfg.SystemNamespace, "system-namespace", work.DefaultSystemNamespace,
@@ -83,11 +92,61 @@ func parseFlags(args []string, stdout io.Writer) (agent.Config, slog.Level, erro
 	if missing := missingFlags(fs, "hub", "cluster-name", "cert-dir"); len(missing) > 0 {
 		return cfg, 0, fmt.Errorf("missing required flags: %s (see --help)", strings.Join(missing, ", "))
 	}
+	if err := joinFlags(&cfg, *tokenFile, *labels); err != nil {
+		return cfg, 0, err
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return cfg, 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", *logLevel)
 	}
 	return cfg, level, nil
+}
+
+// joinFlags reads the bootstrap token file and checks the join flags and
+// registration metadata, naming the flag at fault. It never prints a token.
+func joinFlags(cfg *agent.Config, tokenFile, labels string) error {
+	tokenFlag := "--bootstrap-token"
+	if tokenFile != "" {
+		if cfg.BootstrapToken != "" {
+			return errors.New("--bootstrap-token and --bootstrap-token-file: give one, not both")
+		}
+		data, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return fmt.Errorf("--bootstrap-token-file: %w", err)
+		}
+		cfg.BootstrapToken = strings.TrimRightFunc(string(data), unicode.IsSpace)
+		if cfg.BootstrapToken == "" {
+			return fmt.Errorf("--bootstrap-token-file %s is empty", tokenFile)
+		}
+		tokenFlag = "--bootstrap-token-file " + tokenFile
+	}
+	if cfg.BootstrapToken != "" {
+		if err := agent.CheckBootstrapToken(cfg.BootstrapToken); err != nil {
+			return fmt.Errorf("%s: %w", tokenFlag, err)
+		}
+		if cfg.HubCAHash == "" {
+			return fmt.Errorf("%s needs --hub-ca-hash, the hash `flotilla token create` prints with the token", tokenFlag)
+		}
+	}
+	if cfg.HubCAHash != "" {
+		pin, err := pki.ParsePin(cfg.HubCAHash)
+		if err != nil {
+			return fmt.Errorf("--hub-ca-hash: %w", err)
+		}
+		cfg.HubCAHash = pin
+	}
+	for _, f := range []struct{ flag, value string }{
+		{"--cluster-provider", cfg.Provider}, {"--cluster-region", cfg.Region}, {"--cluster-zone", cfg.Zone},
+	} {
+		if err := agent.CheckMetadataValue(f.value); err != nil {
+			return fmt.Errorf("%s: %w", f.flag, err)
+		}
+	}
+	var err error
+	if cfg.Labels, err = agent.ParseLabels(labels); err != nil {
+		return fmt.Errorf("--cluster-labels: %w", err)
+	}
+	return nil
 }
 
 // missingFlags lists the named flags that were not given a value.
@@ -119,5 +178,22 @@ Files in --cert-dir:
   ` + agent.CertFile + `   PEM client certificate with CommonName "cluster:<cluster-name>",
             signed by the CA the hub trusts for agents
   ` + agent.KeyFile + `   PEM private key of tls.crt
+
+Joining:
+  With all three files in --cert-dir the agent starts its session at once.
+  Otherwise, given a bootstrap token (--bootstrap-token or
+  --bootstrap-token-file) and --hub-ca-hash, both printed by
+  "flotilla token create", it joins first: it creates --cert-dir (mode 0700)
+  if needed, makes a private key and writes it to tls.key (or keeps the one
+  an earlier join left), dials the hub trusting it only if the hub presents
+  the CA with that hash, and sends the token, a certificate request for
+  "cluster:<cluster-name>" and the --cluster-provider, --cluster-region,
+  --cluster-zone and --cluster-labels metadata. Once the hub signs the
+  request, the agent checks the certificate, writes ca.crt and tls.crt, and
+  starts its session. While the request waits for an operator's approval
+  (kubectl certificate approve), or the hub cannot be reached, it asks again
+  with the same key, every 5 s to 1 min. A refused token or request, or a
+  hub without that CA, stops it with the reason and a non-zero exit. After
+  the join the token is not used again.
 `
 }

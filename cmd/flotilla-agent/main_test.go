@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/flotilla-io/flotilla/internal/pki"
 )
@@ -28,7 +31,9 @@ func TestRun(t *testing.T) {
 			args:     []string{"--help"},
 			wantCode: 0,
 			wantStdout: []string{"--hub", "--cluster-name", "--kubeconfig", "--cert-dir", "--lease-duration",
-				"--status-interval", "--system-namespace", "flotilla-system", "--log-level", "ca.crt", "tls.crt", "tls.key", `"cluster:<cluster-name>"`},
+				"--status-interval", "--system-namespace", "flotilla-system", "--log-level", "ca.crt", "tls.crt", "tls.key", `"cluster:<cluster-name>"`,
+				"--bootstrap-token", "--bootstrap-token-file", "--hub-ca-hash", "--cluster-provider", "--cluster-region", "--cluster-zone",
+				"--cluster-labels", "Joining:", "flotilla token create", "kubectl certificate approve"},
 		},
 		{
 			name:       "version",
@@ -70,7 +75,7 @@ func TestRun(t *testing.T) {
 			name:       "missing certificates",
 			args:       slices.Concat(good, []string{"--cert-dir", t.TempDir()}),
 			wantCode:   1,
-			wantStderr: []string{"flotilla-agent: read hub CA:", "ca.crt: no such file or directory"},
+			wantStderr: []string{"flotilla-agent: read hub CA:", "ca.crt: no such file or directory", "or give --bootstrap-token and --hub-ca-hash to join"},
 		},
 		{
 			name:       "bad system namespace",
@@ -139,5 +144,98 @@ func write(t *testing.T, path string, data []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+const (
+	testToken = "abcdef.s3cr3ts3cr3ts3cr"
+	testPin   = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+)
+
+// TestJoinFlags: bad join flags are usage errors that name the flag, never
+// print the token, and write nothing.
+func TestJoinFlags(t *testing.T) {
+	_, kubeconfig := writeAgentFiles(t)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	write(t, tokenFile, []byte(testToken+"\n"))
+	emptyFile := filepath.Join(t.TempDir(), "empty")
+	write(t, emptyFile, []byte(" \n"))
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStderr []string
+	}{
+		{"bad CA hash", []string{"--bootstrap-token", testToken, "--hub-ca-hash", "sha256:abc"}, 1,
+			[]string{`flotilla-agent: --hub-ca-hash: CA pin "sha256:abc": want sha256:<64 hex digits>`}},
+		{"CA hash without sha256:", []string{"--bootstrap-token", testToken, "--hub-ca-hash", testPin[7:]}, 1,
+			[]string{"flotilla-agent: --hub-ca-hash: CA pin", "want sha256:<64 hex digits>"}},
+		{"both token flags", []string{"--bootstrap-token", testToken, "--bootstrap-token-file", tokenFile, "--hub-ca-hash", testPin}, 1,
+			[]string{"flotilla-agent: --bootstrap-token and --bootstrap-token-file: give one, not both"}},
+		{"token without CA hash", []string{"--bootstrap-token", testToken}, 1,
+			[]string{"flotilla-agent: --bootstrap-token needs --hub-ca-hash"}},
+		{"malformed token", []string{"--bootstrap-token", "abcdef-s3cr3ts3cr3ts3cr", "--hub-ca-hash", testPin}, 1,
+			[]string{"flotilla-agent: --bootstrap-token: not a bootstrap token (23 characters): want [a-z0-9]{6}.[a-z0-9]{16}"}},
+		{"missing token file", []string{"--bootstrap-token-file", "/nonexistent/token", "--hub-ca-hash", testPin}, 1,
+			[]string{"flotilla-agent: --bootstrap-token-file: open /nonexistent/token: no such file or directory"}},
+		{"empty token file", []string{"--bootstrap-token-file", emptyFile, "--hub-ca-hash", testPin}, 1,
+			[]string{"flotilla-agent: --bootstrap-token-file " + emptyFile + " is empty"}},
+		{"bad labels", []string{"--cluster-labels", "site=store 7"}, 1,
+			[]string{`flotilla-agent: --cluster-labels: value "store 7" of site is not a label value`}},
+		{"label without value", []string{"--cluster-labels", "site"}, 1,
+			[]string{`flotilla-agent: --cluster-labels: "site": want key=value`}},
+		{"bad label key", []string{"--cluster-labels", "-site=x"}, 1,
+			[]string{`flotilla-agent: --cluster-labels: key "-site" is not a label key`}},
+		{"bad zone", []string{"--cluster-zone", "eu west 1a"}, 1,
+			[]string{`flotilla-agent: --cluster-zone: "eu west 1a" is not a label value`}},
+		{"bad provider", []string{"--cluster-provider", strings.Repeat("p", 64)}, 1,
+			[]string{"flotilla-agent: --cluster-provider:", "must be no more than 63"}},
+		// With good flags the agent would join; its context has ended, so it
+		// stops before writing anything.
+		{"good join flags", []string{"--bootstrap-token-file", tokenFile, "--hub-ca-hash", testPin,
+			"--cluster-provider", "aws", "--cluster-region", "eu-west-1", "--cluster-zone", "eu-west-1a",
+			"--cluster-labels", "site=store-7,example.com/tier=edge"}, 0, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			certDir := filepath.Join(t.TempDir(), "certs")
+			args := slices.Concat([]string{"--hub", "127.0.0.1:4443", "--cluster-name", "member-1",
+				"--cert-dir", certDir, "--kubeconfig", kubeconfig}, tc.args)
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			var stdout, stderr bytes.Buffer
+			code := run(ctx, args, &stdout, &stderr)
+			if code != tc.wantCode {
+				t.Errorf("exit code %d, want %d; stderr:\n%s", code, tc.wantCode, stderr.String())
+			}
+			checkContains(t, "stderr", stderr.String(), tc.wantStderr)
+			if strings.Contains(stderr.String(), "s3cr3ts3cr3ts3cr") {
+				t.Errorf("stderr shows the token's secret:\n%s", stderr.String())
+			}
+			if _, err := os.Stat(certDir); !os.IsNotExist(err) {
+				t.Errorf("the certificate directory was made (%v), want nothing written", err)
+			}
+		})
+	}
+}
+
+func TestParseJoinFlags(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	write(t, tokenFile, []byte(testToken+" \r\n\n"))
+	// The token loses its trailing whitespace, the hash its upper case.
+	cfg, _, err := parseFlags([]string{"--hub", "hub:4443", "--cluster-name", "member-1", "--cert-dir", "certs",
+		"--bootstrap-token-file", tokenFile, "--hub-ca-hash", "sha256:" + strings.ToUpper(testPin[7:]),
+		"--cluster-provider", "aws", "--cluster-region", "eu-west-1", "--cluster-zone", "eu-west-1a",
+		"--cluster-labels", "site=store-7,example.com/tier=edge,empty="}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type join struct {
+		Token, Hash, Provider, Region, Zone string
+		Labels                              map[string]string
+	}
+	got := join{cfg.BootstrapToken, cfg.HubCAHash, cfg.Provider, cfg.Region, cfg.Zone, cfg.Labels}
+	want := join{testToken, testPin, "aws", "eu-west-1", "eu-west-1a", map[string]string{"site": "store-7", "example.com/tier": "edge", "empty": ""}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("join settings (-want +got):\n%s", diff)
 	}
 }
