@@ -206,14 +206,16 @@ func restoreEntry(c *v1alpha1.Cluster, l *coordinationv1.Lease, cfg health.Confi
 // notReadySince is when the cluster stopped being Ready, as its health
 // taints record it: the oldest NoSchedule one, or the NoExecute one minus
 // the eviction timeout, since NoSchedule taints are replaced when Ready
-// goes from False to Unknown.
+// goes from False to Unknown. The stored times are to the second, rounded
+// down; each is rounded up, so that the NoExecute taint never comes before
+// the eviction timeout has run (up to a second late after a restart).
 func notReadySince(taints []corev1.Taint, fallback time.Time, evictionTimeout time.Duration) time.Time {
-	since := fallback
+	since := roundUp(fallback)
 	for _, t := range taints {
 		if (t.Key != v1alpha1.TaintClusterNotReady && t.Key != v1alpha1.TaintClusterUnreachable) || t.TimeAdded == nil {
 			continue
 		}
-		added := t.TimeAdded.Time
+		added := roundUp(t.TimeAdded.Time)
 		if t.Effect == corev1.TaintEffectNoExecute {
 			added = added.Add(-evictionTimeout)
 		}
@@ -222,6 +224,16 @@ func notReadySince(taints []corev1.Taint, fallback time.Time, evictionTimeout ti
 		}
 	}
 	return since
+}
+
+// roundUp is the latest instant a time stored to the second (rounded
+// down) can stand for: the end of its second. A time with a fraction of a
+// second was not read from the API and is taken as it is.
+func roundUp(t time.Time) time.Time {
+	if t.IsZero() || t.Nanosecond() != 0 {
+		return t
+	}
+	return t.Add(time.Second)
 }
 
 // evaluateLocked recomputes a cluster's Ready condition and health taints,

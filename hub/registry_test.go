@@ -219,6 +219,39 @@ func TestRegistryRestartKeepsStateAndGrace(t *testing.T) {
 	}
 }
 
+// TestRegistryRestartNeverAddsNoExecuteEarly: a cluster Unknown since
+// +40.7 s (stored as +40 s) when the hub restarts gets its NoExecute taint
+// no earlier than +40.7 s plus the eviction timeout: the stored second is
+// rounded up, not taken as the instant.
+func TestRegistryRestartNeverAddsNoExecuteEarly(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	first := newRegistryFixture(t, clk, t0.Add(-time.Hour))
+	first.connect("edge-1")
+	clk.Step(700 * time.Millisecond)
+	first.renew("edge-1")
+	first.advance(40 * time.Second) // the lease expires
+	unknownAt := t0.Add(40*time.Second + 700*time.Millisecond)
+	want := []taintSummary{{v1alpha1.TaintClusterUnreachable, "NoSchedule", unknownAt.Sub(t0)}}
+	if c := first.cluster("edge-1"); readyOf(c) != metav1.ConditionUnknown || !cmp.Equal(want, taintsOf(c)) {
+		t.Fatalf("Ready %q taints %v, want Unknown and %v", readyOf(c), taintsOf(c), want)
+	}
+	first.shutdown()
+
+	clk.SetTime(t0.Add(100 * time.Second))
+	second := newRegistryFixture(t, clk, clk.Now())
+	due := unknownAt.Add(5 * time.Minute)
+	second.advance(due.Add(-time.Millisecond).Sub(clk.Now()))
+	if c := second.cluster("edge-1"); len(c.Spec.Taints) != 1 {
+		t.Fatalf("taints %v a millisecond before the eviction timeout ended (+%v)", taintsOf(c), due.Sub(t0))
+	}
+	second.advance(t0.Add(341 * time.Second).Sub(clk.Now())) // the stored +40 s rounded up, and 5 min
+	c := second.cluster("edge-1")
+	want = []taintSummary{{v1alpha1.TaintClusterUnreachable, "NoSchedule", 40 * time.Second}, {v1alpha1.TaintClusterUnreachable, "NoExecute", 341 * time.Second}}
+	if diff := cmp.Diff(want, taintsOf(c)); diff != "" {
+		t.Errorf("taints after the eviction timeout (-want +got):\n%s", diff)
+	}
+}
+
 func TestRegistryClockSkew(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
