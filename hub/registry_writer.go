@@ -9,7 +9,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -296,8 +295,29 @@ func (r *Registry) writeHealthTaints(ctx context.Context, stored *v1alpha1.Clust
 	return nil, err
 }
 
+// sameTaints compares taints as the API stores them: timeAdded to the
+// second. Memory holds the hub's own stamps to the nanosecond; stored,
+// they read back rounded down, and are the same taints.
 func sameTaints(a, b []corev1.Taint) bool {
-	return equality.Semantic.DeepEqual(a, b) || len(a) == 0 && len(b) == 0
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.Key != y.Key || x.Value != y.Value || x.Effect != y.Effect || !sameSecond(x.TimeAdded, y.TimeAdded) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameSecond compares two times as stored: to the second, a zero time
+// being none.
+func sameSecond(a, b *metav1.Time) bool {
+	if a == nil || a.IsZero() || b == nil || b.IsZero() {
+		return (a == nil || a.IsZero()) == (b == nil || b.IsZero())
+	}
+	return a.Unix() == b.Unix()
 }
 
 // maxUpdateBatch bounds the updates the writer takes at once.
