@@ -45,11 +45,18 @@ const maxListed = 5
 //     item that is Applied and Health == Healthy -> Done,
 //     ReasonReplacementHealthy.
 //   - Replaced and now >= max(CreationTimestamp, status.lastScheduledTime) +
-//     grace (task.GracePeriodSeconds, else defaultGrace; a nil
-//     CreationTimestamp counts as expired) -> Done, ReasonGracePeriodExpired.
+//     grace (task.GracePeriodSeconds, else defaultGrace) -> Done,
+//     ReasonGracePeriodExpired.
+//   - A nil CreationTimestamp never expires: the grace has not started (the
+//     hub stamps such a task with the time it first sees it, as Karmada
+//     does); not done, Recheck zero.
 //   - Otherwise not done, Recheck = the grace deadline, Waiting lists the
 //     clusters not yet healthy (sorted by name, at most 5, then "and N
 //     more").
+//
+// The times are taken as the instants they stand for: a caller that knows
+// them only to the second, as the API stores them, rounds them up first
+// so that no grace period ends early.
 func Assess(task *v1alpha1.GracefulEvictionTask, generation int64, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus, defaultGrace time.Duration, now time.Time) Verdict {
 	if task == nil {
 		return Verdict{Waiting: "no eviction task"}
@@ -72,7 +79,7 @@ func Assess(task *v1alpha1.GracefulEvictionTask, generation int64, spec *v1alpha
 		return Verdict{Done: true, Reason: ReasonReplacementHealthy}
 	}
 	if task.CreationTimestamp == nil {
-		return Verdict{Done: true, Reason: ReasonGracePeriodExpired}
+		return Verdict{Waiting: listWaiting(unhealthy) + "; grace period not started (the task has no creation time yet)"}
 	}
 	// The grace runs from when the replacement was placed, if that was
 	// later: a replacement found late must get its chance to start.

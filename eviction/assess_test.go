@@ -118,8 +118,12 @@ func TestAssess(t *testing.T) {
 			Verdict{Waiting: "member-3 not healthy yet (Unknown); grace period ends in 50m0s", Recheck: at(time.Hour)}},
 		{"negative grace period counts as 0", task(t0, ptr.To[int32](-5)), replacement, halfway, t0,
 			Verdict{Done: true, Reason: ReasonGracePeriodExpired}},
-		{"nil creation time counts as expired", task(time.Time{}, nil), replacement, halfway, t0,
-			Verdict{Done: true, Reason: ReasonGracePeriodExpired}},
+		{"nil creation time never expires", task(time.Time{}, nil), replacement, halfway, late,
+			Verdict{Waiting: "member-3 not healthy yet (Unknown); grace period not started (the task has no creation time yet)"}},
+		{"nil creation time with a zero grace period never expires", task(time.Time{}, ptr.To[int32](0)), replacement, halfway, late,
+			Verdict{Waiting: "member-3 not healthy yet (Unknown); grace period not started (the task has no creation time yet)"}},
+		{"nil creation time still ends on a healthy replacement", task(time.Time{}, nil), replacement, allHealthy, late,
+			Verdict{Done: true, Reason: ReasonReplacementHealthy}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
