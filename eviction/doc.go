@@ -36,7 +36,13 @@
 // replacement, whatever the grace period. Once replaced, the task ends
 // when every cluster of the new result reports the workload applied and
 // Healthy, or when its grace period (its own gracePeriodSeconds, else the
-// hub's default) has run from its creation.
+// hub's default) has run from its creation; a task without a creation time
+// has not started its grace period (the hub stamps one, as Karmada does).
+//
+// Times are instants. The API stores them to the second, rounded down, so
+// a caller that read them from there rounds them up (or knows them better)
+// before asking: nothing may be evicted, nor a task ended, before its
+// toleration or grace period has run.
 //
 // Partition protection ([Zones]). Evictions are rate limited per zone (a
 // token bucket of burst 1 per zone, 0.5 bindings/s by default; a rate of 0

@@ -31,6 +31,10 @@ type Decision struct {
 // deadline (Taint = that taint), zero if all tolerated forever. since is
 // the partition-protection floor: grace restarts when the hub leaves
 // isolation.
+//
+// TimeAdded is taken as the instant the taint was added: a caller that
+// knows it only to the second, as the API stores it, rounds it up first
+// so that no allowance ends early.
 func Decide(taints []corev1.Taint, tolerations []corev1.Toleration, since, now time.Time) Decision {
 	var d Decision
 	for i := range taints {

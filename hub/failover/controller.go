@@ -80,6 +80,13 @@ type Controller struct {
 	// workload has been unhealthy there (application failover); guarded
 	// by mu.
 	unhealthySince map[string]map[string]time.Time
+	// clusterTimes and bindingTimes are when this hub first saw the
+	// stored times that decide, so that none is taken as earlier than it
+	// was (instants.go).
+	clusterTimes, bindingTimes *instants
+	// decided, when set (tests), is told each reconcile's stored
+	// decisions and the time they were made at.
+	decided func(key string, at time.Time, evicted []eviction.Eviction, ended []endedTask)
 	// backOffs are application failover's, per binding and cluster.
 	backOffs backOffs
 	// waiting, when set (tests), is told each wake-up asked for: the
@@ -95,20 +102,28 @@ type Controller struct {
 // adds its handlers to the informers; Run starts it.
 func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.WithTicker, logger *slog.Logger, cfg Config) *Controller {
 	c := &Controller{api: controller.BindingAPI{Client: clients.Flotilla.FlotillaV1alpha1()}, recorder: recorder, clock: clk, logger: logger.With("controller", "failover"),
-		cfg: cfg, zones: eviction.NewZones(cfg.Zones), unhealthySince: map[string]map[string]time.Time{},
+		cfg: cfg, zones: eviction.NewZones(cfg.Zones), unhealthySince: map[string]map[string]time.Time{}, clusterTimes: newInstants(), bindingTimes: newInstants(),
 		clusters: informers.Clusters, bindings: informers.Bindings, clusterBindings: informers.ClusterBindings, works: informers.Works}
 	c.queue = controller.NewQueueWithClock("failover", c.reconcile, logger, clk) // the queue names the controller
 	// Status changes matter too: a task ends when the replacement reports
 	// healthy.
-	c.bindings.AddHandler(func(_, cur *v1alpha1.ResourceBinding) {
-		if cur != nil {
-			c.queue.Add(controller.Key(cur.Namespace, cur.Name))
+	c.bindings.AddHandler(func(old, cur *v1alpha1.ResourceBinding) {
+		b := controller.Subject(old, cur)
+		key := controller.Key(b.Namespace, b.Name)
+		if cur == nil {
+			c.bindingSeen(key, nil, nil)
+			return
 		}
+		c.bindingSeen(key, &cur.Spec, &cur.Status)
+		c.queue.Add(key)
 	})
-	c.clusterBindings.AddHandler(func(_, cur *v1alpha1.ClusterResourceBinding) {
-		if cur != nil {
-			c.queue.Add(cur.Name)
+	c.clusterBindings.AddHandler(func(old, cur *v1alpha1.ClusterResourceBinding) {
+		if cur == nil {
+			c.bindingSeen(old.Name, nil, nil)
+			return
 		}
+		c.bindingSeen(cur.Name, &cur.Spec, &cur.Status)
+		c.queue.Add(cur.Name)
 	})
 	// A Work's status is where a replacement turns healthy.
 	c.works.AddHandler(func(old, cur *v1alpha1.Work) {
@@ -141,6 +156,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 // clusterChanged re-evaluates the zones and the bindings on the cluster
 // when its health or taints changed.
 func (c *Controller) clusterChanged(old, cur *v1alpha1.Cluster) {
+	c.clusterSeen(old, cur) // from the first list on: a restarted hub sees every time late
 	// Run observes every zone once the informers have listed; a partial
 	// list would see zones smaller or more broken than they are.
 	if !c.synced.Load() || old != nil && cur != nil && !healthChanged(old, cur) {
@@ -220,6 +236,7 @@ func (c *Controller) forget(key string) {
 	delete(c.unhealthySince, key)
 	c.mu.Unlock()
 	c.backOffs.forget(key)
+	c.bindingSeen(key, nil, nil)
 }
 
 // workOf returns a binding's Work in a cluster, from the informer.
@@ -247,6 +264,7 @@ func (c *Controller) reconcileBinding(ctx context.Context, key string, read cont
 		return cl != nil && hubstatus.Reachable(cl)
 	})
 	tolerations := c.tolerations(spec)
+	stamped := c.stampTasks(key, spec, now)
 	ended := c.endTasks(key, read.Object().GetGeneration(), spec, &current, tolerations, now, &wake)
 	evicted := c.dueEvictions(spec, tolerations, now, &wake)
 	evicted = append(evicted, c.applicationFailures(read.Object(), key, spec, &current, evicted, now, &wake)...)
@@ -254,7 +272,7 @@ func (c *Controller) reconcileBinding(ctx context.Context, key string, read cont
 		eviction.Evict(spec, e, now)
 	}
 	failedBack := c.failback(spec, status, evicted, now, &wake)
-	if len(ended) > 0 || len(evicted) > 0 || len(failedBack) > 0 ||
+	if stamped || len(ended) > 0 || len(evicted) > 0 || len(failedBack) > 0 ||
 		!equality.Semantic.DeepEqual(read.Status().FailbackClusters, status.FailbackClusters) {
 		// Every spec change makes a new generation, which the scheduler
 		// observes before tasks judge its replacement.
@@ -263,6 +281,9 @@ func (c *Controller) reconcileBinding(ctx context.Context, key string, read cont
 			return fmt.Errorf("store failover decisions for %s: %w", key, err)
 		}
 		c.record(stored.Object(), spec, evicted, ended, failedBack)
+		if c.decided != nil {
+			c.decided(key, now, evicted, ended)
+		}
 		c.backOffs.evicted(key, evicted, now)
 	}
 	if d, ok := wake.after(now); ok {

@@ -88,6 +88,9 @@ func TestFailbackClustersAreStatus(t *testing.T) {
 	clk.Step(10 * time.Second)
 	back := clk.Now()
 	f.setCluster("member-1", true, back)
+	// Seen at once: seen only after the step, the transition would count
+	// from the end of its stored second (instants.go).
+	f.awaitSeen("member-1", readyOf, back)
 	clk.Step(60 * time.Second)
 	err := controllertest.PollNudgingClock(t.Context(), clk, func(ctx context.Context) bool {
 		var err error

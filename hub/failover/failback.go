@@ -34,7 +34,7 @@ func (c *Controller) failback(spec *v1alpha1.ResourceBindingSpec, status *v1alph
 	stabilization := time.Duration(fb.StabilizationSeconds) * time.Second
 	var keep []v1alpha1.FailbackCluster
 	for _, f := range status.FailbackClusters {
-		switch due, ok := c.failbackDue(spec, f.Name, stabilization); {
+		switch due, earliest, ok := c.failbackDue(spec, f.Name, stabilization, now); {
 		case !ok:
 			// gone, or placed again: nothing to come back to
 		case due.IsZero():
@@ -42,7 +42,7 @@ func (c *Controller) failback(spec *v1alpha1.ResourceBindingSpec, status *v1alph
 		case now.Before(due):
 			wake.at(due)
 			keep = append(keep, f)
-		case triggeredSince(spec, due):
+		case triggeredSince(spec, earliest):
 			// This failback's reschedule is stored; the list's removal
 			// (written after it) is not yet seen. Triggering again would
 			// reschedule twice.
@@ -59,24 +59,29 @@ func (c *Controller) failback(spec *v1alpha1.ResourceBindingSpec, status *v1alph
 }
 
 // failbackDue is when the binding may fail back to cluster: its Ready
-// transition plus stabilization; zero while it is not Ready or the
-// binding is still being evicted from it; ok false when there is nothing
-// to fail back to (the cluster is gone or the binding is placed on it).
-func (c *Controller) failbackDue(spec *v1alpha1.ResourceBindingSpec, cluster string, stabilization time.Duration) (time.Time, bool) {
+// transition, at the instant this hub knows it stands for (instants.go:
+// never earlier than it was), plus stabilization; zero while it is not
+// Ready or the binding is still being evicted from it; ok false when there
+// is nothing to fail back to (the cluster is gone or the binding is placed
+// on it). earliest is the same from the transition as stored, to the
+// second: no failback of this transition can have been made before it.
+func (c *Controller) failbackDue(spec *v1alpha1.ResourceBindingSpec, cluster string, stabilization time.Duration, now time.Time) (due, earliest time.Time, ok bool) {
 	cl := c.clusters.Get(cluster)
 	if cl == nil || slices.ContainsFunc(spec.Clusters, func(tc v1alpha1.TargetCluster) bool { return tc.Name == cluster }) {
-		return time.Time{}, false
+		return time.Time{}, time.Time{}, false
 	}
 	cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.ClusterConditionReady)
 	if cond == nil || cond.Status != metav1.ConditionTrue || slices.Contains(spec.EvictingClusters(), cluster) {
-		return time.Time{}, true
+		return time.Time{}, time.Time{}, true
 	}
-	return cond.LastTransitionTime.Add(stabilization), true
+	due = c.clusterTimes.at(cluster, readyOf, &cond.LastTransitionTime, now).Add(stabilization)
+	return due, cond.LastTransitionTime.Add(stabilization), true
 }
 
-// triggeredSince: a Fresh reschedule was requested at or after due (by a
-// failback or a rebalancer), which is all a failback would ask for.
-// rescheduleTriggeredAt is stored in whole seconds, so due is too.
-func triggeredSince(spec *v1alpha1.ResourceBindingSpec, due time.Time) bool {
-	return spec.RescheduleTriggeredAt != nil && !spec.RescheduleTriggeredAt.Time.Before(due.Truncate(time.Second))
+// triggeredSince: a Fresh reschedule was requested at or after the
+// earliest due (by a failback or a rebalancer), which is all a failback
+// would ask for. rescheduleTriggeredAt is stored in whole seconds, so due
+// is too.
+func triggeredSince(spec *v1alpha1.ResourceBindingSpec, earliest time.Time) bool {
+	return spec.RescheduleTriggeredAt != nil && !spec.RescheduleTriggeredAt.Time.Before(earliest.Truncate(time.Second))
 }

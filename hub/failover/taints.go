@@ -36,7 +36,7 @@ func (c *Controller) dueEvictions(spec *v1alpha1.ResourceBindingSpec, toleration
 		if cl == nil {
 			continue
 		}
-		d := eviction.Decide(cl.Spec.Taints, tolerations, since, now)
+		d := eviction.Decide(c.preciseTaints(cl, now), tolerations, since, now)
 		if !d.Evict {
 			wake.at(d.At)
 			continue

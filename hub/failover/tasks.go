@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/eviction"
@@ -37,9 +38,18 @@ func (c *Controller) endTasks(key string, generation int64, spec *v1alpha1.Resou
 	tolerations []corev1.Toleration, now time.Time, wake *wakeup) []endedTask {
 	var ended []endedTask
 	kept := spec.GracefulEvictionTasks[:0:0]
+	// Judged on the instants the stored times stand for (instants.go).
+	judged := *status
+	if lst := status.LastScheduledTime; lst != nil {
+		judged.LastScheduledTime = &metav1.Time{Time: c.bindingTimes.at(key, lastScheduledOf, lst, now)}
+	}
 	for i := range spec.GracefulEvictionTasks {
 		task := spec.GracefulEvictionTasks[i]
-		v := eviction.Assess(&task, generation, spec, status, c.cfg.GracefulEvictionTimeout, now)
+		precise := task
+		if task.CreationTimestamp != nil {
+			precise.CreationTimestamp = &metav1.Time{Time: c.bindingTimes.at(key, taskOf(task.FromCluster), task.CreationTimestamp, now)}
+		}
+		v := eviction.Assess(&precise, generation, spec, &judged, c.cfg.GracefulEvictionTimeout, now)
 		switch {
 		case v.Done:
 			ended = append(ended, endedTask{task: task, reason: v.Reason})
@@ -73,7 +83,7 @@ func (c *Controller) recovered(cluster string, tolerations []corev1.Toleration, 
 	c.mu.Lock()
 	since := c.zones.GraceStart()
 	c.mu.Unlock()
-	return !eviction.Decide(cl.Spec.Taints, tolerations, since, now).Evict
+	return !eviction.Decide(c.preciseTaints(cl, now), tolerations, since, now).Evict
 }
 
 // giveBack puts the task's cluster back into spec.clusters with the
