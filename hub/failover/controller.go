@@ -56,7 +56,7 @@ func DefaultConfig() Config {
 		DefaultNotReadyToleration:    300 * time.Second,
 		DefaultUnreachableToleration: 300 * time.Second,
 		GracefulEvictionTimeout:      10 * time.Minute,
-		Zones:                        eviction.ZoneConfig{Rate: 0.5, SecondaryRate: 0.01, LargeZoneThreshold: 50, UnhealthyThreshold: 0.55},
+		Zones:                        eviction.DefaultZoneConfig(),
 	}
 }
 
