@@ -20,7 +20,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/flotilla-io/flotilla/hub"
-	"github.com/flotilla-io/flotilla/hub/ca"
 	"github.com/flotilla-io/flotilla/hub/failover"
 	"github.com/flotilla-io/flotilla/hub/health"
 	"github.com/flotilla-io/flotilla/hub/join"
@@ -45,7 +44,7 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) >= 2 && args[0] == "certs" && args[1] == "issue" {
-		return issueCerts(args[2:], stdout, stderr)
+		return issueCerts(ctx, args[2:], stdout, stderr)
 	}
 	if len(args) >= 1 && args[0] == "token" {
 		return tokenCommand(ctx, args[1:], stdout, stderr)
@@ -227,29 +226,4 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
-}
-
-func issueCerts(args []string, stdout, stderr io.Writer) error {
-	flags := pflag.NewFlagSet("flotilla-hub certs issue", pflag.ContinueOnError)
-	flags.SetOutput(stderr)
-	dataDir := flags.String("data-dir", "flotilla-data", "hub data folder; its CA (pki/ca.crt, pki/ca.key) is created if missing")
-	cluster := flags.String("cluster", "", "cluster name the certificate identifies (CommonName cluster:NAME)")
-	out := flags.String("out", "", "folder to write ca.crt, tls.crt and tls.key into, for the agent's --cert-dir")
-	flags.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: flotilla-hub certs issue --data-dir DIR --cluster NAME --out DIR\n\n"+
-			"Signs a client certificate for the agent of cluster NAME with the hub CA.\n\nFlags:\n")
-		flags.PrintDefaults()
-	}
-	if err := flags.Parse(args); err != nil {
-		return err
-	}
-	if *cluster == "" || *out == "" {
-		flags.Usage()
-		return errors.New("--cluster and --out are required")
-	}
-	if err := ca.IssueAgentCertificate(*dataDir, *cluster, *out); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "wrote ca.crt, tls.crt and tls.key for cluster %s to %s\n", *cluster, *out)
-	return nil
 }

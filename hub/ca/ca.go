@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -114,8 +115,10 @@ func Pool(ca *pki.CA) *x509.CertPool {
 }
 
 // IssueAgentCertificate writes ca.crt, tls.crt and tls.key for the agent of
-// cluster into outDir, signed by the hub CA in dataDir.
-func IssueAgentCertificate(dataDir, cluster, outDir string) error {
+// cluster into outDir, signed by the hub CA in dataDir. record, if not
+// nil, is given the certificate's serial before anything is written: its
+// error discards the certificate.
+func IssueAgentCertificate(dataDir, cluster, outDir string, record func(serial *big.Int) error) error {
 	if msgs := validation.IsDNS1123Subdomain(cluster); len(msgs) > 0 {
 		return fmt.Errorf("--cluster %q: %v", cluster, msgs)
 	}
@@ -126,6 +129,15 @@ func IssueAgentCertificate(dataDir, cluster, outDir string) error {
 	kp, err := ca.Issue(pki.Request{CommonName: protocol.ClusterCommonName(cluster), Usage: pki.ClientAuth, ValidFor: agentValidity})
 	if err != nil {
 		return err
+	}
+	if record != nil {
+		cert, err := kp.Certificate()
+		if err != nil {
+			return err
+		}
+		if err := record(cert.SerialNumber); err != nil {
+			return err
+		}
 	}
 	if err := os.MkdirAll(outDir, 0o700); err != nil {
 		return fmt.Errorf("--out %s: %w", outDir, err)

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
+	flotillaclient "github.com/flotilla-io/flotilla/api/client/clientset/versioned"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/protocol"
@@ -34,7 +35,7 @@ func (c *Controller) sign(ctx context.Context, csr *certificatesv1.CertificateSi
 	if err != nil {
 		return c.fail(ctx, csr, err.Error())
 	}
-	if err := c.recordSerial(ctx, cluster, serial, registration(csr)); err != nil {
+	if err := RecordSerial(ctx, c.flotilla, cluster, serial, registration(csr)); err != nil {
 		return err
 	}
 	update := csr.DeepCopy()
@@ -60,10 +61,12 @@ func (c *Controller) fail(ctx context.Context, csr *certificatesv1.CertificateSi
 	return nil
 }
 
-// recordSerial notes serial as the cluster's current agent certificate,
-// registering the Cluster with the agent's metadata if it does not exist.
-func (c *Controller) recordSerial(ctx context.Context, cluster string, serial *big.Int, reg Registration) error {
-	clusters := c.flotilla.FlotillaV1alpha1().Clusters()
+// RecordSerial notes serial as the cluster's current agent certificate,
+// registering the Cluster with the agent's metadata if it does not exist:
+// sessions with any other certificate of the cluster are refused from then
+// on.
+func RecordSerial(ctx context.Context, client flotillaclient.Interface, cluster string, serial *big.Int, reg Registration) error {
+	clusters := client.FlotillaV1alpha1().Clusters()
 	hex := serial.Text(16)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		existing, err := clusters.Get(ctx, cluster, metav1.GetOptions{})

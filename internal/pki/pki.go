@@ -129,6 +129,15 @@ func (ca *CA) Issue(req Request) (*KeyPair, error) {
 	return &KeyPair{CertPEM: encodeCert(der), KeyPEM: keyPEM}, nil
 }
 
+// Certificate parses the key pair's certificate.
+func (kp *KeyPair) Certificate() (*x509.Certificate, error) {
+	block, _ := pem.Decode(kp.CertPEM)
+	if block == nil {
+		return nil, errors.New("key pair: certificate is not PEM")
+	}
+	return x509.ParseCertificate(block.Bytes)
+}
+
 // CertPEM returns the CA certificate as PEM.
 func (ca *CA) CertPEM() []byte { return encodeCert(ca.Cert.Raw) }
 

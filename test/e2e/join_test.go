@@ -178,5 +178,10 @@ func TestJoinWithBootstrapToken(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "superseded") {
 			t.Errorf("a session with the superseded certificate: %v, want it refused as superseded", err)
 		}
+		// Offline issuance records its serial too.
+		offline := h.issueCert(t, "member-1")
+		if got, want := h.cluster(t, "member-1").Annotations[v1alpha1.AnnotationAgentCertificateSerial], serialOf(t, filepath.Join(offline, "tls.crt")); got != want {
+			t.Errorf("after certs issue the recorded serial is %q, want the new certificate's %s", got, want)
+		}
 	})
 }
