@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"syscall"
 	"time"
@@ -172,16 +173,21 @@ func run(ctx context.Context, o options) error {
 	defer hubProc.Stop()
 
 	agents := map[string]*process.Process{}
-	for _, c := range env.Clusters() {
-		certDir := filepath.Join(dir, "certs", c.Name)
-		issue := exec.CommandContext(ctx, bin("flotilla-hub"), "certs", "issue", "--data-dir", dataDir, "--cluster", c.Name, "--out", certDir)
-		if out, err := issue.CombinedOutput(); err != nil {
-			return fmt.Errorf("certs issue %s: %v\n%s", c.Name, err, out)
+	for i, c := range env.Clusters() {
+		join, err := createToken(ctx, bin("flotilla-hub"), dataDir, c.Name)
+		if err != nil {
+			return err
 		}
+		if i == 0 {
+			say("bootstrap token for %s: flotilla-hub token create --data-dir %s --cluster %s printed\n%s", c.Name, dataDir, c.Name, join.output)
+		}
+		say("%s's agent joins with token %s... and the CA pin (no certificate issued beforehand)", c.Name, join.token[:6])
+		certDir := filepath.Join(dir, "certs", c.Name)
 		a := &process.Process{
 			Name: "flotilla-agent/" + c.Name, Binary: bin("flotilla-agent"), LogPath: filepath.Join(dir, "agent-"+c.Name+".log"),
-			Args: []string{"--hub=" + o.quicAddr, "--cluster-name=" + c.Name, "--kubeconfig=" + c.Kubeconfig, "--cert-dir=" + certDir, "--lease-duration=8s"},
-			Env:  []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"},
+			Args: []string{"--hub=" + o.quicAddr, "--cluster-name=" + c.Name, "--kubeconfig=" + c.Kubeconfig, "--cert-dir=" + certDir, "--lease-duration=8s",
+				"--bootstrap-token=" + join.token, "--hub-ca-hash=" + join.pin, "--cluster-provider=kwok"},
+			Env: []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"},
 		}
 		if err := a.Start(); err != nil {
 			return err
@@ -315,6 +321,40 @@ func writeSeed(dir string) (string, error) {
 }
 
 // retry runs cmd until it succeeds (the hub may still be starting).
+// joinValues is what flotilla-hub token create printed.
+type joinValues struct{ output, token, pin string }
+
+var (
+	tokenValue = regexp.MustCompile(`bootstrapToken=([a-z0-9]{6}\.[a-z0-9]{16})`)
+	pinValue   = regexp.MustCompile(`hub\.caCertHash=(sha256:[0-9a-f]{64})`)
+)
+
+// createToken makes a bootstrap token for cluster with the hub's own
+// command, retrying while the hub starts.
+func createToken(ctx context.Context, hubBin, dataDir, cluster string) (joinValues, error) {
+	var out []byte
+	var err error
+	for range 120 {
+		out, err = exec.CommandContext(ctx, hubBin, "token", "create", "--data-dir", dataDir, "--cluster", cluster, "--ttl", "1h").CombinedOutput()
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return joinValues{}, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		return joinValues{}, fmt.Errorf("flotilla-hub token create --cluster %s: %v\n%s", cluster, err, out)
+	}
+	token, pin := tokenValue.FindSubmatch(out), pinValue.FindSubmatch(out)
+	if token == nil || pin == nil {
+		return joinValues{}, fmt.Errorf("flotilla-hub token create printed no token or pin:\n%s", out)
+	}
+	return joinValues{output: string(out), token: string(token[1]), pin: string(pin[1])}, nil
+}
+
 func retry(ctx context.Context, cmd *exec.Cmd) error {
 	var err error
 	for range 60 {
