@@ -241,12 +241,20 @@ type agent struct{ *process.Process }
 func startAgent(t *testing.T, h *hub, c *membercluster.Cluster) *agent {
 	t.Helper()
 	certDir := h.issueCert(t, c.Name)
+	return runAgent(t, c.Name, filepath.Join(filepath.Dir(certDir), "agent-"+c.Name+".log"),
+		"--hub="+h.quicAddr, "--cluster-name="+c.Name, "--kubeconfig="+c.Kubeconfig,
+		"--cert-dir="+certDir, "--lease-duration="+testLeaseDuration.String(), "--status-interval=500ms")
+}
+
+// runAgent runs flotilla-agent for cluster with args until the test ends,
+// logging to logPath (shown when the test fails).
+func runAgent(t *testing.T, cluster, logPath string, args ...string) *agent {
+	t.Helper()
 	a := &agent{&process.Process{
-		Name:   "flotilla-agent/" + c.Name,
-		Binary: filepath.Join(binDir, "flotilla-agent"),
-		Args: []string{"--hub=" + h.quicAddr, "--cluster-name=" + c.Name, "--kubeconfig=" + c.Kubeconfig,
-			"--cert-dir=" + certDir, "--lease-duration=" + testLeaseDuration.String(), "--status-interval=500ms"},
-		LogPath: filepath.Join(filepath.Dir(certDir), "agent-"+c.Name+".log"),
+		Name:    "flotilla-agent/" + cluster,
+		Binary:  filepath.Join(binDir, "flotilla-agent"),
+		Args:    args,
+		LogPath: logPath,
 		Env:     []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"},
 	}}
 	if err := a.Start(); err != nil {
@@ -257,7 +265,7 @@ func startAgent(t *testing.T, h *hub, c *membercluster.Cluster) *agent {
 			t.Errorf("stop agent: %v", err)
 		}
 		if t.Failed() {
-			t.Logf("agent %s log:\n%s", c.Name, process.TailFile(a.LogPath, 30))
+			t.Logf("agent %s log:\n%s", cluster, process.TailFile(a.LogPath, 30))
 		}
 	})
 	return a

@@ -18,7 +18,6 @@ import (
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/test/membercluster"
-	"github.com/flotilla-io/flotilla/test/process"
 )
 
 // createToken runs flotilla-hub token create --token-only with args.
@@ -121,19 +120,7 @@ func TestJoinWithBootstrapToken(t *testing.T) {
 	t.Run("joins, registers with its metadata, turns Ready", func(t *testing.T) {
 		token := h.createToken(t, "--cluster", "member-1", "--ttl", "10m")
 		args := append(joinArgs(h, c, certDir, token, pin), "--cluster-provider=kwok", "--cluster-region=eu-1", "--cluster-zone=eu-1a", "--cluster-labels=site=store-7")
-		a := &agent{&process.Process{Name: "flotilla-agent/member-1", Binary: filepath.Join(binDir, "flotilla-agent"), Args: args,
-			LogPath: filepath.Join(dir, "agent-member-1.log"), Env: []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"}}}
-		if err := a.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := a.Stop(); err != nil {
-				t.Errorf("stop agent: %v", err)
-			}
-			if t.Failed() {
-				t.Logf("agent log:\n%s", process.TailFile(a.LogPath, 30))
-			}
-		})
+		runAgent(t, "member-1", filepath.Join(dir, "agent-member-1.log"), args...)
 		waitReady(t, h, "member-1", 60*time.Second)
 		cl := h.cluster(t, "member-1")
 		if diff := cmp.Diff(v1alpha1.ClusterSpec{Provider: "kwok", Region: "eu-1", Zone: "eu-1a"}, cl.Spec); diff != "" || cl.Labels["site"] != "store-7" {
