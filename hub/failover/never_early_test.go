@@ -329,16 +329,19 @@ type offsetClock struct {
 func (c offsetClock) Now() time.Time                  { return time.Now().Add(c.offset) }
 func (c offsetClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 
-// maxLate is how late a decision may be made on the real clock: the time
-// a write takes to come back through the informer, and a timer's delay.
-const maxLate = 100 * time.Millisecond
+// maxLate bounds how late a decision may be made on the real clock: the
+// time a write takes to come back through the informer, and a timer's
+// delay. Measured here it is 7-32 ms (logged); the bound is loose because
+// a loaded CI machine is no measurement: exactness is the fake-clock
+// tests' to check, this one checks "never early" on real time.
+const maxLate = time.Second
 
 // TestDecisionTimesOnTheRealClock measures, on the real clock and the
 // real API server, decision time minus (taint time + toleration) for a
 // taint added late in its second (0.7 s in, and the time the test takes
 // to write it), and task end minus (creation + grace) for tasks created as
 // late in theirs: never negative (the stored times say up to a second
-// earlier), at most maxLate.
+// earlier), at most maxLate; the figures are logged.
 func TestDecisionTimesOnTheRealClock(t *testing.T) {
 	const n, toleration, grace = 3, 2 * time.Second, 2 * time.Second
 	f := newFixture(t)
