@@ -319,6 +319,7 @@ func TestMessageTypeString(t *testing.T) {
 		{TypeHello, "Hello"}, {TypeWelcome, "Welcome"}, {TypeLeaseRenew, "LeaseRenew"},
 		{TypeLeaseAck, "LeaseAck"}, {TypeClusterStatus, "ClusterStatus"}, {TypeGoAway, "GoAway"},
 		{TypeError, "Error"}, {TypeJoinRequest, "JoinRequest"}, {TypeJoinResponse, "JoinResponse"},
+		{TypeCertificateRenewRequest, "CertificateRenewRequest"}, {TypeCertificateRenewResponse, "CertificateRenewResponse"},
 		{0, "MessageType(0)"}, {200, "MessageType(200)"},
 	}
 	for _, tt := range tests {

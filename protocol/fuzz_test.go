@@ -32,6 +32,9 @@ func FuzzReadMessage(f *testing.F) {
 		// stopAfterSeconds overflows int32; then one over the limit.
 		rawFrame(TypeWorkUpsert, `{"name":"w","generation":1,"manifests":[],"stopAfterSeconds":4294967296}`),
 		rawFrame(TypeWorkUpsert, `{"name":"w","generation":1,"stopAfterSeconds":2592001}`),
+		rawFrame(TypeCertificateRenewRequest, `{"csr":""}`),
+		rawFrame(TypeCertificateRenewRequest, `{"csr":"AAAA","extra":1}`),
+		rawFrame(TypeCertificateRenewResponse, `{"certificate":"!!","caCertificate":"Y2E="}`),
 		rawFrame(TypeWorkInventory, `{"works":[{"name":"w","generation":1,"fenced":"yes"},{"name":"v","generation":2,"fenced":true}]}`),
 	} {
 		f.Add(garbage)

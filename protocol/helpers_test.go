@@ -48,6 +48,8 @@ func sampleMessages() []Message {
 		validJoinRequest(),
 		&JoinResponse{Certificate: []byte("-----BEGIN CERTIFICATE-----\n"), CACertificate: []byte("-----BEGIN CERTIFICATE-----\n")},
 		&JoinResponse{Pending: true, CACertificate: []byte("ca"), Message: "kubectl certificate approve flotilla-agent-edge-1-ab12cd34"},
+		&CertificateRenewRequest{CSR: []byte("-----BEGIN CERTIFICATE REQUEST-----\n")},
+		&CertificateRenewResponse{Certificate: []byte("-----BEGIN CERTIFICATE-----\n"), CACertificate: []byte("-----BEGIN CERTIFICATE-----\n")},
 	}
 }
 

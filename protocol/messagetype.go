@@ -22,6 +22,9 @@ const (
 	TypeWorkStatus    MessageType = 13
 	TypeJoinRequest   MessageType = 14
 	TypeJoinResponse  MessageType = 15
+
+	TypeCertificateRenewRequest  MessageType = 16
+	TypeCertificateRenewResponse MessageType = 17
 )
 
 var messageTypeNames = map[MessageType]string{
@@ -40,6 +43,9 @@ var messageTypeNames = map[MessageType]string{
 	TypeWorkStatus:    "WorkStatus",
 	TypeJoinRequest:   "JoinRequest",
 	TypeJoinResponse:  "JoinResponse",
+
+	TypeCertificateRenewRequest:  "CertificateRenewRequest",
+	TypeCertificateRenewResponse: "CertificateRenewResponse",
 }
 
 // String returns the message name, or MessageType(n) for unknown numbers.
@@ -85,6 +91,10 @@ func newMessage(t MessageType) (wireMessage, error) {
 		return new(JoinRequest), nil
 	case TypeJoinResponse:
 		return new(JoinResponse), nil
+	case TypeCertificateRenewRequest:
+		return new(CertificateRenewRequest), nil
+	case TypeCertificateRenewResponse:
+		return new(CertificateRenewResponse), nil
 	}
 	return nil, fmt.Errorf("%w %d", ErrUnknownMessageType, uint8(t))
 }

@@ -24,6 +24,9 @@ const (
 	// StreamJoin carries one JoinRequest and its answer, on a join
 	// connection (JoinALPN) only.
 	StreamJoin StreamKind = 4
+	// StreamRenew carries one CertificateRenewRequest and its answer, on a
+	// session connection, opened by the agent after Welcome (renew.go).
+	StreamRenew StreamKind = 5
 )
 
 // String returns the kind's name, or StreamKind(n) for unknown numbers.
@@ -37,12 +40,14 @@ func (k StreamKind) String() string {
 		return "work"
 	case StreamJoin:
 		return "join"
+	case StreamRenew:
+		return "renew"
 	}
 	return fmt.Sprintf("StreamKind(%d)", uint8(k))
 }
 
 func (k StreamKind) known() bool {
-	return k == StreamControl || k == StreamStatus || k == StreamWork || k == StreamJoin
+	return k == StreamControl || k == StreamStatus || k == StreamWork || k == StreamJoin || k == StreamRenew
 }
 
 // WriteStreamKind writes the kind byte that must start a newly opened stream.

@@ -9,7 +9,7 @@ import (
 )
 
 func TestStreamKindRoundTrip(t *testing.T) {
-	for _, k := range []StreamKind{StreamControl, StreamStatus} {
+	for _, k := range []StreamKind{StreamControl, StreamStatus, StreamWork, StreamJoin, StreamRenew} {
 		var buf bytes.Buffer
 		if err := WriteStreamKind(&buf, k); err != nil {
 			t.Fatalf("WriteStreamKind(%v): %v", k, err)
@@ -36,7 +36,7 @@ func TestStreamKindRejects(t *testing.T) {
 	}{
 		{name: "empty stream", input: "", wantErr: io.EOF},
 		{name: "zero", input: "\x00", wantErr: ErrUnknownStreamKind, wantText: "unknown stream kind 0"},
-		{name: "future kind", input: "\x05", wantErr: ErrUnknownStreamKind, wantText: "unknown stream kind 5"},
+		{name: "future kind", input: "\x06", wantErr: ErrUnknownStreamKind, wantText: "unknown stream kind 6"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,7 +62,7 @@ func TestWriteStreamKindRejectsUnknown(t *testing.T) {
 }
 
 func TestStreamKindString(t *testing.T) {
-	for k, want := range map[StreamKind]string{StreamControl: "control", StreamStatus: "status", 7: "StreamKind(7)"} {
+	for k, want := range map[StreamKind]string{StreamControl: "control", StreamStatus: "status", StreamWork: "work", StreamJoin: "join", StreamRenew: "renew", 7: "StreamKind(7)"} {
 		if got := k.String(); got != want {
 			t.Errorf("StreamKind(%d).String() = %q, want %q", uint8(k), got, want)
 		}
