@@ -55,3 +55,10 @@ const LeaseNamespace = "flotilla-cluster-lease"
 // the agent certificate the hub issued last for the cluster (at its join
 // or rotation): older certificates of the cluster are refused.
 const AnnotationAgentCertificateSerial = "flotilla.io/agent-certificate-serial"
+
+// AnnotationAgentCertificatePreviousSerial on a Cluster is the serial, in
+// hex, of the certificate a rotation renewed: it stays acceptable until the
+// agent's first session with the new certificate (recorded in
+// AnnotationAgentCertificateSerial), so an agent that never received its
+// new certificate is not locked out. A join or `certs issue` removes it.
+const AnnotationAgentCertificatePreviousSerial = "flotilla.io/agent-certificate-previous-serial"

@@ -135,6 +135,9 @@ func (c *Controller) reconcile(ctx context.Context, name string) error {
 		return nil
 	}
 	if !approved(csr) {
+		if renewal(csr) {
+			return c.approveRenewal(ctx, csr) // in both modes (renew.go)
+		}
 		if c.cfg.Approval != ApprovalAuto {
 			return nil // an operator decides: kubectl certificate approve|deny
 		}

@@ -2,6 +2,7 @@ package join
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/big"
 	"time"
@@ -35,7 +36,10 @@ func (c *Controller) sign(ctx context.Context, csr *certificatesv1.CertificateSi
 	if err != nil {
 		return c.fail(ctx, csr, err.Error())
 	}
-	if err := RecordSerial(ctx, c.flotilla, cluster, serial, registration(csr)); err != nil {
+	if err := c.record(ctx, csr, cluster, serial); err != nil {
+		if errors.Is(err, errSuperseded) {
+			return nil // marked Failed
+		}
 		return err
 	}
 	update := csr.DeepCopy()
@@ -83,7 +87,7 @@ func RecordSerial(ctx context.Context, client flotillaclient.Interface, cluster 
 		if existing.DeletionTimestamp != nil {
 			return fmt.Errorf("cluster %s is being deleted: join again once it is gone", cluster)
 		}
-		if existing.Annotations[v1alpha1.AnnotationAgentCertificateSerial] == hex {
+		if existing.Annotations[v1alpha1.AnnotationAgentCertificateSerial] == hex && existing.Annotations[v1alpha1.AnnotationAgentCertificatePreviousSerial] == "" {
 			return nil
 		}
 		update := existing.DeepCopy()
@@ -91,6 +95,7 @@ func RecordSerial(ctx context.Context, client flotillaclient.Interface, cluster 
 			update.Annotations = map[string]string{}
 		}
 		update.Annotations[v1alpha1.AnnotationAgentCertificateSerial] = hex
+		delete(update.Annotations, v1alpha1.AnnotationAgentCertificatePreviousSerial) // a join supersedes a rotation's previous certificate too
 		_, err = clusters.Update(ctx, update, metav1.UpdateOptions{FieldManager: controller.FieldManager})
 		return err
 	})
