@@ -37,6 +37,11 @@ func (r *Registry) Connect(ctx context.Context, hello *protocol.Hello, session, 
 	// The lease granted, not the one asked for: restart grace and renewal
 	// bookkeeping must use what the agent actually renews against.
 	e.obs.LeaseDuration = time.Duration(grantedLeaseSeconds(hello.LeaseDurationSeconds, r.cfg.Health)) * time.Second
+	if e.obj.Status.Agent == nil {
+		// Registered by a join or certs issue, or here: either way this
+		// is the cluster's first agent.
+		r.recordLocked(e.obj, corev1.EventTypeNormal, "Registered", "cluster registered: its agent connected for the first time", now)
+	}
 	connectedAt := metav1.NewTime(now)
 	e.obj.Status.Agent = &v1alpha1.AgentStatus{Version: hello.AgentVersion, ConnectedTo: r.cfg.HubID, ConnectedAt: &connectedAt, ClockSkew: agentSkew(e)}
 	r.recordLocked(e.obj, corev1.EventTypeNormal, "AgentConnected", fmt.Sprintf("agent %s connected from %s", hello.AgentVersion, remote), now)

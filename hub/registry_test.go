@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"fmt"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -31,6 +32,7 @@ var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 type registryFixture struct {
 	t        *testing.T
 	clock    *clocktesting.FakeClock
+	api      RegistryAPI
 	reg      *Registry
 	shutdown func() // stops the writer (which flushes); idempotent
 }
@@ -57,11 +59,23 @@ func newRegistryFixture(t *testing.T, clk *clocktesting.FakeClock, hubStarted ti
 		})
 	}
 	t.Cleanup(shutdown)
-	return &registryFixture{t: t, clock: clk, reg: reg, shutdown: shutdown}
+	return &registryFixture{t: t, clock: clk, api: api, reg: reg, shutdown: shutdown}
 }
 
+// join creates the Cluster, as a join or certs issue does before its
+// agent's first connection.
+func (f *registryFixture) join(name string) {
+	f.t.Helper()
+	_, err := f.api.Flotilla.FlotillaV1alpha1().Clusters().Create(f.t.Context(), &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		f.t.Fatal(err)
+	}
+}
+
+// connect is the agent's hello (its cluster joined first, if need be).
 func (f *registryFixture) connect(name string) {
 	f.t.Helper()
+	f.join(name)
 	hello := &protocol.Hello{ProtocolVersion: protocol.Version, ClusterName: name, AgentVersion: "v-test", LeaseDurationSeconds: 40}
 	if err := f.reg.Connect(f.t.Context(), hello, "session-"+name, "192.0.2.1:4000"); err != nil {
 		f.t.Fatal(err)
@@ -468,6 +482,7 @@ func TestRegistryRestartGraceUsesTheGrantedLease(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	f := newRegistryFixture(t, clk, t0)
 	hello := &protocol.Hello{ProtocolVersion: protocol.Version, ClusterName: "edge-1", AgentVersion: "v-test", LeaseDurationSeconds: 120}
+	f.join("edge-1")
 	if err := f.reg.Connect(t.Context(), hello, "session-edge-1", "192.0.2.1:4000"); err != nil {
 		t.Fatal(err)
 	}

@@ -379,7 +379,10 @@ func (r *Registry) Flush(ctx context.Context) error {
 	return err
 }
 
-// register creates the Cluster object of a cluster seen for the first time.
+// register reads the Cluster of a cluster whose agent connects before the
+// informer delivered it (its join or certs issue created it a moment ago).
+// Sessions of clusters without a Cluster never get here: a join or certs
+// issue registers a cluster, and deleting its Cluster revokes it.
 func (r *Registry) register(ctx context.Context, name string) (*v1alpha1.Cluster, error) {
 	r.mu.Lock()
 	e, known := r.entries[name]
@@ -389,22 +392,13 @@ func (r *Registry) register(ctx context.Context, name string) (*v1alpha1.Cluster
 		defer r.mu.Unlock()
 		return e.obj.DeepCopy(), nil // registered by an earlier connection meanwhile
 	}
-	created, err := r.clusters.Create(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{FieldManager: controller.FieldManager})
-	createdHere := err == nil
-	if apierrors.IsAlreadyExists(err) {
-		created, err = r.clusters.Get(ctx, name, metav1.GetOptions{}) // created through the API first
-	} else if err == nil {
-		r.countClusterWrite()
-	}
+	created, err := r.clusters.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.clock.Now()
-	if createdHere {
-		r.recordLocked(created, corev1.EventTypeNormal, "Registered", "cluster registered on its agent's first connection", now)
-	}
 	if e, known := r.entries[name]; known { // the informer delivered it meanwhile
 		return e.obj.DeepCopy(), nil
 	}

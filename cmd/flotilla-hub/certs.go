@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math/big"
 	"os"
 	"time"
@@ -27,14 +26,14 @@ func issueCerts(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	dataDir := flags.String("data-dir", "flotilla-data", "hub data folder; its CA (pki/ca.crt, pki/ca.key) is created if missing")
 	cluster := flags.String("cluster", "", "cluster name the certificate identifies (CommonName cluster:NAME)")
 	out := flags.String("out", "", "folder to write ca.crt, tls.crt and tls.key into, for the agent's --cert-dir")
-	timeout := flags.Duration("timeout", time.Minute, "how long to wait for the hub's API to record the certificate's serial")
+	timeout := flags.Duration("timeout", time.Minute, "how long to wait for the hub's API (a hub starting) to register the cluster")
 	flags.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: flotilla-hub certs issue --data-dir DIR --cluster NAME --out DIR\n\n"+
 			"Signs a client certificate for the agent of cluster NAME with the hub CA, for sites\n"+
-			"where agents cannot join with a bootstrap token. Like a join, it records the\n"+
-			"certificate's serial on the Cluster through the hub's API (DATA/admin.kubeconfig),\n"+
-			"registering the Cluster if new: the cluster's older certificates are refused from\n"+
-			"then on. A hub that never ran with DATA records nothing (there is nothing to supersede).\n\nFlags:\n")
+			"where agents cannot join with a bootstrap token. Like a join, it registers the\n"+
+			"cluster and records the certificate's serial on its Cluster through the hub's API\n"+
+			"(DATA/admin.kubeconfig; the hub must be running): the cluster's older certificates\n"+
+			"are refused from then on.\n\nFlags:\n")
 		flags.PrintDefaults()
 	}
 	if err := flags.Parse(args); err != nil {
@@ -44,7 +43,7 @@ func issueCerts(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		flags.Usage()
 		return errors.New("--cluster and --out are required")
 	}
-	record := func(serial *big.Int) error { return recordSerial(ctx, *dataDir, *cluster, serial, *timeout, stderr) }
+	record := func(serial *big.Int) error { return recordSerial(ctx, *dataDir, *cluster, serial, *timeout) }
 	if err := ca.IssueAgentCertificate(*dataDir, *cluster, *out, record); err != nil {
 		return err
 	}
@@ -53,31 +52,38 @@ func issueCerts(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 // recordSerial records serial as cluster's certificate through the hub's
-// API, waiting up to timeout for the API to answer (the hub may be
-// starting).
-func recordSerial(ctx context.Context, dataDir, cluster string, serial *big.Int, timeout time.Duration, stderr io.Writer) error {
+// API, registering the cluster: sessions need a registered cluster. It
+// waits up to timeout for the hub (which may be starting) to write its
+// admin kubeconfig and answer.
+func recordSerial(ctx context.Context, dataDir, cluster string, serial *big.Int, timeout time.Duration) error {
 	kubeconfig := apiserver.AdminKubeconfigPath(dataDir)
-	if _, err := os.Stat(kubeconfig); errors.Is(err, fs.ErrNotExist) {
-		fmt.Fprintf(stderr, "note: no hub has run with --data-dir %s yet: the serial is not recorded (no Cluster %s to supersede)\n", dataDir, cluster)
-		return nil
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return fmt.Errorf("%s: %w", kubeconfig, err)
-	}
-	client, err := flotillaclient.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
 	var last error
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		client, err := adminClient(kubeconfig)
+		if err != nil {
+			last = err
+			return false, nil
+		}
 		last = join.RecordSerial(ctx, client, cluster, serial, join.Registration{})
 		return last == nil || !transient(last), nil
 	})
 	if last != nil {
-		return fmt.Errorf("record the certificate's serial in the hub's API (is the hub running with --data-dir %s?): %w", dataDir, last)
+		return fmt.Errorf("register cluster %s in the hub's API (certs issue needs flotilla-hub running with --data-dir %s): %w", cluster, dataDir, last)
 	}
 	return err
+}
+
+// adminClient reaches the hub's API as its admin, once the hub wrote the
+// kubeconfig.
+func adminClient(kubeconfig string) (flotillaclient.Interface, error) {
+	if _, err := os.Stat(kubeconfig); err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", kubeconfig, err)
+	}
+	return flotillaclient.NewForConfig(cfg)
 }
 
 // transient: the API did not answer, or answered that it cannot now.

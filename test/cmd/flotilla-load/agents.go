@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"math/big"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	flotillaclient "github.com/flotilla-io/flotilla/api/client/clientset/versioned"
+	"github.com/flotilla-io/flotilla/hub/join"
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/protocol"
 )
@@ -21,6 +24,7 @@ import (
 // certificate, lease renewals at the agreed interval and synthetic status.
 type simAgent struct {
 	name    string
+	serial  *big.Int // of its certificate, registered with the hub
 	tlsConf *tls.Config
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -62,7 +66,11 @@ func newFleet(hubAddr string, ca *pki.CA, count, sockets int, leaseDuration, sta
 		if err != nil {
 			return nil, err
 		}
-		f.agents = append(f.agents, &simAgent{name: name, tlsConf: protocol.ClientTLSConfig(cert, roots, "127.0.0.1")})
+		parsed, err := kp.Certificate()
+		if err != nil {
+			return nil, err
+		}
+		f.agents = append(f.agents, &simAgent{name: name, serial: parsed.SerialNumber, tlsConf: protocol.ClientTLSConfig(cert, roots, "127.0.0.1")})
 	}
 	return f, nil
 }
@@ -212,4 +220,37 @@ func (f *fleet) close() {
 	for _, tr := range f.transports {
 		tr.Close()
 	}
+}
+
+// register registers every agent's cluster with the hub, as certs issue
+// does (sessions need a registered cluster), workers at a time.
+func (f *fleet) register(ctx context.Context, client flotillaclient.Interface, workers int) error {
+	names := make(chan *simAgent)
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for a := range names {
+				if err := join.RecordSerial(ctx, client, a.name, a.serial, join.Registration{}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	var err error
+feed:
+	for _, a := range f.agents {
+		select {
+		case names <- a:
+		case err = <-errs:
+			break feed
+		}
+	}
+	close(names)
+	wg.Wait()
+	if err == nil && len(errs) > 0 {
+		err = <-errs
+	}
+	return err
 }

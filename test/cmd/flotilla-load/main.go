@@ -19,7 +19,9 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/clientcmd"
 
+	flotillaclient "github.com/flotilla-io/flotilla/api/client/clientset/versioned"
 	hubca "github.com/flotilla-io/flotilla/hub/ca"
 	hubstats "github.com/flotilla-io/flotilla/hub/stats"
 	"github.com/flotilla-io/flotilla/test/freeport"
@@ -102,6 +104,11 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer f.close()
+	regStarted := time.Now()
+	if err := registerFleet(ctx, f, filepath.Join(dataDir, "admin.kubeconfig")); err != nil {
+		return fmt.Errorf("register the agents' clusters: %w", err)
+	}
+	logf("registered %d clusters (as certs issue does) in %v", o.agents, time.Since(regStarted).Round(time.Millisecond))
 	started := time.Now()
 	logf("connecting %d agents over %d sockets", o.agents, o.sockets)
 	if err := f.connect(ctx, o.parallel, func(n int) { logf("  %d connected", n) }); err != nil {
@@ -199,4 +206,18 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 func machine() string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%s, %d CPUs, %s/%s, %s", host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+// registerFleet registers the fleet's clusters through the hub's API.
+func registerFleet(ctx context.Context, f *fleet, kubeconfig string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = 500, 1000
+	client, err := flotillaclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	return f.register(ctx, client, 16)
 }
