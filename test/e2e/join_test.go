@@ -170,5 +170,12 @@ func TestJoinWithBootstrapToken(t *testing.T) {
 		if got, want := h.cluster(t, "member-1").Annotations[v1alpha1.AnnotationAgentCertificateSerial], serialOf(t, filepath.Join(offline, "tls.crt")); got != want {
 			t.Errorf("after certs issue the recorded serial is %q, want the new certificate's %s", got, want)
 		}
+
+		// Deleting the Cluster revokes even the newest certificate.
+		mustKubectl(t, h.kubeconfig(), "delete", "cluster", "member-1", "--wait=true")
+		err = exchange(t, h.quicAddr, loadClientTLS(t, offline, "127.0.0.1"), []byte(hello.String()))
+		if err == nil || !strings.Contains(err.Error(), "not registered") {
+			t.Errorf("a session of a deleted cluster: %v, want it refused as not registered", err)
+		}
 	})
 }
