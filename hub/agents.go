@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,12 +43,15 @@ type agentServer struct {
 type agentSession struct {
 	id      string
 	cluster string
+	serial  *big.Int // of the client certificate
 	conn    *quic.Conn
 	writeMu sync.Mutex // serialises writes on the control stream
 	control *quic.Stream
 	// statusStreamOpened, workStreamOpened: one of each per session.
 	statusStreamOpened atomic.Bool
 	workStreamOpened   atomic.Bool
+	// renewing: a certificate renewal is in flight (one at a time).
+	renewing atomic.Bool
 }
 
 func newAgentServer(registry *Registry, d *dispatch.Dispatcher, joins *join.Controller, hubID string, clk clock.PassiveClock, logger *slog.Logger) *agentServer {
@@ -68,6 +72,24 @@ func (s *agentServer) serve(ctx context.Context, ln *quic.Listener) {
 			return // each handler says goodbye to its agent when ctx ends
 		}
 		wg.Go(func() { s.handle(ctx, conn) })
+	}
+}
+
+// revoke ends every session of cluster at once: its Cluster is deleted or
+// being deleted, which revokes its certificates (a new session is refused
+// by CheckCertificate).
+func (s *agentServer) revoke(cluster, reason string) {
+	s.mu.Lock()
+	var ended []*agentSession
+	for sess := range s.sessions {
+		if sess.cluster == cluster {
+			ended = append(ended, sess)
+		}
+	}
+	s.mu.Unlock()
+	for _, sess := range ended {
+		s.logger.Info("agent session revoked", "cluster", cluster, "session", sess.id, "reason", reason)
+		sess.goAway(reason)
 	}
 }
 
@@ -96,14 +118,19 @@ func (s *agentServer) handle(ctx context.Context, conn *quic.Conn) {
 		return
 	}
 	cluster, err := protocol.ClusterFromConnectionState(conn.ConnectionState().TLS)
+	var serial *big.Int
 	if err == nil {
-		err = s.registry.CheckCertificate(ctx, cluster, conn.ConnectionState().TLS.VerifiedChains[0][0].SerialNumber)
+		serial = conn.ConnectionState().TLS.VerifiedChains[0][0].SerialNumber
+		err = s.registry.CheckCertificate(ctx, cluster, serial)
 	}
 	if err != nil {
 		s.reject(conn, nil, remote, protocol.CloseUnauthorized, protocol.CodeUnauthorized, err)
 		return
 	}
-	sess, reader, err := s.greet(ctx, conn, cluster, remote)
+	if err := s.registry.CertificateInUse(ctx, cluster, serial); err != nil {
+		s.logger.Warn("cannot retire the certificate a rotation renewed", "cluster", cluster, "err", err)
+	}
+	sess, reader, err := s.greet(ctx, conn, cluster, serial, remote)
 	if err != nil {
 		return // greet rejected the connection and logged why
 	}
@@ -135,7 +162,7 @@ func (s *agentServer) handle(ctx context.Context, conn *quic.Conn) {
 
 // greet reads the hello on the first stream, registers the session and
 // answers welcome.
-func (s *agentServer) greet(ctx context.Context, conn *quic.Conn, cluster, remote string) (*agentSession, *protocol.Reader, error) {
+func (s *agentServer) greet(ctx context.Context, conn *quic.Conn, cluster string, serial *big.Int, remote string) (*agentSession, *protocol.Reader, error) {
 	helloCtx, cancel := context.WithTimeout(ctx, helloTimeout)
 	defer cancel()
 	stream, err := conn.AcceptStream(helloCtx)
@@ -165,7 +192,7 @@ func (s *agentServer) greet(ctx context.Context, conn *quic.Conn, cluster, remot
 	}
 	_ = stream.SetReadDeadline(time.Time{})
 
-	sess := &agentSession{id: fmt.Sprintf("%s/%d", s.hubID, s.nextID.Add(1)), cluster: cluster, conn: conn, control: stream}
+	sess := &agentSession{id: fmt.Sprintf("%s/%d", s.hubID, s.nextID.Add(1)), cluster: cluster, serial: serial, conn: conn, control: stream}
 	if err := s.registry.Connect(ctx, hello, sess.id, remote); err != nil {
 		s.reject(conn, stream, remote, protocol.CloseGoingAway, protocol.CodeBadMessage, fmt.Errorf("hub cannot register the cluster now: %w", err))
 		return nil, nil, err
@@ -315,11 +342,15 @@ func (s *agentServer) serveStream(ctx context.Context, sess *agentSession, strea
 		err = errors.New("a second status stream") // bounds what one agent can make the hub buffer
 	case kind == protocol.StreamWork && !sess.workStreamOpened.CompareAndSwap(false, true):
 		err = errors.New("a second work stream")
-	case kind != protocol.StreamStatus && kind != protocol.StreamWork:
+	case kind != protocol.StreamStatus && kind != protocol.StreamWork && kind != protocol.StreamRenew:
 		err = fmt.Errorf("unexpected %v stream", kind)
 	}
 	if err != nil {
 		s.reject(sess.conn, sess.control, remote, protocol.CloseProtocolError, protocol.CodeBadMessage, err)
+		return
+	}
+	if kind == protocol.StreamRenew {
+		s.serveRenew(ctx, sess, stream) // agents_renew.go
 		return
 	}
 	if kind == protocol.StreamWork {

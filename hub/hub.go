@@ -209,6 +209,14 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	dispatcher := dispatch.New(clients, informers, recorder, cfg.Clock, logger)
 	joins := join.New(clients, join.Config{CA: hubCA, CertTTL: cfg.AgentCertTTL, Approval: cfg.AgentCSRApproval, Wait: joinWait}, cfg.Clock, logger)
 	agents := newAgentServer(registry, dispatcher, joins, cfg.HubID, cfg.Clock, logger)
+	clusters.AddHandler(func(old, cur *v1alpha1.Cluster) {
+		switch {
+		case cur == nil:
+			agents.revoke(old.Name, "cluster deleted: its certificates are revoked")
+		case cur.DeletionTimestamp != nil:
+			agents.revoke(cur.Name, "cluster being deleted: its certificates are revoked")
+		}
+	})
 	failoverCtl := failover.New(clients, informers, recorder, cfg.Clock, logger, cfg.Failover)
 	controllers := []interface{ Run(context.Context, int) }{
 		detector.New(clients, informers, recorder, cfg.Clock, logger),

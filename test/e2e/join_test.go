@@ -18,6 +18,7 @@ import (
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/test/membercluster"
+	"github.com/flotilla-io/flotilla/test/process"
 )
 
 // createToken runs flotilla-hub token create --token-only with args.
@@ -171,8 +172,19 @@ func TestJoinWithBootstrapToken(t *testing.T) {
 			t.Errorf("after certs issue the recorded serial is %q, want the new certificate's %s", got, want)
 		}
 
-		// Deleting the Cluster revokes even the newest certificate.
+		// Deleting the Cluster revokes even the newest certificate, and
+		// ends its live session.
+		a := runAgent(t, "member-1", filepath.Join(dir, "agent-offline.log"), "--hub="+h.quicAddr, "--cluster-name=member-1",
+			"--kubeconfig="+c.Kubeconfig, "--cert-dir="+offline, "--lease-duration="+testLeaseDuration.String())
+		waitFor(t, 30*time.Second, "the agent with the offline certificate connected", func() (bool, string) {
+			cl := h.cluster(t, "member-1")
+			return cl != nil && cl.Status.Agent != nil && cl.Status.Agent.ConnectedTo != "", describe(cl)
+		})
 		mustKubectl(t, h.kubeconfig(), "delete", "cluster", "member-1", "--wait=true")
+		waitFor(t, 30*time.Second, "the agent's session revoked", func() (bool, string) {
+			log, _ := os.ReadFile(a.LogPath)
+			return strings.Contains(string(log), "its certificates are revoked"), process.TailFile(a.LogPath, 5)
+		})
 		err = exchange(t, h.quicAddr, loadClientTLS(t, offline, "127.0.0.1"), []byte(hello.String()))
 		if err == nil || !strings.Contains(err.Error(), "not registered") {
 			t.Errorf("a session of a deleted cluster: %v, want it refused as not registered", err)
