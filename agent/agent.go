@@ -32,6 +32,8 @@ type Agent struct {
 	// joinTimeout bounds one join attempt (joinAttemptTimeout; tests
 	// shorten it).
 	joinTimeout time.Duration
+	// rotation schedules certificate renewals (rotate.go).
+	rotation rotation
 }
 
 // Run validates cfg and runs an agent until ctx ends; see [Agent.Run].
@@ -51,6 +53,9 @@ func New(cfg Config) (*Agent, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("invalid agent configuration: %w", err)
+	}
+	if err := recoverRotation(cfg.CertDir, cfg.Logger); err != nil {
+		return nil, err
 	}
 	var tlsConf *tls.Config // nil: join first
 	if cfg.BootstrapToken == "" || haveCertificates(cfg.CertDir) {
@@ -90,6 +95,7 @@ func newAgent(cfg Config, tlsConf *tls.Config, client kubernetes.Interface, dyn 
 		jitter: rand.NewPCG(rand.Uint64(), rand.Uint64()),
 
 		joinTimeout: joinAttemptTimeout,
+		rotation:    newRotation(),
 	}, nil
 }
 
@@ -130,6 +136,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			a.log.Info("agent stopped")
 			return nil
+		}
+		if errors.Is(err, errRotated) {
+			a.log.Info("reconnecting with the renewed certificate")
+			b.Reset()
+			continue // at once: the lease must not lapse
 		}
 		delay := retryDelay(b, welcomedAt, a.clock.Now())
 		a.logSessionEnd(err, !welcomedAt.IsZero(), delay)

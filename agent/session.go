@@ -148,7 +148,7 @@ func (s *session) serve(ctx context.Context, welcome *protocol.Welcome) error {
 	s.renewEvery = renewInterval(welcome, s.agent.cfg.LeaseDuration)
 	// The welcome is an answer from the hub: fencing counts from here.
 	s.agent.works.Contact(s.agent.clock.Now(), s.renewEvery)
-	errc := make(chan error, 4) // one per goroutine: none blocks on it
+	errc := make(chan error, 5) // one per goroutine: none blocks on it
 	readerDone := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -159,6 +159,7 @@ func (s *session) serve(ctx context.Context, welcome *protocol.Welcome) error {
 	wg.Go(func() { errc <- s.renewLoop(loopCtx, s.renewEvery, ackTimeout) })
 	wg.Go(func() { errc <- s.statusLoop(loopCtx) })
 	wg.Go(func() { errc <- s.workLoop(loopCtx) })
+	wg.Go(func() { errc <- s.rotateLoop(loopCtx) })
 
 	var err error
 	select {
@@ -195,6 +196,9 @@ func (s *session) goAway(readerDone <-chan struct{}) {
 // hub that broke the protocol what was wrong.
 func (s *session) abort(err error) {
 	code, reason := protocol.CloseNormal, "session ended"
+	if errors.Is(err, errRotated) {
+		reason = "certificate renewed: reconnecting"
+	}
 	if errors.Is(err, errProtocol) {
 		code, reason = protocol.CloseProtocolError, truncateMessage(err.Error(), 512)
 		if werr := s.closeControl(&protocol.Error{Code: protocol.CodeBadMessage, Message: reason}); werr != nil {

@@ -16,15 +16,17 @@ import (
 
 // hubEvent is one thing the test hub saw, in the order it saw them.
 type hubEvent struct {
-	kind   string // "hello", "renew", "status", "work", "goaway", "closed" or "join"
-	conn   int    // connection number, from 1
-	hello  *protocol.Hello
-	peer   string // with hello: the cluster the client certificate proves
-	join   *protocol.JoinRequest
-	renew  *protocol.LeaseRenew
-	status *protocol.ClusterStatus
-	work   protocol.Message // a message on the work stream
-	goAway *protocol.GoAway
+	kind  string // "hello", "renew", "status", "work", "goaway", "closed" or "join"
+	conn  int    // connection number, from 1
+	hello *protocol.Hello
+	peer  string // with hello: the cluster the client certificate proves
+	join  *protocol.JoinRequest
+	// renewal: with kind "renewal", a certificate renewal request.
+	renewal *protocol.CertificateRenewRequest
+	renew   *protocol.LeaseRenew
+	status  *protocol.ClusterStatus
+	work    protocol.Message // a message on the work stream
+	goAway  *protocol.GoAway
 }
 
 // testHub is a minimal hub: it answers Hello (with Welcome unless answer
@@ -42,6 +44,10 @@ type testHub struct {
 	// join answers the nth join request (from 1); nil refuses join streams.
 	join  func(n int, req *protocol.JoinRequest) protocol.Message
 	joins atomic.Int32
+	// renew answers the nth certificate renewal (from 1); nil refuses renew
+	// streams.
+	renew  func(n int, req *protocol.CertificateRenewRequest) protocol.Message
+	renews atomic.Int32
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -167,6 +173,8 @@ func (h *testHub) serveConn(c *hubConn) {
 			h.wg.Go(func() { h.serveWork(c, str) })
 		case protocol.StreamJoin:
 			h.wg.Go(func() { h.serveJoin(c, str) })
+		case protocol.StreamRenew:
+			h.wg.Go(func() { h.serveRenew(c, str) })
 		}
 	}
 }
