@@ -30,7 +30,7 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"negative eviction rate", []string{"--data-dir", dir, "--eviction-rate=-1"}, "--eviction-rate -1: want zero (no evictions) or a positive rate"},
 		{"negative secondary eviction rate", []string{"--data-dir", dir, "--secondary-eviction-rate=-0.5"}, "--secondary-eviction-rate -0.5: want zero (no evictions) or a positive rate"},
 		{"bad approval mode", []string{"--data-dir", dir, "--agent-csr-approval", "sometimes"}, `--agent-csr-approval "sometimes": want auto or manual`},
-		{"short agent certificates", []string{"--data-dir", dir, "--agent-cert-ttl", "5m"}, "--agent-cert-ttl 5m0s: want at least 10m"},
+		{"short agent certificates", []string{"--data-dir", dir, "--agent-cert-ttl", "50s"}, "--agent-cert-ttl 50s: want at least 1m"},
 		{"unknown certs command", []string{"certs", "revoke"}, "only certs command is `certs issue`"},
 		{"certs issue without cluster", []string{"certs", "issue", "--data-dir", dir, "--out", dir}, "--cluster and --out are required"},
 		{"certs issue bad name", []string{"certs", "issue", "--data-dir", dir, "--cluster", "Bad_Name", "--out", filepath.Join(dir, "out")}, `--cluster "Bad_Name"`},

@@ -45,6 +45,13 @@ func renewal(csr *certificatesv1.CertificateSigningRequest) bool {
 	return ok
 }
 
+// requestSeconds is the expirationSeconds of a request for a certificate
+// of ttl: the API server wants at least 10 minutes; the hub signs for ttl
+// (the shorter of the two), which may be as short as a minute for tests.
+func requestSeconds(ttl time.Duration) int32 {
+	return int32(max(ttl, 10*time.Minute) / time.Second)
+}
+
 // renewInterval is the least time between two renewals of a cluster.
 func (c *Controller) renewInterval() time.Duration {
 	return min(maxRenewInterval, c.cfg.CertTTL/4)
@@ -68,7 +75,7 @@ func (c *Controller) Renew(ctx context.Context, cluster string, oldSerial *big.I
 				last.UTC().Format(time.RFC3339), next.UTC().Format(time.RFC3339))}, nil
 		}
 	}
-	csr := newRenewalRequest(cluster, req, oldSerial, int32(c.cfg.CertTTL/time.Second))
+	csr := newRenewalRequest(cluster, req, oldSerial, requestSeconds(c.cfg.CertTTL))
 	changed := c.changeOf(csr.Name) // before creating, so no change is missed
 	if _, err := c.kube.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{FieldManager: controller.FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("create certificate request %s: %w", csr.Name, err)

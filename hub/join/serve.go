@@ -101,7 +101,7 @@ func (c *Controller) join(ctx context.Context, req *protocol.JoinRequest) (proto
 		}
 		return nil, err
 	}
-	csr, err := newRequest(req, x509req, token.ID, int32(c.cfg.CertTTL/time.Second))
+	csr, err := newRequest(req, x509req, token.ID, requestSeconds(c.cfg.CertTTL))
 	if err != nil {
 		return nil, err
 	}

@@ -39,7 +39,9 @@ func CheckPublicKey(pub crypto.PublicKey) error {
 // SignClient signs a client certificate for someone else's key, pub, with
 // commonName as its only subject (no organisation: to the hub's API
 // server an organisation is a group) and no other name. notBefore is
-// back-dated for clock skew. It returns the certificate (PEM) and its
+// back-dated for clock skew, by a tenth of validFor at most: agents renew
+// at 80 % of NotBefore→NotAfter, which a short certificate's back-dating
+// must not use up. It returns the certificate (PEM) and its
 // serial.
 func (ca *CA) SignClient(pub crypto.PublicKey, commonName string, validFor time.Duration, now time.Time) ([]byte, *big.Int, error) {
 	if err := CheckPublicKey(pub); err != nil {
@@ -55,7 +57,7 @@ func (ca *CA) SignClient(pub crypto.PublicKey, commonName string, validFor time.
 	template := &x509.Certificate{
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: commonName},
-		NotBefore:    now.Add(-clockSkewAllowance),
+		NotBefore:    now.Add(-min(clockSkewAllowance, validFor/10)),
 		NotAfter:     now.Add(validFor),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
