@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -43,6 +44,15 @@ func issueCerts(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		flags.Usage()
 		return errors.New("--cluster and --out are required")
 	}
+	if msgs := validation.IsDNS1123Subdomain(*cluster); len(msgs) > 0 {
+		return fmt.Errorf("--cluster %q: %v", *cluster, msgs)
+	}
+	// The hub creates its CA before it writes the kubeconfig: waiting for
+	// the kubeconfig first means this never creates a second CA beside a
+	// hub starting on the same data directory.
+	if err := waitForFile(ctx, apiserver.AdminKubeconfigPath(*dataDir), *timeout); err != nil {
+		return fmt.Errorf("certs issue needs flotilla-hub running with --data-dir %s (it registers the cluster in the hub's API): %w", *dataDir, err)
+	}
 	record := func(serial *big.Int) error { return recordSerial(ctx, *dataDir, *cluster, serial, *timeout) }
 	if err := ca.IssueAgentCertificate(*dataDir, *cluster, *out, record); err != nil {
 		return err
@@ -69,6 +79,19 @@ func recordSerial(ctx context.Context, dataDir, cluster string, serial *big.Int,
 	})
 	if last != nil {
 		return fmt.Errorf("register cluster %s in the hub's API (certs issue needs flotilla-hub running with --data-dir %s): %w", cluster, dataDir, last)
+	}
+	return err
+}
+
+// waitForFile waits up to timeout for path to exist.
+func waitForFile(ctx context.Context, path string, timeout time.Duration) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		_, last = os.Stat(path)
+		return last == nil, nil
+	})
+	if last != nil {
+		return last
 	}
 	return err
 }
