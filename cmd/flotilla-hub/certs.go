@@ -109,12 +109,14 @@ func adminClient(kubeconfig string) (flotillaclient.Interface, error) {
 	return flotillaclient.NewForConfig(cfg)
 }
 
-// transient: the API did not answer, or answered that it cannot now.
+// transient: the API did not answer, answered that it cannot now, or
+// does not serve Clusters yet (a starting hub installs its CRDs after its
+// API server answers).
 func transient(err error) bool {
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
 		return true // no answer: connection refused, TLS, timeout
 	}
 	code := status.Status().Code
-	return code >= 500 || code == 429
+	return code >= 500 || code == 429 || code == 404
 }
