@@ -28,8 +28,16 @@ import (
 func (h *testHub) serveRenew(c *hubConn, str *quic.Stream) {
 	m, err := protocol.NewReader(str, protocol.MaxRenewFrame).ReadMessage()
 	req, ok := m.(*protocol.CertificateRenewRequest)
-	if err != nil || !ok || h.renew == nil {
+	if err != nil || !ok {
 		c.conn.CloseWithError(protocol.CloseProtocolError, "want a CertificateRenewRequest")
+		return
+	}
+	if h.renew == nil {
+		// A test about something else: the agent keeps its certificate
+		// and its session, and tries again later.
+		if protocol.WriteMessage(str, &protocol.Error{Code: protocol.CodeUnavailable, Message: "this test hub renews nothing"}) == nil {
+			str.Close()
+		}
 		return
 	}
 	h.record(hubEvent{kind: "renewal", conn: c.id, renewal: req})
