@@ -14,6 +14,7 @@ import (
 	"github.com/quic-go/quic-go"
 	"k8s.io/utils/clock"
 
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/dispatch"
 	"github.com/flotilla-io/flotilla/hub/health"
 	"github.com/flotilla-io/flotilla/hub/join"
@@ -90,6 +91,31 @@ func (s *agentServer) revoke(cluster, reason string) {
 	for _, sess := range ended {
 		s.logger.Info("agent session revoked", "cluster", cluster, "session", sess.id, "reason", reason)
 		sess.goAway(reason)
+	}
+}
+
+// supersede ends the sessions of c's cluster whose certificate c no longer
+// allows (a newer join, certs issue or rotation in use), once the API
+// server confirms it: the informer may deliver c after a session with a
+// newer certificate was let in.
+func (s *agentServer) supersede(ctx context.Context, c *v1alpha1.Cluster) {
+	s.mu.Lock()
+	var stale []*agentSession
+	for sess := range s.sessions {
+		if sess.cluster == c.Name && certificateAllowed(c, sess.serial) != nil {
+			stale = append(stale, sess)
+		}
+	}
+	s.mu.Unlock()
+	for _, sess := range stale {
+		go func() {
+			err := s.registry.CheckCertificate(ctx, sess.cluster, sess.serial)
+			if err == nil || ctx.Err() != nil {
+				return
+			}
+			s.logger.Info("agent session superseded", "cluster", sess.cluster, "session", sess.id, "reason", err)
+			sess.goAway(err.Error())
+		}()
 	}
 }
 

@@ -215,6 +215,9 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 			agents.revoke(old.Name, "cluster deleted: its certificates are revoked")
 		case cur.DeletionTimestamp != nil:
 			agents.revoke(cur.Name, "cluster being deleted: its certificates are revoked")
+		case old == nil || old.Annotations[v1alpha1.AnnotationAgentCertificateSerial] != cur.Annotations[v1alpha1.AnnotationAgentCertificateSerial] ||
+			old.Annotations[v1alpha1.AnnotationAgentCertificatePreviousSerial] != cur.Annotations[v1alpha1.AnnotationAgentCertificatePreviousSerial]:
+			agents.supersede(ctx, cur)
 		}
 	})
 	failoverCtl := failover.New(clients, informers, recorder, cfg.Clock, logger, cfg.Failover)

@@ -137,7 +137,14 @@ func TestJoinWithBootstrapToken(t *testing.T) {
 	})
 
 	t.Run("a newer join supersedes the older certificate", func(t *testing.T) {
-		// Join member-1 again by hand with another key: a new serial.
+		// The first certificate's agent runs again...
+		first := runAgent(t, "member-1", filepath.Join(dir, "agent-first.log"), "--hub="+h.quicAddr, "--cluster-name=member-1",
+			"--kubeconfig="+c.Kubeconfig, "--cert-dir="+certDir, "--lease-duration="+testLeaseDuration.String())
+		waitFor(t, 30*time.Second, "the first agent connected", func() (bool, string) {
+			log, _ := os.ReadFile(first.LogPath)
+			return strings.Contains(string(log), "msg=connected"), process.TailFile(first.LogPath, 3)
+		})
+		// ...when member-1 joins again with another key: a new serial.
 		token := h.createToken(t, "--cluster", "member-1")
 		second := filepath.Join(dir, "second")
 		args := joinArgs(h, c, second, token, pin)
@@ -157,7 +164,11 @@ func TestJoinWithBootstrapToken(t *testing.T) {
 			got := h.cluster(t, "member-1").Annotations[v1alpha1.AnnotationAgentCertificateSerial]
 			return got == serialOf(t, filepath.Join(second, "tls.crt")), got
 		})
-		// The first certificate no longer opens a session.
+		// The first certificate's live session ends, and it opens no other.
+		waitFor(t, 30*time.Second, "the first agent's session cut", func() (bool, string) {
+			log, _ := os.ReadFile(first.LogPath)
+			return strings.Contains(string(log), "superseded"), process.TailFile(first.LogPath, 3)
+		})
 		var hello strings.Builder
 		if err := protocol.WriteMessage(&hello, &protocol.Hello{ProtocolVersion: protocol.Version, ClusterName: "member-1", AgentVersion: "old"}); err != nil {
 			t.Fatal(err)
