@@ -47,6 +47,9 @@ type Config struct {
 	// Wait is how long a join waits for its certificate before it answers
 	// Pending.
 	Wait time.Duration
+	// Retention is how long a signed, denied or failed request is kept
+	// (0: DefaultRetention).
+	Retention time.Duration
 }
 
 // Controller approves and signs the agents' CertificateSigningRequests
@@ -131,7 +134,13 @@ func (c *Controller) reconcile(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if csr.Spec.SignerName != SignerName || finished(csr) || len(csr.Status.Certificate) > 0 {
+	if csr.Spec.SignerName != SignerName {
+		return nil
+	}
+	if gone, err := c.collect(ctx, csr); gone || err != nil {
+		return err
+	}
+	if finished(csr) || len(csr.Status.Certificate) > 0 {
 		return nil
 	}
 	if !approved(csr) {

@@ -40,7 +40,7 @@ type fixture struct {
 	ca  *pki.CA
 }
 
-func newFixture(t *testing.T, approval string, wait time.Duration) *fixture {
+func newFixture(t *testing.T, approval string, wait time.Duration, change ...func(*Config)) *fixture {
 	t.Helper()
 	env := hubapi.Start(t)
 	env.Cleanup(t) // Clusters
@@ -53,7 +53,11 @@ func newFixture(t *testing.T, approval string, wait time.Duration) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{t: t, env: env, ca: hubCA}
-	f.c = New(clients, Config{CA: hubCA, CertTTL: 24 * time.Hour, Approval: approval, Wait: wait}, clock.RealClock{}, controllertest.Logger(t))
+	cfg := Config{CA: hubCA, CertTTL: 24 * time.Hour, Approval: approval, Wait: wait}
+	for _, f := range change {
+		f(&cfg)
+	}
+	f.c = New(clients, cfg, clock.RealClock{}, controllertest.Logger(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { f.c.Run(ctx, 2); close(done) }()
@@ -338,5 +342,35 @@ func TestJoinDeniedRequest(t *testing.T) {
 	answer := <-done
 	if e, ok := answer.(*protocol.Error); !ok || e.Code != protocol.CodeCSRDenied || !strings.Contains(e.Message, "not ours") {
 		t.Errorf("answer %#v, want CSRDenied with the operator's message", answer)
+	}
+}
+
+// TestAnsweredRequestsAreCollected: a signed request is deleted once its
+// retention has passed (as kube-controller-manager's csrcleaner would; none
+// runs on the hub).
+func TestAnsweredRequestsAreCollected(t *testing.T) {
+	f := newFixture(t, ApprovalAuto, 10*time.Second, func(c *Config) { c.Retention = time.Second })
+	tok := f.token(bootstrap.CreateOptions{})
+	req, x509req := request(t, "edge-5", tok.String(), nil)
+	answer, err := f.c.join(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.issued(answer, "edge-5")
+	name := requestName("edge-5", x509req)
+	csrs := f.env.Kube.CertificatesV1().CertificateSigningRequests()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := csrs.Get(t.Context(), name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("signed request %s still there 20 s after its 1 s retention (err %v)", name, err)
+		}
+		select {
+		case <-f.c.changeOf(name):
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 }
