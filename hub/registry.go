@@ -180,7 +180,8 @@ func NewRegistry(ctx context.Context, api RegistryAPI, cfg RegistryConfig, clk c
 // after a hub restart, so a restart neither forgives a sick cluster nor
 // restarts its eviction clock.
 func restoreEntry(c *v1alpha1.Cluster, l *coordinationv1.Lease, cfg health.Config) *entry {
-	e := &entry{obj: c, lease: l, obs: health.Observations{Registered: c.CreationTimestamp.Time, Cordoned: c.Spec.Unschedulable}}
+	e := &entry{obj: c, lease: l, obs: health.Observations{Registered: c.CreationTimestamp.Time, Cordoned: c.Spec.Unschedulable,
+		Terminating: c.DeletionTimestamp != nil}}
 	if l != nil && l.Spec.RenewTime != nil {
 		e.obs.LastRenewal = l.Spec.RenewTime.Time
 		e.obs.LeaseDuration = time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second

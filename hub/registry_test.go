@@ -587,3 +587,63 @@ func TestRegistryObservesOperatorEdits(t *testing.T) {
 		t.Errorf("no Cordoned event among %v", reasons)
 	}
 }
+
+func TestRegistryTaintsAClusterBeingDeleted(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
+	const name = "edge-deleting"
+	clusters := f.api.Flotilla.FlotillaV1alpha1().Clusters()
+	ctx := t.Context()
+	if _, err := clusters.Create(ctx, &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: []string{v1alpha1.ClusterFinalizer}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // let it go
+		c, err := clusters.Get(context.Background(), name, metav1.GetOptions{})
+		if err == nil {
+			c.Finalizers = nil
+			_, _ = clusters.Update(context.Background(), c, metav1.UpdateOptions{})
+		}
+	})
+	f.connect(name)
+	f.renew(name)
+	f.flush()
+	if err := clusters.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	observe := func() {
+		t.Helper()
+		c, err := clusters.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.reg.Observe(c) // what the cluster informer does
+	}
+	observe()
+	f.advance(time.Second)
+	f.flush()
+	want := []taintSummary{{v1alpha1.TaintClusterTerminating, "NoExecute", 0}}
+	stored := func() []taintSummary {
+		t.Helper()
+		c, err := clusters.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return taintsOf(c)
+	}
+	if diff := cmp.Diff(want, stored()); diff != "" {
+		t.Errorf("taints of a Cluster being deleted (-want +got):\n%s", diff)
+	}
+	c, err := clusters.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Spec.Taints = nil // someone drops the hub's taint
+	if c, err = clusters.Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.reg.Observe(c)
+	f.flush()
+	if diff := cmp.Diff(want, stored()); diff != "" {
+		t.Errorf("the terminating taint was not put back (-want +got):\n%s", diff)
+	}
+}

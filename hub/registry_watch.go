@@ -14,7 +14,7 @@ import (
 // cluster informer calls it for every add and update. The hub's own writes
 // come back here unchanged and change nothing. A cluster created through
 // the API before its agent ever connected is registered, with the startup
-// grace.
+// grace. A deletionTimestamp adds the terminating taint.
 func (r *Registry) Observe(c *v1alpha1.Cluster) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -28,6 +28,14 @@ func (r *Registry) Observe(c *v1alpha1.Cluster) {
 		return
 	}
 	e.obj.ResourceVersion = newerVersion(e.obj.ResourceVersion, c.ResourceVersion)
+	if c.DeletionTimestamp != nil && !e.obs.Terminating {
+		// Deleted: its finalizer holds it while the terminating taint
+		// makes its workloads leave.
+		e.obs.Terminating = true
+		e.obj.DeletionTimestamp, e.obj.Finalizers = c.DeletionTimestamp, c.Finalizers
+		r.logger.Info("cluster being deleted: its workloads leave", "cluster", c.Name)
+		r.evaluateLocked(c.Name, e, now)
+	}
 	if !sameTaints(managedTaints(c.Spec.Taints), managedTaints(e.obj.Spec.Taints)) {
 		r.dirty[c.Name] = true // someone edited the hub's taints: put them back
 	}

@@ -89,7 +89,7 @@ func (r *Registry) flush(ctx context.Context) {
 	r.mu.Lock()
 	leases := make([]*coordinationv1.Lease, 0, len(r.urgentLeases))
 	for name := range r.urgentLeases {
-		if e, ok := r.entries[name]; ok && e.lease != nil {
+		if e, ok := r.entries[name]; ok && e.lease != nil && !e.obs.Terminating {
 			leases = append(leases, e.lease.DeepCopy())
 			delete(r.dirtyLeas, name)
 		}
@@ -135,8 +135,12 @@ func (r *Registry) flushLeases(ctx context.Context, budget int) {
 	}
 	leases := make([]*coordinationv1.Lease, 0, len(names))
 	for _, name := range names {
-		leases = append(leases, r.entries[name].lease.DeepCopy())
 		delete(r.dirtyLeas, name)
+		if e := r.entries[name]; !e.obs.Terminating {
+			// The lease of a Cluster being deleted is the cleanup's to
+			// delete: it is never written again.
+			leases = append(leases, e.lease.DeepCopy())
+		}
 	}
 	r.mu.Unlock()
 	r.writeLeases(ctx, leases)
@@ -403,7 +407,7 @@ func (r *Registry) register(ctx context.Context, name string) (*v1alpha1.Cluster
 		return e.obj.DeepCopy(), nil
 	}
 	// Registered by the hub's clock, like every time health is judged by.
-	e = &entry{obj: created, obs: health.Observations{Registered: now, Cordoned: created.Spec.Unschedulable}}
+	e = &entry{obj: created, obs: health.Observations{Registered: now, Cordoned: created.Spec.Unschedulable, Terminating: created.DeletionTimestamp != nil}}
 	r.entries[name] = e
 	// Arms the startup-grace deadline, in case the agent never renews.
 	r.evaluateLocked(name, e, now)

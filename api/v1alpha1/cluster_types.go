@@ -117,6 +117,12 @@ const (
 	ReasonClockSkewed           = "ClockSkewed"
 )
 
+// ClusterFinalizer holds a deleted Cluster until no binding is placed on it
+// any more (nor has an eviction task from it) and the hub has deleted its
+// lease and Works: deleting a Cluster makes its workloads leave through
+// the failover path (the terminating taint) before it goes.
+const ClusterFinalizer = "flotilla.io/cluster-cleanup"
+
 // Taint keys the hub manages. Karmada's cluster.karmada.io/* keys map to these.
 const (
 	TaintClusterNotReady      = "cluster.flotilla.io/not-ready"

@@ -67,6 +67,9 @@ type Observations struct {
 	ProbeSince time.Time
 	// Cordoned is spec.unschedulable.
 	Cordoned bool
+	// Terminating: the Cluster has a deletionTimestamp (its finalizer
+	// holds it while its workloads leave).
+	Terminating bool
 }
 
 // State is what an evaluation remembers for the next one.
@@ -82,7 +85,7 @@ type State struct {
 
 // Decision is the outcome of an evaluation.
 type Decision struct {
-	// Taints are the health and cordon taints the cluster must carry, without
+	// Taints are the health, cordon and terminating taints the cluster must carry, without
 	// TimeAdded: see MergeTaints.
 	Taints []corev1.Taint
 	// Next is when to evaluate again if nothing else happens; zero if never.
@@ -107,6 +110,11 @@ func Evaluate(cfg Config, obs Observations, prev State, now time.Time) (State, D
 	var taints []corev1.Taint
 	if obs.Cordoned {
 		taints = append(taints, corev1.Taint{Key: v1alpha1.TaintClusterUnschedulable, Effect: corev1.TaintEffectNoSchedule})
+	}
+	if obs.Terminating {
+		// No default toleration covers it: every workload that does not
+		// tolerate it leaves through the taint manager.
+		taints = append(taints, corev1.Taint{Key: v1alpha1.TaintClusterTerminating, Effect: corev1.TaintEffectNoExecute})
 	}
 	if status == metav1.ConditionFalse || status == metav1.ConditionUnknown {
 		key := v1alpha1.TaintClusterNotReady

@@ -59,6 +59,8 @@ func healthy(obs Observations, since time.Duration) Observations {
 // restoredUnknown is the state of a cluster that was Unknown when the hub restarted.
 var restoredUnknown = State{Ready: metav1.ConditionUnknown, Reason: v1alpha1.ReasonLeaseExpired, Since: at(-time.Minute), NotReadySince: at(-time.Minute)}
 
+var terminatingTaint = corev1.Taint{Key: v1alpha1.TaintClusterTerminating, Effect: corev1.TaintEffectNoExecute}
+
 func TestEvaluateScenarios(t *testing.T) {
 	longAgo := t0.Add(-time.Hour) // the hub's restart grace is long over
 	tests := []struct {
@@ -108,6 +110,10 @@ func TestEvaluateScenarios(t *testing.T) {
 		}},
 		{"cordon adds the unschedulable taint whatever the health", longAgo, State{}, []step{
 			{at(0), func() Observations { o := renewedAt(0); o.Cordoned = true; return o }(), metav1.ConditionTrue, v1alpha1.ReasonClusterReady, []corev1.Taint{cordonTaint}, at(40 * s)},
+		}},
+		{"a Cluster being deleted carries the terminating NoExecute taint, beside its health taints", longAgo, State{}, []step{
+			{at(0), func() Observations { o := renewedAt(0); o.Terminating = true; return o }(), metav1.ConditionTrue, v1alpha1.ReasonClusterReady, []corev1.Taint{terminatingTaint}, at(40 * s)},
+			{at(40 * s), func() Observations { o := renewedAt(0); o.Terminating = true; return o }(), metav1.ConditionUnknown, v1alpha1.ReasonLeaseExpired, []corev1.Taint{terminatingTaint, unreachableNoSchedule}, at(40*s + 5*m)},
 		}},
 		{"first report unhealthy is False at once", longAgo, State{}, []step{
 			{at(0), unhealthy(renewedAt(0), 0), metav1.ConditionFalse, v1alpha1.ReasonClusterNotReady, []corev1.Taint{notReadyNoSchedule}, at(40 * s)},

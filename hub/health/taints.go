@@ -13,6 +13,7 @@ import (
 var managedKeys = map[string]bool{
 	v1alpha1.TaintClusterNotReady:      true,
 	v1alpha1.TaintClusterUnreachable:   true,
+	v1alpha1.TaintClusterTerminating:   true,
 	v1alpha1.TaintClusterUnschedulable: true,
 }
 
