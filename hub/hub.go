@@ -22,6 +22,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/apiserver"
 	"github.com/flotilla-io/flotilla/hub/binding"
 	"github.com/flotilla-io/flotilla/hub/ca"
+	"github.com/flotilla-io/flotilla/hub/clusterdeletion"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/detector"
 	"github.com/flotilla-io/flotilla/hub/dispatch"
@@ -230,6 +231,7 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		rebalancer.New(clients, informers, recorder, cfg.Clock, logger),
 		purge.New(clients, informers, recorder, cfg.Clock, logger),
 		karmada.New(clients, informers, recorder, logger),
+		clusterdeletion.New(clients, informers, recorder, logger),
 		joins,
 	}
 	templateSource.Start(registryCtx)

@@ -108,7 +108,8 @@ func RecordSerial(ctx context.Context, client flotillaclient.Interface, cluster 
 // newCluster is a Cluster registered by its join.
 func newCluster(name, serial string, reg Registration) *v1alpha1.Cluster {
 	return &v1alpha1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: reg.Labels, Annotations: map[string]string{v1alpha1.AnnotationAgentCertificateSerial: serial}},
-		Spec:       v1alpha1.ClusterSpec{Provider: reg.Provider, Region: reg.Region, Zone: reg.Zone},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: reg.Labels, Annotations: map[string]string{v1alpha1.AnnotationAgentCertificateSerial: serial},
+			Finalizers: []string{v1alpha1.ClusterFinalizer}},
+		Spec: v1alpha1.ClusterSpec{Provider: reg.Provider, Region: reg.Region, Zone: reg.Zone},
 	}
 }
