@@ -52,6 +52,9 @@ func (c *Controller) applicationFailures(obj metav1.Object, key string, spec *v1
 	var out []eviction.Eviction
 	var holds []backOffHold
 	for _, d := range due {
+		if c.backOffs.predates(key, d.cluster, obj.GetGeneration()) {
+			continue // our own eviction from it is not in this read yet
+		}
 		// The unhealthy count of a held cluster goes on: the eviction is
 		// made once the back-off ends, if the workload is unhealthy still.
 		if h, held := c.holdFor(key, spec, status, leaving, d.cluster, now); held {

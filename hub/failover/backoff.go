@@ -60,6 +60,9 @@ const reasonBackOff = "EvictionBackOff"
 type appBackOff struct {
 	evictions int       // application-failure evictions from the cluster in a row
 	last      time.Time // the latest
+	// generation is the binding's generation once the latest was stored:
+	// a read of an older one does not know the cluster was left.
+	generation int64
 }
 
 // backOffLength is how long the back-off after the n-th eviction in a row
@@ -91,8 +94,8 @@ type backOffs struct {
 }
 
 // evicted starts or extends the back-offs of the application-failure
-// evictions among evictions, stored at now.
-func (b *backOffs) evicted(key string, evictions []eviction.Eviction, now time.Time) {
+// evictions among evictions, stored at now as the binding's generation.
+func (b *backOffs) evicted(key string, evictions []eviction.Eviction, now time.Time, generation int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, e := range evictions {
@@ -109,8 +112,18 @@ func (b *backOffs) evicted(key string, evictions []eviction.Eviction, now time.T
 		if !ok || prev.idle(now) {
 			prev = appBackOff{}
 		}
-		b.byBinding[key][e.Cluster] = appBackOff{evictions: prev.evictions + 1, last: now}
+		b.byBinding[key][e.Cluster] = appBackOff{evictions: prev.evictions + 1, last: now, generation: generation}
 	}
+}
+
+// predates reports whether a read of the binding at generation comes from
+// before the eviction from cluster that started its back-off: the informer
+// has not delivered that write yet, so the cluster only looks placed.
+func (b *backOffs) predates(key, cluster string, generation int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bo, ok := b.byBinding[key][cluster]
+	return ok && generation < bo.generation
 }
 
 // running returns the back-off of (key, cluster) if it runs at now.

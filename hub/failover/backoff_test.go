@@ -149,7 +149,7 @@ func TestBackOffs(t *testing.T) {
 					b.settle("ns/web", []v1alpha1.AggregatedStatusItem{{ClusterName: s.cluster, Applied: true, Health: v1alpha1.HealthHealthy}}, now)
 					continue
 				}
-				b.evicted("ns/web", []eviction.Eviction{{Cluster: s.cluster, Producer: s.producer}}, now)
+				b.evicted("ns/web", []eviction.Eviction{{Cluster: s.cluster, Producer: s.producer}}, now, 1)
 			}
 			now := t0.Add(tt.at)
 			got := map[string]*state{}
@@ -180,7 +180,7 @@ func TestBackOffs(t *testing.T) {
 func TestBackOffsForget(t *testing.T) {
 	var b backOffs
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	b.evicted("ns/web", []eviction.Eviction{{Cluster: "a", Producer: eviction.ProducerApplicationFailover}}, now)
+	b.evicted("ns/web", []eviction.Eviction{{Cluster: "a", Producer: eviction.ProducerApplicationFailover}}, now, 1)
 	b.announce("ns/web", []backOffHold{{cluster: "b", until: now.Add(time.Minute)}})
 	b.forget("ns/web")
 	if len(b.byBinding) != 0 || len(b.announced) != 0 {
@@ -577,5 +577,28 @@ func TestApplicationFailoverWaitsForTheEvictionTask(t *testing.T) {
 	}
 	if n := len(f.holds()); n != 1 {
 		t.Errorf("%d EvictionBackOff events, want 1: %q", n, f.Events.List())
+	}
+}
+
+// TestBackOffPredates: a read of the binding from before the eviction that
+// started a cluster's back-off (the informer lags the controller's own
+// write) is recognised, so it neither holds nor evicts again.
+func TestBackOffPredates(t *testing.T) {
+	var b backOffs
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	b.evicted("ns/web", []eviction.Eviction{{Cluster: "a", Producer: eviction.ProducerApplicationFailover}}, now, 7)
+	for _, tt := range []struct {
+		cluster    string
+		generation int64
+		want       bool
+	}{
+		{"a", 6, true},  // read before the eviction was stored
+		{"a", 7, false}, // the stored eviction itself
+		{"a", 8, false}, // later
+		{"b", 1, false}, // no back-off there
+	} {
+		if got := b.predates("ns/web", tt.cluster, tt.generation); got != tt.want {
+			t.Errorf("predates(%s, generation %d) = %v, want %v", tt.cluster, tt.generation, got, tt.want)
+		}
 	}
 }

@@ -284,7 +284,7 @@ func (c *Controller) reconcileBinding(ctx context.Context, key string, read cont
 		if c.decided != nil {
 			c.decided(key, now, evicted, ended)
 		}
-		c.backOffs.evicted(key, evicted, now)
+		c.backOffs.evicted(key, evicted, now, stored.Object().GetGeneration())
 	}
 	if d, ok := wake.after(now); ok {
 		c.queue.AddAfter(key, d)
