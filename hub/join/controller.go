@@ -168,13 +168,19 @@ func (c *Controller) decide(ctx context.Context, csr *certificatesv1.Certificate
 			Type: certificatesv1.CertificateDenied, Status: corev1.ConditionTrue, Reason: reason, Message: msg,
 		}
 	}
+	return c.setApproval(ctx, csr, condition, "request")
+}
+
+// setApproval writes condition (Approved or Denied) through the approval
+// subresource and logs it; what names the kind of request in the log.
+func (c *Controller) setApproval(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, condition certificatesv1.CertificateSigningRequestCondition, what string) error {
 	condition.LastUpdateTime = metav1.NewTime(c.clock.Now())
 	update := csr.DeepCopy()
 	update.Status.Conditions = append(update.Status.Conditions, condition)
 	if _, err := c.kube.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, update, metav1.UpdateOptions{FieldManager: controller.FieldManager}); err != nil {
-		return fmt.Errorf("%s certificate request %s: %w", condition.Type, csr.Name, err)
+		return fmt.Errorf("%s certificate %s %s: %w", condition.Type, what, csr.Name, err)
 	}
-	c.logger.Info("agent certificate request "+string(condition.Type), "request", csr.Name, "cluster", cluster, "reason", condition.Reason, "message", condition.Message)
+	c.logger.Info("agent certificate "+what+" "+string(condition.Type), "request", csr.Name, "cluster", csr.Labels[ClusterLabel], "reason", condition.Reason, "message", condition.Message)
 	return nil
 }
 

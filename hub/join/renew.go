@@ -140,14 +140,7 @@ func (c *Controller) approveRenewal(ctx context.Context, csr *certificatesv1.Cer
 			Type: certificatesv1.CertificateDenied, Status: corev1.ConditionTrue, Reason: reasonRequestRefused, Message: err.Error(),
 		}
 	}
-	condition.LastUpdateTime = metav1.NewTime(c.clock.Now())
-	update := csr.DeepCopy()
-	update.Status.Conditions = append(update.Status.Conditions, condition)
-	if _, err := c.kube.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, update, metav1.UpdateOptions{FieldManager: controller.FieldManager}); err != nil {
-		return fmt.Errorf("%s certificate request %s: %w", condition.Type, csr.Name, err)
-	}
-	c.logger.Info("agent certificate renewal "+string(condition.Type), "request", csr.Name, "cluster", cluster, "reason", condition.Reason, "message", condition.Message)
-	return nil
+	return c.setApproval(ctx, csr, condition, "renewal")
 }
 
 // record notes the serial of a certificate about to be issued: for a
