@@ -109,7 +109,9 @@ func (s *agentServer) supersede(ctx context.Context, c *v1alpha1.Cluster) {
 	s.mu.Unlock()
 	for _, sess := range stale {
 		go func() {
-			err := s.registry.CheckCertificate(ctx, sess.cluster, sess.serial)
+			// The API server's Cluster, not the registry's memory, which
+			// may not have seen this change yet.
+			err := s.registry.ConfirmCertificate(ctx, sess.cluster, sess.serial)
 			if err == nil || ctx.Err() != nil {
 				return
 			}

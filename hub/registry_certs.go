@@ -30,6 +30,13 @@ func (r *Registry) CheckCertificate(ctx context.Context, cluster string, serial 
 	}
 	// The informer may not have the latest join or rotation yet: the API
 	// server decides.
+	return r.ConfirmCertificate(ctx, cluster, serial)
+}
+
+// ConfirmCertificate is CheckCertificate's rule applied to the Cluster the
+// API server has now, never to memory: a session is cut only if that
+// refuses it too.
+func (r *Registry) ConfirmCertificate(ctx context.Context, cluster string, serial *big.Int) error {
 	c, err := r.clusters.Get(ctx, cluster, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("cluster %s is not registered (it never joined, or it was deleted, which revokes its certificates): join it with a bootstrap token (flotilla token create)", cluster)
