@@ -46,7 +46,9 @@ func (p *testPKI) issue(t *testing.T, req pki.Request) *pki.KeyPair {
 }
 
 // hubTLS is the test hub's TLS configuration, valid for 127.0.0.1 and
-// localhost, requiring client certificates from this CA.
+// localhost, requiring client certificates from this CA on sessions; its
+// serving chain carries the CA, as the real hub's does, for joining agents
+// to find by its pin.
 func (p *testPKI) hubTLS(t *testing.T) *tls.Config {
 	t.Helper()
 	kp := p.issue(t, pki.Request{CommonName: "flotilla-hub", Usage: pki.ServerAuth,
@@ -55,6 +57,7 @@ func (p *testPKI) hubTLS(t *testing.T) *tls.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cert.Certificate = append(cert.Certificate, p.ca.Cert.Raw)
 	return protocol.ServerTLSConfig(cert, p.pool)
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto"
 	"crypto/rand"
-	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -13,7 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,20 +29,6 @@ import (
 )
 
 const testToken = "abcdef.0123456789abcdef"
-
-// joinHubTLS is the test hub's TLS configuration with the CA in its serving
-// chain, as the real hub sends it for joining agents to find by its pin.
-func (p *testPKI) joinHubTLS(t *testing.T) *tls.Config {
-	t.Helper()
-	kp := p.issue(t, pki.Request{CommonName: "flotilla-hub", Usage: pki.ServerAuth,
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
-	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert.Certificate = append(cert.Certificate, p.ca.Cert.Raw)
-	return protocol.ServerTLSConfig(cert, p.pool)
-}
 
 // sign issues a certificate for the key of req's CSR with commonName (the
 // CSR's own if empty) and usage, as the hub's signer would.
@@ -208,7 +192,7 @@ type joinSetup struct {
 func newJoinSetup(t *testing.T, answers []joinAnswer) *joinSetup {
 	t.Helper()
 	s := &joinSetup{own: newTestPKI(t), other: newTestPKI(t), clock: newTimerClock(), logs: &logBuffer{}}
-	s.hub = startTestHub(t, s.own.joinHubTLS(t), nil, func(h *testHub) {
+	s.hub = startTestHub(t, s.own.hubTLS(t), nil, func(h *testHub) {
 		h.join = func(n int, req *protocol.JoinRequest) protocol.Message {
 			return answers[min(n, len(answers))-1](t, s.own, s.other, req)
 		}
