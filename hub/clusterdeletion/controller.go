@@ -222,30 +222,16 @@ func (c *Controller) reconcile(ctx context.Context, name string) error {
 	return nil
 }
 
-// deleteWork deletes a Work of a cluster being deleted and removes the
-// finalizer that would keep it as a tombstone: the cluster's agent is cut
-// off and will never confirm.
+// deleteWork deletes a Work of a cluster being deleted. Its finalizer
+// would keep it as a tombstone for the agent to confirm; the dispatcher
+// releases it, since the cluster's agent is cut off and never will.
 func (c *Controller) deleteWork(ctx context.Context, w *v1alpha1.Work) error {
-	works := c.flotilla.FlotillaV1alpha1().Works(w.Namespace)
-	if w.DeletionTimestamp == nil {
-		if err := works.Delete(ctx, w.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &w.UID}}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return fmt.Errorf("delete Work %s/%s: %w", w.Namespace, w.Name, err)
-		}
+	if w.DeletionTimestamp != nil {
+		return nil
 	}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := works.Get(ctx, w.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if cur.UID != w.UID || !slices.Contains(cur.Finalizers, v1alpha1.WorkFinalizer) {
-			return nil
-		}
-		cur.Finalizers = slices.DeleteFunc(cur.Finalizers, func(f string) bool { return f == v1alpha1.WorkFinalizer })
-		_, err = works.Update(ctx, cur, updateOptions)
-		return err
-	})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("remove the finalizer of Work %s/%s: %w", w.Namespace, w.Name, err)
+	err := c.flotilla.FlotillaV1alpha1().Works(w.Namespace).Delete(ctx, w.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &w.UID}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete Work %s/%s: %w", w.Namespace, w.Name, err)
 	}
 	return nil
 }

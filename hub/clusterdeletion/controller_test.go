@@ -18,6 +18,7 @@ import (
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
+	"github.com/flotilla-io/flotilla/hub/dispatch"
 	"github.com/flotilla-io/flotilla/hub/failover"
 )
 
@@ -40,8 +41,14 @@ func TestClustersOf(t *testing.T) {
 }
 
 // both runs the cleanup and the failover controller, which evicts the
-// bindings of a Cluster carrying the terminating taint.
+// bindings of a Cluster carrying the terminating taint, and the dispatcher,
+// which releases the Works of a cluster being deleted, as the hub does.
 type both []controllertest.Controller
+
+// dispatcher runs a dispatch.Dispatcher as a controllertest.Controller.
+type dispatcher struct{ *dispatch.Dispatcher }
+
+func (d dispatcher) Run(ctx context.Context, _ int) { d.Dispatcher.Run(ctx) }
 
 func (b both) Run(ctx context.Context, workers int) {
 	var wg sync.WaitGroup
@@ -71,7 +78,8 @@ func TestDeletedClusterGoesOnceItsWorkloadsLeft(t *testing.T) {
 	cfg.Zones.Rate = 1e6
 	f.Start(nil, 2, func(clients *controller.Clients, informers *controller.Informers) controllertest.Controller {
 		logger := controllertest.Logger(t)
-		return both{New(clients, informers, f.Events, logger), failover.New(clients, informers, f.Events, clock.RealClock{}, logger, cfg)}
+		return both{New(clients, informers, f.Events, logger), failover.New(clients, informers, f.Events, clock.RealClock{}, logger, cfg),
+			dispatcher{dispatch.New(clients, informers, f.Events, clock.RealClock{}, logger)}}
 	})
 	clusters := f.Flotilla.Clusters()
 	hasFinalizer := func(ctx context.Context) (bool, error) {

@@ -69,7 +69,7 @@ func New(clients *controller.Clients, informers *controller.Informers, recorder 
 		if !ok {
 			return
 		}
-		if cur != nil && cur.DeletionTimestamp != nil && slices.Contains(cur.Finalizers, v1alpha1.WorkFinalizer) && d.clusters.Get(cluster) == nil {
+		if cur != nil && cur.DeletionTimestamp != nil && slices.Contains(cur.Finalizers, v1alpha1.WorkFinalizer) && d.revoked(cluster) {
 			d.released.Add(cluster) // deleted after its cluster: nobody will confirm
 		}
 		// Only a new generation or a deletion is sent: what the agent
@@ -85,11 +85,19 @@ func New(clients *controller.Clients, informers *controller.Informers, recorder 
 		}
 	})
 	d.clusters.AddHandler(func(old, cur *v1alpha1.Cluster) {
-		if cur == nil {
-			d.released.Add(old.Name)
+		if cur == nil || cur.DeletionTimestamp != nil {
+			d.released.Add(controller.Subject(old, cur).Name)
 		}
 	})
 	return d
+}
+
+// revoked reports whether cluster's agent can never confirm a deletion
+// again: its Cluster is gone or being deleted (both revoke its
+// certificates).
+func (d *Dispatcher) revoked(cluster string) bool {
+	cl := d.clusters.Get(cluster)
+	return cl == nil || cl.DeletionTimestamp != nil
 }
 
 // Run waits for the informers the dispatcher reads, then releases the
@@ -102,12 +110,13 @@ func (d *Dispatcher) Run(ctx context.Context) {
 }
 
 // release removes the finalizer from every Work being deleted of a
-// cluster that no longer exists: no agent will come back to confirm, so
+// cluster that no longer exists or is being deleted: no agent will come
+// back to confirm, so
 // they go at once. A Work of such a cluster deleted later is released as
 // soon as the informer reports its deletion (New's handler). Live Works
 // keep their finalizer, which the binding controller would only put back.
 func (d *Dispatcher) release(ctx context.Context, cluster string) error {
-	if d.clusters.Get(cluster) != nil {
+	if !d.revoked(cluster) {
 		return nil // it exists (again): its agent confirms
 	}
 	for _, w := range d.works.ByIndex(cache.NamespaceIndex, v1alpha1.ExecutionNamespace(cluster)) {
