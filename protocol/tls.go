@@ -1,16 +1,15 @@
 package protocol
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/flotilla-io/flotilla/internal/pki"
 )
 
 // ClusterCommonNamePrefix starts the CommonName of every agent certificate.
@@ -75,8 +74,7 @@ func verifyPinnedChain(certs []*x509.Certificate, pin string) error {
 	roots := x509.NewCertPool()
 	found := false
 	for _, c := range certs[1:] {
-		sum := sha256.Sum256(c.RawSubjectPublicKeyInfo)
-		if subtle.ConstantTimeCompare([]byte("sha256:"+hex.EncodeToString(sum[:])), []byte(pin)) == 1 {
+		if pki.MatchesPin(c, pin) {
 			roots.AddCert(c)
 			found = true
 		}
