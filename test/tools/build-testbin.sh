@@ -2,7 +2,9 @@
 # Builds the test-only binaries for real member clusters into $1 (default
 # ../../.testbin): kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubectl (for end-to-end tests against the hub), etcd, kwok, and the KWOK
-# stages file.
+# stages file; and chartrender (renders the Helm charts with the Helm Go SDK),
+# rebuilt incrementally on every run (seconds when warm) so editing it does
+# not invalidate the cached Kubernetes binaries.
 #
 # Idempotent and fast when warm: the output folder remembers the key (a hash
 # of this module's go.mod/go.sum, this script and the Go version) it was built
@@ -19,8 +21,14 @@ step() { printf 'testbin: %s\n' "$*" >&2; }
 complete() { local f; for f in "${files[@]}"; do [[ -s "$1/$f" ]] || return 1; done; }
 
 key=$( { cat go.mod go.sum build-testbin.sh cmd/kwok-stages/main.go; go version; } | sha256sum | cut -c1-16)
+small_tools() {
+	step "chartrender"
+	go build -o "$out/chartrender.tmp" ./cmd/chartrender && mv -f "$out/chartrender.tmp" "$out/chartrender"
+}
+
 if [[ "$(cat "$out/.key" 2>/dev/null)" == "$key" ]] && complete "$out"; then
 	step "up to date in $out (key $key)"
+	small_tools
 	exit 0
 fi
 cache_root=${FLOTILLA_TESTBIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/flotilla/testbin}
@@ -29,6 +37,7 @@ if complete "$cache"; then
 	step "copying cached build $key to $out"
 	for f in "${files[@]}"; do cp -f "$cache/$f" "$out/$f.tmp" && mv -f "$out/$f.tmp" "$out/$f"; done
 	echo "$key" >"$out/.key"
+	small_tools
 	exit 0
 fi
 
@@ -66,3 +75,4 @@ for f in "${files[@]}"; do cp "$out/$f" "$cache.tmp/$f"; done
 find "$cache_root" -mindepth 1 -maxdepth 1 ! -name "$key.tmp" -exec rm -rf {} +
 mv "$cache.tmp" "$cache"
 step "cached as $cache"
+small_tools
