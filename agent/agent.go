@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -21,9 +20,12 @@ import (
 
 // Agent keeps one member cluster connected to the hub.
 type Agent struct {
-	cfg    Config
-	log    *slog.Logger
-	clock  clock.WithTicker
+	cfg   Config
+	log   *slog.Logger
+	clock clock.WithTicker
+	// store keeps the credentials; tls is made from them, nil until a
+	// join got them.
+	store  credentialStore
 	tls    *tls.Config
 	status *statusCollector
 	works  *work.Engine
@@ -45,50 +47,82 @@ func Run(ctx context.Context, cfg Config) error {
 	return a.Run(ctx)
 }
 
-// New checks cfg, reads the certificates and the kubeconfig, and returns an
-// agent ready to run. Its errors are configuration errors, each naming the
-// setting or file at fault. Without a certificate in cfg.CertDir but with a
-// bootstrap token, the agent joins when it runs.
+// New checks cfg, makes the member cluster clients, reads the credentials
+// and returns an agent ready to run. Its errors are configuration errors,
+// each naming the setting, file or Secret at fault. Without a certificate
+// in its store but with a bootstrap token, the agent joins when it runs.
 func New(cfg Config) (*Agent, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("invalid agent configuration: %w", err)
 	}
-	if err := recoverRotation(cfg.CertDir, cfg.Logger); err != nil {
-		return nil, err
-	}
-	var tlsConf *tls.Config // nil: join first
-	if cfg.BootstrapToken == "" || haveCertificates(cfg.CertDir) {
-		// Certificate validity is about the real world, not an injected clock.
-		var err error
-		if tlsConf, err = loadTLSConfig(cfg, time.Now()); err != nil {
-			if cfg.BootstrapToken == "" && errors.Is(err, fs.ErrNotExist) {
-				err = fmt.Errorf("%w; or give --bootstrap-token and --hub-ca-hash to join", err)
-			}
-			return nil, err
-		}
-	}
-	client, dyn, err := newKubeClients(cfg)
+	clients, err := newKubeClients(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return newAgent(cfg, tlsConf, client, dyn, apiServerProbe(client.Discovery().RESTClient()))
+	return newAgentWithCredentials(context.Background(), cfg, clients)
+}
+
+// newAgentWithCredentials assembles an agent on clients and reads its
+// credentials (bounded by credentialsTimeout).
+func newAgentWithCredentials(ctx context.Context, cfg Config, clients kubeClients) (*Agent, error) {
+	a, err := newAgent(cfg, nil, clients.kube, clients.dynamic, apiServerProbe(clients.kube.Discovery().RESTClient()))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, credentialsTimeout)
+	defer cancel()
+	if err := a.loadCredentials(ctx); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// credentialsTimeout bounds reading the credentials when the agent starts.
+const credentialsTimeout = 30 * time.Second
+
+// loadCredentials reads the credential store and sets a.tls from it, or
+// to nil when a bootstrap token is given and the store lacks a certificate
+// (the agent joins first).
+func (a *Agent) loadCredentials(ctx context.Context) error {
+	c, err := a.store.load(ctx)
+	if err != nil {
+		return err
+	}
+	if a.cfg.BootstrapToken != "" && !c.complete() {
+		a.tls = nil
+		return nil
+	}
+	// Certificate validity is about the real world, not an injected clock.
+	tlsConf, err := tlsConfigFrom(a.cfg, a.store, c, time.Now())
+	if err != nil {
+		if a.cfg.BootstrapToken == "" && !c.complete() {
+			err = fmt.Errorf("%w; or give --bootstrap-token and --hub-ca-hash to join", err)
+		}
+		return err
+	}
+	a.tls = tlsConf
+	return nil
 }
 
 // newAgent assembles an agent from checked parts; tests use it to swap the
-// member cluster for a fake.
+// member cluster for a fake. The credential store is the one cfg names,
+// on client; tlsConf is what the agent dials with, nil to join first.
 func newAgent(cfg Config, tlsConf *tls.Config, client kubernetes.Interface, dyn dynamic.Interface, probe healthProbe) (*Agent, error) {
 	cfg = cfg.withDefaults()
 	log := cfg.Logger.With("cluster", cfg.ClusterName)
+	m := cfg.metrics
 	works, err := work.NewEngine(work.Config{Kube: client, Dynamic: dyn, SystemNamespace: cfg.SystemNamespace,
-		Logger: log.With("component", "work"), Clock: cfg.Clock})
+		Logger: log.With("component", "work"), Clock: cfg.Clock, ObserveApply: m.observeApply})
 	if err != nil {
 		return nil, err
 	}
+	m.watchWorks(works)
 	return &Agent{
 		cfg:    cfg,
 		log:    log,
 		clock:  cfg.Clock,
+		store:  newCredentialStore(cfg, client),
 		tls:    tlsConf,
 		status: newStatusCollector(client, probe, cfg.Clock, log),
 		works:  works,

@@ -40,7 +40,13 @@ type Config struct {
 	// tls.crt and tls.key (this agent's client certificate and key). When
 	// any of them is missing and BootstrapToken is set, the agent joins
 	// and writes them here (creating CertDir, mode 0700, if needed).
+	// Exactly one of CertDir and CertSecret is required.
 	CertDir string
+	// CertSecret names a Secret in SystemNamespace of the member cluster
+	// that keeps the same items as data keys (and tls.key.next while a
+	// renewal waits for its answer): a join creates it, a renewal updates
+	// it, every start (and every newly elected leader) reads it.
+	CertSecret string
 	// BootstrapToken (from `flotilla token create`) lets an agent without
 	// a certificate join the hub: it sends the token and a certificate
 	// request, and the hub signs it. It needs HubCAHash. Unused once
@@ -71,6 +77,12 @@ type Config struct {
 	// rollout of many Works).
 	KubeQPS   float32
 	KubeBurst int
+	// LeaderElection, when enabled, makes the agent one of several
+	// replicas of which only the leader runs (see leader.go).
+	LeaderElection LeaderElection
+	// HTTPAddr is the address of the agent's HTTP endpoints (/healthz,
+	// /readyz, /metrics); empty means none.
+	HTTPAddr string
 	// Version is the agent's version, sent in Hello.
 	Version string
 	// Logger receives the agent's logs; nil discards them.
@@ -78,7 +90,34 @@ type Config struct {
 	// Clock drives renewals, status reports, backoff and measurements; nil
 	// means the real clock. Network deadlines always use the real clock.
 	Clock clock.WithTicker
+
+	// metrics are the agent's metrics; withDefaults makes them.
+	metrics *metrics
+	// onHTTP, if set, is told the address the HTTP endpoints listen on
+	// (tests listen on port 0).
+	onHTTP func(net.Addr)
 }
+
+// LeaderElection configures leader election among agent replicas, on a
+// coordination.k8s.io Lease in the system namespace.
+type LeaderElection struct {
+	Enabled bool
+	// LeaseName names the Lease (default flotilla-agent).
+	LeaseName string
+	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's
+	// (defaults 15s, 10s, 2s): a standby takes over LeaseDuration after
+	// the leader's last renewal; a leader that cannot renew for
+	// RenewDeadline stops; every RetryPeriod each replica tries.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// Defaults of leader election.
+const (
+	DefaultLeaderElectionLeaseName     = "flotilla-agent"
+	DefaultLeaderElectionLeaseDuration = 15 * time.Second
+	DefaultLeaderElectionRenewDeadline = 10 * time.Second
+	DefaultLeaderElectionRetryPeriod   = 2 * time.Second
+)
 
 // withDefaults returns cfg with zero fields set to their defaults.
 func (cfg Config) withDefaults() Config {
@@ -103,6 +142,22 @@ func (cfg Config) withDefaults() Config {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.metrics == nil {
+		cfg.metrics = newMetrics()
+	}
+	le := &cfg.LeaderElection
+	if le.LeaseName == "" {
+		le.LeaseName = DefaultLeaderElectionLeaseName
+	}
+	if le.LeaseDuration == 0 {
+		le.LeaseDuration = DefaultLeaderElectionLeaseDuration
+	}
+	if le.RenewDeadline == 0 {
+		le.RenewDeadline = DefaultLeaderElectionRenewDeadline
+	}
+	if le.RetryPeriod == 0 {
+		le.RetryPeriod = DefaultLeaderElectionRetryPeriod
+	}
 	return cfg
 }
 
@@ -123,9 +178,17 @@ func (cfg Config) validate() error {
 		errs = append(errs, fmt.Errorf("system namespace %q is not a DNS-1123 label: %s",
 			cfg.SystemNamespace, strings.Join(msgs, "; ")))
 	}
-	if cfg.CertDir == "" {
-		errs = append(errs, errors.New("certificate directory is required"))
+	switch {
+	case cfg.CertDir == "" && cfg.CertSecret == "":
+		errs = append(errs, errors.New("a certificate directory or a certificate Secret is required"))
+	case cfg.CertDir != "" && cfg.CertSecret != "":
+		errs = append(errs, errors.New("a certificate directory and a certificate Secret: give one, not both"))
+	case cfg.CertSecret != "":
+		if msgs := validation.IsDNS1123Subdomain(cfg.CertSecret); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("certificate Secret name %q is not a DNS-1123 subdomain: %s", cfg.CertSecret, strings.Join(msgs, "; ")))
+		}
 	}
+	errs = append(errs, cfg.LeaderElection.validate()...)
 	if cfg.LeaseDuration < time.Second || cfg.LeaseDuration > maxLeaseDuration {
 		errs = append(errs, fmt.Errorf("lease duration %v must be between 1s and %v", cfg.LeaseDuration, maxLeaseDuration))
 	}
@@ -137,6 +200,27 @@ func (cfg Config) validate() error {
 	}
 	errs = append(errs, cfg.validateJoin()...)
 	return errors.Join(errs...)
+}
+
+// validate checks the leader election settings as client-go wants them:
+// LeaseDuration > RenewDeadline > 1.2 × RetryPeriod > 0.
+func (le LeaderElection) validate() []error {
+	if !le.Enabled {
+		return nil
+	}
+	var errs []error
+	if msgs := validation.IsDNS1123Subdomain(le.LeaseName); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("leader election lease name %q is not a DNS-1123 subdomain: %s", le.LeaseName, strings.Join(msgs, "; ")))
+	}
+	switch {
+	case le.RetryPeriod <= 0:
+		errs = append(errs, fmt.Errorf("leader election retry period %v must be positive", le.RetryPeriod))
+	case le.RenewDeadline <= le.RetryPeriod*12/10:
+		errs = append(errs, fmt.Errorf("leader election renew deadline %v must be longer than 1.2 × the retry period %v", le.RenewDeadline, le.RetryPeriod))
+	case le.LeaseDuration <= le.RenewDeadline:
+		errs = append(errs, fmt.Errorf("leader election lease duration %v must be longer than the renew deadline %v", le.LeaseDuration, le.RenewDeadline))
+	}
+	return errs
 }
 
 // validateHub checks that hub is host:port with both parts present.

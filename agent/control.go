@@ -23,6 +23,9 @@ func renewInterval(w *protocol.Welcome, lease time.Duration) time.Duration {
 	return lease / 4
 }
 
+// errNoLeaseAck ends a session whose hub stopped acknowledging renewals.
+var errNoLeaseAck = errors.New("no lease acknowledgement from the hub")
+
 // renewLoop sends LeaseRenew at once and then every interval until ctx ends.
 // A hub that has not acknowledged a renewal for a whole lease is not
 // renewing it: the session ends so the agent redials, instead of staying
@@ -33,7 +36,7 @@ func (s *session) renewLoop(ctx context.Context, interval, ackTimeout time.Durat
 	for seq := uint64(1); ; seq++ {
 		now := s.agent.clock.Now()
 		if oldest, ok := s.pending.oldest(); ok && now.Sub(oldest) >= ackTimeout {
-			return fmt.Errorf("no lease acknowledgement from the hub for %v (lease %v)", now.Sub(oldest).Round(time.Millisecond), ackTimeout)
+			return fmt.Errorf("%w for %v (lease %v)", errNoLeaseAck, now.Sub(oldest).Round(time.Millisecond), ackTimeout)
 		}
 		s.pending.add(seq, now)
 		if err := s.writeControl(&protocol.LeaseRenew{Seq: seq, AgentTime: now}, writeTimeout); err != nil {
@@ -85,6 +88,7 @@ func (s *session) onAck(ack *protocol.LeaseAck) {
 	s.agent.works.Contact(sent, s.renewEvery)
 	now := s.agent.clock.Now()
 	rtt, offset := estimateClock(sent, now, ack.HubTime)
+	s.agent.cfg.metrics.renewalRTT.Observe(rtt.Seconds())
 	s.agent.stats.update(func(st *Stats) {
 		st.LastAck, st.RoundTrip, st.ClockOffset = now, rtt, offset
 	})

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"io"
@@ -91,3 +92,13 @@ func testLogger(t *testing.T) *slog.Logger {
 
 // discard is a logger for tests that do not look at logs.
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// loadTLSConfig reads the credentials in cfg.CertDir as an agent does.
+func loadTLSConfig(cfg Config, now time.Time) (*tls.Config, error) {
+	store := dirStore{dir: cfg.CertDir, log: discard}
+	c, err := store.load(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	return tlsConfigFrom(cfg, store, c, now)
+}

@@ -10,11 +10,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -44,21 +41,10 @@ type joinRefusedError struct{ err error }
 func (e *joinRefusedError) Error() string { return e.err.Error() }
 func (e *joinRefusedError) Unwrap() error { return e.err }
 
-// haveCertificates reports whether dir holds ca.crt, tls.crt and tls.key. A
-// file that cannot even be looked at counts as present: loading it says why.
-func haveCertificates(dir string) bool {
-	for _, name := range []string{CAFile, CertFile, KeyFile} {
-		if _, err := os.Stat(filepath.Join(dir, name)); errors.Is(err, fs.ErrNotExist) {
-			return false
-		}
-	}
-	return true
-}
-
-// join gets the agent its certificate with the bootstrap token, writes
-// ca.crt and tls.crt into the certificate directory, and sets a.tls from
-// them. The key (tls.key) is made and written before anything is sent, or
-// reused if a previous join left it (one still waiting for approval). While
+// join gets the agent its certificate with the bootstrap token, stores
+// ca.crt and tls.crt, and sets a.tls from them. The key (tls.key) is made
+// and stored before anything is sent, or reused if a previous join left it
+// (one still waiting for approval, perhaps by another replica). While
 // the request waits for approval, or the hub cannot be reached, it retries
 // with backoff until ctx ends; a refusal ends it with an error that quotes
 // the hub.
@@ -71,7 +57,7 @@ func (a *Agent) join(ctx context.Context) error {
 		return err // validate checked it
 	}
 	log := a.log.With("hub", a.cfg.Hub, "tokenID", a.cfg.BootstrapToken[:6])
-	key, err := loadOrCreateKey(a.cfg.CertDir, log)
+	key, err := a.joinKey(ctx, log)
 	if err != nil {
 		return err
 	}
@@ -97,7 +83,7 @@ func (a *Agent) join(ctx context.Context) error {
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("join request: %w", err)
 	}
-	log.Info("no certificate yet: joining the hub with a bootstrap token", "certDir", a.cfg.CertDir)
+	log.Info("no certificate yet: joining the hub with a bootstrap token", "store", a.store.location(CertFile))
 	b := newBackoff(joinBackoffInitial, joinBackoffMax, a.jitter)
 	for {
 		resp, err := a.joinOnce(ctx, pin, req)
@@ -120,14 +106,13 @@ func (a *Agent) join(ctx context.Context) error {
 			delay = b.Next()
 			log.Info("join waits for approval", "message", resp.Message, "retryIn", delay)
 		default:
-			leaf, err := a.saveJoinCertificate(key, pin, resp)
+			leaf, err := a.saveJoinCertificate(ctx, key, pin, resp)
 			if err != nil {
 				return err
 			}
-			log.Info("joined", "certificate", filepath.Join(a.cfg.CertDir, CertFile),
+			log.Info("joined", "certificate", a.store.location(CertFile),
 				"serial", leaf.SerialNumber.Text(16), "expires", leaf.NotAfter.UTC())
-			a.tls, err = loadTLSConfig(a.cfg, time.Now())
-			return err
+			return a.loadCredentials(ctx)
 		}
 		if !a.sleep(ctx, delay) {
 			return ctx.Err()
@@ -232,22 +217,17 @@ func explainJoinError(err error) error {
 	return explainConnError(err)
 }
 
-// saveJoinCertificate checks the hub's answer and writes ca.crt, then
+// saveJoinCertificate checks the hub's answer and stores ca.crt and
 // tls.crt; it returns the certificate. A certificate that is not for key
 // and this cluster, or that does not lead to the pinned CA, is refused and
 // nothing is written.
-func (a *Agent) saveJoinCertificate(key crypto.Signer, pin string, resp *protocol.JoinResponse) (*x509.Certificate, error) {
+func (a *Agent) saveJoinCertificate(ctx context.Context, key crypto.Signer, pin string, resp *protocol.JoinResponse) (*x509.Certificate, error) {
 	leaf, err := checkJoinResponse(key, a.cfg.ClusterName, pin, resp, time.Now())
 	if err != nil {
 		return nil, &joinRefusedError{fmt.Errorf("the certificate the hub issued is not acceptable, nothing written: %w", err)}
 	}
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{{CAFile, resp.CACertificate}, {CertFile, resp.Certificate}} {
-		if err := writeFileAtomic(filepath.Join(a.cfg.CertDir, f.name), f.data); err != nil {
-			return nil, fmt.Errorf("save the joined certificate: %w", err)
-		}
+	if err := a.store.saveJoined(ctx, resp.CACertificate, resp.Certificate); err != nil {
+		return nil, fmt.Errorf("save the joined certificate: %w", err)
 	}
 	return leaf, nil
 }
@@ -314,34 +294,31 @@ func parseCertificates(data []byte) ([]*x509.Certificate, error) {
 	return certs, nil
 }
 
-// loadOrCreateKey returns the key in dir's tls.key, or makes an ECDSA P-256
-// key and writes it there first (creating dir, mode 0700, if missing).
-func loadOrCreateKey(dir string, log *slog.Logger) (crypto.Signer, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create the certificate directory: %w", err)
+// joinKey returns the key a previous join stored as tls.key, or makes an
+// ECDSA P-256 key and stores it first.
+func (a *Agent) joinKey(ctx context.Context, log *slog.Logger) (crypto.Signer, error) {
+	c, err := a.store.load(ctx)
+	if err != nil {
+		return nil, err
 	}
-	path := filepath.Join(dir, KeyFile)
-	keyPEM, err := os.ReadFile(path)
-	if err == nil {
-		key, err := parseKey(keyPEM)
+	if c.Key != nil {
+		key, err := parseKey(c.Key)
 		if err != nil {
-			return nil, fmt.Errorf("client key %s: %w (remove it to join with a new key)", path, err)
+			return nil, fmt.Errorf("client key %s: %w (remove it to join with a new key)", a.store.location(KeyFile), err)
 		}
-		log.Info("joining with the key a previous join left", "key", path)
+		log.Info("joining with the key a previous join left", "key", a.store.location(KeyFile))
 		return key, nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("read client key: %w", err)
 	}
 	key, err := pki.NewKey()
 	if err != nil {
 		return nil, err
 	}
-	if keyPEM, err = pki.EncodeKey(key); err != nil {
+	keyPEM, err := pki.EncodeKey(key)
+	if err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(path, keyPEM); err != nil {
-		return nil, fmt.Errorf("write client key: %w", err)
+	if err := a.store.saveKey(ctx, keyPEM); err != nil {
+		return nil, err
 	}
 	return key, nil
 }
@@ -383,41 +360,4 @@ func certificateRequest(key crypto.Signer, cluster string) ([]byte, error) {
 		return nil, fmt.Errorf("create the certificate request: %w", err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), nil
-}
-
-// writeFileAtomic writes data to path, mode 0600, through a temporary file
-// in the same directory and a rename: a crash leaves the old file or the
-// new one, never a part.
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(0o600); err == nil {
-		if _, err = f.Write(data); err == nil {
-			err = f.Sync()
-		}
-	}
-	if closeErr := f.Close(); err == nil {
-		err = closeErr
-	}
-	if err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	// Make the rename durable; not every file system can sync a directory.
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
 }

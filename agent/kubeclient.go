@@ -9,13 +9,19 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
+// kubeClients are the member cluster clients: a typed one, and a dynamic
+// one for the Works' objects of any kind.
+type kubeClients struct {
+	kube    kubernetes.Interface
+	dynamic dynamic.Interface
+}
+
 // newKubeClients builds the member cluster clients from cfg.Kubeconfig, or
-// from the in-cluster service account when it is empty: a typed one, and a
-// dynamic one for the Works' objects of any kind.
-func newKubeClients(cfg Config) (kubernetes.Interface, dynamic.Interface, error) {
+// from the in-cluster service account when it is empty.
+func newKubeClients(cfg Config) (kubeClients, error) {
 	rc, err := restConfig(cfg.Kubeconfig)
 	if err != nil {
-		return nil, nil, err
+		return kubeClients{}, err
 	}
 	rc.QPS, rc.Burst = cfg.KubeQPS, cfg.KubeBurst
 	rc.UserAgent = "flotilla-agent"
@@ -24,13 +30,13 @@ func newKubeClients(cfg Config) (kubernetes.Interface, dynamic.Interface, error)
 	}
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, nil, fmt.Errorf("member cluster client: %w", err)
+		return kubeClients{}, fmt.Errorf("member cluster client: %w", err)
 	}
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
-		return nil, nil, fmt.Errorf("member cluster dynamic client: %w", err)
+		return kubeClients{}, fmt.Errorf("member cluster dynamic client: %w", err)
 	}
-	return client, dyn, nil
+	return kubeClients{kube: client, dynamic: dyn}, nil
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

@@ -3,27 +3,14 @@ package agent
 import (
 	"context"
 	"crypto"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io/fs"
-	"log/slog"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/protocol"
-)
-
-// Files of a rotation in progress in Config.CertDir: the new key, written
-// before the request is sent, and the new certificate, written before both
-// are renamed over tls.key and tls.crt (key first).
-const (
-	NextKeyFile  = "tls.key.next"
-	NextCertFile = "tls.crt.next"
 )
 
 const (
@@ -61,9 +48,9 @@ func renewalDue(leaf *x509.Certificate) time.Time {
 }
 
 // currentLeaf is the certificate the agent connects with, nil if it does
-// not come from the certificate directory.
+// not come from a credential store.
 func (a *Agent) currentLeaf() *x509.Certificate {
-	if a.tls == nil || len(a.tls.Certificates) != 1 || a.cfg.CertDir == "" {
+	if a.tls == nil || len(a.tls.Certificates) != 1 || a.store == nil {
 		return nil
 	}
 	return a.tls.Certificates[0].Leaf
@@ -93,7 +80,7 @@ func (s *session) rotateLoop(ctx context.Context) error {
 			a.rotation.notBefore = time.Time{}
 			a.rotation.backoff.Reset()
 			s.log.Info("certificate renewed", "serial", renewed.SerialNumber.Text(16), "expires", renewed.NotAfter.UTC(),
-				"previousSerial", leaf.SerialNumber.Text(16), "certificate", filepath.Join(a.cfg.CertDir, CertFile))
+				"previousSerial", leaf.SerialNumber.Text(16), "certificate", a.store.location(CertFile))
 			return errRotated
 		}
 		if ctx.Err() != nil {
@@ -115,7 +102,6 @@ func (s *session) rotateLoop(ctx context.Context) error {
 // its certificate, checks it and installs both; then a.tls uses them.
 func (s *session) rotate(ctx context.Context, leaf *x509.Certificate) (*x509.Certificate, error) {
 	a := s.agent
-	dir := a.cfg.CertDir
 	key, err := pki.NewKey()
 	if err != nil {
 		return nil, err
@@ -124,8 +110,8 @@ func (s *session) rotate(ctx context.Context, leaf *x509.Certificate) (*x509.Cer
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, NextKeyFile), keyPEM); err != nil {
-		return nil, fmt.Errorf("write the new key: %w", err)
+	if err := a.store.saveNextKey(ctx, keyPEM); err != nil {
+		return nil, fmt.Errorf("store the new key: %w", err)
 	}
 	csr, err := certificateRequest(key, a.cfg.ClusterName)
 	if err != nil {
@@ -140,15 +126,13 @@ func (s *session) rotate(ctx context.Context, leaf *x509.Certificate) (*x509.Cer
 	if err != nil {
 		return nil, fmt.Errorf("the certificate the hub renewed is not acceptable, nothing replaced: %w", err)
 	}
-	if err := installRenewed(dir, resp.Certificate); err != nil {
+	if err := a.store.installRenewed(ctx, resp.Certificate); err != nil {
 		return nil, fmt.Errorf("install the renewed certificate: %w", err)
 	}
-	// Certificate validity is about the real world, not an injected clock.
-	tlsConf, err := loadTLSConfig(a.cfg, time.Now())
-	if err != nil {
+	// The next dial uses it; Run dials only once this session ended.
+	if err := a.loadCredentials(ctx); err != nil {
 		return nil, fmt.Errorf("load the renewed certificate: %w", err)
 	}
-	a.tls = tlsConf // the next dial uses it; Run dials only once this session ended
 	return renewed, nil
 }
 
@@ -212,76 +196,4 @@ func checkRenewed(key crypto.Signer, cluster string, roots *x509.CertPool, resp 
 		return nil, fmt.Errorf("the certificate is not a client certificate of the hub CA in %s: %w", CAFile, err)
 	}
 	return leaf, nil
-}
-
-// installRenewed writes certPEM as tls.crt.next, then renames tls.key.next
-// over tls.key and tls.crt.next over tls.crt. A crash between the renames
-// leaves a pair recoverRotation completes.
-func installRenewed(dir string, certPEM []byte) error {
-	if err := writeFileAtomic(filepath.Join(dir, NextCertFile), certPEM); err != nil {
-		return err
-	}
-	if err := os.Rename(filepath.Join(dir, NextKeyFile), filepath.Join(dir, KeyFile)); err != nil {
-		return err
-	}
-	if err := os.Rename(filepath.Join(dir, NextCertFile), filepath.Join(dir, CertFile)); err != nil {
-		return err
-	}
-	syncDir(dir)
-	return nil
-}
-
-// syncDir makes renames in dir durable; not every file system can sync a
-// directory.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-}
-
-// recoverRotation finishes a rotation a crash interrupted: it makes
-// tls.crt and tls.key the newest matching pair among tls.crt.next,
-// tls.crt, tls.key and tls.key.next. Nothing happens when no rotation was
-// under way.
-func recoverRotation(dir string, log *slog.Logger) error {
-	read := func(name string) []byte {
-		data, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			return nil
-		}
-		return data
-	}
-	cert, key, nextCert, nextKey := read(CertFile), read(KeyFile), read(NextCertFile), read(NextKeyFile)
-	if nextCert == nil && nextKey == nil {
-		return nil
-	}
-	matches := func(certPEM, keyPEM []byte) bool {
-		if certPEM == nil || keyPEM == nil {
-			return false
-		}
-		_, err := tls.X509KeyPair(certPEM, keyPEM)
-		return err == nil
-	}
-	var renames [][2]string
-	switch {
-	case matches(nextCert, key): // crashed between the renames
-		renames = [][2]string{{NextCertFile, CertFile}}
-	case matches(nextCert, nextKey): // crashed before the renames
-		renames = [][2]string{{NextKeyFile, KeyFile}, {NextCertFile, CertFile}}
-	case matches(cert, key): // no answer yet: keep the current pair
-		return nil
-	case matches(cert, nextKey):
-		renames = [][2]string{{NextKeyFile, KeyFile}}
-	default:
-		return nil // loading tls.crt and tls.key says what is wrong
-	}
-	for _, r := range renames {
-		if err := os.Rename(filepath.Join(dir, r[0]), filepath.Join(dir, r[1])); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("finish the interrupted certificate renewal: %w", err)
-		}
-	}
-	syncDir(dir)
-	log.Warn("finished a certificate renewal that was interrupted", "certDir", dir)
-	return nil
 }

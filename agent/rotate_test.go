@@ -304,7 +304,7 @@ func TestRecoverRotation(t *testing.T) {
 			for name, data := range tc.files {
 				writeFile(t, filepath.Join(dir, name), data)
 			}
-			if err := recoverRotation(dir, discard); err != nil {
+			if _, err := (dirStore{dir: dir, log: discard}).load(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(readFile(t, dir, CertFile), tc.want.CertPEM) || !bytes.Equal(readFile(t, dir, KeyFile), tc.want.KeyPEM) {

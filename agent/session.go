@@ -64,7 +64,10 @@ func (a *Agent) runSession(ctx context.Context) (welcomedAt time.Time, err error
 		st.Connected, st.HubID, st.ConnectedSince = true, welcome.HubID, welcomedAt
 	})
 	defer a.stats.update(func(st *Stats) { st.Connected = false })
-	return welcomedAt, s.serve(ctx, welcome)
+	a.cfg.metrics.sessionStarted()
+	err = s.serve(ctx, welcome)
+	a.cfg.metrics.sessionEnded(err)
+	return welcomedAt, err
 }
 
 // handshake opens the control stream, sends Hello and waits for Welcome.

@@ -5,41 +5,30 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/flotilla-io/flotilla/protocol"
 )
 
-// Files expected in Config.CertDir.
-const (
-	CAFile   = "ca.crt"  // PEM CA certificate(s) that signed the hub's certificate
-	CertFile = "tls.crt" // PEM client certificate, CommonName "cluster:<name>"
-	KeyFile  = "tls.key" // PEM private key of tls.crt
-)
-
-// loadTLSConfig reads the certificates in cfg.CertDir and returns the client
-// TLS configuration for dialing cfg.Hub. It checks that the client
+// tlsConfigFrom returns the client TLS configuration for dialing cfg.Hub
+// with the credentials c, read from store. It checks that the client
 // certificate names cfg.ClusterName and is valid at now, so that a wrong
 // certificate fails at startup with a clear message instead of as a TLS
 // alert from the hub.
-func loadTLSConfig(cfg Config, now time.Time) (*tls.Config, error) {
-	caPath := filepath.Join(cfg.CertDir, CAFile)
-	caPEM, err := os.ReadFile(caPath)
-	if err != nil {
-		return nil, fmt.Errorf("read hub CA: %w", err)
+func tlsConfigFrom(cfg Config, store credentialStore, c credentials, now time.Time) (*tls.Config, error) {
+	if c.CA == nil {
+		return nil, fmt.Errorf("read hub CA: %w", store.absent(CAFile))
 	}
 	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("hub CA %s: no PEM certificate found", caPath)
+	if !roots.AppendCertsFromPEM(c.CA) {
+		return nil, fmt.Errorf("hub CA %s: no PEM certificate found", store.location(CAFile))
 	}
-	cert, err := loadClientCert(cfg.CertDir)
+	cert, err := clientCert(store, c)
 	if err != nil {
 		return nil, err
 	}
 	if err := checkClientCert(cert.Leaf, cfg.ClusterName, now); err != nil {
-		return nil, fmt.Errorf("client certificate %s: %w", filepath.Join(cfg.CertDir, CertFile), err)
+		return nil, fmt.Errorf("client certificate %s: %w", store.location(CertFile), err)
 	}
 	host, _, err := net.SplitHostPort(cfg.Hub)
 	if err != nil {
@@ -48,24 +37,21 @@ func loadTLSConfig(cfg Config, now time.Time) (*tls.Config, error) {
 	return protocol.ClientTLSConfig(cert, roots, host), nil
 }
 
-// loadClientCert reads tls.crt and tls.key, naming the file in every error.
-func loadClientCert(dir string) (tls.Certificate, error) {
-	certPath, keyPath := filepath.Join(dir, CertFile), filepath.Join(dir, KeyFile)
-	certPEM, err := os.ReadFile(certPath)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("read client certificate: %w", err)
+// clientCert parses tls.crt and tls.key, naming the item in every error.
+func clientCert(store credentialStore, c credentials) (tls.Certificate, error) {
+	if c.Cert == nil {
+		return tls.Certificate{}, fmt.Errorf("read client certificate: %w", store.absent(CertFile))
 	}
-	keyPEM, err := os.ReadFile(keyPath)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("read client key: %w", err)
+	if c.Key == nil {
+		return tls.Certificate{}, fmt.Errorf("read client key: %w", store.absent(KeyFile))
 	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	cert, err := tls.X509KeyPair(c.Cert, c.Key)
 	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("client certificate %s with key %s: %w", certPath, keyPath, err)
+		return tls.Certificate{}, fmt.Errorf("client certificate %s with key %s: %w", store.location(CertFile), store.location(KeyFile), err)
 	}
 	if cert.Leaf == nil { // X509KeyPair fills Leaf unless GODEBUG x509keypairleaf=0
 		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
-			return tls.Certificate{}, fmt.Errorf("client certificate %s: %w", certPath, err)
+			return tls.Certificate{}, fmt.Errorf("client certificate %s: %w", store.location(CertFile), err)
 		}
 	}
 	return cert, nil

@@ -53,6 +53,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Clock times fencing; nil means the real clock.
 	Clock clock.Clock
+	// ObserveApply, if set, is told how long each apply attempt that ran
+	// to its end took and whether it applied the generation (for metrics).
+	ObserveApply func(took time.Duration, applied bool)
 }
 
 func (cfg Config) withDefaults() Config {

@@ -81,7 +81,11 @@ func (e *Engine) processNext() bool {
 		stopped, err := e.fence(op)
 		e.settleFence(op, stopped, err)
 	case op.upsert != nil:
-		e.settleApply(op, e.apply(op))
+		res := e.apply(op)
+		if observe := e.cfg.ObserveApply; observe != nil && op.ctx.Err() == nil {
+			observe(res.took, res.answer.Applied)
+		}
+		e.settleApply(op, res)
 	default:
 		e.settleDelete(op, e.deleteWork(op))
 	}

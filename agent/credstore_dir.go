@@ -1,0 +1,161 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// dirStore keeps the credentials as files, mode 0600, in a directory
+// (mode 0700, created when the first item is written). Each file is
+// replaced atomically; a renewal is installed by renames in an order that
+// settleRotation can finish after a crash.
+type dirStore struct {
+	dir string
+	log *slog.Logger
+}
+
+func (s dirStore) location(item string) string { return filepath.Join(s.dir, item) }
+
+func (s dirStore) absent(item string) error {
+	return &fs.PathError{Op: "open", Path: s.location(item), Err: syscall.ENOENT}
+}
+
+func (s dirStore) load(context.Context) (credentials, error) {
+	var c credentials
+	for _, it := range c.items() {
+		data, err := os.ReadFile(s.location(it.name))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return credentials{}, fmt.Errorf("read %s: %w", it.name, err)
+		default:
+			*it.data = data
+		}
+	}
+	settled, changed := settleRotation(c)
+	if !changed {
+		return c, nil
+	}
+	if err := s.persist(c, settled); err != nil {
+		return credentials{}, fmt.Errorf("finish the interrupted certificate renewal: %w", err)
+	}
+	s.log.Warn("finished a certificate renewal that was interrupted", "certDir", s.dir)
+	return settled, nil
+}
+
+// persist turns the files from old into next: tls.key, then tls.crt, then
+// the rotation files go. Each step leaves files settleRotation finishes.
+func (s dirStore) persist(old, next credentials) error {
+	type change struct {
+		name      string
+		old, next []byte
+	}
+	for _, c := range []change{{KeyFile, old.Key, next.Key}, {CertFile, old.Cert, next.Cert}} {
+		if !bytes.Equal(c.old, c.next) {
+			if err := writeFileAtomic(s.location(c.name), c.next); err != nil {
+				return err
+			}
+		}
+	}
+	for _, c := range []change{{NextKeyFile, old.NextKey, next.NextKey}, {NextCertFile, old.NextCert, next.NextCert}} {
+		if c.old != nil && c.next == nil {
+			if err := os.Remove(s.location(c.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	syncDir(s.dir)
+	return nil
+}
+
+func (s dirStore) saveKey(_ context.Context, keyPEM []byte) error {
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return fmt.Errorf("create the certificate directory: %w", err)
+	}
+	if err := writeFileAtomic(s.location(KeyFile), keyPEM); err != nil {
+		return fmt.Errorf("write client key: %w", err)
+	}
+	return nil
+}
+
+func (s dirStore) saveJoined(_ context.Context, caPEM, certPEM []byte) error {
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{CAFile, caPEM}, {CertFile, certPEM}} {
+		if err := writeFileAtomic(s.location(f.name), f.data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s dirStore) saveNextKey(_ context.Context, keyPEM []byte) error {
+	return writeFileAtomic(s.location(NextKeyFile), keyPEM)
+}
+
+// installRenewed writes certPEM as tls.crt.next, then renames tls.key.next
+// over tls.key and tls.crt.next over tls.crt. A crash between the renames
+// leaves files settleRotation finishes.
+func (s dirStore) installRenewed(_ context.Context, certPEM []byte) error {
+	if err := writeFileAtomic(s.location(NextCertFile), certPEM); err != nil {
+		return err
+	}
+	if err := os.Rename(s.location(NextKeyFile), s.location(KeyFile)); err != nil {
+		return err
+	}
+	if err := os.Rename(s.location(NextCertFile), s.location(CertFile)); err != nil {
+		return err
+	}
+	syncDir(s.dir)
+	return nil
+}
+
+// writeFileAtomic writes data to path, mode 0600, through a temporary file
+// in the same directory and a rename: a crash leaves the old file or the
+// new one, never a part.
+func writeFileAtomic(path string, data []byte) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			os.Remove(tmp)
+		}
+	}()
+	if err = f.Chmod(0o600); err == nil {
+		if _, err = f.Write(data); err == nil {
+			err = f.Sync()
+		}
+	}
+	if closeErr := f.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		return err
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return err
+	}
+	syncDir(dir)
+	return nil
+}
+
+// syncDir makes renames in dir durable; not every file system can sync a
+// directory.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+}
