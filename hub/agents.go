@@ -37,13 +37,19 @@ type agentServer struct {
 
 	mu       sync.Mutex
 	sessions map[*agentSession]struct{}
+	// greeting serialises the hand-over between sessions of one cluster,
+	// so the registry always records the session that stays.
+	greeting keyedMutex
 	rejected atomic.Int64 // connections refused: identity, hello or frames
+	replaced atomic.Int64 // sessions ended by a newer one of their cluster
+	limits   sessionLimits
 }
 
 // agentSession is one live agent connection.
 type agentSession struct {
 	id      string
 	cluster string
+	remote  string
 	serial  *big.Int // of the client certificate
 	conn    *quic.Conn
 	writeMu sync.Mutex // serialises writes on the control stream
@@ -53,10 +59,15 @@ type agentSession struct {
 	workStreamOpened   atomic.Bool
 	// renewing: a certificate renewal is in flight (one at a time).
 	renewing atomic.Bool
+	limits   sessionLimiters
+	// lastStamp is the hub time of the last renewal stamped, for the
+	// acknowledgement of renewals beyond the session's rate.
+	lastStamp time.Time
 }
 
 func newAgentServer(registry *Registry, d *dispatch.Dispatcher, joins *join.Controller, hubID string, clk clock.PassiveClock, logger *slog.Logger) *agentServer {
-	return &agentServer{registry: registry, dispatch: d, joins: joins, hubID: hubID, clock: clk, logger: logger, sessions: map[*agentSession]struct{}{}}
+	return &agentServer{registry: registry, dispatch: d, joins: joins, hubID: hubID, clock: clk, logger: logger, sessions: map[*agentSession]struct{}{},
+		limits: defaultSessionLimits()}
 }
 
 // serve accepts connections until ctx ends, then says goodbye to every
@@ -162,14 +173,7 @@ func (s *agentServer) handle(ctx context.Context, conn *quic.Conn) {
 	if err != nil {
 		return // greet rejected the connection and logged why
 	}
-	s.mu.Lock()
-	s.sessions[sess] = struct{}{}
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.sessions, sess)
-		s.mu.Unlock()
-	}()
+	defer s.release(sess)
 	// When the hub shuts down, even mid-greeting, the agent hears it.
 	stopGoAway := context.AfterFunc(ctx, func() { sess.goAway("hub shutting down") })
 	defer stopGoAway()
@@ -207,7 +211,7 @@ func (s *agentServer) greet(ctx context.Context, conn *quic.Conn, cluster string
 		s.reject(conn, stream, remote, protocol.CloseProtocolError, protocol.CodeBadMessage, err)
 		return nil, nil, err
 	}
-	reader := protocol.NewReader(stream, protocol.DefaultMaxFrameSize)
+	reader := protocol.NewAgentReader(stream)
 	hello, err := readHello(reader, cluster)
 	if err != nil {
 		code := protocol.CodeBadMessage
@@ -220,10 +224,19 @@ func (s *agentServer) greet(ctx context.Context, conn *quic.Conn, cluster string
 	}
 	_ = stream.SetReadDeadline(time.Time{})
 
-	sess := &agentSession{id: fmt.Sprintf("%s/%d", s.hubID, s.nextID.Add(1)), cluster: cluster, serial: serial, conn: conn, control: stream}
-	if err := s.registry.Connect(ctx, hello, sess.id, remote); err != nil {
+	sess := &agentSession{id: fmt.Sprintf("%s/%d", s.hubID, s.nextID.Add(1)), cluster: cluster, remote: remote, serial: serial, conn: conn, control: stream,
+		limits: s.limits.forSession()}
+	unlock := s.greeting.lock(cluster)
+	older := s.claim(sess)
+	err = s.registry.Connect(ctx, hello, sess.id, remote)
+	unlock()
+	if err != nil {
+		s.release(sess)
 		s.reject(conn, stream, remote, protocol.CloseGoingAway, protocol.CodeBadMessage, fmt.Errorf("hub cannot register the cluster now: %w", err))
 		return nil, nil, err
+	}
+	for _, old := range older {
+		s.replace(old, sess)
 	}
 	leaseSeconds := grantedLeaseSeconds(hello.LeaseDurationSeconds, s.registry.cfg.Health)
 	welcome := &protocol.Welcome{
@@ -304,7 +317,7 @@ func (s *agentServer) controlLoop(sess *agentSession, reader *protocol.Reader, r
 		}
 		switch m := msg.(type) {
 		case *protocol.LeaseRenew:
-			hubTime, err := s.registry.Renew(sess.cluster, remote, m.AgentTime)
+			hubTime, err := s.renewLease(sess, remote, m)
 			if err != nil {
 				s.reject(sess.conn, sess.control, remote, protocol.CloseProtocolError, protocol.CodeBadMessage, err)
 				return err.Error()
@@ -324,6 +337,21 @@ func (s *agentServer) controlLoop(sess *agentSession, reader *protocol.Reader, r
 			return err.Error()
 		}
 	}
+}
+
+// renewLease stamps a renewal, unless the session renews faster than its
+// rate: then the renewal is acknowledged with the last stamp (a moment
+// ago) and counted, and the registry does no work for it.
+func (s *agentServer) renewLease(sess *agentSession, remote string, m *protocol.LeaseRenew) (time.Time, error) {
+	if !sess.lastStamp.IsZero() && !sess.limits.renewals.Allow() {
+		s.limits.limitedRenewals.Add(1)
+		return sess.lastStamp, nil
+	}
+	hubTime, err := s.registry.Renew(sess.cluster, remote, m.AgentTime)
+	if err == nil {
+		sess.lastStamp = hubTime
+	}
+	return hubTime, err
 }
 
 // endOnReadError closes the connection after a failed read: politely for a
@@ -385,7 +413,12 @@ func (s *agentServer) serveStream(ctx context.Context, sess *agentSession, strea
 		s.serveWorkStream(ctx, sess, stream)
 		return
 	}
-	reader := protocol.NewReader(stream, protocol.DefaultMaxFrameSize)
+	reports := newLatestReport()
+	applyCtx, stopApplying := context.WithCancel(ctx)
+	applied := make(chan struct{})
+	go func() { defer close(applied); s.applyReports(applyCtx, sess, reports) }()
+	defer func() { stopApplying(); <-applied }()
+	reader := protocol.NewAgentReader(stream)
 	for {
 		msg, err := reader.ReadMessage()
 		if err != nil {
@@ -399,8 +432,8 @@ func (s *agentServer) serveStream(ctx context.Context, sess *agentSession, strea
 			s.reject(sess.conn, sess.control, remote, protocol.CloseProtocolError, protocol.CodeBadMessage, fmt.Errorf("unexpected %v on the status stream", msg.Type()))
 			return
 		}
-		if err := s.registry.Status(sess.cluster, report); err != nil {
-			s.logger.Warn("cluster status rejected", "cluster", sess.cluster, "err", err)
+		if reports.put(report) {
+			s.limits.coalescedReports.Add(1)
 		}
 	}
 }

@@ -22,7 +22,7 @@ const renewRequestTimeout = 10 * time.Second
 func (s *agentServer) serveRenew(ctx context.Context, sess *agentSession, stream *quic.Stream) {
 	remote := sess.conn.RemoteAddr().String()
 	_ = stream.SetReadDeadline(time.Now().Add(renewRequestTimeout)) // the network's clock
-	m, err := protocol.NewReader(stream, protocol.MaxRenewFrame).ReadMessage()
+	m, err := protocol.NewAgentReader(stream).ReadMessage()
 	if err != nil {
 		if !errors.Is(err, io.EOF) && sess.conn.Context().Err() == nil {
 			s.endOnReadError(sess, remote, err)

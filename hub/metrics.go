@@ -30,6 +30,12 @@ func (a *httpServer) metricsHandler() http.Handler {
 	counter("flotilla_work_deletes_sent_total", "Work deletions sent to agents.", func() float64 { return float64(a.agents.dispatch.Counts().Deletes) })
 	counter("flotilla_evictions_total", "Bindings evicted from a cluster (taint manager and application failover).", func() float64 { return float64(a.failover.Stats().Evictions) })
 	counter("flotilla_eviction_tasks_ended_total", "Graceful eviction tasks ended by the hub.", func() float64 { return float64(a.failover.Stats().TasksEnded) })
+	counter("flotilla_sessions_replaced_total", "Agent sessions ended by a newer session of their cluster (one session per cluster).", func() float64 { return float64(a.agents.replaced.Load()) })
+	counter("flotilla_lease_renewals_limited_total", "Lease renewals beyond a session's rate: acknowledged, not stamped again.", func() float64 { return float64(a.agents.limits.limitedRenewals.Load()) })
+	counter("flotilla_status_reports_coalesced_total", "Cluster status reports replaced by a newer one before they were applied (beyond a session's rate).", func() float64 { return float64(a.agents.limits.coalescedReports.Load()) })
+	counter("flotilla_work_reports_coalesced_total", "Work status reports replaced by a newer one of the same Work before they were written.", func() float64 { return float64(a.agents.dispatch.Limits().Coalesced) })
+	counter("flotilla_work_reports_truncated_total", "Work status reports stored in part (too many manifests or bytes).", func() float64 { return float64(a.agents.dispatch.Limits().Truncated) })
+	counter("flotilla_events_suppressed_total", "Events about clusters left out beyond the bound per cluster and reason.", func() float64 { return float64(a.registry.stats.eventsSuppressed.Load()) })
 	gauge("flotilla_connected_agents", "Agents connected to this hub.", func() float64 {
 		a.agents.mu.Lock()
 		defer a.agents.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -71,6 +72,8 @@ type Registry struct {
 	stats   registryCounters // read by the stats endpoint and the load tool
 	// clusterWrites counts Cluster writes since the last lease flush.
 	clusterWrites atomic.Int64
+	// eventLimits bound the events per cluster and reason.
+	eventLimits map[eventKey]*rate.Limiter
 }
 
 // RegistryConfig tunes the registry.
@@ -96,6 +99,7 @@ type registryCounters struct {
 	renewals, statusReports     atomic.Int64
 	storeWrites, storeConflicts atomic.Int64
 	transitions, eventsRecorded atomic.Int64
+	eventsSuppressed            atomic.Int64 // beyond the per-reason bound
 }
 
 // entry is one cluster's in-memory state.
@@ -106,6 +110,9 @@ type entry struct {
 	state health.State
 	// session identifies the connection currently serving the cluster.
 	session string
+	// clockBackSince is when the agent's clock came back within the
+	// tolerated skew while ClockSynced is False (zero otherwise).
+	clockBackSince time.Time
 }
 
 // updateOp is work for the writer goroutine.
@@ -141,6 +148,7 @@ func NewRegistry(ctx context.Context, api RegistryAPI, cfg RegistryConfig, clk c
 		dirtyLeas:    map[string]bool{},
 		urgentLeases: map[string]bool{},
 		leaseWritten: map[string]time.Time{},
+		eventLimits:  map[eventKey]*rate.Limiter{},
 		wake:         make(chan struct{}, 1),
 		flushSoon:    make(chan struct{}, 1),
 		updates:      make(chan updateOp),
@@ -327,7 +335,10 @@ func taintsString(taints []corev1.Taint) string {
 
 // recordLocked records an event about a cluster (the recorder writes it
 // asynchronously).
-func (r *Registry) recordLocked(c *v1alpha1.Cluster, eventType, reason, message string, _ time.Time) {
+func (r *Registry) recordLocked(c *v1alpha1.Cluster, eventType, reason, message string, now time.Time) {
+	if !r.allowEventLocked(c.Name, reason, now) {
+		return
+	}
 	ref := corev1.ObjectReference{APIVersion: v1alpha1.APIVersion, Kind: v1alpha1.KindCluster, Name: c.Name, UID: c.UID}
 	r.recorder.Event(ref, eventType, reason, message)
 	r.stats.eventsRecorded.Add(1)

@@ -100,8 +100,15 @@ func (r *Registry) Renew(cluster, holder string, agentTime time.Time) (time.Time
 	return now, nil
 }
 
+// clockSyncedHold is how long an agent's clock must stay within the
+// tolerated skew before ClockSynced goes back to True: a clock that flaps
+// around the bound makes one transition, not one per renewal.
+const clockSyncedHold = time.Minute
+
 // observeSkewLocked keeps ClockSynced and status.agent.clockSkew current.
 // The skew is kept to whole seconds so that jitter does not cause writes.
+// ClockSynced goes False at the first skewed renewal and True again only
+// once the clock has stayed within bounds for clockSyncedHold.
 func (r *Registry) observeSkewLocked(cluster string, e *entry, skew time.Duration, now time.Time) {
 	rounded := skew.Round(time.Second)
 	status, reason, message := metav1.ConditionTrue, v1alpha1.ReasonClockSynced, "agent clock is within "+r.cfg.MaxClockSkew.String()+" of the hub's"
@@ -113,10 +120,21 @@ func (r *Registry) observeSkewLocked(cluster string, e *entry, skew time.Duratio
 		status, reason = metav1.ConditionFalse, v1alpha1.ReasonClockSkewed
 		message = fmt.Sprintf("agent clock is %v %s the hub's (tolerated: %v); lease times use the hub's clock", skew.Abs().Round(100*time.Millisecond), direction, r.cfg.MaxClockSkew)
 	}
-	cond := metav1.Condition{Type: v1alpha1.ClusterConditionClockSynced, Status: status, Reason: reason, Message: message, LastTransitionTime: metav1.NewTime(now)}
 	prev := meta.FindStatusCondition(e.obj.Status.Conditions, v1alpha1.ClusterConditionClockSynced)
+	switch {
+	case status == metav1.ConditionFalse:
+		e.clockBackSince = time.Time{}
+	case prev == nil || prev.Status != metav1.ConditionFalse:
+	case e.clockBackSince.IsZero():
+		e.clockBackSince = now
+		status = metav1.ConditionFalse // not yet: it may flap back
+	case now.Sub(e.clockBackSince) < clockSyncedHold:
+		status = metav1.ConditionFalse
+	default:
+		e.clockBackSince = time.Time{}
+	}
 	if prev == nil || prev.Status != status {
-		meta.SetStatusCondition(&e.obj.Status.Conditions, cond)
+		meta.SetStatusCondition(&e.obj.Status.Conditions, metav1.Condition{Type: v1alpha1.ClusterConditionClockSynced, Status: status, Reason: reason, Message: message, LastTransitionTime: metav1.NewTime(now)})
 		r.dirty[cluster] = true
 		if status == metav1.ConditionFalse {
 			r.recordLocked(e.obj, corev1.EventTypeWarning, reason, message, now)

@@ -74,6 +74,7 @@ func (r *Registry) Forget(name string) {
 	delete(r.dirtyLeas, name)
 	delete(r.leaseWritten, name)
 	r.deadlines.Remove(name)
+	r.forgetEventsLocked(name)
 	r.logger.Info("cluster deleted through the API", "cluster", name)
 }
 

@@ -87,6 +87,8 @@ type Reader struct {
 	maxFrameSize uint32
 	length       [lengthSize]byte
 	buf          []byte
+	// typeLimit, if set, bounds each message kind (NewAgentReader).
+	typeLimit func(MessageType) int
 }
 
 // NewReader returns a Reader that rejects frames larger than maxFrameSize.
@@ -134,14 +136,36 @@ func (r *Reader) readFrame() ([]byte, error) {
 	if size > r.maxFrameSize {
 		return nil, fmt.Errorf("read frame: %w: %d bytes exceeds the limit of %d bytes", ErrFrameTooLarge, size, r.maxFrameSize)
 	}
-	body := r.buffer(int(size))
-	if _, err := io.ReadFull(r.r, body); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF // the length promised more bytes
+	var typ [1]byte
+	if r.typeLimit != nil {
+		// The type byte first, before allocating: its kind's limit may
+		// be far below the frame limit.
+		if _, err := io.ReadFull(r.r, typ[:]); err != nil {
+			return nil, fmt.Errorf("read %d-byte frame: %w", size, unexpectedEOF(err))
 		}
-		return nil, fmt.Errorf("read %d-byte frame: %w", size, err)
+		if err := r.checkTypeLimit(MessageType(typ[0]), size); err != nil {
+			return nil, err
+		}
+	}
+	body := r.buffer(int(size))
+	rest := body
+	if r.typeLimit != nil {
+		body[0] = typ[0]
+		rest = body[1:]
+	}
+	if _, err := io.ReadFull(r.r, rest); err != nil {
+		return nil, fmt.Errorf("read %d-byte frame: %w", size, unexpectedEOF(err))
 	}
 	return body, nil
+}
+
+// unexpectedEOF turns io.EOF inside a frame into io.ErrUnexpectedEOF: the
+// length promised more bytes.
+func unexpectedEOF(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // buffer returns a slice of n bytes, reusing the Reader's buffer when it is

@@ -41,22 +41,28 @@ func FuzzReadMessage(f *testing.F) {
 	}
 
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r := NewReader(bytes.NewReader(data), 64<<10)
-		for {
-			m, err := r.ReadMessage()
-			switch {
-			case err == nil:
-				checkReencode(t, m)
-			case errors.Is(err, ErrUnknownMessageType), errors.Is(err, ErrBadPayload), errors.Is(err, ErrInvalidMessage):
-				// The frame was consumed; the next one can still be read.
-			case err == io.EOF, errors.Is(err, io.ErrUnexpectedEOF),
-				errors.Is(err, ErrEmptyFrame), errors.Is(err, ErrFrameTooLarge):
-				return
-			default:
-				t.Fatalf("ReadMessage returned an error of no documented kind: %v", err)
-			}
-		}
+		readAll(t, NewReader(bytes.NewReader(data), 64<<10))
+		readAll(t, NewAgentReader(bytes.NewReader(data)))
 	})
+}
+
+// readAll reads r to its end, checking every message and error.
+func readAll(t *testing.T, r *Reader) {
+	t.Helper()
+	for {
+		m, err := r.ReadMessage()
+		switch {
+		case err == nil:
+			checkReencode(t, m)
+		case errors.Is(err, ErrUnknownMessageType), errors.Is(err, ErrBadPayload), errors.Is(err, ErrInvalidMessage):
+			// The frame was consumed; the next one can still be read.
+		case err == io.EOF, errors.Is(err, io.ErrUnexpectedEOF),
+			errors.Is(err, ErrEmptyFrame), errors.Is(err, ErrFrameTooLarge):
+			return
+		default:
+			t.Fatalf("ReadMessage returned an error of no documented kind: %v", err)
+		}
+	}
 }
 
 // checkReencode asserts that a message accepted from the wire survives being

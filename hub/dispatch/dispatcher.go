@@ -43,6 +43,7 @@ type Dispatcher struct {
 	sessions map[string]*session // by cluster: the newest session
 
 	upserts, deletes atomic.Int64
+	limits           limitCounters
 }
 
 // Counts are what the dispatcher has sent since the hub started.

@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
@@ -26,7 +25,7 @@ func (s *session) record(ctx context.Context, m protocol.Message) {
 			if m.Generation != w.Status.ObservedGeneration {
 				return false // the agent will report the newer generation
 			}
-			return setManifests(w, m.Manifests)
+			return s.setManifests(w, m.Manifests)
 		})
 	case *protocol.WorkDeleted:
 		s.recordDeleted(ctx, m.Name)
@@ -64,7 +63,7 @@ func (s *session) recordApplied(ctx context.Context, m *protocol.WorkApplied, fr
 				Message: "the agent applied the Work again after it reconnected: its workloads run as the Work says"}) || changed
 			restored = w
 		}
-		return setManifests(w, m.Manifests) || changed
+		return s.setManifests(w, m.Manifests) || changed
 	})
 	if restored != nil {
 		s.d.recorder.Event(workRef(restored), corev1.EventTypeNormal, "FencingLifted",
@@ -98,24 +97,20 @@ func workRef(w *v1alpha1.Work) corev1.ObjectReference {
 	return corev1.ObjectReference{APIVersion: v1alpha1.APIVersion, Kind: v1alpha1.KindWork, Namespace: w.Namespace, Name: w.Name, UID: w.UID}
 }
 
-// setManifests replaces the manifest statuses if the report has any.
-func setManifests(w *v1alpha1.Work, results []protocol.ManifestResult) bool {
+// setManifests replaces the manifest statuses if the report has any,
+// bounded by boundedStatuses.
+func (s *session) setManifests(w *v1alpha1.Work, results []protocol.ManifestResult) bool {
 	if len(results) == 0 {
 		return false
 	}
-	statuses := make([]v1alpha1.ManifestStatus, len(results))
-	for i, r := range results {
-		statuses[i] = v1alpha1.ManifestStatus{
-			Identifier: v1alpha1.ResourceIdentifier{Ordinal: r.Ordinal, Group: r.Group, Version: r.Version, Kind: r.Kind,
-				Resource: r.Resource, Namespace: r.Namespace, Name: r.Name},
-			Health: r.Health, Message: r.Message,
-		}
-		if len(r.Status) > 0 {
-			statuses[i].Status = &runtime.RawExtension{Raw: r.Status}
-		}
+	statuses, summary := boundedStatuses(results)
+	changed := setTruncated(w, summary)
+	if summary != "" && changed {
+		s.d.limits.truncated.Add(1)
+		s.logger.Warn("Work status stored in part", "work", w.Name, "reported", len(results), "stored", len(statuses), "why", summary)
 	}
 	if equality.Semantic.DeepEqual(w.Status.ManifestStatuses, statuses) {
-		return false
+		return changed
 	}
 	w.Status.ManifestStatuses = statuses
 	return true
@@ -127,6 +122,7 @@ func setManifests(w *v1alpha1.Work, results []protocol.ManifestResult) bool {
 func (s *session) recordDeleted(ctx context.Context, name string) {
 	delete(s.sent, name)
 	delete(s.written, name)
+	delete(s.answered, name)
 	works := s.d.clients.Flotilla.FlotillaV1alpha1().Works(s.namespace)
 	w, err := works.Get(ctx, name, metav1.GetOptions{})
 	switch {

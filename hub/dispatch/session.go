@@ -57,6 +57,15 @@ type session struct {
 	// informer has caught up: the next report about a Work builds on the
 	// status just written, not on an older one.
 	written map[string]*v1alpha1.Work
+	// answered is the generation of each Work whose WorkApplied answer
+	// was recorded: answers to what the hub sent are written at once,
+	// anything else the agent reports is queued and paced.
+	answered map[string]int64
+	// queued holds the newest report per Work not yet written; limit
+	// paces their writes and retry fires when it allows the next.
+	queued map[string]protocol.Message
+	limit  statusLimiter
+	retry  *time.Timer
 }
 
 func (s *session) notify(name string) {
@@ -72,8 +81,14 @@ func (s *session) notify(name string) {
 // Serve runs the work stream of one session until it fails or ctx ends.
 func (d *Dispatcher) Serve(ctx context.Context, cluster string, stream Stream) error {
 	s := &session{d: d, cluster: cluster, namespace: v1alpha1.ExecutionNamespace(cluster), stream: stream, logger: d.logger.With("cluster", cluster),
-		pending: map[string]bool{}, wake: make(chan struct{}, 1), sent: map[string]int64{}, fenced: map[string]bool{}, written: map[string]*v1alpha1.Work{}}
-	reader := protocol.NewReader(stream, protocol.MaxWorkFrameSize)
+		pending: map[string]bool{}, wake: make(chan struct{}, 1), sent: map[string]int64{}, fenced: map[string]bool{}, written: map[string]*v1alpha1.Work{},
+		answered: map[string]int64{}, queued: map[string]protocol.Message{}, limit: newStatusLimiter()}
+	reader := protocol.NewAgentReader(stream) // large frames go only to the agent
+	defer func() {
+		if s.retry != nil {
+			s.retry.Stop()
+		}
+	}()
 	_ = stream.SetReadDeadline(time.Now().Add(inventoryTimeout))
 	first, err := reader.ReadMessage()
 	if err != nil {
@@ -110,18 +125,84 @@ func (d *Dispatcher) Serve(ctx context.Context, cluster string, stream Stream) e
 		return err
 	}
 	for {
+		var retry <-chan time.Time
+		if s.retry != nil {
+			retry = s.retry.C
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case err := <-readErr:
 			return err
 		case m := <-incoming:
-			s.record(ctx, m)
+			s.receive(ctx, m)
+		case <-retry:
+			s.retry = nil
+			s.writeQueued(ctx)
 		case <-s.wake:
 			if err := s.sendPending(ctx); err != nil {
 				return err
 			}
 		}
+	}
+}
+
+// receive records an answer to what the hub sent at once, and queues any
+// other report.
+func (s *session) receive(ctx context.Context, m protocol.Message) {
+	switch m := m.(type) {
+	case *protocol.WorkApplied:
+		if s.sent[m.Name] == m.Generation && s.answered[m.Name] != m.Generation {
+			s.answered[m.Name] = m.Generation
+			s.record(ctx, m)
+			return
+		}
+		s.queue(ctx, m.Name, m)
+	case *protocol.WorkStatus:
+		s.queue(ctx, m.Name, m)
+	case *protocol.WorkDeleted:
+		if _, held := s.sent[m.Name]; !held {
+			return // nothing the hub asked to delete, or already recorded
+		}
+		s.record(ctx, m)
+	default:
+		s.record(ctx, m)
+	}
+}
+
+// queue keeps m as the newest report about a Work of this cluster (others
+// are ignored) and writes what the pace allows.
+func (s *session) queue(ctx context.Context, name string, m protocol.Message) {
+	if s.d.works.Get(s.namespace+"/"+name) == nil {
+		return // no such Work: nothing to store it on
+	}
+	if _, ok := s.queued[name]; ok {
+		s.d.limits.coalesced.Add(1)
+	}
+	s.queued[name] = m
+	s.writeQueued(ctx)
+}
+
+// writeQueued writes queued reports while the session's pace allows, and
+// arms retry for the rest.
+func (s *session) writeQueued(ctx context.Context) {
+	for name, m := range s.queued {
+		var results []protocol.ManifestResult
+		switch m := m.(type) {
+		case *protocol.WorkApplied:
+			results = m.Manifests
+		case *protocol.WorkStatus:
+			results = m.Manifests
+		}
+		ok, delay := s.limit.allow(time.Now(), reportSize(results))
+		if !ok {
+			if s.retry == nil {
+				s.retry = time.NewTimer(delay)
+			}
+			return
+		}
+		delete(s.queued, name)
+		s.record(ctx, m)
 	}
 }
 

@@ -72,6 +72,7 @@ type fixture struct {
 	cluster string
 	works   flotillav1alpha1.WorkInterface
 	agent   *agentEnd
+	d       *Dispatcher
 }
 
 // manifest is a ConfigMap whose content tells generations apart.
@@ -126,7 +127,7 @@ func startSession(t *testing.T, works []workSpec, inventory []protocol.WorkRef) 
 			<-done
 		}
 	})
-	f.agent = a
+	f.agent, f.d = a, d
 	a.send(&protocol.WorkInventory{Works: inventory})
 	return f
 }

@@ -1,0 +1,61 @@
+package hub
+
+import (
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/flotilla-io/flotilla/protocol"
+)
+
+// TestClaimReplacesOlderSessions: a new session of a cluster replaces
+// every other session of that cluster, and no session of another.
+func TestClaimReplacesOlderSessions(t *testing.T) {
+	s := &agentServer{sessions: map[*agentSession]struct{}{}}
+	a1 := &agentSession{id: "1", cluster: "a"}
+	b1 := &agentSession{id: "2", cluster: "b"}
+	a2 := &agentSession{id: "3", cluster: "a"}
+	tests := []struct {
+		sess *agentSession
+		want []string
+	}{{a1, nil}, {b1, nil}, {a2, []string{"1"}}}
+	for _, tt := range tests {
+		var got []string
+		for _, old := range s.claim(tt.sess) {
+			got = append(got, old.id)
+			s.release(old)
+		}
+		if len(got) != len(tt.want) || (len(got) > 0 && got[0] != tt.want[0]) {
+			t.Errorf("claim(%s) replaced %v, want %v", tt.sess.id, got, tt.want)
+		}
+	}
+	if n := s.sessionCount(); n != 2 {
+		t.Errorf("%d sessions live, want one per cluster", n)
+	}
+}
+
+// TestRenewalsBeyondTheRateAreNotStamped renews 200 times at once: the
+// burst is stamped, the rest acknowledged with the last stamp and counted.
+func TestRenewalsBeyondTheRateAreNotStamped(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
+	f.connect("edge-1")
+	s := &agentServer{registry: f.reg, limits: defaultSessionLimits()}
+	sess := &agentSession{cluster: "edge-1", limits: s.limits.forSession()}
+	before := f.reg.stats.renewals.Load()
+	for i := range 200 {
+		stamp, err := s.renewLease(sess, "192.0.2.1:1", &protocol.LeaseRenew{Seq: uint64(i), AgentTime: clk.Now()})
+		if err != nil || stamp.IsZero() {
+			t.Fatalf("renewal %d: %v, %v", i, stamp, err)
+		}
+	}
+	stamped := f.reg.stats.renewals.Load() - before
+	// The limiter runs on real time: a slow machine may refill a few.
+	if stamped < renewalBurst || stamped > renewalBurst+5 {
+		t.Errorf("%d renewals stamped, want about the burst %d", stamped, renewalBurst)
+	}
+	if limited := s.limits.limitedRenewals.Load(); limited != 200-stamped {
+		t.Errorf("%d renewals counted as limited, want %d", limited, 200-stamped)
+	}
+}

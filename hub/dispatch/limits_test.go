@@ -1,0 +1,124 @@
+package dispatch
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/protocol"
+)
+
+func results(n, messageBytes, statusBytes int) []protocol.ManifestResult {
+	out := make([]protocol.ManifestResult, n)
+	for i := range out {
+		out[i] = protocol.ManifestResult{Ordinal: i, Version: "v1", Kind: "ConfigMap", Name: fmt.Sprintf("c%d", i), Health: protocol.HealthHealthy,
+			Message: strings.Repeat("m", messageBytes)}
+		if statusBytes > 0 {
+			out[i].Status = json.RawMessage(`{"x":"` + strings.Repeat("s", statusBytes) + `"}`)
+		}
+	}
+	return out
+}
+
+func TestBoundedStatuses(t *testing.T) {
+	tests := []struct {
+		name       string
+		in         []protocol.ManifestResult
+		wantStored int
+		wantNote   string // in the summary; "" for none
+	}{
+		{"small report: stored whole", results(3, 10, 10), 3, ""},
+		{"too many manifests", results(250, 0, 0), maxStoredManifests, "150 more manifests omitted"},
+		{"too many bytes", results(90, 1000, 3000), 15, "75 more manifests omitted"},
+		{"status fields too large", results(2, 0, 5000), 2, "status fields of 2 manifests left out"},
+		{"messages too long", results(1, 4000, 0), 1, "1 messages cut"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stored, note := boundedStatuses(tt.in)
+			if len(stored) != tt.wantStored {
+				t.Errorf("stored %d manifests, want %d", len(stored), tt.wantStored)
+			}
+			if (tt.wantNote == "") != (note == "") || !strings.Contains(note, tt.wantNote) {
+				t.Errorf("summary %q, want it to say %q", note, tt.wantNote)
+			}
+			size := 0
+			for _, ms := range stored {
+				size += encodedSize(ms)
+			}
+			if size > maxStoredStatusBytes {
+				t.Errorf("stored %d bytes, limit %d", size, maxStoredStatusBytes)
+			}
+			if len(stored) > 0 && stored[0].Identifier.Ordinal != 0 {
+				t.Errorf("the first manifest (whose health the hub aggregates) was not kept")
+			}
+		})
+	}
+}
+
+func TestStatusLimiterPaces(t *testing.T) {
+	l := newStatusLimiter()
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	allowed := 0
+	for range 2 * statusWriteBurst {
+		if ok, _ := l.allow(now, 1024); ok {
+			allowed++
+		}
+	}
+	if allowed != statusWriteBurst {
+		t.Errorf("%d small writes allowed at once, want the burst %d", allowed, statusWriteBurst)
+	}
+	l = newStatusLimiter()
+	allowed = 0
+	var delay time.Duration
+	for range 200 {
+		ok, d := l.allow(now, maxStoredStatusBytes)
+		if ok {
+			allowed++
+		} else {
+			delay = d
+		}
+	}
+	if want := statusBytesBurst / maxStoredStatusBytes; allowed != want {
+		t.Errorf("%d writes of 64 KiB allowed at once, want %d (the byte burst)", allowed, want)
+	}
+	if want := time.Second / 4; delay != want {
+		t.Errorf("next write in %v, want %v (64 KiB at 256 KiB/s)", delay, want)
+	}
+}
+
+// TestWorkReportsCoalesced sends 300 large status reports of one Work as
+// fast as the stream takes them: they are written at the session's pace,
+// the newest wins, the rest are counted as coalesced, and what is stored
+// is bounded and says what was left out.
+func TestWorkReportsCoalesced(t *testing.T) {
+	f := startSession(t, []workSpec{{name: "web", generation: 1}}, nil)
+	if got := describeMsg(f.agent.next()); got != "upsert web@1" {
+		t.Fatalf("got %s, want upsert web@1", got)
+	}
+	f.agent.send(&protocol.WorkApplied{Name: "web", Generation: 1, Applied: true})
+	f.await(t, "web", "observed generation 1", func(w *v1alpha1.Work) bool { return w != nil && w.Status.ObservedGeneration == 1 })
+	const reports = 300
+	for i := range reports {
+		r := results(200, 200, 3000)
+		r[0].Message = fmt.Sprintf("report %d", i)
+		f.agent.send(&protocol.WorkStatus{Name: "web", Generation: 1, Manifests: r})
+	}
+	f.await(t, "web", "the last report", func(w *v1alpha1.Work) bool {
+		return w != nil && len(w.Status.ManifestStatuses) > 0 && w.Status.ManifestStatuses[0].Message == fmt.Sprintf("report %d", reports-1)
+	})
+	w := f.stored(t, "web")
+	if cond := meta.FindStatusCondition(w.Status.Conditions, WorkConditionStatusTruncated); cond == nil || !strings.Contains(cond.Message, "more manifests omitted") {
+		t.Errorf("StatusTruncated = %+v, want it to say manifests were omitted", cond)
+	}
+	limits := f.d.Limits()
+	if limits.Coalesced < reports/2 {
+		t.Errorf("%d of %d reports coalesced, want most (64 KiB each at 256 KiB/s after a 4 MiB burst)", limits.Coalesced, reports)
+	}
+	t.Logf("limits: %+v", limits)
+}
