@@ -172,7 +172,13 @@ func (r *Registry) Status(cluster string, report *protocol.ClusterStatus) error 
 	if report.KubernetesVersion != "" {
 		next.KubernetesVersion = report.KubernetesVersion
 	}
-	if report.NodesTotal > 0 || report.APIServerHealthy {
+	why := implausible(report, allocatable, allocated)
+	r.resourcesPlausibleLocked(cluster, e, why, &next.Conditions)
+	switch {
+	case why != "":
+		// Nothing of it feeds scheduling, nor an earlier summary.
+		next.NodeSummary, next.ResourceSummary = nil, nil
+	case report.NodesTotal > 0 || report.APIServerHealthy:
 		next.NodeSummary = &v1alpha1.NodeSummary{TotalNum: report.NodesTotal, ReadyNum: report.NodesReady}
 		next.ResourceSummary = &v1alpha1.ResourceSummary{Allocatable: allocatable, Allocated: allocated}
 	}
