@@ -38,15 +38,6 @@ type Agent struct {
 	rotation rotation
 }
 
-// Run validates cfg and runs an agent until ctx ends; see [Agent.Run].
-func Run(ctx context.Context, cfg Config) error {
-	a, err := New(cfg)
-	if err != nil {
-		return err
-	}
-	return a.Run(ctx)
-}
-
 // New checks cfg, makes the member cluster clients, reads the credentials
 // and returns an agent ready to run. Its errors are configuration errors,
 // each naming the setting, file or Secret at fault. Without a certificate

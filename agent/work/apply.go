@@ -128,7 +128,7 @@ func (a *applyRun) remember(refs []objectRef) error {
 func (a *applyRun) applyOne(m manifest, ref objectRef) error {
 	ctx := a.op.ctx
 	if ref.Namespace != "" && !a.namespaces[ref.Namespace] {
-		if err := ensureNamespace(ctx, a.e.kube, ref.Namespace); err != nil {
+		if err := EnsureNamespace(ctx, a.e.kube, ref.Namespace); err != nil {
 			return fmt.Errorf("%s: %w", ref, err)
 		}
 		a.namespaces[ref.Namespace] = true

@@ -10,10 +10,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// ensureNamespace creates namespace if it does not exist, labelled as the
+// EnsureNamespace creates namespace if it does not exist, labelled as the
 // agent's. The agent never deletes the namespaces it creates this way:
 // other Works and hand-made objects may live there.
-func ensureNamespace(ctx context.Context, client kubernetes.Interface, namespace string) error {
+func EnsureNamespace(ctx context.Context, client kubernetes.Interface, namespace string) error {
 	_, err := client.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
 	if err == nil {
 		return nil

@@ -118,7 +118,7 @@ type recordStore struct {
 // load ensures the system namespace exists and reads every record. A record
 // that cannot be read is reported in bad and left alone.
 func (s recordStore) load(ctx context.Context) (records map[string]*record, bad map[string]error, err error) {
-	if err := ensureNamespace(ctx, s.client, s.namespace); err != nil {
+	if err := EnsureNamespace(ctx, s.client, s.namespace); err != nil {
 		return nil, nil, err
 	}
 	list, err := s.client.CoreV1().ConfigMaps(s.namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelWorkRecord + "=true"})

@@ -61,8 +61,9 @@ func parseFlags(args []string, stdout io.Writer) (agent.Config, slog.Level, erro
 	fs.StringVar(&cfg.Hub, "hub", "", "the hub's QUIC address, HOST:PORT (UDP); HOST must match the hub's certificate")
 	fs.StringVar(&cfg.ClusterName, "cluster-name", "", "this member cluster's name (a DNS-1123 subdomain); tls.crt must be issued for it")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig of the member cluster; empty uses the in-cluster service account")
-	fs.StringVar(&cfg.CertDir, "cert-dir", "", "directory holding ca.crt, tls.crt and tls.key (see below); a join writes them there")
-	fs.StringVar(&cfg.BootstrapToken, "bootstrap-token", "", "bootstrap token to join the hub with while --cert-dir has no certificate (see Joining below); other users can see it in the process list, so prefer --bootstrap-token-file")
+	fs.StringVar(&cfg.CertDir, "cert-dir", "", "directory holding ca.crt, tls.crt and tls.key (see below); a join writes them there (out of a cluster; or --cert-secret)")
+	fs.StringVar(&cfg.CertSecret, "cert-secret", "", "Secret in --system-namespace of the member cluster holding ca.crt, tls.crt and tls.key as data keys; a join creates it, renewals update it (in a cluster; or --cert-dir)")
+	fs.StringVar(&cfg.BootstrapToken, "bootstrap-token", "", "bootstrap token to join the hub with while --cert-dir or --cert-secret holds no certificate (see Joining below); other users can see it in the process list, so prefer --bootstrap-token-file")
 	tokenFile := fs.String("bootstrap-token-file", "", "file holding the bootstrap token, e.g. a mounted Secret (instead of --bootstrap-token)")
 	fs.StringVar(&cfg.HubCAHash, "hub-ca-hash", "", "sha256:<hex> hash of the hub CA's public key: a joining agent trusts only a hub that presents this CA")
 	fs.StringVar(&cfg.Provider, "cluster-provider", "", "the cluster's provider (e.g. aws), for the Cluster the hub registers when it joins")
@@ -75,6 +76,12 @@ func parseFlags(args []string, stdout io.Writer) (agent.Config, slog.Level, erro
 		"namespace of the member cluster where the agent records the Works it applied (created if missing)")
 	fs.Float32Var(&cfg.KubeQPS, "kube-api-qps", agent.DefaultKubeQPS, "requests per second to the member cluster's API server (each of the agent's two clients)")
 	fs.IntVar(&cfg.KubeBurst, "kube-api-burst", agent.DefaultKubeBurst, "burst of requests to the member cluster's API server")
+	fs.BoolVar(&cfg.LeaderElection.Enabled, "leader-elect", false, "run as one of several replicas: only the leader of a Lease in --system-namespace runs the agent (see Leader election below)")
+	fs.StringVar(&cfg.LeaderElection.LeaseName, "leader-elect-lease-name", agent.DefaultLeaderElectionLeaseName, "name of the coordination.k8s.io Lease of the leader election")
+	fs.DurationVar(&cfg.LeaderElection.LeaseDuration, "leader-elect-lease-duration", agent.DefaultLeaderElectionLeaseDuration, "how long after the leader's last renewal a standby takes over")
+	fs.DurationVar(&cfg.LeaderElection.RenewDeadline, "leader-elect-renew-deadline", agent.DefaultLeaderElectionRenewDeadline, "how long the leader tries to renew before it stops (shorter than the lease duration)")
+	fs.DurationVar(&cfg.LeaderElection.RetryPeriod, "leader-elect-retry-period", agent.DefaultLeaderElectionRetryPeriod, "how often replicas try to acquire or renew the Lease")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":8080", `address of the plain HTTP endpoints /healthz, /readyz and /metrics (see below); "" turns them off`)
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() { fmt.Fprint(stdout, usage(fs)) }
@@ -89,7 +96,14 @@ func parseFlags(args []string, stdout io.Writer) (agent.Config, slog.Level, erro
 	if fs.NArg() > 0 {
 		return cfg, 0, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	if missing := missingFlags(fs, "hub", "cluster-name", "cert-dir"); len(missing) > 0 {
+	missing := missingFlags(fs, "hub", "cluster-name")
+	switch {
+	case cfg.CertDir == "" && cfg.CertSecret == "":
+		missing = append(missing, "--cert-dir or --cert-secret")
+	case cfg.CertDir != "" && cfg.CertSecret != "":
+		return cfg, 0, errors.New("--cert-dir and --cert-secret: give one, not both")
+	}
+	if len(missing) > 0 {
 		return cfg, 0, fmt.Errorf("missing required flags: %s (see --help)", strings.Join(missing, ", "))
 	}
 	if err := joinFlags(&cfg, *tokenFile, *labels); err != nil {
@@ -161,7 +175,7 @@ func missingFlags(fs *pflag.FlagSet, names ...string) []string {
 }
 
 func usage(fs *pflag.FlagSet) string {
-	return `Usage: flotilla-agent --hub HOST:PORT --cluster-name NAME --cert-dir DIR [flags]
+	return `Usage: flotilla-agent --hub HOST:PORT --cluster-name NAME (--cert-dir DIR | --cert-secret NAME) [flags]
 
 flotilla-agent runs in a member cluster. It dials the Flotilla hub over QUIC
 (the hub never connects to the cluster), renews the cluster's lease,
@@ -173,27 +187,67 @@ SIGTERM make it say goodbye to the hub and exit.
 
 Flags:
 ` + fs.FlagUsages() + `
-Files in --cert-dir:
+Files in --cert-dir (data keys of the Secret --cert-secret):
   ` + agent.CAFile + `    PEM certificate of the CA that signed the hub's serving certificate
   ` + agent.CertFile + `   PEM client certificate with CommonName "cluster:<cluster-name>",
             signed by the CA the hub trusts for agents
   ` + agent.KeyFile + `   PEM private key of tls.crt
+  While a renewal waits for the hub's answer, ` + agent.NextKeyFile + ` holds the new key
+  (and, in a directory, ` + agent.NextCertFile + ` the new certificate for a moment): a
+  restart finishes or abandons the renewal. The Secret (type Opaque, created
+  by the first join) is updated with optimistic concurrency; the agent needs
+  get, create and update on it.
 
 Joining:
-  With all three files in --cert-dir the agent starts its session at once.
-  Otherwise, given a bootstrap token (--bootstrap-token or
-  --bootstrap-token-file) and --hub-ca-hash, both printed by
-  "flotilla token create", it joins first: it creates --cert-dir (mode 0700)
-  if needed, makes a private key and writes it to tls.key (or keeps the one
-  an earlier join left), dials the hub trusting it only if the hub presents
-  the CA with that hash, and sends the token, a certificate request for
-  "cluster:<cluster-name>" and the --cluster-provider, --cluster-region,
-  --cluster-zone and --cluster-labels metadata. Once the hub signs the
-  request, the agent checks the certificate, writes ca.crt and tls.crt, and
-  starts its session. While the request waits for an operator's approval
-  (kubectl certificate approve), or the hub cannot be reached, it asks again
-  with the same key, every 5 s to 1 min. A refused token or request, or a
+  With all three items in --cert-dir (or --cert-secret) the agent starts
+  its session at once. Otherwise, given a bootstrap token (--bootstrap-token
+  or --bootstrap-token-file) and --hub-ca-hash, both printed by
+  "flotilla token create", it joins first: it creates --cert-dir (mode
+  0700) or the Secret if needed, makes a private key and stores it as
+  tls.key (or keeps the one an earlier join left), dials the hub trusting
+  it only if the hub presents the CA with that hash, and sends the token, a
+  certificate request for "cluster:<cluster-name>" and the
+  --cluster-provider, --cluster-region, --cluster-zone and --cluster-labels
+  metadata. Once the hub signs the request, the agent checks the
+  certificate, stores ca.crt and tls.crt, and starts its session. While the
+  request waits for an operator's approval (kubectl certificate approve),
+  or the hub cannot be reached, it asks again with the same key, every 5 s
+  to 1 min. A refused token or request, or a
   hub without that CA, stops it with the reason and a non-zero exit. After
   the join the token is not used again.
+
+Leader election (--leader-elect):
+  Several replicas may run with the same flags; they elect a leader on the
+  coordination.k8s.io Lease --leader-elect-lease-name in --system-namespace
+  (client-go leader election; identity: $POD_NAME or the host name, and a
+  random suffix). Only the leader joins, holds the hub session, applies
+  Works and renews the certificate; it reads the credentials when it is
+  elected, so use --cert-secret. Standbys wait. A standby takes over
+  --leader-elect-lease-duration after the leader's last renewal, or at its
+  next try once a leader that stops on SIGTERM has closed its session and
+  released the Lease. A leader that cannot renew for
+  --leader-elect-renew-deadline closes its session and exits non-zero, to
+  restart as a standby. The new leader applies nothing again: its Work
+  records (ConfigMaps in --system-namespace) tell the hub what is applied.
+  The agent needs get, create and update on the Lease.
+
+HTTP endpoints (--http-addr, plain HTTP, no authentication):
+  /healthz  200 while the process serves; with --leader-elect, 500 once a
+            leader has not renewed its Lease for the lease duration plus
+            the renew deadline (it should have exited)
+  /readyz   200 while the agent can do its job: running the agent (leader,
+            or no --leader-elect), a hub session the hub welcomed is open;
+            standing by, its last read of the Lease (every retry period)
+            succeeded within the lease duration
+  /metrics  Prometheus metrics: flotilla_agent_hub_connected,
+            flotilla_agent_hub_session_starts_total,
+            flotilla_agent_hub_session_ends_total{reason},
+            flotilla_agent_lease_renewal_rtt_seconds,
+            flotilla_agent_work_apply_duration_seconds,
+            flotilla_agent_work_applies_total,
+            flotilla_agent_work_apply_failures_total,
+            flotilla_agent_fenced_works, flotilla_agent_leader,
+            rest_client_request_duration_seconds{verb,host},
+            rest_client_requests_total{code,method,host}, Go and process
 `
 }

@@ -18,7 +18,8 @@ import (
 
 func TestRun(t *testing.T) {
 	certDir, kubeconfig := writeAgentFiles(t)
-	good := []string{"--hub", "127.0.0.1:4443", "--cluster-name", "member-1", "--cert-dir", certDir, "--kubeconfig", kubeconfig}
+	good := []string{"--hub", "127.0.0.1:4443", "--cluster-name", "member-1", "--cert-dir", certDir, "--kubeconfig", kubeconfig,
+		"--http-addr", "127.0.0.1:0"}
 	for _, tc := range []struct {
 		name       string
 		args       []string
@@ -33,7 +34,10 @@ func TestRun(t *testing.T) {
 			wantStdout: []string{"--hub", "--cluster-name", "--kubeconfig", "--cert-dir", "--lease-duration",
 				"--status-interval", "--system-namespace", "flotilla-system", "--log-level", "ca.crt", "tls.crt", "tls.key", `"cluster:<cluster-name>"`,
 				"--bootstrap-token", "--bootstrap-token-file", "--hub-ca-hash", "--cluster-provider", "--cluster-region", "--cluster-zone",
-				"--cluster-labels", "Joining:", "flotilla token create", "kubectl certificate approve"},
+				"--cluster-labels", "Joining:", "flotilla token create", "kubectl certificate approve",
+				"--cert-secret", "--leader-elect", "--leader-elect-lease-name", "--leader-elect-lease-duration", "15s",
+				"--leader-elect-renew-deadline", "10s", "--leader-elect-retry-period", "2s", "--http-addr", `":8080"`,
+				"Leader election (--leader-elect):", "/healthz", "/readyz", "/metrics", "tls.key.next", "POD_NAME"},
 		},
 		{
 			name:       "version",
@@ -45,7 +49,7 @@ func TestRun(t *testing.T) {
 			name:       "missing flags",
 			args:       nil,
 			wantCode:   1,
-			wantStderr: []string{"flotilla-agent: missing required flags: --hub, --cluster-name, --cert-dir"},
+			wantStderr: []string{"flotilla-agent: missing required flags: --hub, --cluster-name, --cert-dir or --cert-secret"},
 		},
 		{
 			name:       "unknown flag",
@@ -76,6 +80,24 @@ func TestRun(t *testing.T) {
 			args:       slices.Concat(good, []string{"--cert-dir", t.TempDir()}),
 			wantCode:   1,
 			wantStderr: []string{"flotilla-agent: read hub CA:", "ca.crt: no such file or directory", "or give --bootstrap-token and --hub-ca-hash to join"},
+		},
+		{
+			name:       "both certificate stores",
+			args:       slices.Concat(good, []string{"--cert-secret", "flotilla-agent-credentials"}),
+			wantCode:   1,
+			wantStderr: []string{"flotilla-agent: --cert-dir and --cert-secret: give one, not both"},
+		},
+		{
+			name:       "bad leader election timings",
+			args:       slices.Concat(good, []string{"--leader-elect", "--leader-elect-lease-duration", "5s", "--leader-elect-renew-deadline", "6s"}),
+			wantCode:   1,
+			wantStderr: []string{"leader election lease duration 5s must be longer than the renew deadline 6s"},
+		},
+		{
+			name:       "HTTP address in use",
+			args:       slices.Concat(good, []string{"--http-addr", "256.0.0.1:1"}),
+			wantCode:   1,
+			wantStderr: []string{"flotilla-agent: HTTP endpoints: listen tcp"},
 		},
 		{
 			name:       "bad system namespace",
