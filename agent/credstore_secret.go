@@ -136,6 +136,10 @@ func (s *secretStore) update(ctx context.Context, change func(*credentials) erro
 			return err
 		}
 		if secret == nil {
+			// A join may come before the Work engine made the namespace.
+			if err := work.EnsureNamespace(ctx, s.client, s.namespace); err != nil {
+				return err
+			}
 			secret = &corev1.Secret{
 				ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: s.namespace,
 					Labels: map[string]string{work.LabelManagedBy: work.ManagedBy}},
