@@ -10,7 +10,11 @@ LDFLAGS   := -X github.com/flotilla-io/flotilla/internal/version.override=$(VERS
 export FLOTILLA_TESTBIN := $(TESTBIN)
 export QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING := true
 
-.PHONY: help build test unit e2e bench testbin demo vet fmt clean generate
+# Images: `make images` writes bin/images/flotilla-{hub,agent}.tar.
+IMAGE_REPO ?= ghcr.io/flotilla-io
+IMAGE_TAG  ?= $(VERSION)
+
+.PHONY: help build test unit e2e bench testbin demo vet fmt clean generate images
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -33,6 +37,7 @@ vet: ## go vet and gofmt check of both modules
 
 test: testbin vet ## every test, unit and end-to-end against real member clusters, with -race
 	$(GO) test $(GOTESTFLAGS) ./...
+	cd test/tools && $(GO) test $(GOTESTFLAGS) ./cmd/...
 
 unit: ## unit tests only (no member clusters)
 	$(GO) test $(GOTESTFLAGS) $$($(GO) list ./... | grep -v '/test/')
@@ -42,6 +47,14 @@ e2e: testbin ## end-to-end tests only (real member clusters)
 
 bench: ## Go benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+images: ## OCI image tarballs of flotilla-hub and flotilla-agent in bin/images/ (static, non-root, no Docker needed)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o bin/static/ ./cmd/flotilla-hub ./cmd/flotilla-agent
+	cd test/tools && $(GO) build -o $(CURDIR)/bin/images-tool ./cmd/images
+	for b in flotilla-hub flotilla-agent; do \
+	  bin/images-tool --binary bin/static/$$b --repository $(IMAGE_REPO)/$$b --tag $(IMAGE_TAG) \
+	    --revision "$$(git rev-parse HEAD 2>/dev/null)" --out bin/images/$$b.tar || exit 1; \
+	done
 
 demo: testbin build ## hub, 3 member clusters, 3 agents and a failure to watch (Ctrl-C stops)
 	bin/flotilla-demo --dir $(DEMO_DIR) --bin-dir bin
