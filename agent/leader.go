@@ -158,7 +158,11 @@ func (r *runner) waitStopped(led <-chan error, log *slog.Logger) {
 	select {
 	case <-led:
 	case <-t.C:
-		log.Warn("the agent did not stop in time after the lead was lost; exiting regardless")
+		if a := r.agent.Load(); a != nil && a.Stats().Connected {
+			log.Warn("the hub session did not end in time after the lead was lost; exiting regardless")
+		} else {
+			log.Info("the hub session ended; exiting without waiting for the Work engine's watches to stop")
+		}
 	}
 }
 
