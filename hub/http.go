@@ -8,6 +8,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/hub/failover"
 	"github.com/flotilla-io/flotilla/hub/stats"
+	"github.com/flotilla-io/flotilla/store"
 )
 
 // httpServer serves the hub's own operational endpoints on --http-addr:
@@ -17,6 +18,7 @@ type httpServer struct {
 	registry *Registry
 	agents   *agentServer
 	failover *failover.Controller
+	guard    *store.Guard
 }
 
 func (a *httpServer) handler() http.Handler {

@@ -86,8 +86,11 @@ type Config struct {
 	AgentCertTTL time.Duration
 	// AgentCSRApproval is join.ApprovalAuto or join.ApprovalManual.
 	AgentCSRApproval string
-	Logger           *slog.Logger
-	Clock            clock.WithTicker
+	// Store guards etcd against agent-driven growth (quota, threshold,
+	// check interval).
+	Store  store.GuardConfig
+	Logger *slog.Logger
+	Clock  clock.WithTicker
 }
 
 // controllerWorkers is how many keys each controller reconciles at once.
@@ -106,7 +109,7 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	}
 	logger := cfg.Logger
 	apiserver.RouteKlog(logger)
-	s, err := store.Open(ctx, store.Config{DataDir: cfg.DataDir, Endpoints: cfg.EtcdEndpoints, Logger: logger,
+	s, err := store.Open(ctx, store.Config{DataDir: cfg.DataDir, Endpoints: cfg.EtcdEndpoints, Logger: logger, Quota: cfg.Store.Quota,
 		TLS: store.TLSFiles{CAFile: cfg.EtcdCAFile, CertFile: cfg.EtcdCertFile, KeyFile: cfg.EtcdKeyFile}})
 	if err != nil {
 		return err
@@ -165,6 +168,8 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	if err != nil {
 		return err
 	}
+	guard := s.NewGuard(cfg.Store, func(refusing bool, why string) { recordStoreState(recorder, refusing, why) })
+	registry.SetStoreGate(guard.AllowAgentWrite)
 	clusters.AddHandler(func(old, cur *v1alpha1.Cluster) {
 		if cur == nil {
 			registry.Forget(old.Name)
@@ -208,6 +213,7 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	// Every controller adds its handlers to the shared informers before
 	// they start.
 	dispatcher := dispatch.New(clients, informers, recorder, cfg.Clock, logger)
+	dispatcher.SetStoreGate(guard.AllowAgentWrite)
 	joins := join.New(clients, join.Config{CA: hubCA, CertTTL: cfg.AgentCertTTL, Approval: cfg.AgentCSRApproval, Wait: joinWait}, cfg.Clock, logger)
 	agents := newAgentServer(registry, dispatcher, joins, cfg.HubID, cfg.Clock, logger)
 	clusters.AddHandler(func(old, cur *v1alpha1.Cluster) {
@@ -236,7 +242,7 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	}
 	templateSource.Start(registryCtx)
 	informers.Start(registryCtx)
-	httpAPI := &httpServer{registry: registry, agents: agents, failover: failoverCtl}
+	httpAPI := &httpServer{registry: registry, agents: agents, failover: failoverCtl, guard: guard}
 	httpServer := &http.Server{Handler: httpAPI.handler(), ReadHeaderTimeout: 10 * time.Second}
 
 	agentsCtx, stopAgents := context.WithCancel(ctx)
@@ -244,6 +250,7 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	agentsDone := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { registry.Run(registryCtx) })
+	wg.Go(func() { guard.Run(registryCtx) })
 	wg.Go(func() { dispatcher.Run(ctx) })
 	for _, c := range controllers {
 		wg.Go(func() { c.Run(ctx, controllerWorkers) })

@@ -36,6 +36,15 @@ func (a *httpServer) metricsHandler() http.Handler {
 	counter("flotilla_work_reports_coalesced_total", "Work status reports replaced by a newer one of the same Work before they were written.", func() float64 { return float64(a.agents.dispatch.Limits().Coalesced) })
 	counter("flotilla_work_reports_truncated_total", "Work status reports stored in part (too many manifests or bytes).", func() float64 { return float64(a.agents.dispatch.Limits().Truncated) })
 	counter("flotilla_events_suppressed_total", "Events about clusters left out beyond the bound per cluster and reason.", func() float64 { return float64(a.registry.stats.eventsSuppressed.Load()) })
+	counter("flotilla_work_reports_dropped_total", "Work status reports not written because the store was too full.", func() float64 { return float64(a.agents.dispatch.Limits().Dropped) })
+	gauge("flotilla_store_db_size_bytes", "Size of etcd's database (the largest member), as of the store guard's last check.", func() float64 { return float64(a.guard.Stats().Size) })
+	gauge("flotilla_store_db_in_use_bytes", "Bytes of etcd's database in use (what defragmentation would leave).", func() float64 { return float64(a.guard.Stats().InUse) })
+	gauge("flotilla_store_quota_bytes", "etcd's backend quota the store guard works with.", func() float64 { return float64(a.guard.Stats().Quota) })
+	gauge("flotilla_store_refusing_agent_writes", "1 while agent-driven writes are refused: the store is above the threshold, or etcd raised NOSPACE.", func() float64 { return b2f(a.guard.Stats().Refusing) })
+	gauge("flotilla_store_nospace_alarm", "1 while etcd's NOSPACE alarm is raised.", func() float64 { return b2f(a.guard.Stats().NoSpace) })
+	counter("flotilla_store_agent_writes_refused_total", "Agent-driven writes (Work reports, events about agents) refused because the store was too full.", func() float64 { return float64(a.guard.Stats().Refused) })
+	counter("flotilla_store_defragmentations_total", "Defragmentations the store guard ran.", func() float64 { return float64(a.guard.Stats().Defrags) })
+	counter("flotilla_store_alarms_disarmed_total", "NOSPACE alarms the store guard disarmed after the data fit again.", func() float64 { return float64(a.guard.Stats().Disarms) })
 	gauge("flotilla_connected_agents", "Agents connected to this hub.", func() float64 {
 		a.agents.mu.Lock()
 		defer a.agents.mu.Unlock()
@@ -43,6 +52,13 @@ func (a *httpServer) metricsHandler() http.Handler {
 	})
 	reg.MustRegister(zoneCollector{a})
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // zoneCollector exports each zone's partition protection mode: one series

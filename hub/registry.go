@@ -74,6 +74,9 @@ type Registry struct {
 	clusterWrites atomic.Int64
 	// eventLimits bound the events per cluster and reason.
 	eventLimits map[eventKey]*rate.Limiter
+	// allowAgentWrite, if set, says whether the store takes agent-driven
+	// events now (store.Guard).
+	allowAgentWrite func() bool
 }
 
 // RegistryConfig tunes the registry.

@@ -5,6 +5,9 @@ import (
 
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub/controller"
 )
 
 // Events about a cluster are bounded per reason, as Kubernetes' own event
@@ -17,12 +20,32 @@ const (
 	eventInterval = time.Minute
 )
 
+// agentDrivenReasons are events an agent causes by what it sends or how
+// it connects: they are left out while the store is too full (Ready and
+// taint events, health changes, never are).
+var agentDrivenReasons = map[string]bool{
+	"AgentConnected": true, "AgentDisconnected": true, reasonSessionReplaced: true,
+	"ClockSkewed": true, reasonImplausibleReport: true,
+}
+
+// SetStoreGate makes the registry leave out agent-driven events while
+// allow says the store is too full. Call it before agents connect.
+func (r *Registry) SetStoreGate(allow func() bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.allowAgentWrite = allow
+}
+
 // eventKey is one cluster's events of one reason.
 type eventKey struct{ cluster, reason string }
 
 // allowEventLocked reports whether an event about cluster with reason may
 // be recorded now, and counts the ones that may not.
 func (r *Registry) allowEventLocked(cluster, reason string, now time.Time) bool {
+	if agentDrivenReasons[reason] && r.allowAgentWrite != nil && !r.allowAgentWrite() {
+		r.stats.eventsSuppressed.Add(1)
+		return false
+	}
 	if r.eventLimits == nil {
 		r.eventLimits = map[eventKey]*rate.Limiter{}
 	}
@@ -63,3 +86,14 @@ func (r *Registry) SessionReplaced(cluster, oldRemote, newRemote string) {
 
 // reasonSessionReplaced is the reason of SessionReplaced events.
 const reasonSessionReplaced = "SessionReplaced"
+
+// recordStoreState records on the hub's lease namespace that the store
+// guard started or stopped refusing agent-driven writes.
+func recordStoreState(recorder controller.Recorder, refusing bool, why string) {
+	ref := corev1.ObjectReference{APIVersion: "v1", Kind: "Namespace", Name: v1alpha1.LeaseNamespace}
+	if refusing {
+		recorder.Event(ref, corev1.EventTypeWarning, "StoreFull", "agent-driven writes (Work status reports, events about agents) are refused until the store shrinks; health changes are still stored: "+why)
+		return
+	}
+	recorder.Event(ref, corev1.EventTypeNormal, "StoreRecovered", "agent-driven writes are stored again: "+why)
+}

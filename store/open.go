@@ -33,6 +33,9 @@ type Config struct {
 	TLS TLSFiles
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// Quota is the embedded etcd's backend quota in bytes (0:
+	// DefaultQuota).
+	Quota int64
 }
 
 // MaxRequestBytes is the largest request the embedded etcd accepts (etcd's
@@ -105,7 +108,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("open store: neither a data directory nor etcd endpoints given")
 	}
-	e, err := startEmbedded(ctx, filepath.Join(cfg.DataDir, "etcd"))
+	e, err := startEmbedded(ctx, filepath.Join(cfg.DataDir, "etcd"), cfg.Quota)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +124,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 // startEmbedded starts a single-member etcd that listens only on unix
 // sockets in its own folder: the hub talks to it in-process, and several
 // hubs on one machine never collide on ports.
-func startEmbedded(ctx context.Context, dir string) (*embed.Etcd, error) {
+func startEmbedded(ctx context.Context, dir string, quota int64) (*embed.Etcd, error) {
 	dir, err := filepath.Abs(dir) // socket URLs must not be relative
 	if err != nil {
 		return nil, fmt.Errorf("embedded etcd: %w", err)
@@ -142,6 +145,10 @@ func startEmbedded(ctx context.Context, dir string) (*embed.Etcd, error) {
 	// An apply request may carry up to 16 MiB of templates in one
 	// transaction; etcd's default limit is 1.5 MiB.
 	cfg.MaxRequestBytes = MaxRequestBytes
+	cfg.QuotaBackendBytes = quota
+	if quota <= 0 {
+		cfg.QuotaBackendBytes = DefaultQuota
+	}
 	cfg.LogLevel = "warn"
 	cfg.LogOutputs = []string{filepath.Join(dir, "etcd.log")}
 	// Stale sockets from a crashed run would make the listeners fail.

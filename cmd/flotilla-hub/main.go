@@ -24,6 +24,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/health"
 	"github.com/flotilla-io/flotilla/hub/join"
 	"github.com/flotilla-io/flotilla/internal/version"
+	"github.com/flotilla-io/flotilla/store"
 )
 
 func main() {
@@ -83,6 +84,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags.DurationVar(&cfg.LeaseFlushInterval, "lease-flush-interval", 10*time.Second, "how often renewed leases are written to the store in batches: each lease at most once per interval, whatever the heartbeat rate")
 	flags.DurationVar(&cfg.EventTTL, "event-ttl", time.Hour, "how long events are kept (the API server's --event-ttl)")
 	flags.Float64Var(&cfg.LeaseWritesPerSecond, "lease-writes-per-second", 100, "most writes per second of the cluster registry to the API server (0: no limit): leases get what Cluster writes leave (at least a tenth); with more clusters than this times --lease-flush-interval, each stored lease is refreshed less often (health changes are never held back, and health is decided in memory)")
+	flags.Int64Var(&cfg.Store.Quota, "store-quota-bytes", store.DefaultQuota, "etcd's backend quota: set on the embedded etcd; with --etcd-endpoints, give the external etcd's --quota-backend-bytes")
+	flags.Float64Var(&cfg.Store.AgentThreshold, "store-agent-write-threshold", store.DefaultAgentThreshold, "fraction of --store-quota-bytes in use above which what agents drive (Work status reports, events about agents) is no longer stored, so health changes always have room")
+	flags.DurationVar(&cfg.Store.Interval, "store-check-interval", 10*time.Second, "how often the hub checks etcd's size and alarms (and defragments or disarms NOSPACE when that helps)")
 	flags.DurationVar(&cfg.MaxClockSkew, "max-clock-skew", 2*time.Second, "agent clock skew beyond which condition ClockSynced goes False")
 	flags.StringVar(&cfg.HubID, "hub-id", hostname, "name of this hub replica, shown in status.agent.connectedTo")
 	flags.DurationVar(&cfg.AgentCertTTL, "agent-cert-ttl", 90*24*time.Hour, "lifetime of the certificates agents get when they join (agents renew at 80 %)")
@@ -171,6 +175,10 @@ func setAPIServer(cfg *hub.Config) error {
 		cfg.AuditLogPath = filepath.Join(cfg.DataDir, "audit.log")
 	case "none":
 		cfg.AuditLogPath = ""
+	}
+	if cfg.Store.Quota <= 0 || cfg.Store.AgentThreshold <= 0 || cfg.Store.AgentThreshold > 1 || cfg.Store.Interval <= 0 {
+		return fmt.Errorf("--store-quota-bytes %d, --store-agent-write-threshold %v, --store-check-interval %v: want a positive quota, a fraction in (0, 1] and a positive interval",
+			cfg.Store.Quota, cfg.Store.AgentThreshold, cfg.Store.Interval)
 	}
 	if cfg.LeaseWritesPerSecond < 0 {
 		return fmt.Errorf("--lease-writes-per-second %v: want zero (no limit) or a positive rate", cfg.LeaseWritesPerSecond)

@@ -44,7 +44,15 @@ type Dispatcher struct {
 
 	upserts, deletes atomic.Int64
 	limits           limitCounters
+	// allowWrite, if set, says whether the store takes agent-driven
+	// writes now (store.Guard).
+	allowWrite func() bool
 }
+
+// SetStoreGate makes the dispatcher drop the agents' status reports (not
+// their answers to what it sent) while allow says the store is too full.
+// Call it before Run.
+func (d *Dispatcher) SetStoreGate(allow func() bool) { d.allowWrite = allow }
 
 // Counts are what the dispatcher has sent since the hub started.
 type Counts struct {

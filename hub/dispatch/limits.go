@@ -54,13 +54,15 @@ type Limits struct {
 	Coalesced int64
 	// Truncated reports were stored in part.
 	Truncated int64
+	// Dropped reports were not written: the store was too full.
+	Dropped int64
 }
 
-type limitCounters struct{ coalesced, truncated atomic.Int64 }
+type limitCounters struct{ coalesced, truncated, dropped atomic.Int64 }
 
 // Limits returns the counts so far.
 func (d *Dispatcher) Limits() Limits {
-	return Limits{Coalesced: d.limits.coalesced.Load(), Truncated: d.limits.truncated.Load()}
+	return Limits{Coalesced: d.limits.coalesced.Load(), Truncated: d.limits.truncated.Load(), Dropped: d.limits.dropped.Load()}
 }
 
 // statusLimiter paces one session's status writes.

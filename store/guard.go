@@ -1,0 +1,257 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The store guard keeps etcd from filling up with what agents send. etcd
+// refuses every write once its database reaches the backend quota (the
+// NOSPACE alarm), health changes included, until it is compacted,
+// defragmented and the alarm is disarmed. The guard watches the size and
+// the alarms, tells the hub to refuse growth agents drive (Work status
+// reports, events about agents) long before the quota, so that health
+// changes (small) always have room, and does the recovery itself:
+// defragmentation when much of the file is free and disarming NOSPACE once
+// the data fits again. Compaction is the API server's (every five minutes)
+// and, embedded, etcd's own (AutoCompactionRetention).
+
+// Defaults of GuardConfig.
+const (
+	// DefaultQuota is etcd's own default backend quota.
+	DefaultQuota = 2 << 30
+	// DefaultAgentThreshold: agent-driven writes stop above half the quota.
+	DefaultAgentThreshold   = 0.5
+	defaultGuardInterval    = 10 * time.Second
+	defaultDefragFreeRatio  = 0.5
+	defaultMinDefragFree    = 64 << 20
+	defaultMinDefragBetween = 10 * time.Minute
+)
+
+// GuardConfig tunes the store guard.
+type GuardConfig struct {
+	// Quota is the backend quota in bytes (set on the embedded etcd; an
+	// external etcd's --quota-backend-bytes should match it).
+	Quota int64
+	// AgentThreshold is the fraction of Quota, in use, above which
+	// agent-driven growth is refused.
+	AgentThreshold float64
+	// Interval between checks.
+	Interval time.Duration
+	// MinDefragFree: the database is defragmented when at least this many
+	// bytes, and half its size, are free, at most once per
+	// MinDefragBetween.
+	MinDefragFree    int64
+	MinDefragBetween time.Duration
+}
+
+func (c GuardConfig) withDefaults() GuardConfig {
+	if c.Quota <= 0 {
+		c.Quota = DefaultQuota
+	}
+	if c.AgentThreshold <= 0 || c.AgentThreshold > 1 {
+		c.AgentThreshold = DefaultAgentThreshold
+	}
+	if c.Interval <= 0 {
+		c.Interval = defaultGuardInterval
+	}
+	if c.MinDefragFree <= 0 {
+		c.MinDefragFree = defaultMinDefragFree
+	}
+	if c.MinDefragBetween <= 0 {
+		c.MinDefragBetween = defaultMinDefragBetween
+	}
+	return c
+}
+
+// Validate says what is wrong with the quota and threshold, if anything.
+func (c GuardConfig) Validate() error {
+	if c.Quota < 0 {
+		return fmt.Errorf("store quota %d: want a positive number of bytes", c.Quota)
+	}
+	if c.AgentThreshold < 0 || c.AgentThreshold > 1 {
+		return fmt.Errorf("agent write threshold %v: want a fraction of the quota in (0, 1]", c.AgentThreshold)
+	}
+	return nil
+}
+
+// Guard watches one store. Its zero value is not usable: see NewGuard.
+type Guard struct {
+	client    *clientv3.Client
+	endpoints []string
+	cfg       GuardConfig
+	logger    *slog.Logger
+
+	size, inUse      atomic.Int64 // bytes, the largest over the endpoints
+	noSpace          atomic.Bool  // a NOSPACE alarm is raised
+	refusing         atomic.Bool  // agent-driven growth is refused
+	refused          atomic.Int64 // agent-driven writes refused
+	defrags, disarms atomic.Int64
+	lastDefrag       time.Time // only the Run goroutine
+	// onChange, if set, is called when refusing changes.
+	onChange func(refusing bool, why string)
+	// defrag defragments one endpoint.
+	defrag func(ctx context.Context, endpoint string) error
+}
+
+// NewGuard returns a guard of s.
+func (s *Store) NewGuard(cfg GuardConfig, onChange func(refusing bool, why string)) *Guard {
+	g := &Guard{client: s.client, endpoints: s.endpoints, cfg: cfg.withDefaults(), logger: s.logger, onChange: onChange}
+	g.defrag = func(ctx context.Context, ep string) error {
+		_, err := s.client.Defragment(ctx, ep)
+		return err
+	}
+	if s.embedded != nil {
+		// The in-process client's Defragment lacks the server's health
+		// notifier (it panics): defragment the backend directly.
+		g.defrag = func(context.Context, string) error { return s.embedded.Server.Backend().Defrag() }
+	}
+	return g
+}
+
+// GuardStats are the guard's figures.
+type GuardStats struct {
+	Size, InUse, Quota int64
+	NoSpace, Refusing  bool
+	Refused            int64
+	Defrags, Disarms   int64
+}
+
+// Stats returns the figures of the last check.
+func (g *Guard) Stats() GuardStats {
+	return GuardStats{Size: g.size.Load(), InUse: g.inUse.Load(), Quota: g.cfg.Quota, NoSpace: g.noSpace.Load(),
+		Refusing: g.refusing.Load(), Refused: g.refused.Load(), Defrags: g.defrags.Load(), Disarms: g.disarms.Load()}
+}
+
+// AllowAgentWrite reports whether a write agents drive may go to the
+// store now, and counts the ones that may not. A nil guard allows all.
+func (g *Guard) AllowAgentWrite() bool {
+	if g == nil || !g.refusing.Load() {
+		return true
+	}
+	g.refused.Add(1)
+	return false
+}
+
+// Run checks the store every Interval until ctx ends.
+func (g *Guard) Run(ctx context.Context) {
+	ticker := time.NewTicker(g.cfg.Interval)
+	defer ticker.Stop()
+	for {
+		if err := g.check(ctx); err != nil && ctx.Err() == nil {
+			g.logger.Warn("store guard: check failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// check reads the size and alarms, decides whether agents may write, and
+// defragments or disarms when that helps.
+func (g *Guard) check(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.Interval)
+	defer cancel()
+	var size, inUse int64
+	var errs []error
+	statuses := map[string]*clientv3.StatusResponse{}
+	for _, ep := range g.endpoints {
+		st, err := g.client.Status(ctx, ep)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("status of %s: %w", ep, err))
+			continue
+		}
+		statuses[ep] = st
+		size, inUse = max(size, st.DbSize), max(inUse, st.DbSizeInUse)
+	}
+	if len(statuses) == 0 {
+		return errors.Join(errs...)
+	}
+	g.size.Store(size)
+	g.inUse.Store(inUse)
+	alarms, err := g.client.AlarmList(ctx)
+	if err != nil {
+		return fmt.Errorf("list alarms: %w", err)
+	}
+	var noSpace []*etcdserverpb.AlarmMember
+	for _, a := range alarms.Alarms {
+		if a.Alarm == etcdserverpb.AlarmType_NOSPACE {
+			noSpace = append(noSpace, a)
+		}
+	}
+	g.noSpace.Store(len(noSpace) > 0)
+	limit := int64(float64(g.cfg.Quota) * g.cfg.AgentThreshold)
+	fits := inUse < limit
+	switch {
+	case len(noSpace) > 0 && fits:
+		g.disarm(ctx, noSpace)
+	case !fits:
+		g.defragment(ctx, statuses, true)
+	default:
+		g.defragment(ctx, statuses, false)
+	}
+	why := fmt.Sprintf("store holds %d MiB, agent writes stop above %d MiB (%.0f %% of the %d MiB quota)", inUse>>20, limit>>20, g.cfg.AgentThreshold*100, g.cfg.Quota>>20)
+	if len(noSpace) > 0 {
+		why = "etcd raised its NOSPACE alarm: " + why
+	}
+	g.setRefusing(!fits || len(noSpace) > 0, why)
+	return errors.Join(errs...)
+}
+
+func (g *Guard) setRefusing(refusing bool, why string) {
+	if g.refusing.Swap(refusing) == refusing {
+		return
+	}
+	if refusing {
+		g.logger.Warn("store guard: refusing agent-driven writes", "why", why)
+	} else {
+		g.logger.Info("store guard: agent-driven writes allowed again", "why", why)
+	}
+	if g.onChange != nil {
+		g.onChange(refusing, why)
+	}
+}
+
+// defragment defragments each member whose file is mostly free (or, when
+// urgent, has any MinDefragFree free), at most once per MinDefragBetween:
+// it blocks that member's writes while it runs.
+func (g *Guard) defragment(ctx context.Context, statuses map[string]*clientv3.StatusResponse, urgent bool) {
+	if !g.lastDefrag.IsZero() && time.Since(g.lastDefrag) < g.cfg.MinDefragBetween {
+		return
+	}
+	for ep, st := range statuses {
+		free := st.DbSize - st.DbSizeInUse
+		if free < g.cfg.MinDefragFree || (!urgent && float64(free) < float64(st.DbSize)*defaultDefragFreeRatio) {
+			continue
+		}
+		g.lastDefrag = time.Now()
+		start := time.Now()
+		if err := g.defrag(ctx, ep); err != nil {
+			g.logger.Warn("store guard: defragment failed", "endpoint", ep, "err", err)
+			continue
+		}
+		g.defrags.Add(1)
+		g.logger.Info("store guard: defragmented", "endpoint", ep, "freedMiB", free>>20, "took", time.Since(start))
+	}
+}
+
+// disarm clears NOSPACE alarms once the data fits again.
+func (g *Guard) disarm(ctx context.Context, alarms []*etcdserverpb.AlarmMember) {
+	for _, a := range alarms {
+		if _, err := g.client.AlarmDisarm(ctx, (*clientv3.AlarmMember)(a)); err != nil {
+			g.logger.Warn("store guard: disarm NOSPACE failed", "member", a.MemberID, "err", err)
+			continue
+		}
+		g.disarms.Add(1)
+		g.logger.Info("store guard: NOSPACE alarm disarmed: the data fits again", "member", a.MemberID)
+	}
+}

@@ -1,0 +1,82 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// TestGuardRefusesAndRecovers fills a real embedded etcd with a 16 MiB
+// quota: past half of it the guard refuses agent-driven writes; past the
+// quota etcd raises NOSPACE; once the data is deleted and compacted the
+// guard defragments, disarms the alarm and allows agents again.
+func TestGuardRefusesAndRecovers(t *testing.T) {
+	const quota = 16 << 20
+	s, err := Open(t.Context(), Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Quota: quota})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var changes []bool
+	g := s.NewGuard(GuardConfig{Quota: quota, AgentThreshold: 0.5, Interval: time.Minute, MinDefragFree: 1 << 20, MinDefragBetween: time.Nanosecond},
+		func(refusing bool, _ string) { changes = append(changes, refusing) })
+	check := func(what string) GuardStats {
+		t.Helper()
+		if err := g.check(t.Context()); err != nil {
+			t.Fatalf("%s: check: %v", what, err)
+		}
+		st := g.Stats()
+		t.Logf("%s: %+v", what, st)
+		return st
+	}
+	if st := check("empty"); st.Refusing || !g.AllowAgentWrite() {
+		t.Fatalf("an empty store refuses agent writes: %+v", st)
+	}
+
+	value := strings.Repeat("x", 256<<10)
+	var rev int64
+	for i := 0; ; i++ {
+		resp, err := s.Client().Put(t.Context(), fmt.Sprintf("/fill/%d", i), value)
+		if errors.Is(err, rpctypes.ErrGRPCNoSpace) || errors.Is(err, rpctypes.ErrNoSpace) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+		rev = resp.Header.Revision
+		if i > 200 {
+			t.Fatal("no NOSPACE after 50 MiB in a 16 MiB quota")
+		}
+	}
+	check("full")
+	allowed := g.AllowAgentWrite()
+	st := g.Stats()
+	if !st.Refusing || !st.NoSpace || allowed || st.Refused != 1 {
+		t.Fatalf("a full store: %+v; want refusing, NOSPACE, one refusal counted", st)
+	}
+
+	if _, err := s.Client().Delete(t.Context(), "/fill/", clientv3.WithPrefix()); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, err := s.Client().Compact(t.Context(), rev+1, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatalf("compact: %v", err)
+	}
+	check("deleted and compacted")
+	st = check("again")
+	if st.Refusing || st.NoSpace || st.Disarms == 0 || st.Defrags == 0 || !g.AllowAgentWrite() {
+		t.Errorf("after the recovery: %+v; want allowed, no alarm, a disarm and a defragmentation", st)
+	}
+	if _, err := s.Client().Put(t.Context(), "/health", "stored"); err != nil {
+		t.Errorf("a write after the recovery: %v", err)
+	}
+	if len(changes) != 2 || !changes[0] || changes[1] {
+		t.Errorf("refusing changed %v, want [true false]", changes)
+	}
+}
