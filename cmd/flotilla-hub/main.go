@@ -1,7 +1,8 @@
 // Command flotilla-hub runs Flotilla's control plane: the store (embedded
 // etcd by default), the QUIC endpoint agents dial, cluster health and taints,
 // and the HTTP API. `flotilla-hub certs issue` writes an agent certificate;
-// `flotilla-hub token create|list|delete` manages bootstrap tokens.
+// `flotilla-hub token create|list|delete` manages bootstrap tokens;
+// `flotilla-hub kubeconfig` prints the admin kubeconfig.
 package main
 
 import (
@@ -49,6 +50,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if len(args) >= 1 && args[0] == "token" {
 		return tokenCommand(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) >= 1 && args[0] == "kubeconfig" {
+		return kubeconfigCommand(args[1:], stdout, stderr)
 	}
 	if len(args) >= 1 && args[0] == "certs" {
 		return fmt.Errorf("unknown command %q: the only certs command is `certs issue`", args)
@@ -108,11 +112,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	logLevel := flags.String("log-level", "info", "log level: debug, info, warn or error")
 	showVersion := flags.Bool("version", false, "print the version (and the Kubernetes release the hub embeds) and exit")
 	flags.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: flotilla-hub [flags]\n       flotilla-hub certs issue --data-dir DIR --cluster NAME --out DIR\n\n"+
-			"Runs the Flotilla hub: agents dial --quic-addr over QUIC with a client certificate\n"+
-			"signed by the hub CA (see `certs issue`); the flotilla CLI talks to --http-addr.\n"+
-			"The hub also serves a Kubernetes API (an embedded kube-apiserver) on --api-addr,\n"+
-			"with an admin kubeconfig in DATA/admin.kubeconfig.\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: flotilla-hub [flags]\n"+
+			"       flotilla-hub token create|list|delete [--data-dir DIR] ...   bootstrap tokens for joining agents\n"+
+			"       flotilla-hub kubeconfig [--data-dir DIR] [--server URL]      print the admin kubeconfig\n"+
+			"       flotilla-hub certs issue --data-dir DIR --cluster NAME --out DIR   offline agent certificate\n\n"+
+			"Runs the Flotilla hub: agents dial --quic-addr over QUIC, join with a bootstrap token\n"+
+			"(flotilla-hub token create prints the helm command) and then use the certificate the hub\n"+
+			"signed for them. The hub serves a Kubernetes API (an embedded kube-apiserver) on --api-addr,\n"+
+			"with an admin kubeconfig in DATA/admin.kubeconfig, which kubectl and flotilla use;\n"+
+			"--http-addr serves /healthz and /metrics.\n\nFlags:\n")
 		flags.PrintDefaults()
 	}
 	if err := flags.Parse(args); err != nil {
