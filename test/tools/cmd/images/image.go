@@ -87,7 +87,6 @@ func (s spec) labels(created time.Time) map[string]string {
 		"org.opencontainers.image.title":    path.Base(s.repository),
 		"org.opencontainers.image.version":  s.tag,
 		"org.opencontainers.image.source":   s.source,
-		"org.opencontainers.image.licenses": "Apache-2.0",
 		"org.opencontainers.image.created":  created.Format(time.RFC3339),
 	}
 	if s.revision != "" {
