@@ -84,10 +84,10 @@ func build(s spec) (v1.Image, error) {
 // labels are the standard OCI annotations, also set as image labels.
 func (s spec) labels(created time.Time) map[string]string {
 	l := map[string]string{
-		"org.opencontainers.image.title":    path.Base(s.repository),
-		"org.opencontainers.image.version":  s.tag,
-		"org.opencontainers.image.source":   s.source,
-		"org.opencontainers.image.created":  created.Format(time.RFC3339),
+		"org.opencontainers.image.title":   path.Base(s.repository),
+		"org.opencontainers.image.version": s.tag,
+		"org.opencontainers.image.source":  s.source,
+		"org.opencontainers.image.created": created.Format(time.RFC3339),
 	}
 	if s.revision != "" {
 		l["org.opencontainers.image.revision"] = s.revision
