@@ -17,8 +17,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// User is the unprivileged user and group the images run as (the "nonroot"
-// user of distroless images, so PodSecurity "restricted" admits them).
+// The images run as an unprivileged user and group (the "nonroot" user of
+// distroless images, so PodSecurity "restricted" admits them); the binary
+// lives in binDir.
 const (
 	userID   = 65532
 	userName = "nonroot"
