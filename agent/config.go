@@ -69,8 +69,8 @@ type Config struct {
 	// (default 10s).
 	StatusInterval time.Duration
 	// SystemNamespace is the member cluster namespace where the agent keeps
-	// its records of the Works it applied (default flotilla-system). It is
-	// created if missing.
+	// its records of the Works it applied, its credential Secret and its
+	// election Lease (default flotilla-system). It is created if missing.
 	SystemNamespace string
 	// KubeQPS and KubeBurst limit the agent's requests to its member
 	// cluster (defaults 50 and 100; client-go's own 5/10 would throttle a

@@ -7,8 +7,13 @@
 // An agent without a certificate but with a bootstrap token joins first
 // (join.go): it makes its key, sends the token and a certificate request on
 // a join connection that trusts the hub by its CA pin alone, retries while
-// the request waits for approval, and writes the certificate the hub signs
-// into its certificate directory before its first session.
+// the request waits for approval, and stores the certificate the hub signs
+// before its first session. Its credentials live in a credential store
+// (credstore.go): a directory, or a Secret of the member cluster.
+//
+// [Run] is a whole agent process: its HTTP endpoints (/healthz, /readyz,
+// /metrics) and the agent, which with leader election (leader.go) runs
+// only while this replica leads a Lease of the member cluster.
 //
 // One [Agent] runs one session per connection: dial, Hello, wait for
 // Welcome, then renew, report and take Works until the connection ends. It

@@ -119,7 +119,7 @@ func (r *runner) runElected(ctx context.Context) error {
 	case err := <-led: // the agent stopped by itself (a refused join), or lost the lead
 		stopElecting()
 		<-electorDone
-		if err != nil {
+		if ctx.Err() != nil || err != nil { // stopping after all, or failed
 			r.release(lock, id, log)
 			return err
 		}
