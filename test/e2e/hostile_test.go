@@ -1,0 +1,473 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/protocol"
+)
+
+// TestHostileAgent attacks the hub as a hostile member cluster would, with
+// one valid agent certificate, at a small scale of the attacks seen on the
+// hub before its limits (figures in the subtests): many sessions with one
+// certificate, a flapping clock, an implausible resource report and
+// oversized Work status reports. Throughout, an honest agent's cluster
+// stays Ready, and at the end its health changes are still stored.
+func TestHostileAgent(t *testing.T) {
+	f := startFleet(t, 1, "--store-check-interval=1s")
+	top := t
+	h := f.hub
+	rogueTLS := loadClientTLS(t, h.issueCert(t, "rogue"), "127.0.0.1")
+	honestReady := func(t *testing.T, when string) {
+		t.Helper()
+		if c := h.cluster(t, "member-1"); readyOf(c) != metav1.ConditionTrue || len(c.Spec.Taints) > 0 {
+			t.Errorf("%s: the honest member-1 is %s, want Ready without taints", when, describe(c))
+		}
+	}
+
+	// Before: 50 sessions with one certificate all stayed open, and the
+	// newest silently took the Work stream.
+	var rogue *rogueAgent
+	t.Run("50 sessions with one certificate leave one open", func(t *testing.T) {
+		const sessions = 50
+		all := make([]*rogueAgent, sessions)
+		for i := range all {
+			all[i] = dialRogue(t, top, h.quicAddr, rogueTLS, "rogue")
+		}
+		waitFor(t, 30*time.Second, "all but the newest session told to go away", func() (bool, string) {
+			gone := 0
+			for _, r := range all[:sessions-1] {
+				if strings.Contains(r.endReason(), "replaced by a newer session of cluster rogue") {
+					gone++
+				}
+			}
+			return gone == sessions-1, fmt.Sprintf("%d of %d replaced", gone, sessions-1)
+		})
+		rogue = all[sessions-1]
+		if reason := rogue.endReason(); reason != "" {
+			t.Fatalf("the newest session was ended too: %s", reason)
+		}
+		t.Logf("a replaced session was told: %s", all[0].endReason())
+		metrics := h.metrics(t)
+		for _, want := range []string{fmt.Sprintf("flotilla_sessions_replaced_total %d", sessions-1), "flotilla_connected_agents 2"} {
+			if !strings.Contains(metrics, want+"\n") {
+				t.Errorf("metrics lack %q", want)
+			}
+		}
+		if n := eventCount(t, h, v1alpha1.KindCluster, "default", "rogue", "SessionReplaced"); n < 1 || n > 6 {
+			t.Errorf("%d SessionReplaced events, want between 1 and 6 (bounded per reason)", n)
+		}
+		t.Logf("after: %d sessions with one certificate, 1 open, %d replaced; metrics: %s", sessions, sessions-1, grepMetrics(metrics, "flotilla_sessions_replaced_total", "flotilla_connected_agents"))
+	})
+	if rogue == nil {
+		t.FailNow()
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	go rogue.keepRenewing(ctx)
+	rogue.report(t, plausibleReport())
+	waitReady(t, h, "rogue", 30*time.Second)
+
+	// Before: 1,000 renewals with a flapping clock left 506 events.
+	t.Run("a flapping clock writes a bounded number of events", func(t *testing.T) {
+		const renewals = 1000
+		for i := range renewals {
+			skew := time.Duration(0)
+			if i%2 == 1 {
+				skew = 10 * time.Second
+			}
+			if err := rogue.renew(time.Now().Add(skew)); err != nil {
+				t.Fatalf("renewal %d: %v", i, err)
+			}
+		}
+		waitFor(t, 10*time.Second, "ClockSynced False on rogue", func() (bool, string) {
+			cond := meta.FindStatusCondition(h.cluster(t, "rogue").Status.Conditions, v1alpha1.ClusterConditionClockSynced)
+			return cond != nil && cond.Status == metav1.ConditionFalse, fmt.Sprintf("%+v", cond)
+		})
+		skewed := eventCount(t, h, v1alpha1.KindCluster, "default", "rogue", v1alpha1.ReasonClockSkewed)
+		all := allEvents(t, h, "rogue")
+		if skewed < 1 || skewed > 3 {
+			t.Errorf("%d ClockSkewed events for %d flapping renewals, want 1 to 3", skewed, renewals)
+		}
+		if all > 40 {
+			t.Errorf("%d events about rogue in all, want at most 40", all)
+		}
+		t.Logf("after: %d flapping renewals → %d ClockSkewed events (%d about rogue in all); %s", renewals, skewed, all,
+			grepMetrics(h.metrics(t), "flotilla_lease_renewals_limited_total", "flotilla_events_suppressed_total"))
+		honestReady(t, "after the flapping clock")
+	})
+
+	// Before: a report of 100,000 CPUs pulled a dynamically weighted
+	// workload onto that cluster.
+	t.Run("an implausible report is refused and attracts nothing", func(t *testing.T) {
+		huge := plausibleReport()
+		huge.NodesTotal, huge.NodesReady = 1, 1
+		huge.Allocatable = map[string]string{"cpu": "100000", "memory": "96Gi", "pods": "330"}
+		rogue.report(t, huge)
+		waitFor(t, 10*time.Second, "ResourcesPlausible False on rogue", func() (bool, string) {
+			c := h.cluster(t, "rogue")
+			cond := meta.FindStatusCondition(c.Status.Conditions, "ResourcesPlausible")
+			return cond != nil && cond.Status == metav1.ConditionFalse && c.Status.ResourceSummary == nil, fmt.Sprintf("%+v, summary %v", cond, c.Status.ResourceSummary)
+		})
+		f.apply("batch.yaml", batchYAML(4))
+		waitFor(t, 30*time.Second, "batch placed", func() (bool, string) {
+			b := f.binding("capacity", "batch-deployment")
+			cond := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.BindingConditionScheduled)
+			return cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == b.Generation, fmt.Sprintf("%+v", b.Spec.Clusters)
+		})
+		placed := f.binding("capacity", "batch-deployment").Spec.Clusters
+		if len(placed) != 1 || placed[0].Name != "member-1" || placed[0].Replicas != 4 {
+			t.Errorf("placement %+v, want all 4 replicas on member-1 and none on the cluster claiming 100,000 CPUs", placed)
+		}
+		if n := eventCount(t, h, v1alpha1.KindCluster, "default", "rogue", "ImplausibleResourceReport"); n != 1 {
+			t.Errorf("%d ImplausibleResourceReport events, want 1", n)
+		}
+		honestReady(t, "after the implausible report")
+	})
+
+	// Before: ~55 MiB of oversized Work status grew the store by 56 MiB
+	// (and 14 MiB reports for four minutes filled its 2 GiB quota).
+	t.Run("oversized Work status grows the store by a bounded amount", func(t *testing.T) {
+		f.apply("probe.yaml", probeYAML)
+		work := rogue.takeWork(t)
+		namespace := v1alpha1.ExecutionNamespace("rogue")
+		waitFor(t, 30*time.Second, "the hub records the rogue's Work applied", func() (bool, string) {
+			var w v1alpha1.Work
+			code := h.getJSON(t, "/apis/flotilla.io/v1alpha1/namespaces/"+namespace+"/works/"+work.Name, &w)
+			return code == http.StatusOK && w.Status.ObservedGeneration == work.Generation, fmt.Sprintf("%d %+v", code, w.Status)
+		})
+		before := storeSize(t, h)
+		sent, reports := 0, 0
+		deadline := time.Now().Add(10 * time.Second)
+		for ; time.Now().Before(deadline); reports++ {
+			sent += rogue.sendWorkStatus(t, work, reports, 60, 15<<10)
+		}
+		last := fmt.Sprintf("report %d", reports-1)
+		var stored v1alpha1.Work
+		waitFor(t, 30*time.Second, "the last report stored", func() (bool, string) {
+			h.getJSON(t, "/apis/flotilla.io/v1alpha1/namespaces/"+namespace+"/works/"+work.Name, &stored)
+			ms := stored.Status.ManifestStatuses
+			return len(ms) > 0 && ms[0].Message == last, fmt.Sprintf("%d manifests stored", len(ms))
+		})
+		growth := storeSize(t, h) - before
+		raw, err := json.Marshal(stored.Status.ManifestStatuses)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cond := meta.FindStatusCondition(stored.Status.Conditions, "StatusTruncated")
+		if len(raw) > 64<<10 || cond == nil || !strings.Contains(cond.Message, "status fields of") {
+			t.Errorf("stored status is %d bytes (limit 64 KiB), StatusTruncated %+v", len(raw), cond)
+		}
+		if growth > 8<<20 {
+			t.Errorf("the store grew by %.1f MiB for %.1f MiB of reports, want at most 8 MiB", mib(growth), mib(int64(sent)))
+		}
+		t.Logf("after: %d reports, %.1f MiB sent → store +%.1f MiB; stored status %d bytes; %s", reports, mib(int64(sent)), mib(growth), len(raw),
+			grepMetrics(h.metrics(t), "flotilla_work_reports_coalesced_total", "flotilla_work_reports_truncated_total", "flotilla_store_db_size_bytes"))
+		honestReady(t, "after the oversized reports")
+	})
+
+	t.Run("a 14 MiB frame from an agent ends its session", func(t *testing.T) {
+		err := rogue.sendFrame(14<<20, protocol.TypeWorkStatus)
+		<-rogue.conn.Context().Done()
+		if said := rogue.endReason(); !strings.Contains(said, "frame too large") {
+			t.Errorf("session ended with %s (write: %v), want the hub to say the frame is too large", said, err)
+		}
+	})
+
+	t.Run("the honest cluster's health changes are stored", func(t *testing.T) {
+		honestReady(t, "after every attack")
+		if err := f.agents["member-1"].Stop(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, "member-1 unreachable, stored", func() (bool, string) {
+			c := h.cluster(t, "member-1")
+			return readyOf(c) == metav1.ConditionUnknown && hasTaint(c, v1alpha1.TaintClusterUnreachable, corev1.TaintEffectNoSchedule), describe(c)
+		})
+	})
+}
+
+// probeYAML is a ConfigMap for member-1 and the rogue cluster: a Work the
+// rogue agent can report about.
+const probeYAML = `apiVersion: v1
+kind: ConfigMap
+metadata: {name: probe, namespace: hostile}
+data: {a: b}
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: probe, namespace: hostile}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: ConfigMap, name: probe}]
+  placement:
+    clusterAffinity: {clusterNames: [member-1, rogue]}
+`
+
+// plausibleReport is what a healthy 3-node cluster reports.
+func plausibleReport() *protocol.ClusterStatus {
+	return &protocol.ClusterStatus{ObservedAt: time.Now(), KubernetesVersion: "v1.37.2", APIServerHealthy: true, HealthMessage: "ok",
+		NodesTotal: 3, NodesReady: 3,
+		Allocatable: map[string]string{"cpu": "24", "memory": "96Gi", "pods": "330"},
+		Allocated:   map[string]string{"cpu": "0", "memory": "0", "pods": "0"},
+		ServedAPIs: &protocol.ServedAPIs{Items: []protocol.APIEnablement{
+			{GroupVersion: "v1", Resources: []protocol.APIResource{{Name: "configmaps", Kind: "ConfigMap"}, {Name: "namespaces", Kind: "Namespace"}}},
+			{GroupVersion: "apps/v1", Resources: []protocol.APIResource{{Name: "deployments", Kind: "Deployment"}}},
+		}}}
+}
+
+// rogueAgent is a protocol-level client with a valid agent certificate
+// that sends what it likes.
+type rogueAgent struct {
+	conn    *quic.Conn
+	mu      sync.Mutex // serialises writes on control
+	control *quic.Stream
+	seq     uint64
+	status  *quic.Stream
+	work    *quic.Stream
+	workR   *protocol.Reader
+
+	goAwayMu sync.Mutex
+	goAway   string // the reason of a GoAway or Error from the hub
+}
+
+// dialRogue connects and says hello for cluster, like an agent; the
+// connection closes when owner ends.
+func dialRogue(t, owner *testing.T, addr string, tlsConf *tls.Config, cluster string) *rogueAgent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	conn, err := quic.DialAddr(ctx, addr, tlsConf, protocol.QUICConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner.Cleanup(func() { _ = conn.CloseWithError(0, "test done") })
+	control, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := protocol.WriteStreamKind(control, protocol.StreamControl); err != nil {
+		t.Fatal(err)
+	}
+	if err := protocol.WriteMessage(control, &protocol.Hello{ProtocolVersion: protocol.Version, ClusterName: cluster, AgentVersion: "hostile", LeaseDurationSeconds: 2}); err != nil {
+		t.Fatal(err)
+	}
+	reader := protocol.NewReader(control, 0)
+	welcome, err := reader.ReadMessage()
+	if err != nil {
+		t.Fatalf("hello: %v", err)
+	}
+	if _, ok := welcome.(*protocol.Welcome); !ok {
+		t.Fatalf("hello answered with %v", welcome.Type())
+	}
+	r := &rogueAgent{conn: conn, control: control}
+	go r.readControl(reader)
+	return r
+}
+
+// readControl notes a GoAway or Error; acknowledgements are dropped.
+func (r *rogueAgent) readControl(reader *protocol.Reader) {
+	for {
+		m, err := reader.ReadMessage()
+		if err != nil {
+			return
+		}
+		switch m := m.(type) {
+		case *protocol.GoAway:
+			r.setGoneAway("GoAway: " + m.Reason)
+		case *protocol.Error:
+			r.setGoneAway("Error: " + m.Error())
+		}
+	}
+}
+
+func (r *rogueAgent) setGoneAway(reason string) {
+	r.goAwayMu.Lock()
+	defer r.goAwayMu.Unlock()
+	if r.goAway == "" {
+		r.goAway = reason
+	}
+}
+
+func (r *rogueAgent) goneAway() string {
+	r.goAwayMu.Lock()
+	defer r.goAwayMu.Unlock()
+	return r.goAway
+}
+
+// endReason is why the hub ended the session: its GoAway or Error
+// message, else the reason it closed the connection with ("" while open).
+// A close right after a GoAway may overtake the GoAway itself.
+func (r *rogueAgent) endReason() string {
+	if said := r.goneAway(); said != "" {
+		return said
+	}
+	if r.conn.Context().Err() == nil {
+		return ""
+	}
+	return fmt.Sprint(context.Cause(r.conn.Context()))
+}
+
+func (r *rogueAgent) renew(agentTime time.Time) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seq++
+	return protocol.WriteMessage(r.control, &protocol.LeaseRenew{Seq: r.seq, AgentTime: agentTime})
+}
+
+// keepRenewing renews every 500 ms until ctx ends or the session does.
+func (r *rogueAgent) keepRenewing(ctx context.Context) {
+	ticker := time.NewTicker(500 * time.Millisecond)
+	defer ticker.Stop()
+	for {
+		if r.renew(time.Now()) != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// report sends a status report on the session's status stream.
+func (r *rogueAgent) report(t *testing.T, s *protocol.ClusterStatus) {
+	t.Helper()
+	if r.status == nil {
+		r.status = r.openStream(t, protocol.StreamStatus)
+	}
+	s.ObservedAt = time.Now()
+	if err := protocol.WriteMessage(r.status, s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *rogueAgent) openStream(t *testing.T, kind protocol.StreamKind) *quic.Stream {
+	t.Helper()
+	str, err := r.conn.OpenStreamSync(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := protocol.WriteStreamKind(str, kind); err != nil {
+		t.Fatal(err)
+	}
+	return str
+}
+
+// takeWork opens the work stream with an empty inventory, reads the first
+// Work the hub sends and answers that it is applied.
+func (r *rogueAgent) takeWork(t *testing.T) *protocol.WorkUpsert {
+	t.Helper()
+	r.work = r.openStream(t, protocol.StreamWork)
+	if err := protocol.WriteMessage(r.work, &protocol.WorkInventory{}); err != nil {
+		t.Fatal(err)
+	}
+	r.workR = protocol.NewReader(r.work, protocol.MaxWorkFrameSize)
+	_ = r.work.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for {
+		m, err := r.workR.ReadMessage()
+		if err != nil {
+			t.Fatalf("read the work stream: %v", err)
+		}
+		if up, ok := m.(*protocol.WorkUpsert); ok {
+			if err := protocol.WriteMessage(r.work, &protocol.WorkApplied{Name: up.Name, Generation: up.Generation, Applied: true}); err != nil {
+				t.Fatal(err)
+			}
+			return up
+		}
+	}
+}
+
+// sendWorkStatus sends report n about w: manifests results whose status
+// fields take statusBytes each (within the protocol's per-manifest bound,
+// near the 1 MiB frame limit in all), and returns its size.
+func (r *rogueAgent) sendWorkStatus(t *testing.T, w *protocol.WorkUpsert, n, manifests, statusBytes int) int {
+	t.Helper()
+	m := &protocol.WorkStatus{Name: w.Name, Generation: w.Generation}
+	filler := strings.Repeat(string(rune('a'+n%26)), statusBytes-32)
+	for i := range manifests {
+		m.Manifests = append(m.Manifests, protocol.ManifestResult{Ordinal: i, Version: "v1", Kind: "ConfigMap", Name: fmt.Sprintf("c%d", i),
+			Health: protocol.HealthHealthy, Message: fmt.Sprintf("report %d", n), Status: json.RawMessage(`{"fill":"` + filler + `"}`)})
+	}
+	var buf strings.Builder
+	if err := protocol.WriteMessage(&buf, m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.work.Write([]byte(buf.String())); err != nil {
+		t.Fatalf("report %d: %v", n, err)
+	}
+	return buf.Len()
+}
+
+// sendFrame writes a frame of size bytes of type typ on the work stream
+// (its payload is never complete: the hub must refuse it by its length).
+func (r *rogueAgent) sendFrame(size int, typ protocol.MessageType) error {
+	frame := []byte{byte(size >> 24), byte(size >> 16), byte(size >> 8), byte(size), byte(typ)}
+	_, err := r.work.Write(append(frame, make([]byte, 64<<10)...))
+	return err
+}
+
+// storeSize is the size of the hub's etcd database, read from its
+// embedded etcd's socket.
+func storeSize(t *testing.T, h *hub) int64 {
+	t.Helper()
+	endpoint := "unix://" + filepath.Join(h.dataDir, "etcd", "client.sock")
+	client, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	st, err := client.Status(t.Context(), endpoint)
+	if err != nil {
+		t.Fatalf("etcd status: %v", err)
+	}
+	return st.DbSize
+}
+
+// allEvents counts the events about a cluster, repeats included.
+func allEvents(t *testing.T, h *hub, cluster string) int32 {
+	t.Helper()
+	var events corev1.EventList
+	h.getJSON(t, "/api/v1/namespaces/default/events?fieldSelector=involvedObject.kind%3DCluster,involvedObject.name%3D"+cluster, &events)
+	var n int32
+	for _, ev := range events.Items {
+		switch {
+		case ev.Series != nil:
+			n += ev.Series.Count
+		case ev.Count > 0:
+			n += ev.Count
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+// grepMetrics returns the lines of metrics that start with one of names.
+func grepMetrics(metrics string, names ...string) string {
+	var out []string
+	for line := range strings.SplitSeq(metrics, "\n") {
+		for _, name := range names {
+			if strings.HasPrefix(line, name+" ") {
+				out = append(out, line)
+			}
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+func mib(n int64) float64 { return float64(n) / (1 << 20) }
