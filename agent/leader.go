@@ -54,6 +54,9 @@ func (r *runner) runElected(ctx context.Context) error {
 		return err
 	}
 	log := r.log.With("identity", id, "lease", r.cfg.SystemNamespace+"/"+le.LeaseName)
+	if r.cfg.CertDir != "" {
+		log.Warn("leader election with a certificate directory: a new leader finds what the previous one joined or renewed only if they share the directory; use a certificate Secret")
+	}
 	// The Lease lives in the system namespace; make it if it is missing
 	// (the election retries and says why if this fails).
 	if err := work.EnsureNamespace(ctx, r.clients.kube, r.cfg.SystemNamespace); err != nil && ctx.Err() == nil {
