@@ -43,6 +43,8 @@ type agentServer struct {
 	rejected atomic.Int64 // connections refused: identity, hello or frames
 	replaced atomic.Int64 // sessions ended by a newer one of their cluster
 	limits   sessionLimits
+	// joinLimit bounds join attempts per source address.
+	joinLimit joinLimiter
 }
 
 // agentSession is one live agent connection.
@@ -153,6 +155,11 @@ func (sess *agentSession) write(m protocol.Message) error {
 func (s *agentServer) handle(ctx context.Context, conn *quic.Conn) {
 	remote := conn.RemoteAddr().String()
 	if conn.ConnectionState().TLS.NegotiatedProtocol == protocol.JoinALPN {
+		ip := sourceIP(conn.RemoteAddr())
+		if ok, wait := s.joinLimit.allow(ip, time.Now()); !ok {
+			s.refuseJoin(ctx, conn, ip, wait)
+			return
+		}
 		s.joins.Serve(ctx, conn) // an agent without a certificate yet
 		return
 	}

@@ -45,6 +45,7 @@ func (a *httpServer) metricsHandler() http.Handler {
 	counter("flotilla_store_agent_writes_refused_total", "Agent-driven writes (Work reports, events about agents) refused because the store was too full.", func() float64 { return float64(a.guard.Stats().Refused) })
 	counter("flotilla_store_defragmentations_total", "Defragmentations the store guard ran.", func() float64 { return float64(a.guard.Stats().Defrags) })
 	counter("flotilla_store_alarms_disarmed_total", "NOSPACE alarms the store guard disarmed after the data fit again.", func() float64 { return float64(a.guard.Stats().Disarms) })
+	counter("flotilla_join_attempts_limited_total", "Join connections refused because their source address tried too often.", func() float64 { return float64(a.agents.joinLimit.limitedCount()) })
 	gauge("flotilla_connected_agents", "Agents connected to this hub.", func() float64 {
 		a.agents.mu.Lock()
 		defer a.agents.mu.Unlock()
