@@ -83,6 +83,11 @@ type Config struct {
 	// HTTPAddr is the address of the agent's HTTP endpoints (/healthz,
 	// /readyz, /metrics); empty means none.
 	HTTPAddr string
+	// HTTPAddrOptional makes a failure to listen on HTTPAddr a warning
+	// (the agent runs without endpoints) instead of an error. It is for
+	// flotilla-agent's default address, which only one of several agents
+	// on a host can have; an address given explicitly must work.
+	HTTPAddrOptional bool
 	// Version is the agent's version, sent in Hello.
 	Version string
 	// Logger receives the agent's logs; nil discards them.

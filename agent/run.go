@@ -54,13 +54,17 @@ func Run(ctx context.Context, cfg Config) error {
 	defer stopHTTP() // before wg.Wait
 	if cfg.HTTPAddr != "" {
 		ln, err := net.Listen("tcp", cfg.HTTPAddr)
-		if err != nil {
+		switch {
+		case err != nil && cfg.HTTPAddrOptional:
+			r.log.Warn("no HTTP endpoints: cannot listen on the default address (give --http-addr)", "err", err)
+		case err != nil:
 			return fmt.Errorf("HTTP endpoints: %w", err)
+		default:
+			if cfg.onHTTP != nil {
+				cfg.onHTTP(ln.Addr())
+			}
+			wg.Go(func() { r.serveHTTP(httpCtx, ln) })
 		}
-		if cfg.onHTTP != nil {
-			cfg.onHTTP(ln.Addr())
-		}
-		wg.Go(func() { r.serveHTTP(httpCtx, ln) })
 	}
 	if !cfg.LeaderElection.Enabled {
 		return r.lead(ctx)

@@ -81,7 +81,7 @@ func parseFlags(args []string, stdout io.Writer) (agent.Config, slog.Level, erro
 	fs.DurationVar(&cfg.LeaderElection.LeaseDuration, "leader-elect-lease-duration", agent.DefaultLeaderElectionLeaseDuration, "how long after the leader's last renewal a standby takes over")
 	fs.DurationVar(&cfg.LeaderElection.RenewDeadline, "leader-elect-renew-deadline", agent.DefaultLeaderElectionRenewDeadline, "how long the leader tries to renew before it stops (shorter than the lease duration)")
 	fs.DurationVar(&cfg.LeaderElection.RetryPeriod, "leader-elect-retry-period", agent.DefaultLeaderElectionRetryPeriod, "how often replicas try to acquire or renew the Lease")
-	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":8080", `address of the plain HTTP endpoints /healthz, /readyz and /metrics (see below); "" turns them off`)
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":8080", `address of the plain HTTP endpoints /healthz, /readyz and /metrics (see below); "" turns them off; if the default is taken, the agent runs without them`)
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() { fmt.Fprint(stdout, usage(fs)) }
@@ -93,6 +93,9 @@ func parseFlags(args []string, stdout io.Writer) (agent.Config, slog.Level, erro
 		fmt.Fprintln(stdout, version.Get())
 		return cfg, 0, pflag.ErrHelp // nothing more to do
 	}
+	// Several agents on one host (tests, demos) cannot all have the
+	// default address: only an address given explicitly must work.
+	cfg.HTTPAddrOptional = !fs.Changed("http-addr")
 	if fs.NArg() > 0 {
 		return cfg, 0, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,11 @@ import (
 
 func TestRun(t *testing.T) {
 	certDir, kubeconfig := writeAgentFiles(t)
+	// Held for the test, so that the default --http-addr is taken (if
+	// something else holds it, it is taken too).
+	if ln, err := net.Listen("tcp", ":8080"); err == nil {
+		t.Cleanup(func() { ln.Close() })
+	}
 	good := []string{"--hub", "127.0.0.1:4443", "--cluster-name", "member-1", "--cert-dir", certDir, "--kubeconfig", kubeconfig,
 		"--http-addr", "127.0.0.1:0"}
 	for _, tc := range []struct {
@@ -104,6 +110,12 @@ func TestRun(t *testing.T) {
 			args:       slices.Concat(good, []string{"--system-namespace", "Flotilla"}),
 			wantCode:   1,
 			wantStderr: []string{`flotilla-agent: invalid agent configuration: system namespace "Flotilla" is not a DNS-1123 label`},
+		},
+		{
+			name:       "default HTTP address taken",
+			args:       slices.DeleteFunc(slices.Clone(good), func(a string) bool { return a == "--http-addr" || a == "127.0.0.1:0" }),
+			wantCode:   0,
+			wantStderr: []string{"no HTTP endpoints: cannot listen on the default address (give --http-addr)"},
 		},
 		{
 			name:     "stops when the context ends",
