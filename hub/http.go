@@ -12,13 +12,15 @@ import (
 )
 
 // httpServer serves the hub's own operational endpoints on --http-addr:
-// health, counters, metrics and profiles. Flotilla's objects are served by
-// the Kubernetes API on --api-addr.
+// the dashboard, health, counters, metrics and profiles. Flotilla's objects
+// are served by the Kubernetes API on --api-addr.
 type httpServer struct {
 	registry *Registry
 	agents   *agentServer
 	failover *failover.Controller
 	guard    *store.Guard
+	// dashboard serves the web page at "/" and its API under /dashboard/.
+	dashboard http.Handler
 }
 
 func (a *httpServer) handler() http.Handler {
@@ -30,6 +32,10 @@ func (a *httpServer) handler() http.Handler {
 	// default).
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	if a.dashboard != nil {
+		mux.Handle("GET /{$}", a.dashboard)
+		mux.Handle("/dashboard/", a.dashboard)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, r.URL.Path+" not found: Flotilla's objects are served by the hub's Kubernetes API (--api-addr, DATA/admin.kubeconfig)", http.StatusNotFound)
 	})

@@ -24,6 +24,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/ca"
 	"github.com/flotilla-io/flotilla/hub/clusterdeletion"
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/hub/dashboard"
 	"github.com/flotilla-io/flotilla/hub/detector"
 	"github.com/flotilla-io/flotilla/hub/dispatch"
 	"github.com/flotilla-io/flotilla/hub/failover"
@@ -240,10 +241,21 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		clusterdeletion.New(clients, informers, recorder, logger),
 		joins,
 	}
+	board := dashboard.New(dashboard.Config{
+		Clusters: informers.Clusters, Bindings: informers.Bindings, ClusterBindings: informers.ClusterBindings,
+		Leases: registry, ZoneModes: func() map[string]string { return failoverCtl.Stats().ZoneModes },
+		Kube: clients.Kube, API: api.HubConfig, EvictionGrace: cfg.Failover.GracefulEvictionTimeout,
+		Settings: dashboard.Settings{HubID: cfg.HubID, GracePeriod: cfg.Health.GracePeriod.Milliseconds(),
+			DefaultLeaseDuration: cfg.Health.DefaultLeaseDuration.Milliseconds(), EvictionTimeout: cfg.Health.EvictionTimeout.Milliseconds()},
+		Clock: cfg.Clock, Logger: logger,
+	})
 	templateSource.Start(registryCtx)
 	informers.Start(registryCtx)
-	httpAPI := &httpServer{registry: registry, agents: agents, failover: failoverCtl, guard: guard}
-	httpServer := &http.Server{Handler: httpAPI.handler(), ReadHeaderTimeout: 10 * time.Second}
+	httpAPI := &httpServer{registry: registry, agents: agents, failover: failoverCtl, guard: guard, dashboard: board.Handler()}
+	// Requests see the hub's context: dashboard streams end when it does,
+	// rather than holding up the shutdown.
+	httpServer := &http.Server{Handler: httpAPI.handler(), ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
 
 	agentsCtx, stopAgents := context.WithCancel(ctx)
 	defer stopAgents()
@@ -252,6 +264,7 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	wg.Go(func() { registry.Run(registryCtx) })
 	wg.Go(func() { guard.Run(registryCtx) })
 	wg.Go(func() { dispatcher.Run(ctx) })
+	wg.Go(func() { board.Run(ctx) })
 	for _, c := range controllers {
 		wg.Go(func() { c.Run(ctx, controllerWorkers) })
 	}

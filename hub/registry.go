@@ -77,6 +77,8 @@ type Registry struct {
 	// allowAgentWrite, if set, says whether the store takes agent-driven
 	// events now (store.Guard).
 	allowAgentWrite func() bool
+	// leaseObservers are told of renewals and connections (the dashboard).
+	leaseObservers []func(cluster string)
 }
 
 // RegistryConfig tunes the registry.
@@ -116,6 +118,9 @@ type entry struct {
 	// clockBackSince is when the agent's clock came back within the
 	// tolerated skew while ClockSynced is False (zero otherwise).
 	clockBackSince time.Time
+	// renewals and lastStatus are for the dashboard.
+	renewals   renewalRing
+	lastStatus time.Time
 }
 
 // updateOp is work for the writer goroutine.

@@ -46,6 +46,7 @@ func (r *Registry) Connect(ctx context.Context, hello *protocol.Hello, session, 
 	e.obj.Status.Agent = &v1alpha1.AgentStatus{Version: hello.AgentVersion, ConnectedTo: r.cfg.HubID, ConnectedAt: &connectedAt, ClockSkew: agentSkew(e)}
 	r.recordLocked(e.obj, corev1.EventTypeNormal, "AgentConnected", fmt.Sprintf("agent %s connected from %s", hello.AgentVersion, remote), now)
 	r.dirty[hello.ClusterName] = true
+	r.leaseChangedLocked(hello.ClusterName)
 	return nil
 }
 
@@ -71,6 +72,7 @@ func (r *Registry) Disconnect(cluster, session, reason string) {
 	}
 	r.recordLocked(e.obj, corev1.EventTypeNormal, "AgentDisconnected", "agent disconnected: "+reason, r.clock.Now())
 	r.dirty[cluster] = true
+	r.leaseChangedLocked(cluster)
 }
 
 // Renew stamps a lease renewal with the hub's clock and returns that time
@@ -93,6 +95,8 @@ func (r *Registry) Renew(cluster, holder string, agentTime time.Time) (time.Time
 		lease.Renew(e.lease, holder, duration, now)
 	}
 	e.obs.LastRenewal = now
+	e.renewals.add(now)
+	r.leaseChangedLocked(cluster)
 	r.dirtyLeas[cluster] = true
 	r.observeSkewLocked(cluster, e, agentTime.Sub(now), now)
 	r.evaluateLocked(cluster, e, now)
@@ -167,6 +171,8 @@ func (r *Registry) Status(cluster string, report *protocol.ClusterStatus) error 
 		e.obs.ProbeSince = now
 	}
 	e.obs.ProbeReported, e.obs.ProbeHealthy, e.obs.ProbeMessage = true, report.APIServerHealthy, report.HealthMessage
+	e.lastStatus = now
+	r.leaseChangedLocked(cluster)
 
 	next := e.obj.Status.DeepCopy()
 	if report.KubernetesVersion != "" {
