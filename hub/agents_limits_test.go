@@ -24,7 +24,6 @@ func TestClaimReplacesOlderSessions(t *testing.T) {
 		var got []string
 		for _, old := range s.claim(tt.sess) {
 			got = append(got, old.id)
-			s.release(old)
 		}
 		if len(got) != len(tt.want) || (len(got) > 0 && got[0] != tt.want[0]) {
 			t.Errorf("claim(%s) replaced %v, want %v", tt.sess.id, got, tt.want)

@@ -3,6 +3,9 @@ package hub
 import (
 	"fmt"
 	"sync"
+	"time"
+
+	"github.com/flotilla-io/flotilla/protocol"
 )
 
 // One session per cluster: a new session of a cluster replaces the one
@@ -36,8 +39,9 @@ func (k *keyedMutex) lock(key string) func() {
 	return m.Unlock
 }
 
-// claim adds sess to the live sessions and returns the other sessions of
-// its cluster, which it replaces.
+// claim adds sess to the live sessions and returns (and removes) the
+// other sessions of its cluster, which it replaces: they are no longer
+// live, even while they read their GoAway.
 func (s *agentServer) claim(sess *agentSession) []*agentSession {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -45,6 +49,7 @@ func (s *agentServer) claim(sess *agentSession) []*agentSession {
 	for other := range s.sessions {
 		if other.cluster == sess.cluster {
 			older = append(older, other)
+			delete(s.sessions, other)
 		}
 	}
 	s.sessions[sess] = struct{}{}
@@ -66,7 +71,25 @@ func (s *agentServer) replace(old, newer *agentSession) {
 	s.logger.Warn("agent session replaced", "cluster", old.cluster, "session", old.id, "remote", old.remote, "by", newer.id, "byRemote", newer.remote)
 	s.registry.SessionReplaced(old.cluster, old.remote, newer.remote)
 	// The old agent may not read: its GoAway must not hold the new session.
-	go old.goAway(reason)
+	go old.goAwayAndWait(reason, replacedGrace)
+}
+
+// replacedGrace is how long a replaced session has to read its GoAway
+// before its connection closes (the close carries the reason too).
+const replacedGrace = time.Second
+
+// goAwayAndWait sends GoAway and closes the connection once the agent
+// has (it reconnects on GoAway), or after grace: a close at once could
+// overtake the GoAway.
+func (sess *agentSession) goAwayAndWait(reason string, grace time.Duration) {
+	_ = sess.write(&protocol.GoAway{Reason: reason})
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case <-sess.conn.Context().Done():
+	case <-timer.C:
+	}
+	_ = sess.conn.CloseWithError(protocol.CloseGoingAway, reason)
 }
 
 // sessionCount is the number of live sessions.

@@ -95,6 +95,12 @@ func (s *agentServer) refuseJoin(ctx context.Context, conn *quic.Conn, ip string
 		_ = stream.SetWriteDeadline(time.Now().Add(joinRefuseGrace))
 		_ = protocol.WriteMessage(stream, &protocol.Error{Code: protocol.CodeRateLimited, Message: message})
 		_ = stream.Close()
+		// A close at once could overtake the answer: the agent closes
+		// once it has read it.
+		select {
+		case <-conn.Context().Done():
+		case <-acceptCtx.Done():
+		}
 	}
 	_ = conn.CloseWithError(protocol.CloseUnauthorized, protocol.CodeRateLimited+": "+message)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -127,6 +128,9 @@ func TestHostileAgent(t *testing.T) {
 		f.apply("batch.yaml", batchYAML(4))
 		waitFor(t, 30*time.Second, "batch placed", func() (bool, string) {
 			b := f.binding("capacity", "batch-deployment")
+			if b == nil {
+				return false, "no binding yet"
+			}
 			cond := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.BindingConditionScheduled)
 			return cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == b.Generation, fmt.Sprintf("%+v", b.Spec.Clusters)
 		})
@@ -187,6 +191,28 @@ func TestHostileAgent(t *testing.T) {
 		if said := rogue.endReason(); !strings.Contains(said, "frame too large") {
 			t.Errorf("session ended with %s (write: %v), want the hub to say the frame is too large", said, err)
 		}
+	})
+
+	// Before: join attempts were unlimited, so bootstrap tokens could be
+	// guessed as fast as the hub answered.
+	t.Run("join attempts are limited per source address", func(t *testing.T) {
+		const attempts = 45
+		codes := map[string]int{}
+		var limited string
+		for range attempts {
+			e := guessJoin(t, h.quicAddr)
+			codes[e.Code]++
+			if e.Code == protocol.CodeRateLimited {
+				limited = e.Message
+			}
+		}
+		if codes[protocol.CodeTokenRefused] < 5 || codes[protocol.CodeTokenRefused] > 40 || codes[protocol.CodeRateLimited] < 5 {
+			t.Errorf("answers to %d guessed joins: %v; want the first refused for their token, then rate limited", attempts, codes)
+		}
+		if !strings.Contains(limited, "too many join attempts from 127.0.0.1") {
+			t.Errorf("rate-limited answer %q, want it to name the address", limited)
+		}
+		t.Logf("after: %d guessed joins from one address → %v", attempts, codes)
 	})
 
 	t.Run("the honest cluster's health changes are stored", func(t *testing.T) {
@@ -419,6 +445,46 @@ func (r *rogueAgent) sendFrame(size int, typ protocol.MessageType) error {
 	frame := []byte{byte(size >> 24), byte(size >> 16), byte(size >> 8), byte(size), byte(typ)}
 	_, err := r.work.Write(append(frame, make([]byte, 64<<10)...))
 	return err
+}
+
+// guessJoin tries to join with a guessed bootstrap token and returns the
+// hub's refusal.
+func guessJoin(t *testing.T, addr string) *protocol.Error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	// The test does not check the hub: the pin is the agent's business.
+	conf := &tls.Config{MinVersion: tls.VersionTLS13, NextProtos: []string{protocol.JoinALPN}, InsecureSkipVerify: true}
+	conn, err := quic.DialAddr(ctx, addr, conf, protocol.QUICConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseWithError(0, "")
+	str, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := protocol.WriteStreamKind(str, protocol.StreamJoin); err != nil {
+		t.Fatal(err)
+	}
+	req := &protocol.JoinRequest{ProtocolVersion: protocol.Version, ClusterName: "guess", BootstrapToken: "abcdef.0123456789abcdef", CSR: []byte("not a request"), AgentVersion: "hostile"}
+	if err := protocol.WriteMessage(str, req); err != nil {
+		t.Fatal(err)
+	}
+	m, err := protocol.NewReader(str, protocol.MaxJoinFrame).ReadMessage()
+	var closed *quic.ApplicationError
+	if errors.As(err, &closed) {
+		code, message, _ := strings.Cut(closed.ErrorMessage, ": ")
+		return &protocol.Error{Code: code, Message: message} // the close reason, if it overtook the answer
+	}
+	if err != nil {
+		t.Fatalf("join answer: %v", err)
+	}
+	e, ok := m.(*protocol.Error)
+	if !ok {
+		t.Fatalf("a guessed token was answered with %v", m.Type())
+	}
+	return e
 }
 
 // storeSize is the size of the hub's etcd database, read from its
