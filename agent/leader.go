@@ -41,6 +41,17 @@ func leaderIdentity() (string, error) {
 	return name + "_" + hex.EncodeToString(suffix), nil
 }
 
+// election is this replica's part in the leader election.
+type election struct {
+	id      string
+	log     *slog.Logger
+	lock    *observedLock
+	elector *leaderelection.LeaderElector
+	// led receives the agent's result once this replica led: one value
+	// if the elector acquired the Lease, none otherwise.
+	led chan error
+}
+
 // runElected takes part in the election until ctx ends, running the agent
 // while it leads. Only the leader holds a hub session: the agent's session
 // is closed before the Lease is released on shutdown, and a replica that
@@ -48,32 +59,67 @@ func leaderIdentity() (string, error) {
 // renew deadline, before a standby may take over after the lease
 // duration) and returns errLostLeadership.
 func (r *runner) runElected(ctx context.Context) error {
-	le := r.cfg.LeaderElection
-	id, err := leaderIdentity()
+	e, err := r.newElection(ctx)
 	if err != nil {
 		return err
 	}
-	log := r.log.With("identity", id, "lease", r.cfg.SystemNamespace+"/"+le.LeaseName)
+	electCtx, stopElecting := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElecting()
+	electorDone := make(chan struct{})
+	go func() {
+		defer close(electorDone)
+		e.elector.Run(electCtx)
+	}()
+	le := r.cfg.LeaderElection
+	e.log.Info("standing for leader election", "leaseDuration", le.LeaseDuration, "renewDeadline", le.RenewDeadline, "retryPeriod", le.RetryPeriod)
+
+	select {
+	case <-ctx.Done(): // stopping: the session says goodbye, then the Lease goes
+		stopElecting()
+		<-electorDone
+		if e.elector.IsLeader() { // it acquired the Lease, so the agent ran
+			<-e.led
+			r.release(e)
+		}
+		return nil
+	case err := <-e.led: // the agent stopped by itself (a refused join), or lost the lead
+		stopElecting()
+		<-electorDone
+		if ctx.Err() != nil || err != nil { // stopping after all, or failed
+			r.release(e)
+			return err
+		}
+		return r.lostLeadership(e.log)
+	case <-electorDone: // only a failed renewal ends the elector: it led
+		r.waitStopped(e.led, e.log)
+		return r.lostLeadership(e.log)
+	}
+}
+
+// newElection makes this replica's identity, Lease lock and elector,
+// whose agent runs under ctx while it leads.
+func (r *runner) newElection(ctx context.Context) (*election, error) {
+	le := r.cfg.LeaderElection
+	id, err := leaderIdentity()
+	if err != nil {
+		return nil, err
+	}
+	e := &election{id: id, log: r.log.With("identity", id, "lease", r.cfg.SystemNamespace+"/"+le.LeaseName), led: make(chan error, 1)}
 	if r.cfg.CertDir != "" {
-		log.Warn("leader election with a certificate directory: a new leader finds what the previous one joined or renewed only if they share the directory; use a certificate Secret")
+		e.log.Warn("leader election with a certificate directory: a new leader finds what the previous one joined or renewed only if they share the directory; use a certificate Secret")
 	}
 	// The Lease lives in the system namespace; make it if it is missing
 	// (the election retries and says why if this fails).
 	if err := work.EnsureNamespace(ctx, r.clients.kube, r.cfg.SystemNamespace); err != nil && ctx.Err() == nil {
-		log.Warn("cannot make sure the system namespace exists", "err", err)
+		e.log.Warn("cannot make sure the system namespace exists", "err", err)
 	}
-	lock := &observedLock{Interface: &resourcelock.LeaseLock{
+	e.lock = &observedLock{Interface: &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: r.cfg.SystemNamespace, Name: le.LeaseName},
 		Client:     r.clients.kube.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 	}, seen: r.lockSeen.Store}
-
-	agentCtx, stopAgent := context.WithCancel(ctx)
-	defer stopAgent()
-	started := make(chan struct{}) // closed when this replica starts leading
-	led := make(chan error, 1)     // the agent's result, once it led
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: lock, Name: le.LeaseName, WatchDog: r.watchdog,
+	e.elector, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: e.lock, Name: le.LeaseName, WatchDog: r.watchdog,
 		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
 		// Released by hand once the agent stopped: client-go would
 		// release before the agent's session is closed, and would delay
@@ -81,68 +127,26 @@ func (r *runner) runElected(ctx context.Context) error {
 		ReleaseOnCancel: false,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(leadCtx context.Context) {
-				close(started)
-				log.Info("elected leader: starting the agent")
-				runCtx, cancel := context.WithCancel(agentCtx)
+				e.log.Info("elected leader: starting the agent")
+				runCtx, cancel := context.WithCancel(ctx)
 				defer cancel()
 				stop := context.AfterFunc(leadCtx, cancel) // leadership lost
 				defer stop()
-				led <- r.lead(runCtx)
+				e.led <- r.lead(runCtx)
 			},
 			OnStoppedLeading: func() {},
 			OnNewLeader: func(leader string) {
 				if leader != id {
-					log.Info("standing by", "leader", leader)
+					e.log.Info("standing by", "leader", leader)
 				}
 			},
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("leader election: %w", err)
+		return nil, fmt.Errorf("leader election: %w", err)
 	}
-	r.watchdog.SetLeaderElection(elector)
-	electCtx, stopElecting := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopElecting()
-	electorDone := make(chan struct{})
-	go func() {
-		defer close(electorDone)
-		elector.Run(electCtx)
-	}()
-	log.Info("standing for leader election", "leaseDuration", le.LeaseDuration, "renewDeadline", le.RenewDeadline, "retryPeriod", le.RetryPeriod)
-
-	select {
-	case <-ctx.Done(): // stopping: the session says goodbye, then the Lease goes
-		stopElecting()
-		<-electorDone
-		if leading(started) {
-			<-led
-			r.release(lock, id, log)
-		}
-		return nil
-	case err := <-led: // the agent stopped by itself (a refused join), or lost the lead
-		stopElecting()
-		<-electorDone
-		if ctx.Err() != nil || err != nil { // stopping after all, or failed
-			r.release(lock, id, log)
-			return err
-		}
-		return r.lostLeadership(log)
-	case <-electorDone: // renewing failed: only this ends the elector
-		if leading(started) {
-			r.waitStopped(led, log)
-		}
-		return r.lostLeadership(log)
-	}
-}
-
-// leading says whether this replica started leading.
-func leading(started <-chan struct{}) bool {
-	select {
-	case <-started:
-		return true
-	default:
-		return false
-	}
+	r.watchdog.SetLeaderElection(e.elector)
+	return e, nil
 }
 
 func (r *runner) lostLeadership(log *slog.Logger) error {
@@ -150,23 +154,26 @@ func (r *runner) lostLeadership(log *slog.Logger) error {
 	return errLostLeadership
 }
 
-// waitStopped waits for the agent of a replica that stopped leading, as
-// long as a standby cannot take over yet: the lease duration after the
-// last renewal, of which the renew deadline and a retry period are gone.
-// Beyond that, the process exits regardless, which ends the session too.
+// waitStopped waits for the agent of a replica that stopped leading. Its
+// hub session must end before a standby may take over: the lease duration
+// after the last renewal, of which the renew deadline and a retry period
+// are gone. A session still open then is ended by exiting at once; once
+// it has ended, the rest of the agent (the Work engine's watches) is
+// waited for.
 func (r *runner) waitStopped(led <-chan error, log *slog.Logger) {
 	le := r.cfg.LeaderElection
 	t := time.NewTimer(max(le.LeaseDuration-le.RenewDeadline-le.RetryPeriod, time.Second))
 	defer t.Stop()
 	select {
 	case <-led:
+		return
 	case <-t.C:
-		if a := r.agent.Load(); a != nil && a.Stats().Connected {
-			log.Warn("the hub session did not end in time after the lead was lost; exiting regardless")
-		} else {
-			log.Info("the hub session ended; exiting without waiting for the Work engine's watches to stop")
-		}
 	}
+	if a := r.agent.Load(); a != nil && a.Stats().Connected {
+		log.Warn("the hub session did not end in time after the lead was lost; exiting regardless")
+		return
+	}
+	<-led
 }
 
 // releaseTimeout bounds releasing the Lease on the way out.
@@ -175,22 +182,22 @@ const releaseTimeout = 5 * time.Second
 // release gives up the Lease if this replica still holds it, as client-go
 // does (no holder, a one-second lease), so that a standby takes over at
 // its next try instead of after the lease duration.
-func (r *runner) release(lock resourcelock.Interface, id string, log *slog.Logger) {
+func (r *runner) release(e *election) {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
-	record, _, err := lock.Get(ctx)
+	record, _, err := e.lock.Get(ctx)
 	if err != nil {
-		log.Warn("cannot release the leader election Lease", "err", err)
+		e.log.Warn("cannot release the leader election Lease", "err", err)
 		return
 	}
-	if record.HolderIdentity != id {
+	if record.HolderIdentity != e.id {
 		return
 	}
 	now := metav1.Now()
-	err = lock.Update(ctx, resourcelock.LeaderElectionRecord{LeaseDurationSeconds: 1, RenewTime: now, AcquireTime: now,
+	err = e.lock.Update(ctx, resourcelock.LeaderElectionRecord{LeaseDurationSeconds: 1, RenewTime: now, AcquireTime: now,
 		LeaderTransitions: record.LeaderTransitions})
 	if err != nil {
-		log.Warn("cannot release the leader election Lease", "err", err)
+		e.log.Warn("cannot release the leader election Lease", "err", err)
 	}
 }
 
