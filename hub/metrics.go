@@ -46,6 +46,7 @@ func (a *httpServer) metricsHandler() http.Handler {
 	counter("flotilla_store_defragmentations_total", "Defragmentations the store guard ran.", func() float64 { return float64(a.guard.Stats().Defrags) })
 	counter("flotilla_store_alarms_disarmed_total", "NOSPACE alarms the store guard disarmed after the data fit again.", func() float64 { return float64(a.guard.Stats().Disarms) })
 	counter("flotilla_join_attempts_limited_total", "Join connections refused because their source address tried too often.", func() float64 { return float64(a.agents.joinLimit.limitedCount()) })
+	counter("flotilla_served_apis_coalesced_total", "Lists of served APIs replaced by a newer one before they were stored (beyond a cluster's pace).", func() float64 { return float64(a.registry.stats.apisCoalesced.Load()) })
 	gauge("flotilla_connected_agents", "Agents connected to this hub.", func() float64 {
 		a.agents.mu.Lock()
 		defer a.agents.mu.Unlock()

@@ -105,6 +105,7 @@ type registryCounters struct {
 	storeWrites, storeConflicts atomic.Int64
 	transitions, eventsRecorded atomic.Int64
 	eventsSuppressed            atomic.Int64 // beyond the per-reason bound
+	apisCoalesced               atomic.Int64 // served API lists replaced before they were stored
 }
 
 // entry is one cluster's in-memory state.
@@ -118,6 +119,10 @@ type entry struct {
 	// clockBackSince is when the agent's clock came back within the
 	// tolerated skew while ClockSynced is False (zero otherwise).
 	clockBackSince time.Time
+	// apis paces changes of the served APIs; pendingAPIs is the newest
+	// list it held back.
+	apis        *rate.Limiter
+	pendingAPIs *protocol.ServedAPIs
 	// renewals and lastStatus are for the dashboard.
 	renewals   renewalRing
 	lastStatus time.Time

@@ -188,8 +188,8 @@ func (r *Registry) Status(cluster string, report *protocol.ClusterStatus) error 
 		next.NodeSummary = &v1alpha1.NodeSummary{TotalNum: report.NodesTotal, ReadyNum: report.NodesReady}
 		next.ResourceSummary = &v1alpha1.ResourceSummary{Allocatable: allocatable, Allocated: allocated}
 	}
-	if report.ServedAPIs != nil {
-		next.APIEnablements = apiEnablements(report.ServedAPIs)
+	if apis := r.servedAPIsLocked(e, report.ServedAPIs, now); apis != nil {
+		next.APIEnablements = apiEnablements(apis)
 	}
 	if !equality.Semantic.DeepEqual(*next, e.obj.Status) {
 		e.obj.Status = *next

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
+
+	"golang.org/x/time/rate"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -88,4 +91,40 @@ func (r *Registry) resourcesPlausibleLocked(cluster string, e *entry, why string
 		r.recordLocked(e.obj, corev1.EventTypeWarning, reasonImplausibleReport, message, r.clock.Now())
 		r.logger.Warn("implausible resource report refused", "cluster", cluster, "why", why)
 	}
+}
+
+// Served APIs are the largest part of a status report (up to ~1 MiB) and
+// each change is a Cluster write: an agent may change them a few times at
+// once (a session's first report, CRDs installed), then once per
+// apisInterval; a list held back is applied, newest first, with a later
+// report.
+const (
+	apisBurst    = 3
+	apisInterval = 30 * time.Second
+)
+
+// servedAPIsLocked returns the served APIs to store from this report (nil:
+// none), holding back changes beyond the pace or while the store refuses
+// agent-driven growth.
+func (r *Registry) servedAPIsLocked(e *entry, apis *protocol.ServedAPIs, now time.Time) *protocol.ServedAPIs {
+	if apis != nil {
+		if e.pendingAPIs != nil {
+			r.stats.apisCoalesced.Add(1)
+		}
+		e.pendingAPIs = apis
+	}
+	if e.pendingAPIs == nil {
+		return nil
+	}
+	if e.apis == nil {
+		e.apis = rate.NewLimiter(rate.Every(apisInterval), apisBurst)
+	}
+	if r.allowAgentWrite != nil && !r.allowAgentWrite() {
+		return nil
+	}
+	if !e.apis.AllowN(now, 1) {
+		return nil
+	}
+	apis, e.pendingAPIs = e.pendingAPIs, nil
+	return apis
 }

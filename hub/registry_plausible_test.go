@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -76,5 +77,47 @@ func TestRegistryRefusesImplausibleReports(t *testing.T) {
 	c = f.cluster("edge-1")
 	if cond := meta.FindStatusCondition(c.Status.Conditions, ClusterConditionResourcesPlausible); c.Status.ResourceSummary == nil || cond == nil || cond.Status != metav1.ConditionTrue {
 		t.Errorf("plausible again: summary %v, condition %+v; want a summary and ResourcesPlausible=True", c.Status.ResourceSummary, cond)
+	}
+}
+
+// TestRegistryPacesServedAPIs sends ten changed lists of served APIs at
+// once: the first few are stored, the rest wait, and the newest is stored
+// with a report after the pace allows it.
+func TestRegistryPacesServedAPIs(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
+	f.connect("edge-1")
+	report := func(apis *protocol.ServedAPIs) {
+		t.Helper()
+		if err := f.reg.Status("edge-1", &protocol.ClusterStatus{ObservedAt: clk.Now(), APIServerHealthy: true, ServedAPIs: apis}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	served := func(i int) *protocol.ServedAPIs {
+		return &protocol.ServedAPIs{Items: []protocol.APIEnablement{{GroupVersion: fmt.Sprintf("example.com/v%d", i), Resources: []protocol.APIResource{{Name: "things", Kind: "Thing"}}}}}
+	}
+	stored := func() string {
+		if apis := f.cluster("edge-1").Status.APIEnablements; len(apis) > 0 {
+			return apis[0].GroupVersion
+		}
+		return ""
+	}
+	changes, last := 0, ""
+	for i := 1; i <= 10; i++ {
+		report(served(i))
+		if got := stored(); got != last {
+			changes, last = changes+1, got
+		}
+	}
+	if changes != apisBurst || last != fmt.Sprintf("example.com/v%d", apisBurst) {
+		t.Errorf("10 lists at once: %d stored, the last %q; want %d, the last v%d", changes, last, apisBurst, apisBurst)
+	}
+	clk.Step(apisInterval)
+	report(nil)
+	if got := stored(); got != "example.com/v10" {
+		t.Errorf("after %v: %q stored, want the newest list (v10)", apisInterval, got)
+	}
+	if n := f.reg.stats.apisCoalesced.Load(); n != 10-apisBurst-1 {
+		t.Errorf("%d lists coalesced, want %d", n, 10-apisBurst-1)
 	}
 }
