@@ -204,7 +204,12 @@ func TestLeaderElection(t *testing.T) {
 	if err := a.wait(t, waitTimeout); err != nil {
 		t.Errorf("leader's Run = %v, want nil", err)
 	}
-	hub.waitFor(t, "the leader's GoAway", waitTimeout, func(e hubEvent) bool { return e.kind == "goaway" && e.conn == first.id })
+	hub.waitFor(t, "the leader's GoAway", waitTimeout, func(e hubEvent) bool {
+		if e.kind == "hello" && e.conn != first.id {
+			t.Errorf("the standby said Hello (connection %d) before the leader's GoAway: two sessions at once", e.conn)
+		}
+		return e.kind == "goaway" && e.conn == first.id
+	})
 	select {
 	case <-first.conn.Context().Done():
 	default:
