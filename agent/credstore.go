@@ -25,16 +25,16 @@ type credentials struct {
 	CA, Cert, Key, NextKey, NextCert []byte
 }
 
-// items lists the credentials by item name, for stores that keep them
-// one item at a time.
-func (c *credentials) items() []struct {
+// item is one credential by its name, for stores that keep them one item
+// at a time.
+type item struct {
 	name string
 	data *[]byte
-} {
-	return []struct {
-		name string
-		data *[]byte
-	}{{CAFile, &c.CA}, {CertFile, &c.Cert}, {KeyFile, &c.Key}, {NextKeyFile, &c.NextKey}, {NextCertFile, &c.NextCert}}
+}
+
+// items lists the credentials by item name.
+func (c *credentials) items() []item {
+	return []item{{CAFile, &c.CA}, {CertFile, &c.Cert}, {KeyFile, &c.Key}, {NextKeyFile, &c.NextKey}, {NextCertFile, &c.NextCert}}
 }
 
 // complete says whether c holds what a session needs: ca.crt, tls.crt and
