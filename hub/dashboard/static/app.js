@@ -316,23 +316,23 @@ function renderFleet() {
   renderSummary();
 }
 
+const SEVERITY = { never: 0, fresh: 1, late: 2, expired: 3 };
+
 function renderSummary() {
   const counts = { fresh: 0, late: 0, expired: 0, never: 0 };
   const ready = { True: 0, False: 0, Unknown: 0 };
   const bins = new Array(HISTO_BINS).fill(0);
-  const binCls = new Array(HISTO_BINS).fill("fresh");
+  const binCls = new Array(HISTO_BINS).fill("never"); // the worst freshness in each bin
   const grace = state.settings.gracePeriodMs;
+  const width = (1.5 * grace) / HISTO_BINS;
   for (const c of state.clusters.values()) {
     const l = lease(c);
     counts[l.cls]++;
     if (c.ready in ready) ready[c.ready]++;
     if (l.age == null) continue;
-    const b = Math.min(HISTO_BINS - 1, Math.floor((l.age / (1.5 * grace)) * HISTO_BINS));
+    const b = Math.min(HISTO_BINS - 1, Math.max(0, Math.floor(l.age / width)));
     bins[b]++;
-  }
-  for (let b = 0; b < HISTO_BINS; b++) {
-    const lo = (b / HISTO_BINS) * 1.5 * grace;
-    binCls[b] = lo < state.settings.defaultLeaseDurationMs ? "fresh" : lo < grace ? "late" : "expired";
+    if (SEVERITY[l.cls] > SEVERITY[binCls[b]]) binCls[b] = l.cls;
   }
   $("counts").innerHTML = `<span class="pill fresh">${counts.fresh} fresh</span><span class="pill late">${counts.late} late</span>` +
     `<span class="pill expired">${counts.expired} expired</span>` + (counts.never ? `<span class="pill">${counts.never} never renewed</span>` : "") +
@@ -340,11 +340,13 @@ function renderSummary() {
   $("zones").innerHTML = "Zones: " + (Object.keys(state.zones).sort().map((z) =>
     `<span class="pill ${esc(state.zones[z])}">${esc(z)}: ${esc(state.zones[z])}</span>`).join("") || '<span class="muted">none</span>');
   const max = Math.max(1, ...bins);
+  const label = (ms) => (width < 1000 ? (ms / 1000).toFixed(1) : fmtAge(ms).replace(".0s", "s"));
   $("histogram").innerHTML = bins.map((n, b) => {
-    const lo = Math.round((b / HISTO_BINS) * 1.5 * grace / 1000);
-    const color = `var(--${binCls[b]})`;
-    return `<div class="bin" title="${n} clusters, lease age ${lo}s${b === HISTO_BINS - 1 ? " or more" : ""}"><span>${n || ""}</span>` +
-      `<div class="bar" style="height:${(n / max) * 48}px;background:${color}"></div><span class="label">${lo}s${b === HISTO_BINS - 1 ? "+" : ""}</span></div>`;
+    const lo = b * width;
+    const last = b === HISTO_BINS - 1;
+    const color = binCls[b] === "never" ? "#b8bfc8" : `var(--${binCls[b]})`;
+    return `<div class="bin" data-bin="${b}" title="${n} clusters with a lease age from ${label(lo)}${last ? " on" : " to " + label(lo + width)}"><span>${n || ""}</span>` +
+      `<div class="bar" style="height:${(n / max) * 48}px;background:${color}"></div><span class="label">${label(lo)}${last ? "+" : ""}</span></div>`;
   }).join("");
 }
 
