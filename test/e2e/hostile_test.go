@@ -537,3 +537,57 @@ func grepMetrics(metrics string, names ...string) string {
 }
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
+// TestStoreGuardRefusesAgentGrowth floods a hub whose store guard allows
+// agents 8 MiB (a quarter of a 32 MiB quota) with Work status reports:
+// once the store holds more, the hub stores no more of them and says so
+// (metric, StoreFull event), while the honest cluster's health changes are
+// still stored. Recovery (compaction, defragmentation, NOSPACE disarmed)
+// is store.TestGuardRefusesAndRecovers'.
+func TestStoreGuardRefusesAgentGrowth(t *testing.T) {
+	f := startFleet(t, 1, "--store-check-interval=1s", "--store-quota-bytes=33554432", "--store-agent-write-threshold=0.25")
+	h := f.hub
+	rogue := dialRogue(t, t, h.quicAddr, loadClientTLS(t, h.issueCert(t, "rogue"), "127.0.0.1"), "rogue")
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	go rogue.keepRenewing(ctx)
+	rogue.report(t, plausibleReport())
+	waitReady(t, h, "rogue", 30*time.Second)
+	f.apply("probe.yaml", probeYAML)
+	work := rogue.takeWork(t)
+	before := storeSize(t, h)
+	reports := 0
+	waitFor(t, 90*time.Second, "the store guard refusing agent writes", func() (bool, string) {
+		for range 20 {
+			rogue.sendWorkStatus(t, work, reports, 60, 4000) // status fields stored: 60 × 4 KB a report
+			reports++
+		}
+		m := h.metrics(t)
+		return strings.Contains(m, "flotilla_store_refusing_agent_writes 1\n"), grepMetrics(m, "flotilla_store_db_in_use_bytes", "flotilla_store_db_size_bytes")
+	})
+	// Reports sent from now on are dropped, not stored.
+	for range 50 {
+		rogue.sendWorkStatus(t, work, reports, 60, 4000)
+		reports++
+	}
+	waitFor(t, 30*time.Second, "reports dropped", func() (bool, string) {
+		m := h.metrics(t)
+		return !strings.Contains(m, "flotilla_work_reports_dropped_total 0\n"), grepMetrics(m, "flotilla_work_reports_dropped_total")
+	})
+	if n := eventCount(t, h, "Namespace", "default", v1alpha1.LeaseNamespace, "StoreFull"); n != 1 {
+		t.Errorf("%d StoreFull events, want 1", n)
+	}
+	if c := h.cluster(t, "member-1"); readyOf(c) != metav1.ConditionTrue {
+		t.Errorf("member-1 is %s while the store refuses agent writes, want Ready", describe(c))
+	}
+	if err := f.agents["member-1"].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "member-1 unreachable, stored while agent writes are refused", func() (bool, string) {
+		c := h.cluster(t, "member-1")
+		return readyOf(c) == metav1.ConditionUnknown && hasTaint(c, v1alpha1.TaintClusterUnreachable, corev1.TaintEffectNoSchedule), describe(c)
+	})
+	m := h.metrics(t)
+	t.Logf("%d reports; store %.1f → %.1f MiB; %s", reports, mib(before), mib(storeSize(t, h)),
+		grepMetrics(m, "flotilla_store_refusing_agent_writes", "flotilla_store_agent_writes_refused_total", "flotilla_work_reports_dropped_total", "flotilla_store_db_in_use_bytes"))
+}
