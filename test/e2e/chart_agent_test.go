@@ -466,34 +466,8 @@ func TestAgentChart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("flotilla-hub token create: %v\n%s", err, out)
 	}
-	install, err := parseHelmInstall(string(out))
-	if err != nil {
-		t.Fatalf("flotilla-hub token create printed:\n%s\n%v", out, err)
-	}
-	if install.chart != "charts/flotilla-agent" || !install.createNamespace {
-		t.Fatalf("printed command installs %q (create namespace %v), want charts/flotilla-agent with --create-namespace", install.chart, install.createNamespace)
-	}
-	// Test-only: the container shares the host's network here, so its
-	// HTTP port must be a free one rather than the chart's 8080.
-	httpPort := freePort(t, freeport.TCP)
-	sets := append(slices.Clone(install.sets), "http.port="+strconv.Itoa(httpPort))
-	manifests, err := renderChart(t, install.chart, install.release, install.namespace, sets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs := decodeManifests(t, manifests)
-	applyObjects(t, c, install.namespace, objs)
-
-	var d appsv1.Deployment
-	findObject(t, objs, "Deployment", "", &d)
-	if img := d.Spec.Template.Spec.Containers[0].Image; !strings.HasPrefix(img, "ghcr.io/flotilla-io/flotilla-agent:") {
-		t.Fatalf("the chart's image is %q, not the flotilla-agent image this test runs", img)
-	}
-	pod := controllerPod(t, member, install.namespace, d.Spec.Selector)
-	agentPod := startPod(t, c, pod, agentImage())
-	if slices.ContainsFunc(agentPod.Args, func(a string) bool { return strings.HasPrefix(a, "--kubeconfig") || strings.HasPrefix(a, "--cert-dir") }) {
-		t.Fatalf("the chart's args use a kubeconfig or cert dir: %q", agentPod.Args)
-	}
+	inst := installAgentChart(t, c, string(out))
+	install, d, pod, agentPod, httpPort := inst.helm, inst.deployment, inst.pod, inst.container, inst.httpPort
 
 	t.Run("runs as its pod spec says", func(t *testing.T) {
 		checkPodProcess(t, agentPod, pod)
@@ -571,6 +545,56 @@ func TestAgentChart(t *testing.T) {
 			t.Errorf("the agent exited: %v", agentPod.ExitError())
 		}
 	})
+}
+
+// installedAgent is the agent chart installed in a member cluster and its
+// first pod running.
+type installedAgent struct {
+	helm       helmInstall
+	deployment appsv1.Deployment
+	pod        *corev1.Pod
+	container  *podrun.Container
+	httpPort   int
+}
+
+// installAgentChart installs charts/flotilla-agent into c as the helm
+// command in tokenOutput (flotilla-hub token create's) says, and runs the
+// first pod of its Deployment as its spec says.
+func installAgentChart(t *testing.T, c *membercluster.Cluster, tokenOutput string) installedAgent {
+	t.Helper()
+	member, err := c.Clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	install, err := parseHelmInstall(tokenOutput)
+	if err != nil {
+		t.Fatalf("flotilla-hub token create printed:\n%s\n%v", tokenOutput, err)
+	}
+	if install.chart != "charts/flotilla-agent" || !install.createNamespace {
+		t.Fatalf("printed command installs %q (create namespace %v), want charts/flotilla-agent with --create-namespace", install.chart, install.createNamespace)
+	}
+	// Test-only: the container shares the host's network here, so its
+	// HTTP port must be a free one rather than the chart's 8080.
+	httpPort := freePort(t, freeport.TCP)
+	sets := append(slices.Clone(install.sets), "http.port="+strconv.Itoa(httpPort))
+	manifests, err := renderChart(t, install.chart, install.release, install.namespace, sets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := decodeManifests(t, manifests)
+	applyObjects(t, c, install.namespace, objs)
+
+	var d appsv1.Deployment
+	findObject(t, objs, "Deployment", "", &d)
+	if img := d.Spec.Template.Spec.Containers[0].Image; !strings.HasPrefix(img, "ghcr.io/flotilla-io/flotilla-agent:") {
+		t.Fatalf("the chart's image is %q, not the flotilla-agent image this test runs", img)
+	}
+	pod := controllerPod(t, member, install.namespace, d.Spec.Selector)
+	ctr := startPod(t, c, pod, agentImage())
+	if slices.ContainsFunc(ctr.Args, func(a string) bool { return strings.HasPrefix(a, "--kubeconfig") || strings.HasPrefix(a, "--cert-dir") }) {
+		t.Fatalf("the chart's args use a kubeconfig or cert dir: %q", ctr.Args)
+	}
+	return installedAgent{helm: install, deployment: d, pod: pod, container: ctr, httpPort: httpPort}
 }
 
 // workOf is the Work of a cluster holding the object of kind and name, or
@@ -678,7 +702,11 @@ func checkPodProcess(t *testing.T, ctr *podrun.Container, pod *corev1.Pod) {
 	if !slices.Equal(environ, ctr.Env) {
 		t.Errorf("the program's environment %q, want exactly %q", environ, ctr.Env)
 	}
-	for _, want := range []string{"POD_NAME=" + pod.Name, "POD_NAMESPACE=" + pod.Namespace} {
+	for _, e := range pod.Spec.Containers[0].Env {
+		want := e.Name + "=" + e.Value
+		if ref := e.ValueFrom; ref != nil && ref.FieldRef != nil {
+			want = e.Name + "=" + map[string]string{"metadata.name": pod.Name, "metadata.namespace": pod.Namespace}[ref.FieldRef.FieldPath]
+		}
 		if !slices.Contains(environ, want) {
 			t.Errorf("the program's environment lacks %s", want)
 		}
@@ -711,8 +739,14 @@ func checkPodProcess(t *testing.T, ctr *podrun.Container, pod *corev1.Pod) {
 			t.Errorf("the container's root holds /%s, which neither the image nor the pod has", e.Name())
 		}
 	}
-	token, err := os.ReadFile(filepath.Join(root, "var/run/secrets/kubernetes.io/serviceaccount/token"))
-	if err != nil || len(token) == 0 {
+	// A service-account token only where admission mounted one.
+	const saDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+	token, err := os.ReadFile(filepath.Join(root, saDir, "token"))
+	mounted := slices.ContainsFunc(pod.Spec.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == saDir })
+	switch {
+	case mounted && (err != nil || len(token) == 0):
 		t.Errorf("service-account token: %v", err)
+	case !mounted && !os.IsNotExist(err):
+		t.Errorf("the pod mounts no service-account token, yet the container has one (%v)", err)
 	}
 }

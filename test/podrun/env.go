@@ -18,7 +18,7 @@ func containerEnv(ctx context.Context, s Spec, c *corev1.Container) ([]string, e
 		k, v, _ := strings.Cut(kv, "=")
 		vars.set(k, v)
 	}
-	vars.set("HOSTNAME", s.Pod.Name)
+	vars.set("HOSTNAME", podHostname(s.Pod))
 	svc, err := serviceEnv(s.APIServer)
 	if err != nil {
 		return nil, err

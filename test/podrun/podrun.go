@@ -133,7 +133,7 @@ func Start(ctx context.Context, s Spec) (*Container, error) {
 		wd = "/"
 	}
 	script, err := runScript(scriptInput{
-		root: filepath.Join(s.Dir, "rootfs"), binds: binds, dirs: s.Image.Dirs, mounts: mounts,
+		hostname: podHostname(s.Pod), root: filepath.Join(s.Dir, "rootfs"), binds: binds, dirs: s.Image.Dirs, mounts: mounts,
 		readOnlyRoot: sec.readOnlyRoot, noNewPrivs: sec.noNewPrivs, uid: sec.uid, gid: sec.gid, groups: sec.groups,
 		wd: wd, env: env, argv: argv,
 	})
@@ -148,7 +148,7 @@ func Start(ctx context.Context, s Spec) (*Container, error) {
 		Binary: "unshare",
 		// The shell is PID 1 of a new PID namespace: when it dies (or the
 		// unshare above it, which kills it), the kernel kills the program.
-		Args:    []string{"--mount", "--propagation", "private", "--pid", "--fork", "--kill-child=SIGKILL", "/bin/sh", filepath.Join(s.Dir, "run.sh")},
+		Args:    []string{"--mount", "--propagation", "private", "--uts", "--pid", "--fork", "--kill-child=SIGKILL", "/bin/sh", filepath.Join(s.Dir, "run.sh")},
 		LogPath: s.LogPath,
 	}
 	if err := p.Start(); err != nil {
@@ -174,6 +174,14 @@ func (c *Container) Stop() error {
 	case <-time.After(process.StopTimeout):
 	}
 	return c.Kill()
+}
+
+// podHostname is the host name a kubelet gives the pod's containers.
+func podHostname(pod *corev1.Pod) string {
+	if pod.Spec.Hostname != "" {
+		return pod.Spec.Hostname
+	}
+	return pod.Name
 }
 
 func findContainer(pod *corev1.Pod, name string) (*corev1.Container, error) {

@@ -91,6 +91,7 @@ func imageBinds(img Image) ([]bind, error) {
 
 // scriptInput is everything the PID-1 shell needs.
 type scriptInput struct {
+	hostname     string
 	root         string
 	binds        []bind
 	dirs         map[string]os.FileMode
@@ -107,7 +108,7 @@ type scriptInput struct {
 var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
 // runScript is the shell script that, as PID 1 of fresh mount and PID
-// namespaces, builds the container's root on a tmpfs, mounts the volumes,
+// namespaces (and its own UTS namespace, named as the pod), builds the container's root on a tmpfs, mounts the volumes,
 // and runs the program in it as the container's user with nothing of the
 // runner's environment; it passes SIGTERM on and exits with the program.
 func runScript(in scriptInput) (string, error) {
@@ -121,6 +122,7 @@ func runScript(in scriptInput) (string, error) {
 	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	at := func(p string) string { return q(in.root + p) }
 	line("set -eu")
+	line("hostname %s", q(in.hostname))
 	line("mount -t tmpfs -o mode=0755 podroot %s", q(in.root))
 	for _, bd := range in.binds {
 		line("mkdir -p %s && touch %s", at(path.Dir(bd.image)), at(bd.image))

@@ -1,0 +1,243 @@
+package e2e
+
+import (
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/flotilla-io/flotilla/test/freeport"
+	"github.com/flotilla-io/flotilla/test/membercluster"
+)
+
+// hubDataDir is where the chart mounts the hub's data volume.
+const hubDataDir = "/var/lib/flotilla"
+
+// TestHubChartRender checks what charts/flotilla-hub renders, without a
+// cluster: the agents' UDP Service and the API's TCP Service, a one-replica
+// StatefulSet whose data volume holds --data-dir, probes on /healthz, a
+// hardened pod, and schema errors for bad values.
+func TestHubChartRender(t *testing.T) {
+	tests := []struct {
+		name    string
+		sets    []string
+		wantErr []string
+		check   func(t *testing.T, objs []*unstructured.Unstructured)
+	}{
+		{name: "defaults: services", check: checkHubServices},
+		{name: "defaults: statefulset with a data volume claim", check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			sts := hubStatefulSet(t, objs)
+			if len(sts.Spec.VolumeClaimTemplates) != 1 || sts.Spec.VolumeClaimTemplates[0].Name != "data" {
+				t.Fatalf("volumeClaimTemplates %+v, want one named data", sts.Spec.VolumeClaimTemplates)
+			}
+			checkHubDataMount(t, sts)
+			checkHardenedPod(t, sts.Spec.Template.Spec)
+			ctr := sts.Spec.Template.Spec.Containers[0]
+			for name, probe := range map[string]*corev1.Probe{"startup": ctr.StartupProbe, "liveness": ctr.LivenessProbe, "readiness": ctr.ReadinessProbe} {
+				if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != "/healthz" || probe.HTTPGet.Port != intstr.FromString("http") {
+					t.Errorf("%s probe %+v, want GET /healthz on port http", name, probe)
+				}
+			}
+			if sts.Spec.Template.Spec.AutomountServiceAccountToken == nil || *sts.Spec.Template.Spec.AutomountServiceAccountToken {
+				t.Error("the hub pod mounts a service-account token it does not need")
+			}
+		}},
+		{name: "no persistence: an emptyDir", sets: []string{"persistence.enabled=false"}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			sts := hubStatefulSet(t, objs)
+			if len(sts.Spec.VolumeClaimTemplates) != 0 {
+				t.Errorf("volumeClaimTemplates %+v with persistence off", sts.Spec.VolumeClaimTemplates)
+			}
+			checkHubDataMount(t, sts)
+		}},
+		{name: "no CRDs in the hosting cluster", check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			for _, o := range objs {
+				if o.GetKind() == "CustomResourceDefinition" {
+					t.Errorf("renders CRD %s", o.GetName())
+				}
+			}
+		}},
+		{name: "bad CSR approval mode", sets: []string{"hub.agentCSRApproval=sometimes"}, wantErr: []string{"/hub/agentCSRApproval"}},
+		{name: "bad agent service type", sets: []string{"agentService.type=Magic"}, wantErr: []string{"/agentService/type"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := renderChart(t, "charts/flotilla-hub", "flotilla-hub", "flotilla-hub", tc.sets)
+			if len(tc.wantErr) > 0 {
+				if err == nil {
+					t.Fatalf("rendered, want an error mentioning %q", tc.wantErr)
+				}
+				for _, want := range tc.wantErr {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("error does not mention %q:\n%v", want, err)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, decodeManifests(t, out))
+		})
+	}
+}
+
+func hubStatefulSet(t *testing.T, objs []*unstructured.Unstructured) *appsv1.StatefulSet {
+	t.Helper()
+	var sts appsv1.StatefulSet
+	findObject(t, objs, "StatefulSet", "", &sts)
+	if sts.Spec.Replicas == nil || *sts.Spec.Replicas != 1 {
+		t.Errorf("StatefulSet replicas %v, want 1", sts.Spec.Replicas)
+	}
+	return &sts
+}
+
+// checkHubDataMount: the container's --data-dir is the data volume.
+func checkHubDataMount(t *testing.T, sts *appsv1.StatefulSet) {
+	t.Helper()
+	ctr := sts.Spec.Template.Spec.Containers[0]
+	if !slices.Contains(ctr.Args, "--data-dir="+hubDataDir) {
+		t.Errorf("args %q, want --data-dir=%s", ctr.Args, hubDataDir)
+	}
+	if !slices.ContainsFunc(ctr.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "data" && m.MountPath == hubDataDir }) {
+		t.Errorf("volumeMounts %+v, want data at %s", ctr.VolumeMounts, hubDataDir)
+	}
+}
+
+// checkHubServices: agents dial UDP 7443, the API is TCP 6443, each to the
+// container port of that name.
+func checkHubServices(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	want := map[string]corev1.ServicePort{
+		"flotilla-hub-agents": {Name: "quic", Port: 7443, TargetPort: intstr.FromString("quic"), Protocol: corev1.ProtocolUDP},
+		"flotilla-hub":        {Name: "api", Port: 6443, TargetPort: intstr.FromString("api"), Protocol: corev1.ProtocolTCP},
+	}
+	sts := hubStatefulSet(t, objs)
+	ports := map[string]corev1.ContainerPort{}
+	for _, p := range sts.Spec.Template.Spec.Containers[0].Ports {
+		ports[p.Name] = p
+	}
+	for name, port := range want {
+		var svc corev1.Service
+		findObject(t, objs, "Service", name, &svc)
+		if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0] != port {
+			t.Errorf("Service %s ports %+v, want [%+v]", name, svc.Spec.Ports, port)
+		}
+		if cp, ok := ports[port.TargetPort.StrVal]; !ok || cp.Protocol != port.Protocol {
+			t.Errorf("Service %s targets container port %s: %+v", name, port.TargetPort.StrVal, cp)
+		}
+		if !cmpLabels(svc.Spec.Selector, sts.Spec.Template.Labels) {
+			t.Errorf("Service %s selects %v, the hub pod has %v", name, svc.Spec.Selector, sts.Spec.Template.Labels)
+		}
+	}
+}
+
+// cmpLabels: every selector label is on the pod.
+func cmpLabels(selector, labels map[string]string) bool {
+	if len(selector) == 0 {
+		return false
+	}
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestHubChart installs charts/flotilla-hub into a member cluster's real
+// kube-apiserver (server-side apply, StatefulSet with its volume claim
+// template, Services) and runs the hub as its pod spec says (non-root, a
+// read-only root, the data volume a fresh tmpfs): it answers /healthz, its
+// API serves the admin kubeconfig it wrote on the data volume, and an agent
+// installed with the agent chart joins it with a token it made.
+func TestHubChart(t *testing.T) {
+	chartrenderPath(t)
+	env := membercluster.StartForTest(t, membercluster.Specs(1)...)
+	c := env.Cluster("member-1")
+	member, err := c.Clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Test-only: the container shares the host's network, so its ports are
+	// free ones; agents dial the QUIC port on loopback.
+	quic, api, httpPort := freePort(t, freeport.UDP), freePort(t, freeport.TCP), freePort(t, freeport.TCP)
+	sets := []string{
+		"ports.quic=" + strconv.Itoa(quic), "ports.api=" + strconv.Itoa(api), "ports.http=" + strconv.Itoa(httpPort),
+		"hub.agentAddress=127.0.0.1:" + strconv.Itoa(quic),
+	}
+	const namespace = "flotilla-hub"
+	manifests, err := renderChart(t, "charts/flotilla-hub", "flotilla-hub", namespace, sets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := decodeManifests(t, manifests)
+	applyObjects(t, c, namespace, objs)
+	sts := hubStatefulSet(t, objs)
+	pod := controllerPod(t, member, namespace, sts.Spec.Selector)
+	waitFor(t, 30*time.Second, "the StatefulSet's volume claim", func() (bool, string) {
+		_, err := member.CoreV1().PersistentVolumeClaims(namespace).Get(t.Context(), "data-"+pod.Name, metav1.GetOptions{})
+		return err == nil, errString(err)
+	})
+	hubPod := startPod(t, c, pod, imageOf("flotilla-hub"))
+	t.Run("runs as its pod spec says", func(t *testing.T) {
+		checkPodProcess(t, hubPod, pod)
+	})
+
+	t.Run("answers /healthz and serves its API", func(t *testing.T) {
+		waitFor(t, 120*time.Second, "the hub's /healthz", func() (bool, string) {
+			if hubPod.HasExited() {
+				t.Fatalf("the hub exited: %v", hubPod.ExitError())
+			}
+			code, err := httpStatus("http://127.0.0.1:" + strconv.Itoa(httpPort) + "/healthz")
+			return code == http.StatusOK, strconv.Itoa(code) + " " + errString(err)
+		})
+		pid, err := hubPod.ProgramPID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		kubeconfig := filepath.Join("/proc", strconv.Itoa(pid), "root", hubDataDir, "admin.kubeconfig")
+		out := mustKubectl(t, kubeconfig, "get", "--raw", "/readyz")
+		if strings.TrimSpace(out) != "ok" {
+			t.Errorf("the hub API's /readyz: %q", out)
+		}
+		mustKubectl(t, kubeconfig, "get", "clusters")
+	})
+
+	t.Run("an agent installed with its chart joins it", func(t *testing.T) {
+		pid, err := hubPod.ProgramPID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dataDir := filepath.Join("/proc", strconv.Itoa(pid), "root", hubDataDir)
+		out, err := exec.Command(filepath.Join(binDir, "flotilla-hub"), "token", "create", "--data-dir", dataDir, "--cluster", "member-1").CombinedOutput()
+		if err != nil {
+			t.Fatalf("flotilla-hub token create: %v\n%s", err, out)
+		}
+		if want := "--set hub.address=127.0.0.1:" + strconv.Itoa(quic) + " "; !strings.Contains(string(out), want) {
+			t.Errorf("the join command does not carry the chart's hub.agentAddress (%q):\n%s", want, out)
+		}
+		installAgentChart(t, c, string(out))
+		kubeconfig := filepath.Join(dataDir, "admin.kubeconfig")
+		waitFor(t, 90*time.Second, "member-1 Ready on the chart's hub", func() (bool, string) {
+			out, err := kubectl(t, kubeconfig, "get", "cluster", "member-1", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+			return err == nil && out == "True", out
+		})
+	})
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
