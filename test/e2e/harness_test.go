@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -247,9 +248,14 @@ func startAgent(t *testing.T, h *hub, c *membercluster.Cluster) *agent {
 }
 
 // runAgent runs flotilla-agent for cluster with args until the test ends,
-// logging to logPath (shown when the test fails).
+// logging to logPath (shown when the test fails). Without an --http-addr in
+// args the agent serves no endpoints: the default :8080 belongs to the
+// tests that ask for it.
 func runAgent(t *testing.T, cluster, logPath string, args ...string) *agent {
 	t.Helper()
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--http-addr") }) {
+		args = append(args, "--http-addr=")
+	}
 	a := &agent{&process.Process{
 		Name:    "flotilla-agent/" + cluster,
 		Binary:  filepath.Join(binDir, "flotilla-agent"),

@@ -186,7 +186,7 @@ func run(ctx context.Context, o options) error {
 		a := &process.Process{
 			Name: "flotilla-agent/" + c.Name, Binary: bin("flotilla-agent"), LogPath: filepath.Join(dir, "agent-"+c.Name+".log"),
 			Args: []string{"--hub=" + o.quicAddr, "--cluster-name=" + c.Name, "--kubeconfig=" + c.Kubeconfig, "--cert-dir=" + certDir, "--lease-duration=8s",
-				"--bootstrap-token=" + join.token, "--hub-ca-hash=" + join.pin, "--cluster-provider=kwok"},
+				"--bootstrap-token=" + join.token, "--hub-ca-hash=" + join.pin, "--cluster-provider=kwok", "--http-addr="},
 			Env: []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"},
 		}
 		if err := a.Start(); err != nil {
