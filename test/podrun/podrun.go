@@ -2,10 +2,11 @@
 // no container runtime: tests take a Pod as the API server stored it (after
 // admission added its service-account volume), and podrun starts the
 // container's program with the container's command, args and environment,
-// as the user its securityContext names, in a private mount and PID
-// namespace whose root holds only the image's files and the Pod's volumes
-// (Secrets, ConfigMaps, projected service-account tokens, downward API,
-// emptyDirs) at their mount paths. The program finds the API server through
+// as the user its securityContext names (no capabilities, no_new_privs,
+// read-only root when asked), in private mount, PID and UTS namespaces
+// (host name: the pod's) whose root holds only the image's files and the
+// Pod's volumes (Secrets, ConfigMaps, projected service-account tokens,
+// downward API, emptyDirs) at their mount paths. The program finds the API server through
 // KUBERNETES_SERVICE_HOST/PORT and its credentials in the mounted token, as
 // in a real Pod; it needs no kubeconfig or test-only flag.
 //
@@ -15,7 +16,10 @@
 // PersistentVolumeClaim is a fresh empty tmpfs; tokens are requested once
 // (no refresh: tests last less than their hour); a dynamically linked
 // binary gets its ELF interpreter and libraries bind-mounted read-only, as
-// a base image would provide them.
+// a base image would provide them; a small shell is PID 1 of the namespace
+// (it passes SIGTERM on, and its death kills the program), so the program
+// is not PID 1; supplementary groups other than the primary one and added
+// capabilities are refused rather than ignored.
 //
 // It needs root and util-linux (unshare, setpriv, mount).
 package podrun
@@ -26,6 +30,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"strconv"
@@ -96,6 +101,9 @@ type Container struct {
 func Start(ctx context.Context, s Spec) (*Container, error) {
 	if s.Pod == nil {
 		return nil, errors.New("podrun: no pod")
+	}
+	if err := checkHost(); err != nil {
+		return nil, err
 	}
 	if s.PodIP == "" {
 		s.PodIP = "127.0.0.1"
@@ -174,6 +182,24 @@ func (c *Container) Stop() error {
 	case <-time.After(process.StopTimeout):
 	}
 	return c.Kill()
+}
+
+// checkHost says clearly what this machine lacks to run containers.
+func checkHost() error {
+	if os.Geteuid() != 0 {
+		return errors.New("podrun: needs root (mount, PID and UTS namespaces, tmpfs mounts)")
+	}
+	for _, tool := range []string{"/usr/bin/unshare", "/usr/bin/setpriv", "/usr/bin/env", "/bin/sh"} {
+		if _, err := os.Stat(tool); err != nil {
+			return fmt.Errorf("podrun: needs %s (Debian: util-linux, coreutils): %w", tool, err)
+		}
+	}
+	for _, tool := range []string{"mount", "hostname", "cp", "mkdir", "touch", "chmod"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("podrun: needs %s: %w", tool, err)
+		}
+	}
+	return nil
 }
 
 // podHostname is the host name a kubelet gives the pod's containers.
