@@ -40,6 +40,7 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("GET /dashboard/api/whoami", d.authed(d.whoami))
 	mux.HandleFunc("GET /dashboard/api/stream", d.authed(d.stream))
 	mux.HandleFunc("GET /dashboard/api/clusters/{name}/events", d.authed(d.events))
+	mux.HandleFunc("GET /dashboard/api/clusters/{name}/lease", d.authed(d.leaseHistory))
 	mux.HandleFunc("POST /dashboard/api/clusters/{name}/cordon", d.authed(d.cordon))
 	mux.HandleFunc("POST /dashboard/api/clusters/{name}/taints", d.authed(d.taint))
 	mux.HandleFunc("POST /dashboard/api/rebalance", d.authed(d.rebalance))
@@ -129,6 +130,25 @@ func (d *Dashboard) whoami(w http.ResponseWriter, r *http.Request, u *user) {
 		Identity
 		Can Capabilities `json:"can"`
 	}{u.id, caps})
+}
+
+// leaseHistory serves a cluster's recent renewals from the registry.
+func (d *Dashboard) leaseHistory(w http.ResponseWriter, r *http.Request, _ *user) {
+	name := r.PathValue("name")
+	var l Lease
+	ok := false
+	if d.cfg.Leases != nil {
+		l, ok = d.cfg.Leases.Lease(name)
+	}
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Errorf("cluster %s: no lease known", name))
+		return
+	}
+	h := LeaseHistory{Renewals: make([]int64, len(l.Renewals))}
+	for i, t := range l.Renewals {
+		h.Renewals[i] = millis(t)
+	}
+	writeJSON(w, http.StatusOK, h)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

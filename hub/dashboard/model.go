@@ -56,6 +56,13 @@ type ClusterView struct {
 	Terminating   bool        `json:"terminating,omitempty"`
 }
 
+// LeaseHistory is a cluster's recent renewals (Unix ms, oldest first),
+// fetched by its page: kept out of the stream, where 10,000 clusters would
+// carry them in every batch.
+type LeaseHistory struct {
+	Renewals []int64 `json:"renewals"`
+}
+
 // Condition is one status condition.
 type Condition struct {
 	Type    string `json:"type"`

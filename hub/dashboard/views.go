@@ -43,10 +43,6 @@ func clusterView(c *v1alpha1.Cluster, l Lease, haveLease bool) ClusterView {
 	if haveLease {
 		v.LastRenewal, v.LeaseDuration = millis(l.LastRenewal), l.Duration.Milliseconds()
 		v.LastStatus, v.Connected = millis(l.LastStatus), l.Connected
-		v.Renewals = make([]int64, len(l.Renewals))
-		for i, r := range l.Renewals {
-			v.Renewals[i] = millis(r)
-		}
 	}
 	return v
 }

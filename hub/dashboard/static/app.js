@@ -23,6 +23,7 @@ const state = {
   abort: null,
   connected: false,
   events: { cluster: "", list: [], error: "" },
+  history: { cluster: "", renewals: [], asOf: 0, loading: false },
 };
 
 const $ = (id) => document.getElementById(id);
@@ -363,6 +364,20 @@ async function loadEvents(name) {
   render();
 }
 
+// loadHistory fetches the cluster's recent renewals when it has renewed
+// since the last fetch (they are kept out of the stream).
+async function loadHistory(c) {
+  const h = state.history;
+  if (h.loading || (h.cluster === c.name && h.asOf === c.lastRenewal)) return;
+  h.loading = true;
+  try {
+    const r = await api(`/dashboard/api/clusters/${encodeURIComponent(c.name)}/lease`);
+    state.history = { cluster: c.name, renewals: r.renewals || [], asOf: c.lastRenewal, loading: false };
+  } catch (e) {
+    state.history = { cluster: c.name, renewals: [], asOf: c.lastRenewal, loading: false };
+  }
+}
+
 function bindingsOn(name) {
   const out = [];
   for (const b of state.bindings.values()) {
@@ -387,7 +402,8 @@ function renderCluster(name) {
       `<button class="action danger" data-act="taint-remove">Remove taint</button> <span id="action-result" class="muted"></span></div>`;
   }
   const typed = $("taint-spec") ? $("taint-spec").value : "";
-  const history = (c.renewals || []);
+  loadHistory(c);
+  const history = state.history.cluster === name ? state.history.renewals : [];
   const gaps = history.slice(1).map((t, i) => t - history[i]);
   const maxGap = Math.max(1, ...gaps, l.duration);
   el.innerHTML = `<h1>${esc(c.name)} ${readyHTML(c)} ${c.cordoned ? '<span class="pill">cordoned</span>' : ""}</h1>` + actions +
