@@ -456,7 +456,10 @@ func TestAgentChart(t *testing.T) {
 	chartrenderPath(t)
 	env := membercluster.StartForTest(t, membercluster.Specs(1)...)
 	c := env.Cluster("member-1")
-	h := startHub(t)
+	// The chart's agent asks for a 40 s cluster lease and renews it every
+	// 10 s: the hub gets its default grace period (40 s), not the 4 s of
+	// the other tests' 2 s leases.
+	h := startHub(t, "--cluster-monitor-grace-period=40s")
 	member, err := c.Clientset()
 	if err != nil {
 		t.Fatal(err)
@@ -498,6 +501,8 @@ func TestAgentChart(t *testing.T) {
 		}
 	})
 
+	// From here on the hub must show member-1 Ready throughout.
+	watch := watchCluster(t, h, "member-1")
 	f := &fleet{t: t, hub: h, env: env, clients: map[string]kubernetes.Interface{"member-1": member}, dir: t.TempDir()}
 	t.Run("the seed nginx runs under the chart's RBAC", func(t *testing.T) {
 		f.apply("seed.yaml", nginxYAML+"---\n"+nginxMember1YAML)
@@ -515,6 +520,10 @@ func TestAgentChart(t *testing.T) {
 	})
 
 	t.Run("a kind the RBAC refuses fails with Forbidden; nothing else breaks", func(t *testing.T) {
+		before := f.deployment("member-1", "web", "nginx")
+		if before == nil {
+			t.Fatal("no nginx on member-1")
+		}
 		f.apply("role.yaml", roleMember1YAML)
 		sa := "system:serviceaccount:" + install.namespace + ":" + d.Spec.Template.Spec.ServiceAccountName
 		var w *v1alpha1.Work
@@ -535,11 +544,21 @@ func TestAgentChart(t *testing.T) {
 		if !meta.IsStatusConditionTrue(nginx.Status.Conditions, v1alpha1.WorkConditionApplied) {
 			t.Errorf("nginx's Work after the refused one: %s", describeWork(nginx))
 		}
-		if d := f.deployment("member-1", "web", "nginx"); d == nil || d.Status.AvailableReplicas != 3 {
-			t.Errorf("nginx on member-1 after the refused Work: %+v", d)
+		if d := f.deployment("member-1", "web", "nginx"); d == nil || d.Status.AvailableReplicas != 3 || d.Generation != before.Generation {
+			t.Errorf("nginx on member-1 after the refused Work: %+v, want it untouched at generation %d", d, before.Generation)
 		}
-		if cl := h.cluster(t, "member-1"); readyOf(cl) != metav1.ConditionTrue || len(cl.Spec.Taints) > 0 {
-			t.Errorf("member-1 after the refused Work: %s", describe(cl))
+		// The agent keeps renewing after the failure (every 10 s), and
+		// the hub never showed the cluster other than Ready.
+		failedAt := time.Now()
+		waitFor(t, 30*time.Second, "a lease renewal after the refused Work", func() (bool, string) {
+			l := h.lease(t, "member-1")
+			if l == nil || l.Spec.RenewTime == nil {
+				return false, "no lease"
+			}
+			return l.Spec.RenewTime.After(failedAt), l.Spec.RenewTime.String()
+		})
+		if bad, events := watch.finish(); len(bad) > 0 {
+			t.Errorf("the hub showed member-1 not Ready (%d of %d watch events): %v", len(bad), events, bad)
 		}
 		if agentPod.HasExited() {
 			t.Errorf("the agent exited: %v", agentPod.ExitError())
