@@ -238,7 +238,7 @@ func (s *agentServer) greet(ctx context.Context, conn *quic.Conn, cluster string
 	err = s.registry.Connect(ctx, hello, sess.id, remote)
 	unlock()
 	if err != nil {
-		s.release(sess)
+		s.unclaim(sess, older)
 		s.reject(conn, stream, remote, protocol.CloseGoingAway, protocol.CodeBadMessage, fmt.Errorf("hub cannot register the cluster now: %w", err))
 		return nil, nil, err
 	}

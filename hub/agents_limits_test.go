@@ -32,6 +32,16 @@ func TestClaimReplacesOlderSessions(t *testing.T) {
 	if n := s.sessionCount(); n != 2 {
 		t.Errorf("%d sessions live, want one per cluster", n)
 	}
+	// A session that fails to start gives its cluster back to the one it
+	// would have replaced.
+	a3 := &agentSession{id: "4", cluster: "a"}
+	s.unclaim(a3, s.claim(a3))
+	s.mu.Lock()
+	_, kept := s.sessions[a2]
+	s.mu.Unlock()
+	if !kept || s.sessionCount() != 2 {
+		t.Errorf("after a failed start: a2 live %v, %d sessions; want a2 and b1", kept, s.sessionCount())
+	}
 }
 
 // TestRenewalsBeyondTheRateAreNotStamped renews 200 times at once: the

@@ -56,6 +56,17 @@ func (s *agentServer) claim(sess *agentSession) []*agentSession {
 	return older
 }
 
+// unclaim undoes claim for a session that did not start: the sessions it
+// would have replaced go on.
+func (s *agentServer) unclaim(sess *agentSession, older []*agentSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.sessions, sess)
+	for _, old := range older {
+		s.sessions[old] = struct{}{}
+	}
+}
+
 // release removes sess from the live sessions.
 func (s *agentServer) release(sess *agentSession) {
 	s.mu.Lock()
