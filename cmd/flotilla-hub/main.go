@@ -184,9 +184,13 @@ func setAPIServer(cfg *hub.Config) error {
 	case "none":
 		cfg.AuditLogPath = ""
 	}
-	if cfg.Store.Quota <= 0 || cfg.Store.AgentThreshold <= 0 || cfg.Store.AgentThreshold > 1 || cfg.Store.Interval <= 0 {
-		return fmt.Errorf("--store-quota-bytes %d, --store-agent-write-threshold %v, --store-check-interval %v: want a positive quota, a fraction in (0, 1] and a positive interval",
-			cfg.Store.Quota, cfg.Store.AgentThreshold, cfg.Store.Interval)
+	switch {
+	case cfg.Store.Quota <= 0:
+		return fmt.Errorf("--store-quota-bytes %d: want a positive number of bytes", cfg.Store.Quota)
+	case cfg.Store.AgentThreshold <= 0 || cfg.Store.AgentThreshold > 1:
+		return fmt.Errorf("--store-agent-write-threshold %v: want a fraction of the quota in (0, 1]", cfg.Store.AgentThreshold)
+	case cfg.Store.Interval <= 0:
+		return fmt.Errorf("--store-check-interval %v: want a positive duration", cfg.Store.Interval)
 	}
 	if cfg.LeaseWritesPerSecond < 0 {
 		return fmt.Errorf("--lease-writes-per-second %v: want zero (no limit) or a positive rate", cfg.LeaseWritesPerSecond)
