@@ -71,17 +71,6 @@ func (c GuardConfig) withDefaults() GuardConfig {
 	return c
 }
 
-// Validate says what is wrong with the quota and threshold, if anything.
-func (c GuardConfig) Validate() error {
-	if c.Quota < 0 {
-		return fmt.Errorf("store quota %d: want a positive number of bytes", c.Quota)
-	}
-	if c.AgentThreshold < 0 || c.AgentThreshold > 1 {
-		return fmt.Errorf("agent write threshold %v: want a fraction of the quota in (0, 1]", c.AgentThreshold)
-	}
-	return nil
-}
-
 // Guard watches one store. Its zero value is not usable: see NewGuard.
 type Guard struct {
 	client    *clientv3.Client
