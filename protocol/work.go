@@ -13,8 +13,9 @@ import (
 // and every delete with WorkDeleted, and sends WorkStatus when the health of
 // what it applied changes.
 
-// MaxWorkFrameSize is the frame limit on work streams: a Work carries whole
-// manifests (a ConfigMap alone may be 1 MiB).
+// MaxWorkFrameSize is the frame limit of what the hub sends on a work
+// stream: a Work carries whole manifests (a ConfigMap alone may be 1 MiB).
+// What the agent sends back is bounded per kind (AgentMessageLimit).
 const MaxWorkFrameSize = 16 << 20
 
 // Bounds for work messages.
