@@ -320,6 +320,17 @@ func TestAgentChartRender(t *testing.T) {
 		check   func(t *testing.T, objs []*unstructured.Unstructured)
 	}{
 		{name: "defaults: hardened pod", check: checkHardenedAgentPod},
+		{name: "defaults: what helm install creates", check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			var kinds []string
+			for _, o := range objs {
+				kinds = append(kinds, o.GetKind())
+			}
+			slices.Sort(kinds)
+			want := []string{"ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "Deployment", "PodDisruptionBudget", "Role", "RoleBinding", "Secret", "ServiceAccount"}
+			if !slices.Equal(kinds, want) {
+				t.Errorf("rendered kinds %v, want %v", kinds, want)
+			}
+		}},
 		{name: "defaults: no rule grants everything, no cluster-admin", check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			if got := grantsEverything(t, objs); len(got) > 0 {
 				t.Errorf("the default RBAC grants everything: %v", got)
