@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -341,6 +342,21 @@ func TestAgentChartRender(t *testing.T) {
 				t.Error("rbac.clusterAdmin=true grants no * on *")
 			}
 		}},
+		{name: "workloads in listed namespaces: write rights only there", sets: []string{"rbac.workloads.namespaces={web,shop}"}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			writers := map[string]bool{} // namespaces where a Role grants the workload verbs
+			for _, o := range objs {
+				if o.GetKind() == "ClusterRole" && hasVerb(t, o, "patch") {
+					t.Errorf("ClusterRole %s grants patch cluster-wide with workloads limited to namespaces", o.GetName())
+				}
+				if o.GetKind() == "Role" && strings.HasSuffix(o.GetName(), "-workloads") && hasVerb(t, o, "patch") {
+					writers[o.GetNamespace()] = true
+				}
+			}
+			if !cmp.Equal(writers, map[string]bool{"web": true, "shop": true}) {
+				t.Errorf("workload Roles in %v, want web and shop", writers)
+			}
+		}},
+		{name: "unbound token's placeholder name", sets: []string{"cluster.name=<CLUSTER-NAME>"}, wantErr: []string{"/cluster/name"}},
 		{name: "bad caCertHash", sets: []string{"hub.caCertHash=sha256:abc"}, wantErr: []string{"/hub/caCertHash", "does not match pattern"}},
 		{name: "caCertHash without sha256:", sets: []string{"hub.caCertHash=" + strings.Repeat("ab", 32)}, wantErr: []string{"/hub/caCertHash"}},
 		{name: "missing cluster.name", sets: []string{"cluster.name="}, wantErr: []string{"/cluster/name"}},
@@ -408,6 +424,18 @@ func checkHardenedPod(t *testing.T, spec corev1.PodSpec) {
 			t.Errorf("container %s: capabilities %+v, want drop [ALL] and nothing added", c.Name, sc.Capabilities)
 		}
 	}
+}
+
+// hasVerb: a rule of the (Cluster)Role grants verb.
+func hasVerb(t *testing.T, o *unstructured.Unstructured, verb string) bool {
+	t.Helper()
+	var r rbacv1.ClusterRole
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &r); err != nil {
+		t.Fatal(err)
+	}
+	return slices.ContainsFunc(r.Rules, func(rule rbacv1.PolicyRule) bool {
+		return slices.Contains(rule.Verbs, verb) || slices.Contains(rule.Verbs, "*")
+	})
 }
 
 // grantsEverything lists the rendered roles whose rules allow every verb on
