@@ -39,6 +39,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/flotilla-io/flotilla/test/process"
@@ -128,7 +130,7 @@ func Start(ctx context.Context, s Spec) (*Container, error) {
 	if err := os.MkdirAll(filepath.Join(s.Dir, "rootfs"), 0o700); err != nil {
 		return nil, fmt.Errorf("%s: %w", ctxName, err)
 	}
-	mounts, err := stageVolumes(ctx, s, c, sec.fsGroup)
+	mounts, err := stageVolumesWhenPresent(ctx, s, c, sec.fsGroup)
 	if err != nil {
 		return nil, fmt.Errorf("%s: volumes: %w", ctxName, err)
 	}
@@ -182,6 +184,33 @@ func (c *Container) Stop() error {
 	case <-time.After(process.StopTimeout):
 	}
 	return c.Kill()
+}
+
+// volumeWait is how long a volume's missing Secret or ConfigMap is waited
+// for: the kubelet, too, retries mounting until they exist (the
+// controller-manager publishes kube-root-ca.crt into a new namespace a
+// moment after it is created).
+const volumeWait = 30 * time.Second
+
+// stageVolumesWhenPresent stages the volumes, again while a source is
+// missing, for up to volumeWait.
+func stageVolumesWhenPresent(ctx context.Context, s Spec, c *corev1.Container, fsGroup *int64) ([]mount, error) {
+	var mounts []mount
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, volumeWait, true, func(ctx context.Context) (bool, error) {
+		if err := os.RemoveAll(filepath.Join(s.Dir, "volumes")); err != nil {
+			return false, err
+		}
+		mounts, last = stageVolumes(ctx, s, c, fsGroup)
+		if apierrors.IsNotFound(last) {
+			return false, nil
+		}
+		return true, last
+	})
+	if last != nil {
+		return nil, last
+	}
+	return mounts, err
 }
 
 // checkHost says clearly what this machine lacks to run containers.
