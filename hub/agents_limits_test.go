@@ -1,9 +1,13 @@
 package hub
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/flotilla-io/flotilla/protocol"
@@ -66,5 +70,39 @@ func TestRenewalsBeyondTheRateAreNotStamped(t *testing.T) {
 	}
 	if limited := s.limits.limitedRenewals.Load(); limited != 200-stamped {
 		t.Errorf("%d renewals counted as limited, want %d", limited, 200-stamped)
+	}
+}
+
+// TestStatusReportsCoalesced puts 100 reports at once: they are applied
+// at the session's pace, the newest wins and most are never applied.
+func TestStatusReportsCoalesced(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
+	f.connect("edge-1")
+	s := &agentServer{registry: f.reg, logger: f.reg.logger, limits: defaultSessionLimits()}
+	s.limits.reports, s.limits.reportBurst = rate.Every(20*time.Millisecond), 1
+	sess := &agentSession{cluster: "edge-1", limits: s.limits.forSession()}
+	reports := newLatestReport()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); s.applyReports(ctx, sess, reports) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	before := f.reg.stats.statusReports.Load()
+	replaced := 0
+	for i := 1; i <= 100; i++ {
+		if reports.put(&protocol.ClusterStatus{ObservedAt: clk.Now(), APIServerHealthy: true, KubernetesVersion: fmt.Sprintf("v1.%d", i)}) {
+			replaced++
+		}
+	}
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return f.cluster("edge-1").Status.KubernetesVersion == "v1.100", nil
+	})
+	if err != nil {
+		t.Fatalf("the newest report was not applied: %v (version %q)", err, f.cluster("edge-1").Status.KubernetesVersion)
+	}
+	applied := f.reg.stats.statusReports.Load() - before
+	if applied+int64(replaced) != 100 || applied > 50 {
+		t.Errorf("%d reports applied, %d replaced; want them to add up to 100, most replaced", applied, replaced)
 	}
 }
