@@ -119,6 +119,8 @@ type entry struct {
 	// clockBackSince is when the agent's clock came back within the
 	// tolerated skew while ClockSynced is False (zero otherwise).
 	clockBackSince time.Time
+	// skewShownAt is when status.agent.clockSkew last changed.
+	skewShownAt time.Time
 	// apis paces changes of the served APIs; pendingAPIs is the newest
 	// list it held back.
 	apis        *rate.Limiter

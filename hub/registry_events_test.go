@@ -21,8 +21,9 @@ func TestRegistryFlappingClock(t *testing.T) {
 	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
 	f.connect("edge-1")
 	before := f.reg.stats.eventsRecorded.Load()
-	transitions := 0
-	last := metav1.ConditionStatus("")
+	transitions, skewChanges := 0, 0
+	last, shown := metav1.ConditionStatus(""), ""
+
 	for i := range 1000 {
 		skew := time.Duration(0)
 		if i%2 == 1 {
@@ -31,14 +32,22 @@ func TestRegistryFlappingClock(t *testing.T) {
 		if _, err := f.reg.Renew("edge-1", "agent", clk.Now().Add(skew)); err != nil {
 			t.Fatal(err)
 		}
-		if s := clockSynced(f.cluster("edge-1")); s != last {
+		c := f.cluster("edge-1")
+		if s := clockSynced(c); s != last {
 			transitions, last = transitions+1, s
+		}
+		if c.Status.Agent.ClockSkew != shown {
+			skewChanges, shown = skewChanges+1, c.Status.Agent.ClockSkew
 		}
 		clk.Step(100 * time.Millisecond)
 	}
 	events := f.reg.stats.eventsRecorded.Load() - before
 	if transitions != 2 || last != metav1.ConditionFalse { // True at the first renewal, False at the second
 		t.Errorf("ClockSynced changed %d times, ends %s; want 2 changes, ending False", transitions, last)
+	}
+	// 100 s of flapping: the transitions, then once a minute.
+	if skewChanges > 4 {
+		t.Errorf("status.agent.clockSkew changed %d times, want at most 4 (a Cluster write each)", skewChanges)
 	}
 	if events > 3 { // Ready, ClockSkewed (and nothing per flap)
 		t.Errorf("%d events recorded for 1,000 flapping renewals, want at most 3", events)

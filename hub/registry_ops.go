@@ -137,18 +137,27 @@ func (r *Registry) observeSkewLocked(cluster string, e *entry, skew time.Duratio
 	default:
 		e.clockBackSince = time.Time{}
 	}
-	if prev == nil || prev.Status != status {
+	transition := prev == nil || prev.Status != status
+	if transition {
 		meta.SetStatusCondition(&e.obj.Status.Conditions, metav1.Condition{Type: v1alpha1.ClusterConditionClockSynced, Status: status, Reason: reason, Message: message, LastTransitionTime: metav1.NewTime(now)})
 		r.dirty[cluster] = true
 		if status == metav1.ConditionFalse {
 			r.recordLocked(e.obj, corev1.EventTypeWarning, reason, message, now)
 		}
 	}
-	if e.obj.Status.Agent != nil && e.obj.Status.Agent.ClockSkew != rounded.String() {
-		e.obj.Status.Agent.ClockSkew = rounded.String()
+	// The skew shown changes with a transition, else at most once per
+	// clockSkewShown: a flapping clock must not rewrite the Cluster at
+	// every flush.
+	if a := e.obj.Status.Agent; a != nil && a.ClockSkew != rounded.String() && (transition || a.ClockSkew == "" || now.Sub(e.skewShownAt) >= clockSkewShown) {
+		a.ClockSkew = rounded.String()
+		e.skewShownAt = now
 		r.dirty[cluster] = true
 	}
 }
+
+// clockSkewShown is how often status.agent.clockSkew may change without a
+// ClockSynced transition.
+const clockSkewShown = time.Minute
 
 // Status applies a cluster status report from the agent.
 func (r *Registry) Status(cluster string, report *protocol.ClusterStatus) error {
