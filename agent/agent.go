@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"github.com/flotilla-io/flotilla/agent/work"
@@ -28,9 +26,11 @@ type Agent struct {
 	store  credentialStore
 	tls    *tls.Config
 	status *statusCollector
-	works  *work.Engine
-	stats  statsBox
-	jitter rand.Source
+	// capacity watches nodes and pods for the status reports.
+	capacity *capacity
+	works    *work.Engine
+	stats    statsBox
+	jitter   rand.Source
 	// joinTimeout bounds one join attempt (joinAttemptTimeout; tests
 	// shorten it).
 	joinTimeout time.Duration
@@ -57,7 +57,7 @@ func New(cfg Config) (*Agent, error) {
 // newAgentWithCredentials assembles an agent on clients and reads its
 // credentials (bounded by credentialsTimeout).
 func newAgentWithCredentials(ctx context.Context, cfg Config, clients kubeClients) (*Agent, error) {
-	a, err := newAgent(cfg, nil, clients.kube, clients.dynamic, apiServerProbe(clients.kube.Discovery().RESTClient()))
+	a, err := newAgent(cfg, nil, clients, apiServerProbe(clients.kube.Discovery().RESTClient()))
 	if err != nil {
 		return nil, err
 	}
@@ -98,9 +98,15 @@ func (a *Agent) loadCredentials(ctx context.Context) error {
 
 // newAgent assembles an agent from checked parts; tests use it to swap the
 // member cluster for a fake. The credential store is the one cfg names,
-// on client; tlsConf is what the agent dials with, nil to join first.
-func newAgent(cfg Config, tlsConf *tls.Config, client kubernetes.Interface, dyn dynamic.Interface, probe healthProbe) (*Agent, error) {
+// on clients.kube; tlsConf is what the agent dials with, nil to join first.
+func newAgent(cfg Config, tlsConf *tls.Config, clients kubeClients, probe healthProbe) (*Agent, error) {
 	cfg = cfg.withDefaults()
+	client, dyn := clients.kube, clients.dynamic
+	watchClient := clients.watch
+	if watchClient == nil {
+		watchClient = client
+	}
+	caps := newCapacity(watchClient)
 	log := cfg.Logger.With("cluster", cfg.ClusterName)
 	m := cfg.metrics
 	works, err := work.NewEngine(work.Config{Kube: client, Dynamic: dyn, SystemNamespace: cfg.SystemNamespace,
@@ -110,14 +116,15 @@ func newAgent(cfg Config, tlsConf *tls.Config, client kubernetes.Interface, dyn 
 	}
 	m.watchWorks(works)
 	return &Agent{
-		cfg:    cfg,
-		log:    log,
-		clock:  cfg.Clock,
-		store:  newCredentialStore(cfg, client),
-		tls:    tlsConf,
-		status: newStatusCollector(client, probe, cfg.Clock, log),
-		works:  works,
-		jitter: rand.NewPCG(rand.Uint64(), rand.Uint64()),
+		cfg:      cfg,
+		log:      log,
+		clock:    cfg.Clock,
+		store:    newCredentialStore(cfg, client),
+		tls:      tlsConf,
+		status:   newStatusCollector(client, caps, probe, cfg.Clock, log),
+		capacity: caps,
+		works:    works,
+		jitter:   rand.NewPCG(rand.Uint64(), rand.Uint64()),
 
 		joinTimeout: joinAttemptTimeout,
 		rotation:    newRotation(),
@@ -130,8 +137,9 @@ func (a *Agent) Stats() Stats { return a.stats.get() }
 
 // Run connects to the hub and keeps reconnecting, with jittered exponential
 // backoff, until ctx ends. Then it sends GoAway, closes the connection and
-// returns nil; no goroutine it started outlives it. The Work engine runs
-// for the whole of Run, connected or not. Call Run at most once.
+// returns nil; no goroutine it started outlives it. The Work engine and
+// the node and pod watches run for the whole of Run, connected or not.
+// Call Run at most once.
 //
 // An agent without a certificate joins first (see [Agent.join]); Run
 // returns an error if the hub refuses it.
@@ -155,6 +163,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.log.Error("work engine stopped", "err", err)
 		}
 	})
+	wg.Go(func() { a.capacity.run(ctx) })
 	b := newBackoff(backoffInitial, backoffMax, a.jitter)
 	for {
 		welcomedAt, err := a.runSession(ctx)

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -10,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
@@ -22,12 +21,6 @@ const (
 	// probeTimeout bounds each call to the member API server, so a hung
 	// server delays a status report by seconds, not forever.
 	probeTimeout = 5 * time.Second
-	// listPageSize keeps each list response bounded on large clusters.
-	listPageSize = 500
-	// nonTerminalPods selects pods that hold their requests on a node:
-	// bound to one and not finished. Pending pods without a node reserve
-	// nothing yet.
-	nonTerminalPods = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 	// apisRefresh is how often the served APIs are read again.
 	apisRefresh = time.Minute
 )
@@ -37,11 +30,12 @@ const (
 // server is unreachable still carries them. It is not safe for concurrent
 // use: one session's status loop uses it at a time.
 type statusCollector struct {
-	client  kubernetes.Interface
-	probe   healthProbe
-	clock   clock.PassiveClock
-	timeout time.Duration
-	log     *slog.Logger
+	client   kubernetes.Interface
+	capacity *capacity
+	probe    healthProbe
+	clock    clock.PassiveClock
+	timeout  time.Duration
+	log      *slog.Logger
 
 	last protocol.ClusterStatus // version, node and resource fields only
 	// apis are the served APIs last read, and apisKey their identity, so a
@@ -53,12 +47,16 @@ type statusCollector struct {
 	healthy, known bool
 }
 
-func newStatusCollector(client kubernetes.Interface, probe healthProbe, clk clock.PassiveClock, log *slog.Logger) *statusCollector {
-	return &statusCollector{client: client, probe: probe, clock: clk, timeout: probeTimeout, log: log}
+// newStatusCollector reads the member cluster through client; the node and
+// pod sums come from caps, whose run the agent starts.
+func newStatusCollector(client kubernetes.Interface, caps *capacity, probe healthProbe, clk clock.PassiveClock, log *slog.Logger) *statusCollector {
+	return &statusCollector{client: client, capacity: caps, probe: probe, clock: clk, timeout: probeTimeout, log: log}
 }
 
 // collect probes the API server and, if it is healthy, refreshes the
-// version, node and resource numbers. It always returns a report.
+// version, node and resource numbers. It always returns a report. The
+// only requests it makes are the probe, the version and, once a minute,
+// discovery: the node and pod numbers come from watches.
 func (c *statusCollector) collect(ctx context.Context) *protocol.ClusterStatus {
 	healthy, message := true, "ok"
 	if err := c.call(ctx, c.probe); err != nil {
@@ -95,16 +93,16 @@ func (c *statusCollector) noteHealth(healthy bool, message string) {
 	}
 }
 
-// refresh reads the version, nodes and pods; what fails keeps its last
-// known value and is logged.
+// refresh reads the version and the served APIs and takes the node and
+// pod sums from the watches; what fails keeps its last known value and is
+// logged.
 func (c *statusCollector) refresh(ctx context.Context) {
 	for _, read := range []struct {
 		what string
 		f    func(context.Context) error
 	}{
 		{"version", c.readVersion},
-		{"nodes", c.readNodes},
-		{"pods", c.readPods},
+		{"nodes and pods", c.readCapacity},
 		{"served APIs", c.readAPIs},
 	} {
 		if err := c.call(ctx, read.f); err != nil && ctx.Err() == nil {
@@ -165,54 +163,27 @@ func (c *statusCollector) readVersion(ctx context.Context) error {
 	return nil
 }
 
-func (c *statusCollector) readNodes(ctx context.Context) error {
-	var nodes []corev1.Node
-	err := listPages(ctx, metav1.ListOptions{}, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-		list, err := c.client.CoreV1().Nodes().List(ctx, opts)
-		if err != nil {
-			return "", err
-		}
-		nodes = append(nodes, list.Items...)
-		return list.Continue, nil
-	})
-	if err != nil {
-		return fmt.Errorf("list nodes: %w", err)
+// readCapacity takes the node and pod sums from the watches. Before their
+// first complete list it waits, at most the probe timeout, so that a
+// session's first report carries them; a sum not complete yet keeps its
+// last known value (none).
+func (c *statusCollector) readCapacity(ctx context.Context) error {
+	c.capacity.waitSynced(ctx, c.timeout)
+	s := c.capacity.snapshot()
+	if s.nodesSynced {
+		c.last.NodesTotal, c.last.NodesReady = s.nodesTotal, s.nodesReady
+		c.last.Allocatable = quantityStrings(s.allocatable)
 	}
-	s := summarizeNodes(nodes)
-	c.last.NodesTotal, c.last.NodesReady = s.total, s.ready
-	c.last.Allocatable = quantityStrings(s.allocatable)
+	if s.podsSynced {
+		c.last.Allocated = quantityStrings(s.allocated)
+	}
+	switch {
+	case !s.nodesSynced && !s.podsSynced:
+		return errors.New("the node and pod watches have not listed them yet")
+	case !s.nodesSynced:
+		return errors.New("the node watch has not listed them yet")
+	case !s.podsSynced:
+		return errors.New("the pod watch has not listed them yet")
+	}
 	return nil
-}
-
-func (c *statusCollector) readPods(ctx context.Context) error {
-	// Pods are summed page by page, not held.
-	sum := corev1.ResourceList{}
-	err := listPages(ctx, metav1.ListOptions{FieldSelector: nonTerminalPods}, func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-		list, err := c.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
-		if err != nil {
-			return "", err
-		}
-		addResources(sum, summarizePods(list.Items))
-		return list.Continue, nil
-	})
-	if err != nil {
-		return fmt.Errorf("list pods: %w", err)
-	}
-	c.last.Allocated = quantityStrings(sum)
-	return nil
-}
-
-// listPages calls page with growing continue tokens until the list ends.
-func listPages(ctx context.Context, opts metav1.ListOptions, page func(context.Context, metav1.ListOptions) (string, error)) error {
-	opts.Limit = listPageSize
-	for {
-		next, err := page(ctx, opts)
-		if err != nil {
-			return err
-		}
-		if next == "" {
-			return nil
-		}
-		opts.Continue = next
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/version"
 	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -19,11 +20,52 @@ import (
 	"github.com/flotilla-io/flotilla/protocol"
 )
 
+// testPod is a pod bound to node a.
 func testPod(namespace, name string, phase corev1.PodPhase, cpu, memory string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{container(requests("cpu", cpu, "memory", memory))}},
+		Spec:       corev1.PodSpec{NodeName: "a", Containers: []corev1.Container{container(requests("cpu", cpu, "memory", memory))}},
 		Status:     corev1.PodStatus{Phase: phase},
+	}
+}
+
+// runCapacity starts the node and pod watches on client until the test
+// ends. Each change of a sum sends on the returned channel (dropped if one
+// is pending), for tests to wait on.
+func runCapacity(t *testing.T, client kubernetes.Interface) (*capacity, <-chan struct{}) {
+	t.Helper()
+	caps := newCapacity(client)
+	changes := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case changes <- struct{}{}:
+		default:
+		}
+	}
+	caps.nodes.onChange, caps.pods.onChange = notify, notify
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		caps.run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return caps, changes
+}
+
+// waitCapacity waits until the sums satisfy ok.
+func waitCapacity(t *testing.T, caps *capacity, changes <-chan struct{}, what string, ok func(capacitySnapshot) bool) {
+	t.Helper()
+	timeout := time.After(waitTimeout)
+	for !ok(caps.snapshot()) {
+		select {
+		case <-changes:
+		case <-timeout:
+			t.Fatalf("the capacity sums did not reach %s within %v: %+v", what, waitTimeout, caps.snapshot())
+		}
 	}
 }
 
@@ -49,7 +91,8 @@ func TestStatusCollector(t *testing.T) {
 		{Name: "deployments/scale", Kind: "Scale"}, {Name: "deployments", Kind: "Deployment"}, {Name: "daemonsets", Kind: "DaemonSet"},
 	}}}
 	health := &switchableProbe{}
-	c := newStatusCollector(client, health.probe, clk, discard)
+	caps, changes := runCapacity(t, client)
+	c := newStatusCollector(client, caps, health.probe, clk, discard)
 
 	healthy := &protocol.ClusterStatus{
 		ObservedAt:        t0,
@@ -79,6 +122,7 @@ func TestStatusCollector(t *testing.T) {
 
 	health.err = nil
 	clk.Step(10 * time.Second)
+	waitCapacity(t, caps, changes, "two nodes", func(s capacitySnapshot) bool { return s.nodesTotal == 2 })
 	back := *healthy
 	back.ObservedAt, back.NodesTotal, back.NodesReady = t0.Add(20*time.Second), 2, 1
 	back.Allocatable = map[string]string{"cpu": "16", "memory": "64Gi", "pods": "220"}
@@ -101,31 +145,70 @@ func TestStatusCollectorTruncatesHealthMessage(t *testing.T) {
 		long[i] = 'x'
 	}
 	health := &switchableProbe{err: errors.New(string(long))}
-	c := newStatusCollector(fake.NewClientset(), health.probe, clocktesting.NewFakeClock(time.Now()), discard)
+	client := fake.NewClientset()
+	caps, _ := runCapacity(t, client)
+	c := newStatusCollector(client, caps, health.probe, clocktesting.NewFakeClock(time.Now()), discard)
 	if got := len(c.collect(t.Context()).HealthMessage); got > maxHealthMessage {
 		t.Errorf("health message is %d bytes, want at most %d", got, maxHealthMessage)
 	}
 }
 
-func TestStatusCollectorKeepsNumbersWhenAListFails(t *testing.T) {
+// TestStatusCollectorWithoutPodAccess: an agent that may not list pods
+// still reports its nodes, and its API server as healthy.
+func TestStatusCollectorWithoutPodAccess(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
 	client := fake.NewClientset(testNode("a", true, "8", "32Gi", "110"),
 		testPod("default", "web", corev1.PodRunning, "1", "1Gi"))
-	c := newStatusCollector(client, healthy, clk, discard)
-	first := c.collect(t.Context())
-
 	forbidden := errors.New(`pods is forbidden: User "system:serviceaccount:flotilla:agent" cannot list resource "pods"`)
 	client.PrependReactor("list", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, forbidden
 	})
-	if err := client.CoreV1().Pods("default").Delete(t.Context(), "web", metav1.DeleteOptions{}); err != nil {
+	caps, changes := runCapacity(t, client)
+	waitCapacity(t, caps, changes, "the nodes", func(s capacitySnapshot) bool { return s.nodesSynced })
+	c := newStatusCollector(client, caps, healthy, clk, discard)
+	c.timeout = 10 * time.Millisecond // the pods never sync
+	got := c.collect(t.Context())
+	if !got.APIServerHealthy || got.NodesTotal != 1 || got.Allocatable["cpu"] != "8" {
+		t.Errorf("status = %+v, want healthy with 1 node of 8 CPUs", got)
+	}
+	if got.Allocated != nil {
+		t.Errorf("allocated = %v without any pod list, want none", got.Allocated)
+	}
+}
+
+// TestStatusCollectorFollowsChanges: the reports follow nodes and pods as
+// they change, without a list call after the first.
+func TestStatusCollectorFollowsChanges(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	client := fake.NewClientset(testNode("a", true, "8", "32Gi", "110"),
+		testPod("default", "web", corev1.PodRunning, "1", "1Gi"))
+	caps, changes := runCapacity(t, client)
+	c := newStatusCollector(client, caps, healthy, clk, discard)
+	if got := c.collect(t.Context()).Allocated; got["cpu"] != "1" || got["pods"] != "1" {
+		t.Fatalf("allocated %v, want 1 CPU for 1 pod", got)
+	}
+	lists := 0
+	client.PrependReactor("list", "*", func(clienttesting.Action) (bool, runtime.Object, error) {
+		lists++
+		return false, nil, nil
+	})
+	ctx := t.Context()
+	if _, err := client.CoreV1().Pods("default").Create(ctx, testPod("default", "api", corev1.PodPending, "500m", "1Gi"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	second := c.collect(t.Context())
-	if diff := cmp.Diff(first.Allocated, second.Allocated); diff != "" {
-		t.Errorf("allocated after a failed pod list (-before +after):\n%s", diff)
+	done := testPod("default", "web", corev1.PodSucceeded, "1", "1Gi")
+	if _, err := client.CoreV1().Pods("default").UpdateStatus(ctx, done, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
 	}
-	if !second.APIServerHealthy {
-		t.Error("a failed list made the API server unhealthy; the probe said it is fine")
+	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, testNode("a", false, "8", "32Gi", "110"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitCapacity(t, caps, changes, "the changes", func(s capacitySnapshot) bool {
+		return s.nodesReady == 0 && s.allocated.Cpu().String() == "500m"
+	})
+	got := c.collect(ctx)
+	want := map[string]any{"ready": int32(0), "allocated": map[string]string{"cpu": "500m", "memory": "1Gi", "pods": "1"}, "lists": 0}
+	if diff := cmp.Diff(want, map[string]any{"ready": got.NodesReady, "allocated": got.Allocated, "lists": lists}); diff != "" {
+		t.Errorf("status after the changes (-want +got):\n%s", diff)
 	}
 }

@@ -1,29 +1,11 @@
 package agent
 
+// What a node offers and a pod holds, as the capacity sums count them
+// (capacity.go).
+
 import (
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 )
-
-// nodeSummary is what the agent reports about a cluster's nodes.
-type nodeSummary struct {
-	total, ready int32
-	allocatable  corev1.ResourceList
-}
-
-// summarizeNodes counts nodes and Ready nodes and sums every node's
-// allocatable resources.
-func summarizeNodes(nodes []corev1.Node) nodeSummary {
-	s := nodeSummary{allocatable: corev1.ResourceList{}}
-	for i := range nodes {
-		s.total++
-		if nodeReady(&nodes[i]) {
-			s.ready++
-		}
-		addResources(s.allocatable, nodes[i].Status.Allocatable)
-	}
-	return s
-}
 
 func nodeReady(node *corev1.Node) bool {
 	for _, c := range node.Status.Conditions {
@@ -32,26 +14,6 @@ func nodeReady(node *corev1.Node) bool {
 		}
 	}
 	return false
-}
-
-// summarizePods sums the requests of every non-terminal pod and counts them
-// as "pods". cpu, memory and pods are always present, zero if nothing
-// requests them.
-func summarizePods(pods []corev1.Pod) corev1.ResourceList {
-	sum := corev1.ResourceList{
-		corev1.ResourceCPU:    resource.Quantity{},
-		corev1.ResourceMemory: resource.Quantity{},
-	}
-	var count int64
-	for i := range pods {
-		if podTerminal(&pods[i]) {
-			continue
-		}
-		count++
-		addResources(sum, podRequests(&pods[i]))
-	}
-	sum[corev1.ResourcePods] = *resource.NewQuantity(count, resource.DecimalSI)
-	return sum
 }
 
 func podTerminal(pod *corev1.Pod) bool {

@@ -1,12 +1,19 @@
 package agent
 
 import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 // requests builds a resource list from name/quantity pairs.
@@ -111,53 +118,292 @@ func TestPodRequestsLeavesSpecAlone(t *testing.T) {
 	}
 }
 
-func TestSummarizeNodes(t *testing.T) {
-	nodes := []corev1.Node{
-		*testNode("a", true, "8", "32Gi", "110"),
-		*testNode("b", false, "4", "16Gi", "110"),
-		{}, // no conditions yet: not Ready, nothing allocatable
+// listSummary is the computation the agent made before it watched: list
+// every node and every pod the field selector nonTerminalPods lets through
+// and sum them. It is the reference the watched sums must equal.
+func listSummary(nodes []*corev1.Node, pods []*corev1.Pod) map[string]any {
+	allocatable := corev1.ResourceList{}
+	var total, ready int32
+	for _, n := range nodes {
+		total++
+		if nodeReady(n) {
+			ready++
+		}
+		addResources(allocatable, n.Status.Allocatable)
 	}
-	s := summarizeNodes(nodes)
-	got := map[string]any{"total": s.total, "ready": s.ready, "allocatable": quantityStrings(s.allocatable)}
-	want := map[string]any{"total": int32(3), "ready": int32(1),
-		"allocatable": map[string]string{"cpu": "12", "memory": "48Gi", "pods": "220"}}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("node summary (-want +got):\n%s", diff)
+	allocated := corev1.ResourceList{corev1.ResourceCPU: resource.Quantity{}, corev1.ResourceMemory: resource.Quantity{}}
+	var count int64
+	for _, p := range pods {
+		if p.Spec.NodeName == "" || podTerminal(p) { // the field selector
+			continue
+		}
+		count++
+		addResources(allocated, podRequests(p))
+	}
+	allocated[corev1.ResourcePods] = *resource.NewQuantity(count, resource.DecimalSI)
+	return map[string]any{"total": total, "ready": ready,
+		"allocatable": quantityStrings(allocatable), "allocated": quantityStrings(allocated)}
+}
+
+func snapshotSummary(s capacitySnapshot) map[string]any {
+	return map[string]any{"total": s.nodesTotal, "ready": s.nodesReady,
+		"allocatable": quantityStrings(s.allocatable), "allocated": quantityStrings(s.allocated)}
+}
+
+// capacityEvent is one change a watch delivers.
+type capacityEvent struct {
+	op  string // add, update, delete
+	obj runtime.Object
+}
+
+func node(name string, ready bool, pairs ...string) *corev1.Node {
+	n := testNode(name, ready, "1", "1", "1")
+	n.Status.Allocatable = requests(pairs...)
+	return n
+}
+
+func pod(name, nodeName string, phase corev1.PodPhase, pairs ...string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec:       corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{container(requests(pairs...))}},
+		Status:     corev1.PodStatus{Phase: phase},
 	}
 }
 
-func TestSummarizePods(t *testing.T) {
-	pod := func(phase corev1.PodPhase, cpu string) corev1.Pod {
-		return corev1.Pod{
-			Spec:   corev1.PodSpec{Containers: []corev1.Container{container(requests("cpu", cpu))}},
-			Status: corev1.PodStatus{Phase: phase},
-		}
-	}
+// TestCapacityMatchesListSummary: the sums kept from a first list and the
+// watch's changes equal the list-based sums over the objects that result,
+// to the string.
+func TestCapacityMatchesListSummary(t *testing.T) {
+	withSidecar := pod("mesh", "a", corev1.PodRunning, "cpu", "100m")
+	withSidecar.Spec.InitContainers = []corev1.Container{sidecar(requests("cpu", "50m", "memory", "32Mi")), container(requests("cpu", "1"))}
+	withSidecar.Spec.Overhead = requests("cpu", "10m")
 	for _, tc := range []struct {
-		name string
-		pods []corev1.Pod
-		want map[string]string
+		name   string
+		nodes  []*corev1.Node
+		pods   []*corev1.Pod
+		events []capacityEvent
 	}{
+		{name: "empty cluster"},
 		{
-			name: "no pods",
-			want: map[string]string{"cpu": "0", "memory": "0", "pods": "0"},
+			name: "nodes: Ready, not Ready, no conditions, extended resources",
+			nodes: []*corev1.Node{node("a", true, "cpu", "8", "memory", "32Gi", "pods", "110"),
+				node("b", false, "cpu", "4", "memory", "16Gi", "pods", "110", "nvidia.com/gpu", "2"), {}},
 		},
 		{
-			name: "terminal pods hold nothing",
-			pods: []corev1.Pod{
-				pod(corev1.PodRunning, "500m"),
-				pod(corev1.PodPending, "250m"),
-				pod(corev1.PodUnknown, "1"),
-				pod(corev1.PodSucceeded, "4"),
-				pod(corev1.PodFailed, "4"),
+			name:  "node changes: becomes Ready, resized, deleted, added",
+			nodes: []*corev1.Node{node("a", false, "cpu", "8", "memory", "32Gi"), node("b", true, "cpu", "4", "nvidia.com/gpu", "2")},
+			events: []capacityEvent{
+				{"update", node("a", true, "cpu", "8", "memory", "32Gi")},
+				{"update", node("a", true, "cpu", "7500m", "memory", "30Gi")},
+				{"delete", node("b", true, "cpu", "4", "nvidia.com/gpu", "2")},
+				{"add", node("c", true, "cpu", "16", "memory", "64Gi")},
 			},
-			want: map[string]string{"cpu": "1750m", "memory": "0", "pods": "3"},
+		},
+		{
+			name: "pods: phases, unbound, sidecars and overhead",
+			pods: []*corev1.Pod{
+				pod("run", "a", corev1.PodRunning, "cpu", "500m", "memory", "1Gi"),
+				pod("pend", "a", corev1.PodPending, "cpu", "250m", "memory", "70Mi"),
+				pod("unknown", "b", corev1.PodUnknown, "cpu", "1"),
+				pod("done", "a", corev1.PodSucceeded, "cpu", "4"),
+				pod("failed", "a", corev1.PodFailed, "cpu", "4"),
+				pod("unbound", "", corev1.PodPending, "cpu", "8"),
+				withSidecar,
+			},
+		},
+		{
+			name: "pod changes: bound, finished, resized, deleted, re-created",
+			pods: []*corev1.Pod{
+				pod("web", "", corev1.PodPending, "cpu", "500m", "memory", "1Gi"),
+				pod("job", "a", corev1.PodRunning, "cpu", "2", "memory", "2Gi"),
+				pod("db", "a", corev1.PodRunning, "cpu", "1", "memory", "4Gi"),
+			},
+			events: []capacityEvent{
+				{"update", pod("web", "a", corev1.PodPending, "cpu", "500m", "memory", "1Gi")},
+				{"update", pod("web", "a", corev1.PodRunning, "cpu", "500m", "memory", "1Gi")},
+				{"update", pod("job", "a", corev1.PodSucceeded, "cpu", "2", "memory", "2Gi")},
+				{"update", pod("db", "a", corev1.PodRunning, "cpu", "1500m", "memory", "6Gi")},
+				{"delete", pod("web", "a", corev1.PodRunning, "cpu", "500m", "memory", "1Gi")},
+				{"add", pod("web", "b", corev1.PodPending, "cpu", "500m", "memory", "1Gi")},
+			},
+		},
+		{
+			name: "a resource nobody requests any more leaves the sum",
+			pods: []*corev1.Pod{pod("train", "a", corev1.PodRunning, "cpu", "1", "nvidia.com/gpu", "1"), pod("web", "a", corev1.PodRunning, "cpu", "1")},
+			events: []capacityEvent{
+				{"delete", pod("train", "a", corev1.PodRunning, "cpu", "1", "nvidia.com/gpu", "1")},
+			},
+		},
+		{
+			name: "every pod gone",
+			pods: []*corev1.Pod{pod("web", "a", corev1.PodRunning, "cpu", "1", "memory", "1Gi")},
+			events: []capacityEvent{
+				{"delete", pod("web", "a", corev1.PodRunning, "cpu", "1", "memory", "1Gi")},
+			},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, quantityStrings(summarizePods(tc.pods))); diff != "" {
-				t.Errorf("allocated (-want +got):\n%s", diff)
+			caps := newCapacity(fake.NewClientset())
+			nodes, pods := objectSet[*corev1.Node]{}, objectSet[*corev1.Pod]{}
+			var nodeList, podList []any
+			for _, n := range tc.nodes {
+				nodes.put(n)
+				nodeList = append(nodeList, n)
+			}
+			for _, p := range tc.pods {
+				pods.put(p)
+				podList = append(podList, p)
+			}
+			// The first list, as a plain list gives it.
+			if err := caps.nodes.Replace(nodeList, "1"); err != nil {
+				t.Fatal(err)
+			}
+			if err := caps.pods.Replace(podList, "1"); err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range tc.events {
+				applyEvent(t, caps, nodes, pods, e)
+			}
+			want := listSummary(nodes.list(), pods.list())
+			if diff := cmp.Diff(want, snapshotSummary(caps.snapshot())); diff != "" {
+				t.Errorf("watched sums differ from listed ones (-list +watch):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestCapacityMatchesListSummaryRandomly drives the sums through random
+// changes and compares them with a fresh list-based sum after every one.
+// It mixes binary and decimal memory quantities: a sum takes the format of
+// its first term, so the list-based sum, made in name order, and the
+// watched one, made in event order, may write the same value differently
+// ("1548576Ki", "1585741824"); the values are compared.
+func TestCapacityMatchesListSummaryRandomly(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	caps := newCapacity(fake.NewClientset())
+	nodes, pods := objectSet[*corev1.Node]{}, objectSet[*corev1.Pod]{}
+	// A watch-list's first list arrives as entries the store made.
+	if err := caps.nodes.Replace(nil, "1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := caps.pods.Replace(nil, "1"); err != nil {
+		t.Fatal(err)
+	}
+	cpus := []string{"100m", "250m", "1", "1500m", "2"}
+	mems := []string{"64Mi", "128Mi", "1Gi", "512M", "1G"}
+	phases := []corev1.PodPhase{corev1.PodPending, corev1.PodRunning, corev1.PodSucceeded, corev1.PodFailed}
+	for step := range 2000 {
+		var e capacityEvent
+		switch rng.IntN(3) {
+		case 0:
+			name := fmt.Sprintf("n%d", rng.IntN(8))
+			n := node(name, rng.IntN(2) == 0, "cpu", cpus[rng.IntN(len(cpus))], "memory", mems[rng.IntN(len(mems))])
+			e = capacityEvent{"update", n}
+			if _, ok := nodes[name]; ok && rng.IntN(4) == 0 {
+				e.op = "delete"
+			}
+		default:
+			name := fmt.Sprintf("p%d", rng.IntN(40))
+			pairs := []string{"cpu", cpus[rng.IntN(len(cpus))], "memory", mems[rng.IntN(len(mems))]}
+			if rng.IntN(10) == 0 {
+				pairs = append(pairs, "example.com/fpga", "1")
+			}
+			nodeName := ""
+			if rng.IntN(5) > 0 {
+				nodeName = "n1"
+			}
+			e = capacityEvent{"update", pod(name, nodeName, phases[rng.IntN(len(phases))], pairs...)}
+			if _, ok := pods["default/"+name]; ok && rng.IntN(4) == 0 {
+				e.op = "delete"
+			}
+		}
+		applyEvent(t, caps, nodes, pods, e)
+		if diff := cmp.Diff(byValue(listSummary(nodes.list(), pods.list())), byValue(snapshotSummary(caps.snapshot()))); diff != "" {
+			t.Fatalf("step %d (%s %s): watched sums differ from listed ones (-list +watch):\n%s",
+				step, e.op, e.obj.(metav1.Object).GetName(), diff)
+		}
+	}
+}
+
+// byValue writes every quantity of a summary as its exact decimal value.
+func byValue(summary map[string]any) map[string]any {
+	out := maps.Clone(summary)
+	for _, k := range []string{"allocatable", "allocated"} {
+		list := map[string]string{}
+		for name, q := range summary[k].(map[string]string) {
+			v := resource.MustParse(q)
+			list[name] = v.AsDec().String()
+		}
+		out[k] = list
+	}
+	return out
+}
+
+// applyEvent gives e to the store as the watch would and applies it to
+// the object sets. A pod that leaves the field selector arrives deleted.
+func applyEvent(t *testing.T, caps *capacity, nodes objectSet[*corev1.Node], pods objectSet[*corev1.Pod], e capacityEvent) {
+	t.Helper()
+	var store *summaryStore
+	op := e.op
+	switch obj := e.obj.(type) {
+	case *corev1.Node:
+		store = caps.nodes
+		if op == "delete" {
+			delete(nodes, obj.Name)
+		} else {
+			nodes.put(obj)
+		}
+	case *corev1.Pod:
+		store = caps.pods
+		if op == "delete" {
+			delete(pods, obj.Namespace+"/"+obj.Name)
+		} else {
+			pods.put(obj)
+			if obj.Spec.NodeName == "" || podTerminal(obj) {
+				op = "delete"
+			}
+		}
+	}
+	var err error
+	switch op {
+	case "add":
+		err = store.Add(e.obj)
+	case "update":
+		err = store.Update(e.obj)
+	case "delete":
+		err = store.Delete(e.obj)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", op, err)
+	}
+}
+
+// objectSet holds the objects a list would return, by key.
+type objectSet[T metav1.Object] map[string]T
+
+func (s objectSet[T]) put(obj T) {
+	key := obj.GetName()
+	if obj.GetNamespace() != "" {
+		key = obj.GetNamespace() + "/" + key
+	}
+	s[key] = obj
+}
+
+// list returns the objects in key order, as the API server lists them.
+func (s objectSet[T]) list() []T {
+	var out []T
+	for _, k := range slices.Sorted(maps.Keys(s)) {
+		out = append(out, s[k])
+	}
+	return out
+}
+
+func TestCapacityStoreRefusesOtherTypes(t *testing.T) {
+	caps := newCapacity(fake.NewClientset())
+	if err := caps.pods.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}}); err == nil {
+		t.Error("the pod store took a node")
+	}
+	if err := caps.nodes.Replace([]any{&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a"}}}, "1"); err == nil {
+		t.Error("the node store took a pod")
 	}
 }

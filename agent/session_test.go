@@ -84,7 +84,7 @@ func newTestAgent(t *testing.T, p *testPKI, addr string, client kubernetes.Inter
 // starts on it but gets no Work.
 func newFakeAgent(t *testing.T, cfg Config, tlsConf *tls.Config, client kubernetes.Interface, probe healthProbe) *Agent {
 	t.Helper()
-	a, err := newAgent(cfg, tlsConf, client, dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), probe)
+	a, err := newAgent(cfg, tlsConf, kubeClients{kube: client, dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())}, probe)
 	if err != nil {
 		t.Fatal(err)
 	}
