@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,8 +27,9 @@ const nonTerminalPods = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=F
 // capacity keeps the member cluster's node count and the sums of node
 // allocatable resources and pod requests up to date from two watches
 // (client-go reflectors), so that a status report reads them without
-// asking the API server. Per node and pod it keeps only what the sums need
-// (a few hundred bytes), never the objects.
+// asking the API server. Per node and pod it keeps only its key, whether
+// it is Ready and a pointer to its resources, shared with every other
+// object that has the same: never the objects.
 type capacity struct {
 	nodes, pods *summaryStore
 	reflectors  []*cache.Reflector
@@ -147,7 +150,8 @@ func podEntryOf(key string, obj any) (*summaryEntry, error) {
 	return &summaryEntry{key: key, counts: true, resources: compact(podRequests(pod))}, nil
 }
 
-// compact copies a resource list into a slice, a fraction of a map's size.
+// compact copies a resource list into a slice sorted by name, a fraction
+// of a map's size.
 func compact(list corev1.ResourceList) []namedQuantity {
 	if len(list) == 0 {
 		return nil
@@ -156,7 +160,39 @@ func compact(list corev1.ResourceList) []namedQuantity {
 	for name, q := range list {
 		out = append(out, namedQuantity{name, q.DeepCopy()})
 	}
+	slices.SortFunc(out, func(a, b namedQuantity) int { return strings.Compare(string(a.name), string(b.name)) })
 	return out
+}
+
+// resourceSet is one list of resources, shared by every entry that has
+// it: most pods of a cluster come from a few templates and most nodes
+// from a few machine types, so a store keeps a few sets, not one per
+// object.
+type resourceSet struct {
+	id    string
+	items []namedQuantity
+	refs  int
+}
+
+// setID identifies a resource list by its names, values and formats (the
+// format of a sum's first term is the sum's).
+func setID(items []namedQuantity) string {
+	var b strings.Builder
+	for _, r := range items {
+		b.WriteString(string(r.name))
+		b.WriteByte('=')
+		b.WriteString(r.q.String())
+		b.WriteByte('/')
+		b.WriteString(string(r.q.Format))
+		b.WriteByte(';')
+	}
+	return b.String()
+}
+
+// stored is what a store keeps per counted object, next to its key.
+type stored struct {
+	ready bool
+	set   *resourceSet
 }
 
 // summaryStore is the store a reflector fills: instead of the objects it
@@ -167,7 +203,8 @@ type summaryStore struct {
 	entryOf func(key string, obj any) (*summaryEntry, error)
 
 	mu      sync.Mutex
-	entries map[string]*summaryEntry
+	entries map[string]stored
+	sets    map[string]*resourceSet // by id
 	count   int64
 	ready   int32
 	sum     corev1.ResourceList
@@ -189,7 +226,8 @@ func newSummaryStore(entryOf func(string, any) (*summaryEntry, error)) *summaryS
 }
 
 func (s *summaryStore) reset() {
-	s.entries = map[string]*summaryEntry{}
+	s.entries = map[string]stored{}
+	s.sets = map[string]*resourceSet{}
 	s.count, s.ready = 0, 0
 	s.sum = corev1.ResourceList{}
 	s.contributors = map[corev1.ResourceName]int{}
@@ -279,12 +317,19 @@ func (s *summaryStore) insert(e *summaryEntry) {
 	if !e.counts {
 		return
 	}
-	s.entries[e.key] = e
+	id := setID(e.resources)
+	set, ok := s.sets[id]
+	if !ok {
+		set = &resourceSet{id: id, items: e.resources}
+		s.sets[id] = set
+	}
+	set.refs++
+	s.entries[strings.Clone(e.key)] = stored{ready: e.ready, set: set}
 	s.count++
 	if e.ready {
 		s.ready++
 	}
-	for _, r := range e.resources {
+	for _, r := range set.items {
 		total := s.sum[r.name]
 		total.Add(r.q)
 		s.sum[r.name] = total
@@ -299,11 +344,14 @@ func (s *summaryStore) remove(key string) {
 		return
 	}
 	delete(s.entries, key)
+	if e.set.refs--; e.set.refs == 0 {
+		delete(s.sets, e.set.id)
+	}
 	s.count--
 	if e.ready {
 		s.ready--
 	}
-	for _, r := range e.resources {
+	for _, r := range e.set.items {
 		if s.contributors[r.name]--; s.contributors[r.name] == 0 {
 			delete(s.contributors, r.name)
 			delete(s.sum, r.name)

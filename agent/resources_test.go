@@ -264,6 +264,8 @@ func TestCapacityMatchesListSummary(t *testing.T) {
 			for _, e := range tc.events {
 				applyEvent(t, caps, nodes, pods, e)
 			}
+			checkSets(t, caps.nodes)
+			checkSets(t, caps.pods)
 			want := listSummary(nodes.list(), pods.list())
 			if diff := cmp.Diff(want, snapshotSummary(caps.snapshot())); diff != "" {
 				t.Errorf("watched sums differ from listed ones (-list +watch):\n%s", diff)
@@ -318,10 +320,31 @@ func TestCapacityMatchesListSummaryRandomly(t *testing.T) {
 			}
 		}
 		applyEvent(t, caps, nodes, pods, e)
+		checkSets(t, caps.nodes)
+		checkSets(t, caps.pods)
 		if diff := cmp.Diff(byValue(listSummary(nodes.list(), pods.list())), byValue(snapshotSummary(caps.snapshot()))); diff != "" {
 			t.Fatalf("step %d (%s %s): watched sums differ from listed ones (-list +watch):\n%s",
 				step, e.op, e.obj.(metav1.Object).GetName(), diff)
 		}
+	}
+}
+
+// checkSets checks that a store shares each resource set among exactly the
+// entries that have it, and forgets a set nobody has.
+func checkSets(t *testing.T, s *summaryStore) {
+	t.Helper()
+	refs := map[*resourceSet]int{}
+	for _, e := range s.entries {
+		refs[e.set]++
+	}
+	for id, set := range s.sets {
+		if set.refs != refs[set] || set.refs == 0 || set.id != id {
+			t.Fatalf("resource set %q: %d references counted, %d entries have it", id, set.refs, refs[set])
+		}
+		delete(refs, set)
+	}
+	if len(refs) > 0 {
+		t.Fatalf("%d resource sets in use are not in the store's table", len(refs))
 	}
 }
 
