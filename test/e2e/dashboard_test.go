@@ -88,8 +88,9 @@ func TestDashboard(t *testing.T) {
 	var unknown pageState
 	waitPage(t, page, testGrace+10*time.Second, "member-1 Unknown with unreachable:NoSchedule", func(s pageState) bool {
 		r := s.row("member-1")
-		if r.Lease == "late" {
+		if r.Lease == "late" && !sawLate {
 			sawLate = true
+			shots.take(t, page, "fleet-late")
 		}
 		unknown = s
 		return r.Ready == "Unknown" && strings.Contains(r.Taints, "unreachable:NoSchedule")
