@@ -1,6 +1,7 @@
 package netbed
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -228,7 +229,14 @@ func ownerPid(name string) (int, bool) {
 	return pid, err == nil && pid > 0
 }
 
+// processExists reports whether pid runs; a zombie (killed, not yet
+// reaped) counts as gone.
 func processExists(pid int) bool {
-	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
-	return err == nil
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(stat, ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
 }
