@@ -260,11 +260,25 @@ func (s *summaryStore) put(obj any) error {
 		return err
 	}
 	s.mu.Lock()
+	if old, ok := s.entries[e.key]; ok && e.counts && old.ready == e.ready && sameItems(old.set.items, e.resources) {
+		// Most updates are heartbeats and status changes that leave the
+		// sums alone.
+		s.mu.Unlock()
+		return nil
+	}
 	s.remove(e.key)
 	s.insert(e)
 	s.mu.Unlock()
 	s.changed()
 	return nil
+}
+
+// sameItems reports whether two sorted resource lists have the same names,
+// values and formats.
+func sameItems(a, b []namedQuantity) bool {
+	return slices.EqualFunc(a, b, func(x, y namedQuantity) bool {
+		return x.name == y.name && x.q.Format == y.q.Format && x.q.Cmp(y.q) == 0
+	})
 }
 
 func (s *summaryStore) Delete(obj any) error {
