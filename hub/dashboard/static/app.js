@@ -172,7 +172,15 @@ function onEvent(name, raw) {
     if (msg.zones) state.zones = msg.zones;
   }
   state.order = null;
-  render();
+  scheduleRender();
+}
+
+// scheduleRender draws once per animation frame however many batches came.
+let renderPending = false;
+function scheduleRender() {
+  if (renderPending) return;
+  renderPending = true;
+  requestAnimationFrame(() => { renderPending = false; render(); });
 }
 
 function setConnected(on) {
@@ -519,8 +527,8 @@ document.addEventListener("DOMContentLoaded", () => {
   setInterval(() => {
     const r = currentRoute();
     if (!state.me) return;
-    if (r.view === "fleet") { if (state.sort.key === "lease" || state.filter) state.order = null; renderFleet(); }
-    else if (r.view === "cluster" && !(document.activeElement && document.activeElement.id === "taint-spec")) renderCluster(r.name);
+    if (r.view === "fleet") { if (state.filter) state.order = null; scheduleRender(); }
+    else if (r.view === "cluster" && !(document.activeElement && document.activeElement.id === "taint-spec")) scheduleRender();
   }, 1000);
   if (state.token) signIn(state.token); else signOut("");
 });
