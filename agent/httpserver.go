@@ -10,7 +10,7 @@ import (
 
 // httpHandler serves the agent's endpoints:
 //
-//   - /healthz: the process serves HTTP and, with leader election, a
+//   - /livez (and /healthz, its older name): the process serves HTTP and, with leader election, a
 //     leader has renewed its Lease within the lease duration plus the
 //     renew deadline (client-go's HealthzAdaptor): a leader wedged
 //     without exiting is restarted.
@@ -22,7 +22,7 @@ import (
 //   - /metrics: the Prometheus metrics (metrics.go).
 func (r *runner) httpHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, req *http.Request) {
+	live := func(w http.ResponseWriter, req *http.Request) {
 		if r.watchdog != nil {
 			if err := r.watchdog.Check(req); err != nil {
 				http.Error(w, "leader election: "+err.Error(), http.StatusInternalServerError)
@@ -30,7 +30,9 @@ func (r *runner) httpHandler() http.Handler {
 			}
 		}
 		fmt.Fprintln(w, "ok")
-	})
+	}
+	mux.HandleFunc("GET /healthz", live)
+	mux.HandleFunc("GET /livez", live)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if err := r.ready(time.Now()); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)

@@ -169,7 +169,7 @@ func TestLeaderElection(t *testing.T) {
 			t.Errorf("replica %s: %s = %v, want %v", c.r.name, c.series, got, c.want)
 		}
 	}
-	for _, path := range []string{"/healthz", "/readyz"} {
+	for _, path := range []string{"/healthz", "/livez", "/readyz"} {
 		if code, body := b.get(t, path); code != http.StatusOK {
 			t.Errorf("standby %s = %d %s", path, code, body)
 		}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/pprof"
 
 	"github.com/flotilla-io/flotilla/hub/failover"
 	"github.com/flotilla-io/flotilla/hub/stats"
@@ -12,26 +11,30 @@ import (
 )
 
 // httpServer serves the hub's own operational endpoints on --http-addr:
-// the dashboard, health, counters, metrics and profiles. Flotilla's objects
-// are served by the Kubernetes API on --api-addr.
+// the dashboard, health, counters and metrics. Flotilla's objects are
+// served by the Kubernetes API on --api-addr; profiles, when enabled, on
+// an address of their own (profiling.go).
 type httpServer struct {
 	registry *Registry
 	agents   *agentServer
 	failover *failover.Controller
 	guard    *store.Guard
+	metrics  *hubMetrics
+	// probes are /readyz's checks.
+	probes []probe
 	// dashboard serves the web page at "/" and its API under /dashboard/.
 	dashboard http.Handler
 }
 
 func (a *httpServer) handler() http.Handler {
 	mux := http.NewServeMux()
+	// /healthz stays what it was (the process serves), for probes and
+	// scripts written before /livez and /readyz.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	mux.HandleFunc("GET /livez", livez)
+	mux.HandleFunc("GET /readyz", readyz(a.probes))
 	mux.HandleFunc("GET /debug/stats", a.stats)
 	mux.Handle("GET /metrics", a.metricsHandler())
-	// Profiles, for operators chasing cost (the address is loopback by
-	// default).
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	if a.dashboard != nil {
 		mux.Handle("GET /{$}", a.dashboard)
 		mux.Handle("/dashboard/", a.dashboard)

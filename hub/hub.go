@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -52,8 +53,11 @@ type Config struct {
 	// for join commands; empty: this host's name (or QUICAddr's IP, if
 	// it names one) and the bound port.
 	AgentAddress string
-	// HTTPAddr serves /healthz, /metrics, /debug/stats and profiles.
+	// HTTPAddr serves the dashboard, /livez, /readyz, /healthz, /metrics
+	// and /debug/stats.
 	HTTPAddr string
+	// ProfilingAddr serves /debug/pprof/; empty: no profiling endpoints.
+	ProfilingAddr string
 	// APIAddr is the HTTPS address of the embedded kube-apiserver.
 	APIAddr string
 	// EtcdCAFile, EtcdCertFile and EtcdKeyFile secure an external etcd.
@@ -143,11 +147,13 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		return fmt.Errorf("hub serving certificate: %w", err)
 	}
 	cfg.Health.HubStarted = cfg.Clock.Now()
-	clients, err := controller.NewClients(api.HubConfig)
+	metrics := newHubMetrics()
+	hubConfig := metrics.instrument(api.HubConfig)
+	clients, err := controller.NewClients(hubConfig)
 	if err != nil {
 		return err
 	}
-	crdClient, err := apiextensionsclient.NewForConfig(api.HubConfig)
+	crdClient, err := apiextensionsclient.NewForConfig(hubConfig)
 	if err != nil {
 		return err
 	}
@@ -211,6 +217,12 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		ln.Close()
 		return fmt.Errorf("listen for HTTP on %s: %w", cfg.HTTPAddr, err)
 	}
+	profLn, err := listenProfiles(cfg.ProfilingAddr)
+	if err != nil {
+		ln.Close()
+		httpLn.Close()
+		return err
+	}
 	// Every controller adds its handlers to the shared informers before
 	// they start.
 	dispatcher := dispatch.New(clients, informers, recorder, cfg.Clock, logger)
@@ -229,9 +241,11 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		}
 	})
 	failoverCtl := failover.New(clients, informers, recorder, cfg.Clock, logger, cfg.Failover)
+	scheduler := scheduling.New(clients, informers, recorder, cfg.Clock, logger)
+	metrics.observe(registry, dispatcher, scheduler, failoverCtl)
 	controllers := []interface{ Run(context.Context, int) }{
 		detector.New(clients, informers, recorder, cfg.Clock, logger),
-		scheduling.New(clients, informers, recorder, cfg.Clock, logger),
+		scheduler,
 		binding.New(clients, informers, recorder, cfg.Clock, logger),
 		status.New(clients, informers, recorder, cfg.Clock, logger),
 		failoverCtl,
@@ -251,7 +265,9 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	})
 	templateSource.Start(registryCtx)
 	informers.Start(registryCtx)
-	httpAPI := &httpServer{registry: registry, agents: agents, failover: failoverCtl, guard: guard, dashboard: board.Handler()}
+	var quicServing atomic.Bool
+	httpAPI := &httpServer{registry: registry, agents: agents, failover: failoverCtl, guard: guard, dashboard: board.Handler(), metrics: metrics,
+		probes: readinessProbes(s, clients.Kube, informers, &quicServing)}
 	// Requests see the hub's context: dashboard streams end when it does,
 	// rather than holding up the shutdown.
 	httpServer := &http.Server{Handler: httpAPI.handler(), ReadHeaderTimeout: 10 * time.Second,
@@ -268,7 +284,11 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	for _, c := range controllers {
 		wg.Go(func() { c.Run(ctx, controllerWorkers) })
 	}
-	wg.Go(func() { agents.serve(agentsCtx, ln); close(agentsDone) })
+	quicServing.Store(true)
+	wg.Go(func() { agents.serve(agentsCtx, ln); quicServing.Store(false); close(agentsDone) })
+	if profLn != nil {
+		wg.Go(func() { serveProfiles(ctx, profLn, logger) })
+	}
 	httpErr := make(chan error, 1)
 	wg.Go(func() { httpErr <- httpServer.Serve(httpLn) })
 

@@ -2,21 +2,28 @@ package hub
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/flotilla-io/flotilla/eviction"
+	"github.com/flotilla-io/flotilla/internal/version"
 )
 
 // zoneModes are the partition protection modes a zone can be in, each a
 // series of flotilla_zone_mode.
 var zoneModes = []eviction.Mode{eviction.ModeNormal, eviction.ModePartialDisruption, eviction.ModeFullDisruption, eviction.ModeIsolated}
 
-// metricsHandler serves the hub's counters in the Prometheus format: the
-// same figures as /debug/stats, read only when scraped.
+// metricsHandler serves the hub's metrics in the Prometheus format: the
+// hub's own instruments and counters (read only when scraped), a series
+// per cluster from the registry's memory, the Go runtime and process, and
+// the process's client-go work queues.
 func (a *httpServer) metricsHandler() http.Handler {
-	reg := prometheus.NewRegistry()
+	reg := a.metrics.registry
 	counter := func(name, help string, read func() float64) {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, read))
 	}
@@ -28,15 +35,16 @@ func (a *httpServer) metricsHandler() http.Handler {
 	counter("flotilla_ready_transitions_total", "Changes of a cluster's Ready condition.", func() float64 { return float64(a.registry.stats.transitions.Load()) })
 	counter("flotilla_works_sent_total", "Work upserts sent to agents.", func() float64 { return float64(a.agents.dispatch.Counts().Upserts) })
 	counter("flotilla_work_deletes_sent_total", "Work deletions sent to agents.", func() float64 { return float64(a.agents.dispatch.Counts().Deletes) })
-	counter("flotilla_evictions_total", "Bindings evicted from a cluster (taint manager and application failover).", func() float64 { return float64(a.failover.Stats().Evictions) })
-	counter("flotilla_eviction_tasks_ended_total", "Graceful eviction tasks ended by the hub.", func() float64 { return float64(a.failover.Stats().TasksEnded) })
 	counter("flotilla_sessions_replaced_total", "Agent sessions ended by a newer session of their cluster (one session per cluster).", func() float64 { return float64(a.agents.replaced.Load()) })
+	counter("flotilla_agent_connections_rejected_total", "Agent connections refused: identity, hello or frames.", func() float64 { return float64(a.agents.rejected.Load()) })
 	counter("flotilla_lease_renewals_limited_total", "Lease renewals beyond a session's rate: acknowledged, not stamped again.", func() float64 { return float64(a.agents.limits.limitedRenewals.Load()) })
 	counter("flotilla_status_reports_coalesced_total", "Cluster status reports replaced by a newer one before they were applied (beyond a session's rate).", func() float64 { return float64(a.agents.limits.coalescedReports.Load()) })
 	counter("flotilla_work_reports_coalesced_total", "Work status reports replaced by a newer one of the same Work before they were written.", func() float64 { return float64(a.agents.dispatch.Limits().Coalesced) })
 	counter("flotilla_work_reports_truncated_total", "Work status reports stored in part (too many manifests or bytes).", func() float64 { return float64(a.agents.dispatch.Limits().Truncated) })
 	counter("flotilla_events_suppressed_total", "Events about clusters left out beyond the bound per cluster and reason.", func() float64 { return float64(a.registry.stats.eventsSuppressed.Load()) })
 	counter("flotilla_work_reports_dropped_total", "Work status reports not written because the store was too full.", func() float64 { return float64(a.agents.dispatch.Limits().Dropped) })
+	counter("flotilla_registry_store_writes_total", "Cluster and lease objects the registry wrote to the API server.", func() float64 { return float64(a.registry.stats.storeWrites.Load()) })
+	counter("flotilla_registry_store_conflicts_total", "Registry writes that met a conflict and were retried.", func() float64 { return float64(a.registry.stats.storeConflicts.Load()) })
 	gauge("flotilla_store_db_size_bytes", "Size of etcd's database (the largest member), as of the store guard's last check.", func() float64 { return float64(a.guard.Stats().Size) })
 	gauge("flotilla_store_db_in_use_bytes", "Bytes of etcd's database in use (what defragmentation would leave).", func() float64 { return float64(a.guard.Stats().InUse) })
 	gauge("flotilla_store_quota_bytes", "etcd's backend quota the store guard works with.", func() float64 { return float64(a.guard.Stats().Quota) })
@@ -52,8 +60,31 @@ func (a *httpServer) metricsHandler() http.Handler {
 		defer a.agents.mu.Unlock()
 		return float64(len(a.agents.sessions))
 	})
-	reg.MustRegister(zoneCollector{a})
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	v := version.Get()
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "flotilla_build_info",
+		Help:        "Always 1: the hub's version, the Kubernetes release it embeds and the Go version it was built with.",
+		ConstLabels: prometheus.Labels{"version": v.Flotilla, "kubernetes": v.Kubernetes, "goversion": v.GoVersion}}, func() float64 { return 1 }))
+	reg.MustRegister(zoneCollector{a}, clusterCollector{a.registry},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return promhttp.HandlerFor(prometheus.Gatherers{reg, workqueueGatherer{}}, promhttp.HandlerOpts{})
+}
+
+// workqueueGatherer passes on the work queue metrics of the process:
+// client-go reports them to the provider Kubernetes' component-base sets
+// (the embedded kube-apiserver brings it in, registering into its legacy
+// registry), one series set per named queue, the hub controllers' among
+// them ("scheduling", "failover", ...).
+type workqueueGatherer struct{}
+
+func (workqueueGatherer) Gather() ([]*dto.MetricFamily, error) {
+	all, err := legacyregistry.DefaultGatherer.Gather()
+	out := all[:0]
+	for _, mf := range all {
+		if strings.HasPrefix(mf.GetName(), "workqueue_") {
+			out = append(out, mf)
+		}
+	}
+	return out, err
 }
 
 func b2f(b bool) float64 {
@@ -63,15 +94,23 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// zoneCollector exports each zone's partition protection mode: one series
-// per zone and mode, 1 for the zone's current mode, 0 for the others.
+// zoneCollector exports each zone's partition protection mode (one series
+// per zone and mode, 1 for the zone's current mode, 0 for the others) and
+// the evictions its rate holds back.
 type zoneCollector struct{ a *httpServer }
 
-var zoneModeDesc = prometheus.NewDesc("flotilla_zone_mode", "Partition protection mode of each zone (1 for the current one).", []string{"zone", "mode"}, nil)
+var (
+	zoneModeDesc         = prometheus.NewDesc("flotilla_zone_mode", "Partition protection mode of each zone (1 for the current one).", []string{"zone", "mode"}, nil)
+	evictionsWaitingDesc = prometheus.NewDesc("flotilla_eviction_queue_depth", "Evictions due but held back by their zone's rate (the eviction queue), per zone.", []string{"zone"}, nil)
+)
 
-func (zoneCollector) Describe(ch chan<- *prometheus.Desc) { ch <- zoneModeDesc }
+func (zoneCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- zoneModeDesc
+	ch <- evictionsWaitingDesc
+}
 
 func (z zoneCollector) Collect(ch chan<- prometheus.Metric) {
+	waiting := z.a.failover.EvictionsWaiting()
 	for zone, mode := range z.a.failover.Stats().ZoneModes {
 		for _, m := range zoneModes {
 			v := 0.0
@@ -80,5 +119,10 @@ func (z zoneCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(zoneModeDesc, prometheus.GaugeValue, v, zone, string(m))
 		}
+		ch <- prometheus.MustNewConstMetric(evictionsWaitingDesc, prometheus.GaugeValue, float64(waiting[zone]), zone)
+		delete(waiting, zone)
+	}
+	for zone, n := range waiting { // a zone gone while its evictions wait
+		ch <- prometheus.MustNewConstMetric(evictionsWaitingDesc, prometheus.GaugeValue, float64(n), zone)
 	}
 }

@@ -79,6 +79,9 @@ type Registry struct {
 	allowAgentWrite func() bool
 	// leaseObservers are told of renewals and connections (the dashboard).
 	leaseObservers []func(cluster string)
+	// detected, if set, is told each lease expiry's detection delay
+	// (registry_metrics.go).
+	detected func(delay time.Duration)
 }
 
 // RegistryConfig tunes the registry.
@@ -275,6 +278,7 @@ func (r *Registry) evaluateLocked(name string, e *entry, now time.Time) {
 		changed = true
 		if state.Ready != prev.Ready {
 			r.stats.transitions.Add(1)
+			r.observeDetectionLocked(e, state, now)
 			if e.lease != nil {
 				// The stored lease must show the renewal Ready was judged by.
 				r.urgentLeases[name] = true

@@ -77,7 +77,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags.StringArrayVar(&cfg.KubeAPIServerArgs, "kube-apiserver-arg", nil, "flag passed to the embedded kube-apiserver as is, e.g. --kube-apiserver-arg=--oidc-issuer-url=https://issuer.example.com (repeatable; wins over the hub's own settings)")
 	flags.StringVar(&cfg.QUICAddr, "quic-addr", ":7443", "UDP address agents dial (QUIC, ALPN flotilla/1)")
 	flags.StringVar(&cfg.AgentAddress, "agent-address", "", "HOST:PORT agents reach --quic-addr at, printed in join commands (flotilla token create); HOST must be in the serving certificate (see --tls-san) (default this host's name, or --quic-addr's IP if it names one, and the bound port)")
-	flags.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:7080", "TCP address of the HTTP API used by the flotilla CLI")
+	flags.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:7080", "TCP address of the dashboard, /livez, /readyz (?verbose lists each check), /healthz and /metrics")
+	enableProfiling := flags.Bool("enable-profiling", false, "serve Go's profiling endpoints (/debug/pprof/) on --profiling-addr")
+	profilingAddr := flags.String("profiling-addr", "127.0.0.1:7081", "TCP address of the profiling endpoints, with --enable-profiling (keep it loopback: profiles show what the hub holds)")
 	flags.DurationVar(&cfg.Health.GracePeriod, "cluster-monitor-grace-period", defaults.GracePeriod, "time without a lease renewal before a cluster's Ready goes Unknown")
 	flags.DurationVar(&cfg.Health.StartupGracePeriod, "cluster-startup-grace-period", defaults.StartupGracePeriod, "time a registered cluster that never renewed gets before it goes Unknown")
 	flags.DurationVar(&cfg.Health.EvictionTimeout, "failover-eviction-timeout", defaults.EvictionTimeout, "time not Ready before the NoSchedule health taint is joined by NoExecute")
@@ -120,7 +122,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			"(flotilla-hub token create prints the helm command) and then use the certificate the hub\n"+
 			"signed for them. The hub serves a Kubernetes API (an embedded kube-apiserver) on --api-addr,\n"+
 			"with an admin kubeconfig in DATA/admin.kubeconfig, which kubectl and flotilla use;\n"+
-			"--http-addr serves /healthz and /metrics.\n\nFlags:\n")
+			"--http-addr serves the dashboard, /livez, /readyz and /metrics; --enable-profiling serves\n"+
+			"/debug/pprof/ on --profiling-addr.\n\nFlags:\n")
 		flags.PrintDefaults()
 	}
 	if err := flags.Parse(args); err != nil {
@@ -132,6 +135,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if flags.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q (see --help)", flags.Args())
+	}
+	if *enableProfiling {
+		if *profilingAddr == "" {
+			return errors.New("--enable-profiling needs a --profiling-addr")
+		}
+		cfg.ProfilingAddr = *profilingAddr
 	}
 	if err := setFailover(&cfg, fo, *notReadySeconds, *unreachableSeconds); err != nil {
 		return err

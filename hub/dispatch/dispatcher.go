@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,8 +43,13 @@ type Dispatcher struct {
 	mu       sync.Mutex
 	sessions map[string]*session // by cluster: the newest session
 
+	clock            clock.PassiveClock
 	upserts, deletes atomic.Int64
-	limits           limitCounters
+	// observeLatency, if set, is told how long each Work change waited
+	// from the informer's notification to being written on its agent's
+	// stream, by operation (upsert, delete).
+	observeLatency func(op string, d time.Duration)
+	limits         limitCounters
 	// allowWrite, if set, says whether the store takes agent-driven
 	// writes now (store.Guard).
 	allowWrite func() bool
@@ -53,6 +59,10 @@ type Dispatcher struct {
 // their answers to what it sent) while allow says the store is too full.
 // Call it before Run.
 func (d *Dispatcher) SetStoreGate(allow func() bool) { d.allowWrite = allow }
+
+// SetLatencyObserver sets what is told each Work change's dispatch
+// latency; call it before Run.
+func (d *Dispatcher) SetLatencyObserver(fn func(op string, d time.Duration)) { d.observeLatency = fn }
 
 // Counts are what the dispatcher has sent since the hub started.
 type Counts struct {
@@ -66,10 +76,11 @@ func (d *Dispatcher) Counts() Counts {
 
 // New returns a dispatcher that reads Works and Clusters from informers
 // and writes Works through clients. It adds its handlers to the shared
-// informers; Run must be running for Serve to work. The clock is not
-// used: the agent's reports carry no times the hub stamps.
-func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, _ clock.PassiveClock, logger *slog.Logger) *Dispatcher {
-	d := &Dispatcher{clients: clients, recorder: recorder, logger: logger.With("component", "dispatch"),
+// informers; Run must be running for Serve to work. The clock times
+// dispatch latencies only: the agent's reports carry no times the hub
+// stamps.
+func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.PassiveClock, logger *slog.Logger) *Dispatcher {
+	d := &Dispatcher{clients: clients, recorder: recorder, clock: clk, logger: logger.With("component", "dispatch"),
 		works: informers.Works, clusters: informers.Clusters, sessions: map[string]*session{}}
 	d.released = controller.NewQueue("dispatch-released", d.release, logger)
 	d.works.AddHandler(func(old, cur *v1alpha1.Work) {

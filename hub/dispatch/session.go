@@ -45,7 +45,7 @@ type session struct {
 	logger    *slog.Logger
 
 	mu      sync.Mutex
-	pending map[string]bool // Work names changed since the loop last looked
+	pending map[string]time.Time // Work names changed since the loop last looked, and since when
 	wake    chan struct{}
 
 	// sent is the generation each Work has at the agent, as far as the hub
@@ -70,7 +70,9 @@ type session struct {
 
 func (s *session) notify(name string) {
 	s.mu.Lock()
-	s.pending[name] = true
+	if _, ok := s.pending[name]; !ok {
+		s.pending[name] = s.d.clock.Now()
+	}
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -81,7 +83,7 @@ func (s *session) notify(name string) {
 // Serve runs the work stream of one session until it fails or ctx ends.
 func (d *Dispatcher) Serve(ctx context.Context, cluster string, stream Stream) error {
 	s := &session{d: d, cluster: cluster, namespace: v1alpha1.ExecutionNamespace(cluster), stream: stream, logger: d.logger.With("cluster", cluster),
-		pending: map[string]bool{}, wake: make(chan struct{}, 1), sent: map[string]int64{}, fenced: map[string]bool{}, written: map[string]*v1alpha1.Work{},
+		pending: map[string]time.Time{}, wake: make(chan struct{}, 1), sent: map[string]int64{}, fenced: map[string]bool{}, written: map[string]*v1alpha1.Work{},
 		answered: map[string]int64{}, queued: map[string]protocol.Message{}, limit: newStatusLimiter()}
 	reader := protocol.NewAgentReader(stream) // large frames go only to the agent
 	defer func() {
@@ -268,15 +270,23 @@ func (s *session) resync(ctx context.Context) error {
 func (s *session) sendPending(ctx context.Context) error {
 	s.mu.Lock()
 	names := s.pending
-	s.pending = map[string]bool{}
+	s.pending = map[string]time.Time{}
 	s.mu.Unlock()
-	for name := range names {
+	for name, since := range names {
 		if ctx.Err() != nil {
 			return nil
 		}
 		w := s.d.works.Get(s.namespace + "/" + name)
+		before, held := s.sent[name]
 		if err := s.sync(ctx, name, w); err != nil {
 			return err
+		}
+		if after, ok := s.sent[name]; ok && (!held || after != before) && s.d.observeLatency != nil {
+			op := "upsert"
+			if after == deleteSent {
+				op = "delete"
+			}
+			s.d.observeLatency(op, s.d.clock.Since(since))
 		}
 	}
 	return nil

@@ -94,7 +94,10 @@ type Controller struct {
 	waiting func(key string, at time.Time)
 
 	evictions, tasksEnded atomic.Int64
-	synced                atomic.Bool // cluster events count once every informer has listed
+	observer              Observer
+	// held are the evictions zone rates hold back (guarded by mu).
+	held   map[holdKey]heldEviction
+	synced atomic.Bool // cluster events count once every informer has listed
 }
 
 // New returns a failover controller that reads clusters, bindings and
@@ -102,7 +105,7 @@ type Controller struct {
 // adds its handlers to the informers; Run starts it.
 func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.WithTicker, logger *slog.Logger, cfg Config) *Controller {
 	c := &Controller{api: controller.BindingAPI{Client: clients.Flotilla.FlotillaV1alpha1()}, recorder: recorder, clock: clk, logger: logger.With("controller", "failover"),
-		cfg: cfg, zones: eviction.NewZones(cfg.Zones), unhealthySince: map[string]map[string]time.Time{}, clusterTimes: newInstants(), bindingTimes: newInstants(),
+		cfg: cfg, zones: eviction.NewZones(cfg.Zones), unhealthySince: map[string]map[string]time.Time{}, held: map[holdKey]heldEviction{}, clusterTimes: newInstants(), bindingTimes: newInstants(),
 		clusters: informers.Clusters, bindings: informers.Bindings, clusterBindings: informers.ClusterBindings, works: informers.Works}
 	c.queue = controller.NewQueueWithClock("failover", c.reconcile, logger, clk) // the queue names the controller
 	// Status changes matter too: a task ends when the replacement reports
@@ -234,6 +237,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 func (c *Controller) forget(key string) {
 	c.mu.Lock()
 	delete(c.unhealthySince, key)
+	c.forgetHeldLocked(key)
 	c.mu.Unlock()
 	c.backOffs.forget(key)
 	c.bindingSeen(key, nil, nil)
@@ -266,7 +270,7 @@ func (c *Controller) reconcileBinding(ctx context.Context, key string, read cont
 	tolerations := c.tolerations(spec)
 	stamped := c.stampTasks(key, spec, now)
 	ended := c.endTasks(key, read.Object().GetGeneration(), spec, &current, tolerations, now, &wake)
-	evicted := c.dueEvictions(spec, tolerations, now, &wake)
+	evicted := c.dueEvictions(key, spec, tolerations, now, &wake)
 	evicted = append(evicted, c.applicationFailures(read.Object(), key, spec, &current, evicted, now, &wake)...)
 	for _, e := range evicted {
 		eviction.Evict(spec, e, now)
@@ -281,6 +285,7 @@ func (c *Controller) reconcileBinding(ctx context.Context, key string, read cont
 			return fmt.Errorf("store failover decisions for %s: %w", key, err)
 		}
 		c.record(stored.Object(), spec, evicted, ended, failedBack)
+		c.observeDecisions(c.evictionRecords(evicted), ended)
 		if c.decided != nil {
 			c.decided(key, now, evicted, ended)
 		}

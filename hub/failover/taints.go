@@ -22,7 +22,7 @@ func (c *Controller) tolerations(spec *v1alpha1.ResourceBindingSpec) []corev1.To
 
 // dueEvictions returns the clusters of spec the binding must leave now, as
 // far as each zone's rate allows.
-func (c *Controller) dueEvictions(spec *v1alpha1.ResourceBindingSpec, tolerations []corev1.Toleration, now time.Time, wake *wakeup) []eviction.Eviction {
+func (c *Controller) dueEvictions(key string, spec *v1alpha1.ResourceBindingSpec, tolerations []corev1.Toleration, now time.Time, wake *wakeup) []eviction.Eviction {
 	purgeMode := ""
 	if spec.Failover != nil && spec.Failover.Cluster != nil {
 		purgeMode = spec.Failover.Cluster.PurgeMode
@@ -38,19 +38,35 @@ func (c *Controller) dueEvictions(spec *v1alpha1.ResourceBindingSpec, toleration
 		}
 		d := eviction.Decide(c.preciseTaints(cl, now), tolerations, since, now)
 		if !d.Evict {
+			c.releaseLocked(key, tc.Name, false, now)
 			wake.at(d.At)
 			continue
 		}
 		ok, retryAt := c.zones.Allow(cl.Spec.Zone, now)
 		if !ok {
+			c.holdLocked(key, tc.Name, cl.Spec.Zone, now)
 			wake.at(retryAt) // zero: until the zone's mode changes
 			continue
 		}
+		c.releaseLocked(key, tc.Name, true, now)
 		out = append(out, eviction.Eviction{
 			Cluster: tc.Name, Reason: eviction.ReasonTaintUntolerated, Producer: eviction.ProducerTaintManager, PurgeMode: purgeMode,
 			GracePeriod: ptr.To(c.defaultGraceSeconds()),
 			Message:     fmt.Sprintf("cluster %s has taint %s:%s that the placement does not tolerate (any longer)", tc.Name, d.Taint.Key, d.Taint.Effect),
 		})
+	}
+	return out
+}
+
+// evictionRecords names each eviction's reason and its cluster's zone.
+func (c *Controller) evictionRecords(evicted []eviction.Eviction) []evictionRecord {
+	out := make([]evictionRecord, len(evicted))
+	for i, e := range evicted {
+		zone := ""
+		if cl := c.clusters.Get(e.Cluster); cl != nil {
+			zone = cl.Spec.Zone
+		}
+		out[i] = evictionRecord{reason: e.Reason, zone: zoneName(zone)}
 	}
 	return out
 }

@@ -38,6 +38,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -69,6 +70,16 @@ type Controller struct {
 
 	mu    sync.Mutex
 	memos map[string]memo // by binding key; guarded by mu
+	// observeLatency, if set, is told how long each scheduling attempt
+	// took (computing and storing the placement) and whether it was
+	// stored ("scheduled") or failed ("error").
+	observeLatency func(result string, d time.Duration)
+}
+
+// SetLatencyObserver sets what is told each scheduling attempt's duration;
+// call it before Run.
+func (c *Controller) SetLatencyObserver(fn func(result string, d time.Duration)) {
+	c.observeLatency = fn
 }
 
 // memo is what the controller remembers of a binding it scheduled.
@@ -181,7 +192,16 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		// that ended or was purged gives the scheduler nothing to do.
 		return c.observe(ctx, key, b, inputs)
 	}
-	return c.schedule(ctx, key, b)
+	start := c.clock.Now()
+	err := c.schedule(ctx, key, b)
+	if c.observeLatency != nil {
+		result := "scheduled"
+		if err != nil {
+			result = "error"
+		}
+		c.observeLatency(result, c.clock.Since(start))
+	}
+	return err
 }
 
 // observe records the binding's generation as observed, without

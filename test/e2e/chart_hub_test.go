@@ -25,7 +25,7 @@ const hubDataDir = "/var/lib/flotilla"
 
 // TestHubChartRender checks what charts/flotilla-hub renders, without a
 // cluster: the agents' UDP Service and the API's TCP Service, a one-replica
-// StatefulSet whose data volume holds --data-dir, probes on /healthz, a
+// StatefulSet whose data volume holds --data-dir, probes on /livez and /readyz, a
 // hardened pod, and schema errors for bad values.
 func TestHubChartRender(t *testing.T) {
 	tests := []struct {
@@ -43,9 +43,12 @@ func TestHubChartRender(t *testing.T) {
 			checkHubDataMount(t, sts)
 			checkHardenedPod(t, sts.Spec.Template.Spec)
 			ctr := sts.Spec.Template.Spec.Containers[0]
-			for name, probe := range map[string]*corev1.Probe{"startup": ctr.StartupProbe, "liveness": ctr.LivenessProbe, "readiness": ctr.ReadinessProbe} {
-				if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != "/healthz" || probe.HTTPGet.Port != intstr.FromString("http") {
-					t.Errorf("%s probe %+v, want GET /healthz on port http", name, probe)
+			for name, want := range map[string]struct {
+				probe *corev1.Probe
+				path  string
+			}{"startup": {ctr.StartupProbe, "/livez"}, "liveness": {ctr.LivenessProbe, "/livez"}, "readiness": {ctr.ReadinessProbe, "/readyz"}} {
+				if probe := want.probe; probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != want.path || probe.HTTPGet.Port != intstr.FromString("http") {
+					t.Errorf("%s probe %+v, want GET %s on port http", name, probe, want.path)
 				}
 			}
 			if sts.Spec.Template.Spec.AutomountServiceAccountToken == nil || *sts.Spec.Template.Spec.AutomountServiceAccountToken {
@@ -157,7 +160,7 @@ func cmpLabels(selector, labels map[string]string) bool {
 // TestHubChart installs charts/flotilla-hub into a member cluster's real
 // kube-apiserver (server-side apply, StatefulSet with its volume claim
 // template, Services) and runs the hub as its pod spec says (non-root, a
-// read-only root, the data volume a fresh tmpfs): it answers /healthz, its
+// read-only root, the data volume a fresh tmpfs): it answers /readyz, its
 // API serves the admin kubeconfig it wrote on the data volume, and an agent
 // installed with the agent chart joins it with a token it made.
 func TestHubChart(t *testing.T) {
@@ -193,12 +196,12 @@ func TestHubChart(t *testing.T) {
 		checkPodProcess(t, hubPod, pod)
 	})
 
-	t.Run("answers /healthz and serves its API", func(t *testing.T) {
-		waitFor(t, 120*time.Second, "the hub's /healthz", func() (bool, string) {
+	t.Run("answers /readyz and serves its API", func(t *testing.T) {
+		waitFor(t, 120*time.Second, "the hub's /readyz", func() (bool, string) {
 			if hubPod.HasExited() {
 				t.Fatalf("the hub exited: %v", hubPod.ExitError())
 			}
-			code, err := httpStatus("http://127.0.0.1:" + strconv.Itoa(httpPort) + "/healthz")
+			code, err := httpStatus("http://127.0.0.1:" + strconv.Itoa(httpPort) + "/readyz")
 			return code == http.StatusOK, strconv.Itoa(code) + " " + errString(err)
 		})
 		pid, err := hubPod.ProgramPID()

@@ -5,8 +5,9 @@
 // member-1's agent is killed, its cluster goes Unknown and is tainted, the
 // nginx replicas move to member-2 once the toleration runs out, and when
 // the agent comes back the old copy is deleted there; a WorkloadRebalancer
-// then puts the replicas back 1:2. It prints the cluster and binding
-// tables as it goes and runs until Ctrl-C.
+// then puts the replicas back 1:2. It opens with the dashboard's address and
+// a token to sign in with, prints the cluster and binding tables as it goes
+// and runs until Ctrl-C.
 package main
 
 import (
@@ -53,7 +54,7 @@ func main() {
 	flags.StringVar(&o.dir, "dir", ".demo", "folder for the hub data, member clusters, certificates and logs")
 	flags.StringVar(&o.binDir, "bin-dir", "bin", "folder with flotilla-hub, flotilla-agent and flotilla (make build)")
 	flags.StringVar(&o.quicAddr, "quic-addr", "127.0.0.1:7443", "hub QUIC address")
-	flags.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:7080", "hub API address (the flotilla CLI's default)")
+	flags.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:7080", "hub HTTP address: the dashboard, /metrics, /readyz")
 	flags.StringVar(&o.apiAddr, "api-addr", "127.0.0.1:6443", "hub Kubernetes API address (kubectl --kubeconfig DIR/hub/admin.kubeconfig)")
 	flags.IntVar(&o.clusters, "clusters", 3, "member clusters")
 	flags.DurationVar(&o.grace, "grace", 10*time.Second, "hub --cluster-monitor-grace-period (short, so the demo is quick to watch)")
@@ -146,16 +147,6 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	say("starting %d member clusters (kube-apiserver, controller-manager, scheduler, KWOK) in %s", o.clusters, dir)
-	env, err := membercluster.Start(ctx, membercluster.Options{
-		Dir: filepath.Join(dir, "clusters"), Clusters: membercluster.Specs(o.clusters),
-		Logger: slog.New(slog.NewTextHandler(os.Stdout, nil)),
-	})
-	if err != nil {
-		return err
-	}
-	defer env.Stop()
-
 	dataDir := filepath.Join(dir, "hub")
 	o.kubeconfig = filepath.Join(dataDir, "admin.kubeconfig")
 	hubProc := &process.Process{
@@ -171,6 +162,24 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer hubProc.Stop()
+	// The dashboard first, so the clusters can be watched joining.
+	token, err := dashboardToken(ctx, o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	if err := announceDashboard(dir, o.httpAddr, token); err != nil {
+		return err
+	}
+
+	say("starting %d member clusters (kube-apiserver, controller-manager, scheduler, KWOK) in %s", o.clusters, dir)
+	env, err := membercluster.Start(ctx, membercluster.Options{
+		Dir: filepath.Join(dir, "clusters"), Clusters: membercluster.Specs(o.clusters),
+		Logger: slog.New(slog.NewTextHandler(os.Stdout, nil)),
+	})
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
 
 	agents := map[string]*process.Process{}
 	for i, c := range env.Clusters() {
@@ -211,7 +220,7 @@ func run(ctx context.Context, o options) error {
 	if err := retry(ctx, apply); err != nil {
 		return fmt.Errorf("apply the seed example: %w", err)
 	}
-	say("agents started; watch from another terminal with:\n"+
+	say("agents started; watch in the browser at http://%[5]s/ (token in %[6]s) or from another terminal with:\n"+
 		"    export KUBECONFIG=%[2]s\n"+
 		"    %[1]s get clusters -o wide\n"+
 		"    %[1]s get bindings -o wide\n"+
@@ -219,7 +228,8 @@ func run(ctx context.Context, o options) error {
 		"    %[1]s get resources\n"+
 		"    %[1]s describe cluster member-%[3]d\n"+
 		"    .testbin/kubectl get clusters -w                  # the hub is a Kubernetes API server\n"+
-		"    .testbin/kubectl --kubeconfig %[4]s get deployments -A   # a member cluster", bin("flotilla"), o.kubeconfig, o.clusters, env.Clusters()[0].Kubeconfig)
+		"    .testbin/kubectl --kubeconfig %[4]s get deployments -A   # a member cluster", bin("flotilla"), o.kubeconfig, o.clusters, env.Clusters()[0].Kubeconfig,
+		o.httpAddr, filepath.Join(dir, "dashboard-token"))
 	return script(ctx, o, bin("flotilla"), agents[o.failCluster])
 }
 

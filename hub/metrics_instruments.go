@@ -1,0 +1,102 @@
+package hub
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/rest"
+
+	"github.com/flotilla-io/flotilla/hub/dispatch"
+	"github.com/flotilla-io/flotilla/hub/failover"
+	"github.com/flotilla-io/flotilla/hub/scheduling"
+)
+
+// hubMetrics are the instruments one hub observes into, in a registry of
+// their own (tests run several hubs in one process).
+type hubMetrics struct {
+	registry *prometheus.Registry
+
+	detectionDelay  prometheus.Histogram
+	scheduleLatency *prometheus.HistogramVec
+	dispatchLatency *prometheus.HistogramVec
+	evictions       *prometheus.CounterVec
+	evictionWait    *prometheus.HistogramVec
+	tasksEnded      *prometheus.CounterVec
+	apiRequests     *prometheus.CounterVec
+	apiLatency      *prometheus.HistogramVec
+}
+
+func newHubMetrics() *hubMetrics {
+	m := &hubMetrics{
+		registry: prometheus.NewRegistry(),
+		detectionDelay: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "flotilla_cluster_detection_delay_seconds",
+			Help:    "How late a lease expiry was noticed: the time Ready went Unknown − the last renewal − the grace period.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
+		scheduleLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "flotilla_schedule_duration_seconds",
+			Help:    "Time a scheduling attempt took (computing and storing a binding's placement), by result: scheduled or error.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)}, []string{"result"}),
+		dispatchLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "flotilla_work_dispatch_duration_seconds",
+			Help:    "Time from a Work change reaching the hub's informer to its upsert or deletion being written to the agent's stream, by operation.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)}, []string{"operation"}),
+		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flotilla_evictions_total",
+			Help: "Bindings evicted from a cluster (taint manager and application failover), by reason and the cluster's zone."}, []string{"reason", "zone"}),
+		evictionWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "flotilla_eviction_queue_wait_seconds",
+			Help:    "Time an eviction due was held back by its zone's rate before it went ahead, per zone.",
+			Buckets: prometheus.ExponentialBuckets(0.1, 2, 14)}, []string{"zone"}),
+		tasksEnded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flotilla_eviction_tasks_ended_total",
+			Help: "Graceful eviction tasks ended by the hub, by outcome: ReplacementHealthy, GracePeriodExpired, ClusterRecovered, NoReplacement, ..."}, []string{"outcome"}),
+		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rest_client_requests_total",
+			Help: "Requests of the hub's own clients to its Kubernetes API, by status code, method and host."}, []string{"code", "method", "host"}),
+		apiLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "rest_client_request_duration_seconds",
+			Help:    "Latency of the hub's own clients' requests to its Kubernetes API, by verb and host.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)}, []string{"verb", "host"}),
+	}
+	m.registry.MustRegister(m.detectionDelay, m.scheduleLatency, m.dispatchLatency, m.evictions, m.evictionWait, m.tasksEnded, m.apiRequests, m.apiLatency)
+	return m
+}
+
+// observe hooks the instruments into the parts of the hub that observe.
+func (m *hubMetrics) observe(r *Registry, d *dispatch.Dispatcher, s *scheduling.Controller, f *failover.Controller) {
+	r.SetDetectionObserver(func(delay time.Duration) { m.detectionDelay.Observe(delay.Seconds()) })
+	d.SetLatencyObserver(func(op string, took time.Duration) { m.dispatchLatency.WithLabelValues(op).Observe(took.Seconds()) })
+	s.SetLatencyObserver(func(result string, took time.Duration) {
+		m.scheduleLatency.WithLabelValues(result).Observe(took.Seconds())
+	})
+	f.SetObserver(failover.Observer{
+		Evicted:   func(reason, zone string) { m.evictions.WithLabelValues(reason, zone).Inc() },
+		TaskEnded: func(outcome string) { m.tasksEnded.WithLabelValues(outcome).Inc() },
+		EvictionWaited: func(zone string, waited time.Duration) {
+			m.evictionWait.WithLabelValues(zone).Observe(waited.Seconds())
+		},
+	})
+}
+
+// instrument returns a copy of cfg whose requests are counted and timed
+// as client-go's request metrics would be. client-go's own hooks
+// (k8s.io/client-go/tools/metrics) take one registration per process and
+// would count the embedded API server's loopback clients too; wrapping the
+// transport counts the hub's clients alone.
+func (m *hubMetrics) instrument(cfg *rest.Config) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.Wrap(func(rt http.RoundTripper) http.RoundTripper { return instrumentedTransport{next: rt, m: m} })
+	return out
+}
+
+type instrumentedTransport struct {
+	next http.RoundTripper
+	m    *hubMetrics
+}
+
+func (t instrumentedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	start := time.Now()
+	resp, err := t.next.RoundTrip(req)
+	t.m.apiLatency.WithLabelValues(req.Method, req.URL.Host).Observe(time.Since(start).Seconds())
+	code := "<error>" // as client-go labels a request that got no response
+	if err == nil {
+		code = strconv.Itoa(resp.StatusCode)
+	}
+	t.m.apiRequests.WithLabelValues(code, req.Method, req.URL.Host).Inc()
+	return resp, err
+}
