@@ -407,7 +407,8 @@ func TestBehindNAT(t *testing.T) {
 // packets keeps the session of an agent that otherwise says nothing for a
 // minute (lease renewals every 60 s, status every 5 min): QUIC keep-alives
 // hold the mapping through 45 s of quiet, the session stays, and Work
-// still reaches the agent at once after it.
+// still reaches the agent at once after it. A rebinding then delays a push
+// until the agent's next keep-alive, on the same session.
 func TestNATKeepAlive(t *testing.T) {
 	const natTimeout, quietFor = 30 * time.Second, 45 * time.Second
 	bed := netbed.New(t, 1)
@@ -457,4 +458,24 @@ func TestNATKeepAlive(t *testing.T) {
 		return err == nil, fmt.Sprint(err)
 	})
 	t.Logf("after the quiet time, a ConfigMap applied on the hub reached member-1 in %v", time.Since(pushed).Round(time.Millisecond))
+
+	// The NAT rebinds while the agent is quiet: the hub's next push goes to
+	// the dead mapping until the agent's next keep-alive shows it the new
+	// path, and then arrives on the same session.
+	if _, err := bed.Rebind(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	pushed = time.Now()
+	f.apply("config.yaml", strings.Replace(configYAML, "greeting: hello", "greeting: rebound", 1))
+	waitFor(t, 30*time.Second, "the changed ConfigMap on member-1 after the NAT rebound", func() (bool, string) {
+		cm, err := client.CoreV1().ConfigMaps("web").Get(t.Context(), "web-config", metav1.GetOptions{})
+		return err == nil && cm.Data["greeting"] == "rebound", fmt.Sprint(cm.Data, err)
+	})
+	t.Logf("a push right after the NAT rebound under a quiet agent arrived in %v", time.Since(pushed).Round(time.Millisecond))
+	if n := connects(t, a); n != 1 {
+		t.Errorf("the agent opened %d sessions, want 1 (migration)", n)
+	}
+	if c := f.hub.cluster(t, "member-1"); readyOf(c) != metav1.ConditionTrue {
+		t.Errorf("member-1 after the rebinding: %s", describe(c))
+	}
 }
