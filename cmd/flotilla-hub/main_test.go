@@ -34,6 +34,7 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"threshold above the quota", []string{"--data-dir", dir, "--store-agent-write-threshold=1.5"}, "--store-agent-write-threshold 1.5: want a fraction of the quota in (0, 1]"},
 		{"no store checks", []string{"--data-dir", dir, "--store-check-interval=0s"}, "--store-check-interval 0s: want a positive duration"},
 		{"short agent certificates", []string{"--data-dir", dir, "--agent-cert-ttl", "50s"}, "--agent-cert-ttl 50s: want at least 1m"},
+		{"profiling without an address", []string{"--data-dir", dir, "--enable-profiling", "--profiling-addr="}, "--enable-profiling needs a --profiling-addr"},
 		{"unknown certs command", []string{"certs", "revoke"}, "only certs command is `certs issue`"},
 		{"certs issue without cluster", []string{"certs", "issue", "--data-dir", dir, "--out", dir}, "--cluster and --out are required"},
 		{"certs issue bad name", []string{"certs", "issue", "--data-dir", dir, "--cluster", "Bad_Name", "--out", filepath.Join(dir, "out")}, `--cluster "Bad_Name"`},
