@@ -86,6 +86,13 @@ func manifest(name string, generation int64) v1alpha1.Manifest {
 // dispatcher and one session whose agent sends inventory.
 func startSession(t *testing.T, works []workSpec, inventory []protocol.WorkRef) *fixture {
 	t.Helper()
+	return startSessionWith(t, works, inventory, nil)
+}
+
+// startSessionWith is startSession with setup run on the dispatcher before
+// it starts.
+func startSessionWith(t *testing.T, works []workSpec, inventory []protocol.WorkRef, setup func(*Dispatcher)) *fixture {
+	t.Helper()
 	env := hubapi.Start(t)
 	cluster := newCluster(t, env)
 	f := &fixture{env: env, cluster: cluster, works: env.Flotilla.FlotillaV1alpha1().Works(v1alpha1.ExecutionNamespace(cluster))}
@@ -101,6 +108,9 @@ func startSession(t *testing.T, works []workSpec, inventory []protocol.WorkRef) 
 		t.Fatal(err)
 	}
 	d := New(clients, informers, controller.DiscardRecorder{}, clock.RealClock{}, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	if setup != nil {
+		setup(d)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	informers.Start(ctx)
 	hubR, agentW := io.Pipe()

@@ -96,8 +96,8 @@ type Controller struct {
 	evictions, tasksEnded atomic.Int64
 	observer              Observer
 	// held are the evictions zone rates hold back (guarded by mu).
-	held   map[holdKey]heldEviction
-	synced atomic.Bool // cluster events count once every informer has listed
+	held   map[string]map[string]heldEviction // by binding key, then cluster
+	synced atomic.Bool                        // cluster events count once every informer has listed
 }
 
 // New returns a failover controller that reads clusters, bindings and
@@ -105,7 +105,7 @@ type Controller struct {
 // adds its handlers to the informers; Run starts it.
 func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.WithTicker, logger *slog.Logger, cfg Config) *Controller {
 	c := &Controller{api: controller.BindingAPI{Client: clients.Flotilla.FlotillaV1alpha1()}, recorder: recorder, clock: clk, logger: logger.With("controller", "failover"),
-		cfg: cfg, zones: eviction.NewZones(cfg.Zones), unhealthySince: map[string]map[string]time.Time{}, held: map[holdKey]heldEviction{}, clusterTimes: newInstants(), bindingTimes: newInstants(),
+		cfg: cfg, zones: eviction.NewZones(cfg.Zones), unhealthySince: map[string]map[string]time.Time{}, held: map[string]map[string]heldEviction{}, clusterTimes: newInstants(), bindingTimes: newInstants(),
 		clusters: informers.Clusters, bindings: informers.Bindings, clusterBindings: informers.ClusterBindings, works: informers.Works}
 	c.queue = controller.NewQueueWithClock("failover", c.reconcile, logger, clk) // the queue names the controller
 	// Status changes matter too: a task ends when the replacement reports

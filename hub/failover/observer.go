@@ -1,7 +1,10 @@
 package failover
 
 import (
+	"slices"
 	"time"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
 )
 
 // Observer is told what the controller decides, for the hub's metrics.
@@ -28,40 +31,50 @@ type heldEviction struct {
 	zone  string
 }
 
-// holdKey names one binding's eviction from one cluster.
-type holdKey struct{ binding, cluster string }
-
-// hold notes that key's eviction from cluster waits for its zone (under
-// c.mu).
+// holdLocked notes that key's eviction from cluster waits for its zone
+// (under c.mu).
 func (c *Controller) holdLocked(key, cluster, zone string, now time.Time) {
-	k := holdKey{key, cluster}
-	if _, ok := c.held[k]; !ok {
-		c.held[k] = heldEviction{since: now, zone: zoneName(zone)}
+	byCluster := c.held[key]
+	if byCluster == nil {
+		byCluster = map[string]heldEviction{}
+		c.held[key] = byCluster
+	}
+	if _, ok := byCluster[cluster]; !ok {
+		byCluster[cluster] = heldEviction{since: now, zone: zoneName(zone)}
 	}
 }
 
 // releaseLocked drops a held eviction, telling the observer how long it
 // waited if it now goes ahead (under c.mu).
 func (c *Controller) releaseLocked(key, cluster string, evicted bool, now time.Time) {
-	k := holdKey{key, cluster}
-	h, ok := c.held[k]
+	h, ok := c.held[key][cluster]
 	if !ok {
 		return
 	}
-	delete(c.held, k)
+	delete(c.held[key], cluster)
+	if len(c.held[key]) == 0 {
+		delete(c.held, key)
+	}
 	if evicted && c.observer.EvictionWaited != nil {
 		c.observer.EvictionWaited(h.zone, now.Sub(h.since))
 	}
 }
 
-// forgetHeldLocked drops the held evictions of a deleted binding (under c.mu).
-func (c *Controller) forgetHeldLocked(key string) {
-	for k := range c.held {
-		if k.binding == key {
-			delete(c.held, k)
+// keepHeldLocked drops key's held evictions from clusters no longer in
+// its placement (under c.mu).
+func (c *Controller) keepHeldLocked(key string, placed []v1alpha1.TargetCluster) {
+	for cluster := range c.held[key] {
+		if !slices.ContainsFunc(placed, func(tc v1alpha1.TargetCluster) bool { return tc.Name == cluster }) {
+			delete(c.held[key], cluster)
 		}
 	}
+	if len(c.held[key]) == 0 {
+		delete(c.held, key)
+	}
 }
+
+// forgetHeldLocked drops the held evictions of a deleted binding (under c.mu).
+func (c *Controller) forgetHeldLocked(key string) { delete(c.held, key) }
 
 // EvictionsWaiting returns how many evictions each zone's rate holds back
 // now.
@@ -69,8 +82,10 @@ func (c *Controller) EvictionsWaiting() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := map[string]int{}
-	for _, h := range c.held {
-		out[h.zone]++
+	for _, byCluster := range c.held {
+		for _, h := range byCluster {
+			out[h.zone]++
+		}
 	}
 	return out
 }

@@ -30,6 +30,7 @@ func (c *Controller) dueEvictions(key string, spec *v1alpha1.ResourceBindingSpec
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	since := c.zones.GraceStart()
+	c.keepHeldLocked(key, spec.Clusters)
 	var out []eviction.Eviction
 	for _, tc := range spec.Clusters {
 		cl := c.clusters.Get(tc.Name)
