@@ -9,6 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/component-base/metrics/legacyregistry"
+	// Sets client-go's work queue metrics provider (into legacyregistry),
+	// as kube-controller-manager does; the embedded API server imports it
+	// too, and client-go takes one provider per process.
+	_ "k8s.io/component-base/metrics/prometheus/workqueue"
 
 	"github.com/flotilla-io/flotilla/eviction"
 	"github.com/flotilla-io/flotilla/internal/version"
