@@ -137,6 +137,10 @@ func TestDashboard(t *testing.T) {
 			return c.Spec.Unschedulable, describe(c)
 		})
 		run(t, page, chromedp.WaitVisible(chromedp.CSS("#uncordon")))
+		waitFor(t, 10*time.Second, "member-2's lease history on its page", func() (bool, string) {
+			n := eval[int](t, page, `document.querySelectorAll("#cluster .history .tick").length`)
+			return n > 0, fmt.Sprintf("%d intervals shown", n)
+		})
 		shots.take(t, page, "cluster-operator")
 	})
 

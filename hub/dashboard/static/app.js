@@ -384,6 +384,7 @@ async function loadHistory(c) {
   } catch (e) {
     state.history = { cluster: c.name, renewals: [], asOf: c.lastRenewal, loading: false };
   }
+  scheduleRender();
 }
 
 function bindingsOn(name) {
@@ -426,7 +427,7 @@ function renderCluster(name) {
     `<h2>Conditions</h2><table class="list"><tr><th>Type</th><th>Status</th><th>Reason</th><th>Since</th><th>Message</th></tr>` +
     (c.conditions || []).map((k) => `<tr><td>${esc(k.type)}</td><td><span class="pill ${esc(k.status)}">${esc(k.status)}</span></td><td>${esc(k.reason)}</td>` +
       `<td>${fmtAge(hubNow() - k.since)} ago</td><td>${esc(k.message)}</td></tr>`).join("") + `</table>` +
-    `<h2>Lease history <span class="muted">(intervals between the last ${history.length} renewals)</span></h2>` +
+    `<h2>Lease history <span class="muted">(${history.length > 1 ? `intervals between the last ${history.length} renewals` : "no renewals yet"})</span></h2>` +
     `<div class="card"><div class="history">${gaps.map((g) => `<div class="tick ${g <= l.duration ? "" : g <= l.grace ? "late" : "expired"}" title="${fmtAge(g)}" style="height:${Math.max(2, (g / maxGap) * 40)}px"></div>`).join("")}</div></div>` +
     `<h2>Bindings placed here</h2>` + bindingsTable(bindingsOn(name).map((x) => x.b), name) +
     `<h2>Events</h2>` + (state.events.error ? `<p class="muted">${esc(state.events.error)}</p>` :
