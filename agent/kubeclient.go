@@ -44,6 +44,10 @@ func newKubeClients(cfg Config) (kubeClients, error) {
 	protoConfig := rest.CopyConfig(rc)
 	protoConfig.ContentType = runtime.ContentTypeProtobuf
 	protoConfig.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	// The API server would gzip every watch event for this watcher alone,
+	// and the agent gunzip it, to save bytes on what is mostly a local
+	// link.
+	protoConfig.DisableCompression = true
 	watch, err := kubernetes.NewForConfig(protoConfig)
 	if err != nil {
 		return kubeClients{}, fmt.Errorf("member cluster watch client: %w", err)
