@@ -90,10 +90,14 @@ func TestRebalance(t *testing.T) {
 	if code := f.hub.getJSON(t, "/apis/apps.flotilla.io/v1alpha1/workloadrebalancers/"+name, &rb); code != http.StatusOK {
 		t.Fatalf("GET rebalancer %q: %d", name, code)
 	}
-	if at := b.Spec.RescheduleTriggeredAt; at == nil || !at.Equal(&rb.CreationTimestamp) || b.Status.LastScheduledTime.Before(at) {
-		t.Errorf("binding: rescheduleTriggeredAt %v, lastScheduledTime %v; want the rebalancer's creation %v, and a schedule since",
-			at, b.Status.LastScheduledTime, rb.CreationTimestamp)
-	}
+	// The scheduler writes the placement (spec) before lastScheduledTime
+	// (status), and the Works can land in between: wait for the status.
+	waitFor(t, 10*time.Second, "the binding's lastScheduledTime not before its rescheduleTriggeredAt, the rebalancer's creation", func() (bool, string) {
+		b = f.binding("rebalance", "spread-deployment")
+		at := b.Spec.RescheduleTriggeredAt
+		state := fmt.Sprintf("rescheduleTriggeredAt %v, lastScheduledTime %v, rebalancer created %v", at, b.Status.LastScheduledTime, rb.CreationTimestamp)
+		return at != nil && at.Equal(&rb.CreationTimestamp) && !b.Status.LastScheduledTime.Before(at), state
+	})
 	if ttl := rb.Spec.TTLSecondsAfterFinished; ttl == nil || *ttl != 300 || rb.Status.FinishTime == nil {
 		t.Errorf("rebalancer: ttl %v, finishTime %v; want the CLI's 300 and a finish time", ttl, rb.Status.FinishTime)
 	}
