@@ -122,6 +122,10 @@ func TestHubObservability(t *testing.T) {
 		})
 	})
 
+	t.Run("metrics the chart's rules and dashboard use", func(t *testing.T) {
+		checkMonitoringMetrics(t, scrapeHub(t, h))
+	})
+
 	t.Run("--version", func(t *testing.T) {
 		for _, name := range []string{"flotilla-hub", "flotilla-agent", "flotilla"} {
 			out, err := exec.Command(binDir+"/"+name, "--version").Output()

@@ -2,15 +2,17 @@
 # Builds the test-only binaries for real member clusters into $1 (default
 # ../../.testbin): kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubectl (for end-to-end tests against the hub), etcd, kwok, and the KWOK
-# stages file; and chartrender (renders the Helm charts with the Helm Go SDK),
-# rebuilt incrementally on every run (seconds when warm) so editing it does
-# not invalidate the cached Kubernetes binaries.
+# stages file; and chartrender (renders the Helm charts with the Helm Go SDK)
+# and promtool (Prometheus' rule checker, its own module in promtool/), rebuilt
+# incrementally on every run (seconds when warm) so editing them, or the
+# small_tools function, does not invalidate the cached Kubernetes binaries.
 #
 # Idempotent and fast when warm: the output folder remembers the key (a hash
-# of this module's go.mod/go.sum, this script and the Go version) it was built
-# for, and finished builds are kept under $FLOTILLA_TESTBIN_CACHE (default
-# ~/.cache/flotilla/testbin) so a fresh clone on the same machine copies them
-# instead of spending ~10 minutes compiling.
+# of this module's go.mod/go.sum, this script but small_tools, and the Go
+# version) it was built for, and finished builds are kept under
+# $FLOTILLA_TESTBIN_CACHE (default ~/.cache/flotilla/testbin) so a fresh
+# clone on the same machine copies them instead of spending ~10 minutes
+# compiling.
 set -euo pipefail
 cd "$(dirname "$0")"
 mkdir -p "${1:-../../.testbin}"
@@ -20,10 +22,12 @@ files=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok k
 step() { printf 'testbin: %s\n' "$*" >&2; }
 complete() { local f; for f in "${files[@]}"; do [[ -s "$1/$f" ]] || return 1; done; }
 
-key=$( { cat go.mod go.sum build-testbin.sh cmd/kwok-stages/main.go; go version; } | sha256sum | cut -c1-16)
+key=$( { cat go.mod go.sum cmd/kwok-stages/main.go; sed '/^small_tools() {$/,/^}$/d' build-testbin.sh; go version; } | sha256sum | cut -c1-16)
 small_tools() {
 	step "chartrender"
 	go build -o "$out/chartrender.tmp" ./cmd/chartrender && mv -f "$out/chartrender.tmp" "$out/chartrender"
+	step "promtool (cold: about 5 minutes)"
+	go build -C promtool -o "$out/promtool.tmp" github.com/prometheus/prometheus/cmd/promtool && mv -f "$out/promtool.tmp" "$out/promtool"
 }
 
 if [[ "$(cat "$out/.key" 2>/dev/null)" == "$key" ]] && complete "$out"; then
