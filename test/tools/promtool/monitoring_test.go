@@ -90,12 +90,24 @@ func TestGrafanaDashboard(t *testing.T) {
 		t.Errorf("no datasource variable of type datasource for prometheus in %+v", d.Templating.List)
 	}
 	ids := map[int]string{}
+	cells := map[[2]int]string{} // grid cell to the panel on it
 	queries := 0
 	for _, p := range d.allPanels() {
 		if prev, ok := ids[p.ID]; ok {
 			t.Errorf("panels %q and %q share id %d", prev, p.Title, p.ID)
 		}
 		ids[p.ID] = p.Title
+		if g := p.GridPos; g.W < 1 || g.H < 1 || g.X < 0 || g.X+g.W > 24 {
+			t.Errorf("panel %q at %+v: outside Grafana's 24-column grid", p.Title, g)
+		}
+		for x := p.GridPos.X; x < p.GridPos.X+p.GridPos.W; x++ {
+			for y := p.GridPos.Y; y < p.GridPos.Y+p.GridPos.H; y++ {
+				if prev, ok := cells[[2]int{x, y}]; ok && prev != p.Title {
+					t.Errorf("panels %q and %q overlap at %d,%d", prev, p.Title, x, y)
+				}
+				cells[[2]int{x, y}] = p.Title
+			}
+		}
 		if p.Type == "row" {
 			continue
 		}
@@ -353,8 +365,11 @@ type panel struct {
 	Type       string     `json:"type"`
 	Title      string     `json:"title"`
 	Datasource datasource `json:"datasource"`
-	Targets    []target   `json:"targets"`
-	Panels     []panel    `json:"panels"` // a collapsed row's
+	GridPos    struct {
+		X, Y, W, H int
+	} `json:"gridPos"`
+	Targets []target `json:"targets"`
+	Panels  []panel  `json:"panels"` // a collapsed row's
 }
 
 type target struct {
