@@ -92,6 +92,16 @@ func startHub(t *testing.T, extraFlags ...string) *hub {
 		httpAddr: "127.0.0.1:" + strconv.Itoa(freePort(t, freeport.TCP)),
 		apiAddr:  "127.0.0.1:" + strconv.Itoa(freePort(t, freeport.TCP)),
 	}
+	runHub(t, h, dir, nil, extraFlags...)
+	return h
+}
+
+// runHub starts flotilla-hub with h's addresses and the test timings, plus
+// extraFlags, logging into dir, and stops it when the test ends. wrap, if
+// not nil, turns the command into the one to run (e.g. inside a network
+// namespace).
+func runHub(t *testing.T, h *hub, dir string, wrap func(bin string, args ...string) (string, []string), extraFlags ...string) {
+	t.Helper()
 	args := append([]string{
 		"--data-dir=" + h.dataDir, "--quic-addr=" + h.quicAddr, "--http-addr=" + h.httpAddr, "--api-addr=" + h.apiAddr, "--hub-id=e2e-hub",
 		"--cluster-monitor-grace-period=" + testGrace.String(),
@@ -100,7 +110,11 @@ func startHub(t *testing.T, extraFlags ...string) *hub {
 		"--cluster-failure-threshold=2s", "--cluster-success-threshold=1s",
 		"--store-flush-interval=200ms", "--lease-flush-interval=1s",
 	}, extraFlags...)
-	h.Process = &process.Process{Name: "flotilla-hub", Binary: filepath.Join(binDir, "flotilla-hub"), Args: args,
+	bin := filepath.Join(binDir, "flotilla-hub")
+	if wrap != nil {
+		bin, args = wrap(bin, args...)
+	}
+	h.Process = &process.Process{Name: "flotilla-hub", Binary: bin, Args: args,
 		LogPath: filepath.Join(dir, "hub.log"), Env: []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"}}
 	t.Cleanup(func() {
 		if err := h.Stop(); err != nil {
@@ -111,7 +125,6 @@ func startHub(t *testing.T, extraFlags ...string) *hub {
 		}
 	})
 	h.start(t)
-	return h
 }
 
 // start starts (or restarts) the hub process and waits for its API.
@@ -374,12 +387,16 @@ func ensureNamespaces(t *testing.T, h *hub, docs string) {
 	}
 }
 
-// eventCount is how often the hub recorded reason about an object: repeats
+// eventCount is how often the hub recorded reason (any, if empty) about an object: repeats
 // of one event are one object with a count.
 func eventCount(t *testing.T, h *hub, kind, namespace, name, reason string) int32 {
 	t.Helper()
 	var events corev1.EventList
-	h.getJSON(t, "/api/v1/namespaces/"+namespace+"/events?fieldSelector=involvedObject.kind%3D"+kind+",involvedObject.name%3D"+name+",reason%3D"+reason, &events)
+	selector := "involvedObject.kind%3D" + kind + ",involvedObject.name%3D" + name
+	if reason != "" {
+		selector += ",reason%3D" + reason
+	}
+	h.getJSON(t, "/api/v1/namespaces/"+namespace+"/events?fieldSelector="+selector, &events)
 	var n int32
 	for _, ev := range events.Items {
 		switch {

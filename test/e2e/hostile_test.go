@@ -507,20 +507,7 @@ func storeSize(t *testing.T, h *hub) int64 {
 // allEvents counts the events about a cluster, repeats included.
 func allEvents(t *testing.T, h *hub, cluster string) int32 {
 	t.Helper()
-	var events corev1.EventList
-	h.getJSON(t, "/api/v1/namespaces/default/events?fieldSelector=involvedObject.kind%3DCluster,involvedObject.name%3D"+cluster, &events)
-	var n int32
-	for _, ev := range events.Items {
-		switch {
-		case ev.Series != nil:
-			n += ev.Series.Count
-		case ev.Count > 0:
-			n += ev.Count
-		default:
-			n++
-		}
-	}
-	return n
+	return eventCount(t, h, "Cluster", "default", cluster, "")
 }
 
 // grepMetrics returns the lines of metrics that start with one of names.

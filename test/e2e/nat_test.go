@@ -55,27 +55,7 @@ func startNATHub(t *testing.T, bed *netbed.Bed, extraFlags ...string) *hub {
 			t.Fatal(err)
 		}
 	}
-	args := append([]string{
-		"--data-dir=" + h.dataDir, "--quic-addr=" + h.quicAddr, "--http-addr=" + h.httpAddr, "--api-addr=" + h.apiAddr, "--hub-id=e2e-hub",
-		"--tls-san=" + netbed.CloudAddr.String(),
-		"--cluster-monitor-grace-period=" + testGrace.String(),
-		"--cluster-startup-grace-period=10s",
-		"--failover-eviction-timeout=" + testEvictionTimeout.String(),
-		"--cluster-failure-threshold=2s", "--cluster-success-threshold=1s",
-		"--store-flush-interval=200ms", "--lease-flush-interval=1s",
-	}, extraFlags...)
-	bin, argv := bed.Cloud.Command(filepath.Join(binDir, "flotilla-hub"), args...)
-	h.Process = &process.Process{Name: "flotilla-hub", Binary: bin, Args: argv,
-		LogPath: filepath.Join(dir, "hub.log"), Env: []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"}}
-	t.Cleanup(func() {
-		if err := h.Stop(); err != nil {
-			t.Errorf("stop hub: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("hub log:\n%s", process.TailFile(h.LogPath, 60))
-		}
-	})
-	h.start(t)
+	runHub(t, h, dir, bed.Cloud.Command, append([]string{"--tls-san=" + netbed.CloudAddr.String()}, extraFlags...)...)
 	return h
 }
 
