@@ -74,7 +74,7 @@ func parseFlags(args []string, stdout io.Writer) (agent.Config, slog.Level, erro
 	fs.DurationVar(&cfg.StatusInterval, "status-interval", agent.DefaultStatusInterval, "how often to report cluster health and capacity")
 	fs.StringVar(&cfg.SystemNamespace, "system-namespace", work.DefaultSystemNamespace,
 		"namespace of the member cluster where the agent records the Works it applied (created if missing)")
-	fs.Float32Var(&cfg.KubeQPS, "kube-api-qps", agent.DefaultKubeQPS, "requests per second to the member cluster's API server (each of the agent's two clients)")
+	fs.Float32Var(&cfg.KubeQPS, "kube-api-qps", agent.DefaultKubeQPS, "requests per second to the member cluster's API server (each of the agent's three clients: typed, dynamic, and the node and pod watches)")
 	fs.IntVar(&cfg.KubeBurst, "kube-api-burst", agent.DefaultKubeBurst, "burst of requests to the member cluster's API server")
 	fs.BoolVar(&cfg.LeaderElection.Enabled, "leader-elect", false, "run as one of several replicas: only the leader of a Lease in --system-namespace runs the agent (see Leader election below)")
 	fs.StringVar(&cfg.LeaderElection.LeaseName, "leader-elect-lease-name", agent.DefaultLeaderElectionLeaseName, "name of the coordination.k8s.io Lease of the leader election")
