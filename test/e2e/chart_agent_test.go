@@ -45,13 +45,20 @@ import (
 // strict lint, values schema, helm install --dry-run).
 func chartrenderPath(t *testing.T) string {
 	t.Helper()
+	return testbinTool(t, "chartrender")
+}
+
+// testbinTool is the path of a tool `make testbin` builds into
+// $FLOTILLA_TESTBIN; the test fails clearly when it is not there.
+func testbinTool(t *testing.T, name string) string {
+	t.Helper()
 	dir := os.Getenv("FLOTILLA_TESTBIN")
 	if dir == "" {
-		t.Fatal("FLOTILLA_TESTBIN is not set: chart tests need $FLOTILLA_TESTBIN/chartrender (make testbin builds it)")
+		t.Fatalf("FLOTILLA_TESTBIN is not set: this test needs $FLOTILLA_TESTBIN/%s (make testbin builds it)", name)
 	}
-	p := filepath.Join(dir, "chartrender")
+	p := filepath.Join(dir, name)
 	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("chart tests need %s (make testbin builds it): %v", p, err)
+		t.Fatalf("this test needs %s (make testbin builds it): %v", p, err)
 	}
 	return p
 }

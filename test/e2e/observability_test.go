@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"io"
 	"math"
 	"net/http"
@@ -166,6 +167,12 @@ func scrapeHub(t *testing.T, h *hub) map[string]*dto.MetricFamily {
 	}
 	if len(problems) > 0 {
 		t.Fatalf("/metrics breaks conventions:\n%s", strings.Join(problems, "\n"))
+	}
+	// And the real promtool, built from its module by make testbin.
+	promtool := exec.Command(testbinTool(t, "promtool"), "check", "metrics")
+	promtool.Stdin = bytes.NewReader(body)
+	if out, err := promtool.CombinedOutput(); err != nil {
+		t.Fatalf("promtool check metrics: %v\n%s", err, out)
 	}
 	families, err := promcheck.Parse(body)
 	if err != nil {
