@@ -174,7 +174,8 @@ func startHub(o options, dir, dataDir string) (*hubProc, error) {
 		if err == nil {
 			h.api = api
 			if err := h.get("/debug/stats", &st); err == nil {
-				logf("hub pid %d ready (log %s)", h.proc.Pid(), h.proc.LogPath)
+				logf("hub pid %d ready (log %s); dashboard http://%s/, kubeconfig %s (flotilla-dashload measures it)",
+					h.proc.Pid(), h.proc.LogPath, h.httpAddr, filepath.Join(dataDir, "admin.kubeconfig"))
 				return h, nil
 			}
 		}
