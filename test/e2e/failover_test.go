@@ -168,7 +168,8 @@ func TestFailoverSeedScenario(t *testing.T) {
 		t.Errorf("a second purge: %v\n%s", err, out)
 	}
 	metrics := f.hub.metrics(t)
-	for _, want := range []string{"flotilla_evictions_total 3", "flotilla_eviction_tasks_ended_total 2", `flotilla_zone_mode{mode="Normal",zone="default"} 1`} {
+	for _, want := range []string{`flotilla_evictions_total{reason="TaintUntolerated",zone="default"} 3`,
+		`flotilla_eviction_tasks_ended_total{outcome="ReplacementHealthy"} 2`, `flotilla_zone_mode{mode="Normal",zone="default"} 1`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, metrics)
 		}
