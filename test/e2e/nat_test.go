@@ -131,17 +131,55 @@ func connects(t *testing.T, a *agent) int {
 }
 
 // hubMapping is the router's mapping of an edge site's flow to the hub.
+//
+// A joining agent's flow (its join connection, closed a moment before the
+// session's) stays in the router's table until it times out: of several
+// flows, the one the hub logged the session from wins, else the one used
+// last (the longest time left).
 func (f *natFleet) hubMapping(ctx context.Context, cluster string) (netbed.Mapping, bool, error) {
 	ms, err := f.bed.UDPMappings(ctx)
 	if err != nil {
 		return netbed.Mapping{}, false, err
 	}
+	var found []netbed.Mapping
 	for _, m := range ms {
 		if m.Inside.Addr() == f.edges[cluster].Addr && m.Remote == natHubQUIC {
-			return m, true, nil
+			found = append(found, m)
 		}
 	}
-	return netbed.Mapping{}, false, nil
+	if len(found) == 0 {
+		return netbed.Mapping{}, false, nil
+	}
+	session := f.sessionRemote(cluster)
+	best := found[0]
+	for _, m := range found {
+		if m.Public.String() == session {
+			return m, true, nil
+		}
+		if m.Expires > best.Expires {
+			best = m
+		}
+	}
+	return best, true, nil
+}
+
+// sessionRemote is the address the hub last logged cluster's agent
+// connecting from, "" if none.
+func (f *natFleet) sessionRemote(cluster string) string {
+	log, err := os.ReadFile(f.hub.LogPath)
+	if err != nil {
+		return ""
+	}
+	remote := ""
+	for _, line := range strings.Split(string(log), "\n") {
+		if !strings.Contains(line, `msg="agent connected" cluster=`+cluster+" ") {
+			continue
+		}
+		if _, after, ok := strings.Cut(line, " remote="); ok {
+			remote, _, _ = strings.Cut(after, " ")
+		}
+	}
+	return remote
 }
 
 // readyMonitor polls a Cluster's Ready condition through the hub's API
