@@ -307,3 +307,92 @@ func TestParseMapping(t *testing.T) {
 		}
 	}
 }
+
+// send writes n datagrams from edge to cloud and returns how many the
+// cloud read before a quiet half second.
+func send(t *testing.T, edge net.Conn, cloud net.PacketConn, n int) int {
+	t.Helper()
+	for range n {
+		if _, err := edge.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := 0
+	buf := make([]byte, 16)
+	for {
+		_ = cloud.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		if _, _, err := cloud.ReadFrom(buf); err != nil {
+			return got
+		}
+		got++
+	}
+}
+
+// TestLossAndLink: SetLoss drops about its share of an edge site's
+// packets and counts them, 0 ends it; SetLink down loses everything of
+// that site only, and up restores it.
+func TestLossAndLink(t *testing.T) {
+	b := New(t, 2)
+	cloud, err := b.Cloud.ListenPacket(CloudAddr.String() + ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cloud.Close()
+	var edges []net.Conn
+	for _, e := range b.Edges {
+		conn, err := e.Dial(t.Context(), "udp", cloud.LocalAddr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		exchange(t, conn, cloud)
+		edges = append(edges, conn)
+	}
+	const n = 400
+	if err := b.SetLoss(t.Context(), 1, 50); err != nil {
+		t.Fatal(err)
+	}
+	got := send(t, edges[0], cloud, n)
+	dropped, err := b.Dropped(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 50 % of 400: 200 ± 10 (one standard deviation); 6 of them either way.
+	if got < 140 || got > 260 || got+dropped != n {
+		t.Errorf("50%% loss: %d of %d arrived, %d counted dropped", got, n, dropped)
+	}
+	if other := send(t, edges[1], cloud, 50); other != 50 {
+		t.Errorf("edge 2 under edge 1's loss: %d of 50 arrived", other)
+	}
+	if err := b.SetLoss(t.Context(), 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := send(t, edges[0], cloud, 50); got != 50 {
+		t.Errorf("after the loss ended: %d of 50 arrived", got)
+	}
+
+	if err := b.SetLink(t.Context(), 1, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := send(t, edges[0], cloud, 20); got != 0 {
+		t.Errorf("link down: %d of 20 arrived", got)
+	}
+	if other := send(t, edges[1], cloud, 20); other != 20 {
+		t.Errorf("edge 2 while edge 1's link is down: %d of 20 arrived", other)
+	}
+	if err := b.SetLink(t.Context(), 1, true); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel passes traffic on a link that came up once its link
+	// watch has run (up to a second later).
+	up := time.Now()
+	for got := 0; got < 20; got = send(t, edges[0], cloud, 20) {
+		if time.Since(up) > 5*time.Second {
+			t.Fatalf("link up again: %d of 20 arrive %v later", got, time.Since(up))
+		}
+	}
+	t.Logf("traffic passes %v after the link came up", time.Since(up).Round(time.Millisecond))
+	if err := b.SetLoss(t.Context(), 3, 10); err == nil {
+		t.Errorf("loss on edge 3 of a two-site bed: no error")
+	}
+}
