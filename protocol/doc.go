@@ -21,7 +21,9 @@
 // ([StreamStatus]). QUIC flow-controls each stream independently, so a large
 // status message that is still being delivered never delays a lease renewal:
 // heartbeats never wait behind bulk data, which would otherwise turn a slow
-// link into a false "cluster lost".
+// link into a false "cluster lost". When both peers enable QUIC datagrams
+// (QUICConfig does), renewals and acks travel as datagrams instead (see
+// EncodeDatagram), so that a lost renewal delays none after it either.
 //
 // This package holds no connection state and runs no goroutines; the hub and
 // the agent own the loops.

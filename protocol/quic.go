@@ -26,5 +26,7 @@ func QUICConfig() *quic.Config {
 		// backs off and retries (which only adds load), but not so long that
 		// a black-holed dial stalls reconnection.
 		HandshakeIdleTimeout: 10 * time.Second,
+		// Lease renewals and acks go as datagrams (see EncodeDatagram).
+		EnableDatagrams: true,
 	}
 }
