@@ -26,27 +26,97 @@ func renewInterval(w *protocol.Welcome, lease time.Duration) time.Duration {
 // errNoLeaseAck ends a session whose hub stopped acknowledging renewals.
 var errNoLeaseAck = errors.New("no lease acknowledgement from the hub")
 
-// renewLoop sends LeaseRenew at once and then every interval until ctx ends.
-// A hub that has not acknowledged a renewal for a whole lease is not
-// renewing it: the session ends so the agent redials, instead of staying
+// Renewal transports, as the renewals_sent metric names them.
+const (
+	transportDatagram = "datagram"
+	transportStream   = "stream"
+)
+
+// hubAlivePackets is how many packets from the hub, received while no
+// renewal was acknowledged, show that the path works and the hub does not
+// renew (with datagrams a lossy path alone also leaves renewals without
+// acks: then QUIC's idle timeout decides).
+const hubAlivePackets = 3
+
+// renewLoop sends LeaseRenew at once and then every interval until ctx ends,
+// as a datagram when the hub takes them, else on the control stream. A hub
+// that has not acknowledged a renewal for a whole lease is not renewing
+// it: the session ends so the agent redials, instead of staying
 // "connected" while the hub lets the cluster expire.
 func (s *session) renewLoop(ctx context.Context, interval, ackTimeout time.Duration) error {
 	ticker := s.agent.clock.NewTicker(interval)
 	defer ticker.Stop()
+	transport := transportStream
+	if s.datagrams {
+		transport = transportDatagram
+	}
+	sent := s.agent.cfg.metrics.renewalsSent.WithLabelValues(transport)
 	for seq := uint64(1); ; seq++ {
 		now := s.agent.clock.Now()
-		if oldest, ok := s.pending.oldest(); ok && now.Sub(oldest) >= ackTimeout {
-			return fmt.Errorf("%w for %v (lease %v)", errNoLeaseAck, now.Sub(oldest).Round(time.Millisecond), ackTimeout)
+		packets := s.conn.ConnectionStats().PacketsReceived
+		if err := s.checkAcks(now, ackTimeout, packets); err != nil {
+			return err
 		}
-		s.pending.add(seq, now)
-		if err := s.writeControl(&protocol.LeaseRenew{Seq: seq, AgentTime: now}, writeTimeout); err != nil {
+		s.pending.add(seq, now, packets)
+		renew := &protocol.LeaseRenew{Seq: seq, AgentTime: now}
+		if err := s.sendRenewal(renew); err != nil {
 			return fmt.Errorf("send lease renewal %d: %w", seq, explainConnError(err))
 		}
+		sent.Inc()
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-ticker.C():
 		}
+	}
+}
+
+// checkAcks ends the session when no renewal was acknowledged for
+// ackTimeout: on the control stream, which delivers everything or breaks,
+// that alone; with datagrams only if the hub's packets kept arriving.
+func (s *session) checkAcks(now time.Time, ackTimeout time.Duration, packets uint64) error {
+	oldest, ok := s.pending.oldest()
+	if !ok || now.Sub(oldest.at) < ackTimeout {
+		return nil
+	}
+	if s.datagrams && packets-oldest.packets < hubAlivePackets {
+		return nil
+	}
+	return fmt.Errorf("%w for %v (lease %v)", errNoLeaseAck, now.Sub(oldest.at).Round(time.Millisecond), ackTimeout)
+}
+
+// sendRenewal sends one renewal on the session's transport.
+func (s *session) sendRenewal(renew *protocol.LeaseRenew) error {
+	if !s.datagrams {
+		return s.writeControl(renew, writeTimeout)
+	}
+	b, err := protocol.EncodeDatagram(renew)
+	if err != nil {
+		return err
+	}
+	return s.conn.SendDatagram(b)
+}
+
+// readDatagrams reads the hub's lease acks sent as datagrams until ctx or
+// the connection ends.
+func (s *session) readDatagrams(ctx context.Context) error {
+	for {
+		b, err := s.conn.ReceiveDatagram(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read datagrams: %w", explainConnError(err))
+		}
+		m, err := protocol.DecodeDatagram(b)
+		if err != nil {
+			return fmt.Errorf("%w: datagram: %w", errProtocol, err)
+		}
+		ack, ok := m.(*protocol.LeaseAck)
+		if !ok {
+			return fmt.Errorf("%w: unexpected %v in a datagram", errProtocol, m.Type())
+		}
+		s.onAck(ack)
 	}
 }
 

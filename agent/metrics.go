@@ -40,6 +40,7 @@ type metrics struct {
 	sessionStarts  prometheus.Counter
 	sessionEnds    *prometheus.CounterVec
 	renewalRTT     prometheus.Histogram
+	renewalsSent   *prometheus.CounterVec
 	applyDuration  prometheus.Histogram
 	applies        prometheus.Counter
 	applyFailures  prometheus.Counter
@@ -62,6 +63,9 @@ func newMetrics() *metrics {
 		renewalRTT: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "flotilla_agent_lease_renewal_rtt_seconds",
 			Help:    "Round-trip time of acknowledged lease renewals, from sending LeaseRenew to reading its LeaseAck.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+		renewalsSent: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flotilla_agent_lease_renewals_sent_total",
+			Help: "Lease renewals sent, by transport: datagram (QUIC datagrams, when the hub supports them) or stream (the control stream)."},
+			[]string{"transport"}),
 		applyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "flotilla_agent_work_apply_duration_seconds",
 			Help:    "Time to apply one generation of a Work (all its manifests, prune and record), failed attempts included.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
@@ -76,7 +80,10 @@ func newMetrics() *metrics {
 	}
 	fenced := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "flotilla_agent_fenced_works",
 		Help: "Works whose workloads the agent stopped because it was cut off from the hub."}, m.fencedWorks)
-	m.registry.MustRegister(m.connected, m.sessionStarts, m.sessionEnds, m.renewalRTT, m.applyDuration,
+	for _, transport := range []string{transportDatagram, transportStream} {
+		m.renewalsSent.WithLabelValues(transport) // a series from the start
+	}
+	m.registry.MustRegister(m.connected, m.sessionStarts, m.sessionEnds, m.renewalRTT, m.renewalsSent, m.applyDuration,
 		m.applies, m.applyFailures, m.leader, m.leaderElection, fenced,
 		clientGo.latency, clientGo.results,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))

@@ -40,6 +40,8 @@ type session struct {
 	pending   pendingRenewals
 	// renewEvery is the renew interval of the welcomed session.
 	renewEvery time.Duration
+	// datagrams: the hub takes renewals as QUIC datagrams.
+	datagrams bool
 }
 
 // runSession dials the hub and serves one session until it ends. welcomedAt
@@ -151,7 +153,8 @@ func (s *session) serve(ctx context.Context, welcome *protocol.Welcome) error {
 	s.renewEvery = renewInterval(welcome, s.agent.cfg.LeaseDuration)
 	// The welcome is an answer from the hub: fencing counts from here.
 	s.agent.works.Contact(s.agent.clock.Now(), s.renewEvery)
-	errc := make(chan error, 5) // one per goroutine: none blocks on it
+	s.datagrams = s.conn.ConnectionState().SupportsDatagrams.Remote
+	errc := make(chan error, 6) // one per goroutine: none blocks on it
 	readerDone := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -163,6 +166,9 @@ func (s *session) serve(ctx context.Context, welcome *protocol.Welcome) error {
 	wg.Go(func() { errc <- s.statusLoop(loopCtx) })
 	wg.Go(func() { errc <- s.workLoop(loopCtx) })
 	wg.Go(func() { errc <- s.rotateLoop(loopCtx) })
+	if s.datagrams {
+		wg.Go(func() { errc <- s.readDatagrams(loopCtx) })
+	}
 
 	var err error
 	select {

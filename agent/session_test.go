@@ -371,3 +371,60 @@ func TestAgentRedialsAHubThatStopsAcking(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAgentRenewalTransport: renewals go as datagrams to a hub that takes
+// them and on the control stream to one that does not; both are acked.
+func TestAgentRenewalTransport(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		noDatagrams  bool
+		wantDatagram bool
+	}{
+		{"hub with datagrams", false, true},
+		{"hub without datagrams", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newTestPKI(t)
+			hub := startTestHub(t, p.hubTLS(t), nil, func(h *testHub) { h.noDatagrams = tc.noDatagrams })
+			a := newTestAgent(t, p, hub.addr(), fakeCluster(1), healthy)
+			startAgent(t, a)
+			for range 3 {
+				e := hub.waitFor(t, "a renewal", waitTimeout, isKind("renew"))
+				if e.datagram != tc.wantDatagram {
+					t.Fatalf("renewal %d came as a datagram: %v, want %v", e.renew.Seq, e.datagram, tc.wantDatagram)
+				}
+			}
+			poll(t, waitTimeout, "an acknowledged renewal", func() bool { return !a.Stats().LastAck.IsZero() })
+		})
+	}
+}
+
+// TestCheckAcks: with no ack for a lease the session ends, except that with
+// datagrams a path that brought fewer than hubAlivePackets packets from the
+// hub meanwhile is lossy, not a hub that stopped renewing.
+func TestCheckAcks(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	const lease = 4 * time.Second
+	for _, tc := range []struct {
+		name      string
+		datagrams bool
+		sentAgo   time.Duration
+		packets   uint64 // received since the oldest unacked renewal
+		wantEnd   bool
+	}{
+		{"stream, acked within the lease", false, lease - time.Millisecond, 10, false},
+		{"stream, no ack for a lease", false, lease, 0, true},
+		{"datagrams, acked within the lease", true, lease - time.Millisecond, 10, false},
+		{"datagrams, no ack, nothing came back: a lossy path", true, 3 * lease, hubAlivePackets - 1, false},
+		{"datagrams, no ack though the hub's packets came", true, lease, hubAlivePackets, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &session{datagrams: tc.datagrams}
+			s.pending.add(1, t0, 100)
+			err := s.checkAcks(t0.Add(tc.sentAgo), lease, 100+tc.packets)
+			if (err != nil) != tc.wantEnd || (err != nil && !errors.Is(err, errNoLeaseAck)) {
+				t.Errorf("checkAcks: %v, want the session ended: %v", err, tc.wantEnd)
+			}
+		})
+	}
+}

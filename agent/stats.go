@@ -53,48 +53,54 @@ func estimateClock(sent, received, hubTime time.Time) (rtt, offset time.Duration
 // a hub that never acks must not grow the agent's memory.
 const maxPendingRenewals = 64
 
-// pendingRenewals remembers when each unacknowledged renewal was sent. The
-// renew loop adds and the control reader takes, so it is locked.
+// pendingRenewals remembers when each unacknowledged renewal was sent, and
+// how many packets the connection had received from the hub by then. The
+// renew loop adds and the ack readers take, so it is locked.
 type pendingRenewals struct {
 	mu   sync.Mutex
-	sent map[uint64]time.Time
+	sent map[uint64]pendingRenewal
 }
 
-func (p *pendingRenewals) add(seq uint64, at time.Time) {
+type pendingRenewal struct {
+	at      time.Time
+	packets uint64 // packets received from the hub when it was sent
+}
+
+func (p *pendingRenewals) add(seq uint64, at time.Time, packets uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.sent == nil {
-		p.sent = make(map[uint64]time.Time)
+		p.sent = make(map[uint64]pendingRenewal)
 	}
 	if len(p.sent) >= maxPendingRenewals {
 		delete(p.sent, seq-maxPendingRenewals)
 	}
-	p.sent[seq] = at
+	p.sent[seq] = pendingRenewal{at: at, packets: packets}
 }
 
 // take returns when seq was sent and forgets it and every older renewal.
 func (p *pendingRenewals) take(seq uint64) (time.Time, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	at, ok := p.sent[seq]
+	r, ok := p.sent[seq]
 	for s := range p.sent {
 		if s <= seq {
 			delete(p.sent, s)
 		}
 	}
-	return at, ok
+	return r.at, ok
 }
 
-// oldest returns when the oldest unacknowledged renewal was sent, and false
-// if every renewal was acknowledged.
-func (p *pendingRenewals) oldest() (time.Time, bool) {
+// oldest returns the oldest unacknowledged renewal, and false if every
+// renewal was acknowledged.
+func (p *pendingRenewals) oldest() (pendingRenewal, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var first time.Time
-	for _, at := range p.sent {
-		if first.IsZero() || at.Before(first) {
-			first = at
+	var first pendingRenewal
+	for _, r := range p.sent {
+		if first.at.IsZero() || r.at.Before(first.at) {
+			first = r
 		}
 	}
-	return first, !first.IsZero()
+	return first, !first.at.IsZero()
 }

@@ -33,7 +33,7 @@ func TestPendingRenewals(t *testing.T) {
 	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	var p pendingRenewals
 	for seq := uint64(1); seq <= 3*maxPendingRenewals; seq++ {
-		p.add(seq, t0.Add(time.Duration(seq)*time.Second))
+		p.add(seq, t0.Add(time.Duration(seq)*time.Second), 10*seq)
 	}
 	if got := len(p.sent); got != maxPendingRenewals {
 		t.Errorf("%d renewals remembered, want at most %d", got, maxPendingRenewals)
@@ -48,5 +48,12 @@ func TestPendingRenewals(t *testing.T) {
 	}
 	if got := len(p.sent); got != 1 {
 		t.Errorf("%d renewals remembered after an ack, want only the newer one", got)
+	}
+	if r, ok := p.oldest(); !ok || r.packets != 10*last || !r.at.Equal(t0.Add(time.Duration(last)*time.Second)) {
+		t.Errorf("oldest() = %+v, %v; want renewal %d with its packet count", r, ok, last)
+	}
+	p.take(last)
+	if r, ok := p.oldest(); ok {
+		t.Errorf("oldest() after every ack = %+v, want none", r)
 	}
 }

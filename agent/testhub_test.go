@@ -24,9 +24,11 @@ type hubEvent struct {
 	// renewal: with kind "renewal", a certificate renewal request.
 	renewal *protocol.CertificateRenewRequest
 	renew   *protocol.LeaseRenew
-	status  *protocol.ClusterStatus
-	work    protocol.Message // a message on the work stream
-	goAway  *protocol.GoAway
+	// datagram: with kind "renew", the renewal came as a datagram.
+	datagram bool
+	status   *protocol.ClusterStatus
+	work     protocol.Message // a message on the work stream
+	goAway   *protocol.GoAway
 }
 
 // testHub is a minimal hub: it answers Hello (with Welcome unless answer
@@ -40,6 +42,9 @@ type testHub struct {
 
 	// muteAcks makes the hub stop acknowledging renewals, like a wedged hub.
 	muteAcks atomic.Bool
+	// noDatagrams makes the hub a peer without QUIC datagrams: renewals
+	// come on the control stream.
+	noDatagrams bool
 
 	// join answers the nth join request (from 1); nil refuses join streams.
 	join  func(n int, req *protocol.JoinRequest) protocol.Message
@@ -96,17 +101,20 @@ func testWelcome(*protocol.Hello) protocol.Message {
 func startTestHub(t *testing.T, tlsConf *tls.Config, answer func(*protocol.Hello) protocol.Message, options ...func(*testHub)) *testHub {
 	t.Helper()
 	t.Setenv("QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING", "true")
-	ln, err := quic.ListenAddr("127.0.0.1:0", tlsConf, protocol.QUICConfig())
-	if err != nil {
-		t.Fatalf("test hub: listen: %v", err)
-	}
 	if answer == nil {
 		answer = testWelcome
 	}
-	h := &testHub{ln: ln, answer: answer, events: make(chan hubEvent, 4096), conns: make(chan *hubConn, 16)}
+	h := &testHub{answer: answer, events: make(chan hubEvent, 4096), conns: make(chan *hubConn, 16)}
 	for _, o := range options {
 		o(h)
 	}
+	config := protocol.QUICConfig()
+	config.EnableDatagrams = !h.noDatagrams
+	ln, err := quic.ListenAddr("127.0.0.1:0", tlsConf, config)
+	if err != nil {
+		t.Fatalf("test hub: listen: %v", err)
+	}
+	h.ln = ln
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.wg.Go(h.acceptLoop)
 	t.Cleanup(h.close)
@@ -148,7 +156,35 @@ func (h *testHub) acceptLoop() {
 			<-conn.Context().Done()
 			h.record(hubEvent{kind: "closed", conn: id})
 		})
-		h.wg.Go(func() { h.serveConn(&hubConn{id: id, conn: conn}) })
+		c := &hubConn{id: id, conn: conn}
+		h.wg.Go(func() { h.serveConn(c) })
+		if conn.ConnectionState().SupportsDatagrams.Remote && !h.noDatagrams {
+			h.wg.Go(func() { h.serveDatagrams(c) })
+		}
+	}
+}
+
+// serveDatagrams acks the renewals that come as datagrams.
+func (h *testHub) serveDatagrams(c *hubConn) {
+	for {
+		b, err := c.conn.ReceiveDatagram(h.ctx)
+		if err != nil {
+			return
+		}
+		m, err := protocol.DecodeDatagram(b)
+		renew, ok := m.(*protocol.LeaseRenew)
+		if err != nil || !ok {
+			c.conn.CloseWithError(1, "bad datagram")
+			return
+		}
+		h.record(hubEvent{kind: "renew", conn: c.id, renew: renew, datagram: true})
+		if h.muteAcks.Load() {
+			continue
+		}
+		ack, err := protocol.EncodeDatagram(&protocol.LeaseAck{Seq: renew.Seq, HubTime: time.Now()})
+		if err != nil || c.conn.SendDatagram(ack) != nil {
+			return
+		}
 	}
 }
 

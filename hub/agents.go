@@ -42,7 +42,9 @@ type agentServer struct {
 	greeting keyedMutex
 	rejected atomic.Int64 // connections refused: identity, hello or frames
 	replaced atomic.Int64 // sessions ended by a newer one of their cluster
-	limits   sessionLimits
+	// renewalDatagrams counts the renewals that came as datagrams.
+	renewalDatagrams atomic.Int64
+	limits           sessionLimits
 	// joinLimit bounds join attempts per source address.
 	joinLimit joinLimiter
 }
@@ -62,6 +64,8 @@ type agentSession struct {
 	// renewing: a certificate renewal is in flight (one at a time).
 	renewing atomic.Bool
 	limits   sessionLimiters
+	// renewMu serialises renewals from the control stream and datagrams.
+	renewMu sync.Mutex
 	// lastStamp is the hub time of the last renewal stamped, for the
 	// acknowledgement of renewals beyond the session's rate.
 	lastStamp time.Time
@@ -188,6 +192,9 @@ func (s *agentServer) handle(ctx context.Context, conn *quic.Conn) {
 	sessionCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { s.acceptStreams(sessionCtx, sess) })
+	if conn.ConnectionState().SupportsDatagrams.Remote {
+		wg.Go(func() { s.datagramLoop(sessionCtx, sess, remote) })
+	}
 
 	reason := s.controlLoop(sess, reader, remote)
 	// Whatever ended the control loop, the connection and its other
@@ -350,6 +357,8 @@ func (s *agentServer) controlLoop(sess *agentSession, reader *protocol.Reader, r
 // rate: then the renewal is acknowledged with the last stamp (a moment
 // ago) and counted, and the registry does no work for it.
 func (s *agentServer) renewLease(sess *agentSession, remote string, m *protocol.LeaseRenew) (time.Time, error) {
+	sess.renewMu.Lock()
+	defer sess.renewMu.Unlock()
 	if !sess.lastStamp.IsZero() && !sess.limits.renewals.Allow() {
 		s.limits.limitedRenewals.Add(1)
 		return sess.lastStamp, nil

@@ -41,6 +41,7 @@ func (a *httpServer) metricsHandler() http.Handler {
 	counter("flotilla_work_deletes_sent_total", "Work deletions sent to agents.", func() float64 { return float64(a.agents.dispatch.Counts().Deletes) })
 	counter("flotilla_sessions_replaced_total", "Agent sessions ended by a newer session of their cluster (one session per cluster).", func() float64 { return float64(a.agents.replaced.Load()) })
 	counter("flotilla_agent_connections_rejected_total", "Agent connections refused: identity, hello or frames.", func() float64 { return float64(a.agents.rejected.Load()) })
+	counter("flotilla_lease_renewal_datagrams_total", "Lease renewals received as QUIC datagrams (the rest came on control streams).", func() float64 { return float64(a.agents.renewalDatagrams.Load()) })
 	counter("flotilla_lease_renewals_limited_total", "Lease renewals beyond a session's rate: acknowledged, not stamped again.", func() float64 { return float64(a.agents.limits.limitedRenewals.Load()) })
 	counter("flotilla_status_reports_coalesced_total", "Cluster status reports replaced by a newer one before they were applied (beyond a session's rate).", func() float64 { return float64(a.agents.limits.coalescedReports.Load()) })
 	counter("flotilla_work_reports_coalesced_total", "Work status reports replaced by a newer one of the same Work before they were written.", func() float64 { return float64(a.agents.dispatch.Limits().Coalesced) })

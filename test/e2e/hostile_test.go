@@ -193,6 +193,47 @@ func TestHostileAgent(t *testing.T) {
 		}
 	})
 
+	t.Run("renewal datagrams are paced; a bad datagram ends the session", func(t *testing.T) {
+		r := dialRogue(t, t, h.quicAddr, rogueTLS, "rogue")
+		if !r.conn.ConnectionState().SupportsDatagrams.Remote {
+			t.Fatal("the hub does not take QUIC datagrams")
+		}
+		before := sample(scrapeHub(t, h), "flotilla_lease_renewals_limited_total", nil)
+		const flood = 2000
+		for i := range flood {
+			b, err := protocol.EncodeDatagram(&protocol.LeaseRenew{Seq: uint64(i + 1), AgentTime: time.Now()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.conn.SendDatagram(b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		b, err := r.conn.ReceiveDatagram(ctx)
+		if err != nil {
+			t.Fatalf("no ack datagram: %v", err)
+		}
+		if m, err := protocol.DecodeDatagram(b); err != nil || m.Type() != protocol.TypeLeaseAck {
+			t.Fatalf("the hub answered a renewal datagram with %v (%v), want a LeaseAck", m, err)
+		}
+		// Datagrams beyond QUIC's queues are dropped; those the hub read
+		// beyond the session's rate were acknowledged, not stamped.
+		waitFor(t, 10*time.Second, "the flood counted as limited renewals", func() (bool, string) {
+			limited := sample(scrapeHub(t, h), "flotilla_lease_renewals_limited_total", nil) - before
+			return limited > 0, fmt.Sprintf("%v limited", limited)
+		})
+		honestReady(t, "after a flood of renewal datagrams")
+		if err := r.conn.SendDatagram([]byte("\x00\x00\x00\x03\x01{}")); err != nil {
+			t.Fatal(err)
+		}
+		<-r.conn.Context().Done()
+		if said := r.endReason(); !strings.Contains(said, protocol.CodeBadMessage) {
+			t.Errorf("a Hello in a datagram ended the session with %q, want %s", said, protocol.CodeBadMessage)
+		}
+	})
+
 	// Before: join attempts were unlimited, so bootstrap tokens could be
 	// guessed as fast as the hub answered.
 	t.Run("join attempts are limited per source address", func(t *testing.T) {
