@@ -32,37 +32,64 @@ const (
 	transportStream   = "stream"
 )
 
-// hubAlivePackets is how many packets from the hub, received while no
-// renewal was acknowledged, show that the path works and the hub does not
-// renew (with datagrams a lossy path alone also leaves renewals without
-// acks: then QUIC's idle timeout decides).
+// With datagrams a renewal that is not acknowledged within a quarter of
+// the renew interval is followed by a fresh one (a new Seq and time, not
+// a copy), and for a lease after that the agent renews every quarter
+// interval: on a link that drops or flaps, the last renewal before an
+// outage then went at most a quarter interval before it, and the first
+// after it goes within a quarter interval of the link coming back, so an
+// outage shorter than the grace period less half an interval never costs
+// the lease. That is at most renewTriesPerInterval renewals an interval,
+// only while renewals go missing; the hub takes up to 10 a second.
+const renewTriesPerInterval = 4
+
+// hubAlivePackets is the fewest packets from the hub, received while no
+// renewal was acknowledged, that show the path works and the hub does not
+// renew (a wedged hub's QUIC still acknowledges every renewal datagram).
+// With loss alone, the hub's packets carry its acks and are lost with
+// them; a path that delivers nothing is left to QUIC's idle timeout.
 const hubAlivePackets = 3
 
 // renewLoop sends LeaseRenew at once and then every interval until ctx ends,
-// as a datagram when the hub takes them, else on the control stream. A hub
-// that has not acknowledged a renewal for a whole lease is not renewing
-// it: the session ends so the agent redials, instead of staying
-// "connected" while the hub lets the cluster expire.
+// as a datagram when the hub takes them (and every quarter interval for a
+// lease after one went unacknowledged), else on the control stream. A hub that has not
+// acknowledged a renewal for a whole lease is not renewing it: the session
+// ends so the agent redials, instead of staying "connected" while the hub
+// lets the cluster expire.
 func (s *session) renewLoop(ctx context.Context, interval, ackTimeout time.Duration) error {
-	ticker := s.agent.clock.NewTicker(interval)
-	defer ticker.Stop()
-	transport := transportStream
+	step, transport := interval, transportStream
 	if s.datagrams {
-		transport = transportDatagram
+		step, transport = max(interval/renewTriesPerInterval, minRenewInterval), transportDatagram
 	}
+	ticker := s.agent.clock.NewTicker(step)
+	defer ticker.Stop()
 	sent := s.agent.cfg.metrics.renewalsSent.WithLabelValues(transport)
-	for seq := uint64(1); ; seq++ {
+	retries := s.agent.cfg.metrics.renewalRetries
+	var next time.Time       // when the next regular renewal is due
+	var lossyUntil time.Time // renew every step until then: renewals went missing
+	for seq := uint64(1); ; {
 		now := s.agent.clock.Now()
 		packets := s.conn.ConnectionStats().PacketsReceived
 		if err := s.checkAcks(now, ackTimeout, packets); err != nil {
 			return err
 		}
-		s.pending.add(seq, now, packets)
-		renew := &protocol.LeaseRenew{Seq: seq, AgentTime: now}
-		if err := s.sendRenewal(renew); err != nil {
-			return fmt.Errorf("send lease renewal %d: %w", seq, explainConnError(err))
+		regular := !now.Before(next)
+		if s.retryDue(now, step) {
+			lossyUntil = now.Add(ackTimeout)
 		}
-		sent.Inc()
+		if regular || now.Before(lossyUntil) {
+			s.pending.add(seq, now, packets)
+			if err := s.sendRenewal(&protocol.LeaseRenew{Seq: seq, AgentTime: now}); err != nil {
+				return fmt.Errorf("send lease renewal %d: %w", seq, explainConnError(err))
+			}
+			seq++
+			sent.Inc()
+			if regular {
+				next = now.Add(interval)
+			} else {
+				retries.Inc()
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -71,15 +98,31 @@ func (s *session) renewLoop(ctx context.Context, interval, ackTimeout time.Durat
 	}
 }
 
+// retryDue reports whether, with datagrams, the newest renewal has gone
+// unacknowledged for a step (and two round trips, on a slow link).
+func (s *session) retryDue(now time.Time, step time.Duration) bool {
+	if !s.datagrams {
+		return false
+	}
+	newest, ok := s.pending.newest()
+	if !ok {
+		return false
+	}
+	// Ticks of a real clock come a little early or late.
+	wait := max(step-step/10, 2*s.agent.stats.get().RoundTrip)
+	return now.Sub(newest) >= wait
+}
+
 // checkAcks ends the session when no renewal was acknowledged for
 // ackTimeout: on the control stream, which delivers everything or breaks,
-// that alone; with datagrams only if the hub's packets kept arriving.
+// that alone; with datagrams only if the hub's packets kept arriving, as
+// many as half the renewals sent meanwhile (at least hubAlivePackets).
 func (s *session) checkAcks(now time.Time, ackTimeout time.Duration, packets uint64) error {
 	oldest, ok := s.pending.oldest()
 	if !ok || now.Sub(oldest.at) < ackTimeout {
 		return nil
 	}
-	if s.datagrams && packets-oldest.packets < hubAlivePackets {
+	if s.datagrams && packets-oldest.packets < max(hubAlivePackets, uint64(s.pending.count())/2) {
 		return nil
 	}
 	return fmt.Errorf("%w for %v (lease %v)", errNoLeaseAck, now.Sub(oldest.at).Round(time.Millisecond), ackTimeout)

@@ -41,6 +41,7 @@ type metrics struct {
 	sessionEnds    *prometheus.CounterVec
 	renewalRTT     prometheus.Histogram
 	renewalsSent   *prometheus.CounterVec
+	renewalRetries prometheus.Counter
 	applyDuration  prometheus.Histogram
 	applies        prometheus.Counter
 	applyFailures  prometheus.Counter
@@ -66,6 +67,8 @@ func newMetrics() *metrics {
 		renewalsSent: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flotilla_agent_lease_renewals_sent_total",
 			Help: "Lease renewals sent, by transport: datagram (QUIC datagrams, when the hub supports them) or stream (the control stream)."},
 			[]string{"transport"}),
+		renewalRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "flotilla_agent_lease_renewal_retries_total",
+			Help: "Lease renewals sent between the regular ones, every quarter interval for a lease after a datagram renewal went unacknowledged (counted in renewals_sent too)."}),
 		applyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "flotilla_agent_work_apply_duration_seconds",
 			Help:    "Time to apply one generation of a Work (all its manifests, prune and record), failed attempts included.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
@@ -83,7 +86,7 @@ func newMetrics() *metrics {
 	for _, transport := range []string{transportDatagram, transportStream} {
 		m.renewalsSent.WithLabelValues(transport) // a series from the start
 	}
-	m.registry.MustRegister(m.connected, m.sessionStarts, m.sessionEnds, m.renewalRTT, m.renewalsSent, m.applyDuration,
+	m.registry.MustRegister(m.connected, m.sessionStarts, m.sessionEnds, m.renewalRTT, m.renewalsSent, m.renewalRetries, m.applyDuration,
 		m.applies, m.applyFailures, m.leader, m.leaderElection, fenced,
 		clientGo.latency, clientGo.results,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"runtime/pprof"
 	"strings"
 	"testing"
@@ -417,14 +418,71 @@ func TestCheckAcks(t *testing.T) {
 		{"datagrams, acked within the lease", true, lease - time.Millisecond, 10, false},
 		{"datagrams, no ack, nothing came back: a lossy path", true, 3 * lease, hubAlivePackets - 1, false},
 		{"datagrams, no ack though the hub's packets came", true, lease, hubAlivePackets, true},
+		{"datagrams, 16 renewals unacked, 7 packets: a lossy path", true, lease, 7, false},
+		{"datagrams, 16 renewals unacked, 8 packets: a wedged hub", true, lease, 8, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &session{datagrams: tc.datagrams}
 			s.pending.add(1, t0, 100)
+			if strings.Contains(tc.name, "16 renewals") {
+				for seq := uint64(2); seq <= 16; seq++ {
+					s.pending.add(seq, t0.Add(time.Duration(seq)*time.Millisecond), 100)
+				}
+			}
 			err := s.checkAcks(t0.Add(tc.sentAgo), lease, 100+tc.packets)
 			if (err != nil) != tc.wantEnd || (err != nil && !errors.Is(err, errNoLeaseAck)) {
 				t.Errorf("checkAcks: %v, want the session ended: %v", err, tc.wantEnd)
 			}
 		})
 	}
+}
+
+// TestRenewalRetries: with datagrams, a renewal not acknowledged within a
+// quarter of the renew interval is followed by a fresh one, and for a
+// lease after that renewals go every quarter interval; then only the
+// regular ones.
+func TestRenewalRetries(t *testing.T) {
+	p := newTestPKI(t)
+	hub := startTestHub(t, p.hubTLS(t), nil, func(h *testHub) { h.muteAcks.Store(true) }) // interval 200ms, lease 40s
+	t0 := time.Now().UTC().Truncate(time.Second).Add(time.Minute)
+	clk := clocktesting.NewFakeClock(t0)
+	a := newTestAgent(t, p, hub.addr(), fakeCluster(1), healthy, func(cfg *Config) { cfg.Clock = clk })
+	startAgent(t, a)
+	const quarter, lease = 50 * time.Millisecond, 40 * time.Second
+	renewal := func(wantSeq uint64, wantAt time.Time) {
+		t.Helper()
+		e := hub.waitFor(t, fmt.Sprintf("renewal %d", wantSeq), waitTimeout, isKind("renew"))
+		if e.renew.Seq != wantSeq || !e.renew.AgentTime.Equal(wantAt) || !e.datagram {
+			t.Fatalf("renewal %d at %v (datagram %v), want %d at %v", e.renew.Seq, e.renew.AgentTime, e.datagram, wantSeq, wantAt)
+		}
+	}
+	// The agent stamps an ack with its (fake) clock: the current time
+	// once the renewal sent at it is acknowledged.
+	acked := func(what string) {
+		t.Helper()
+		poll(t, waitTimeout, what+" acknowledged", func() bool { return a.Stats().LastAck.Equal(clk.Now()) })
+	}
+	renewal(1, t0)
+	clk.Step(quarter)
+	renewal(2, t0.Add(quarter)) // unacknowledged: a fresh one
+	clk.Step(quarter)
+	renewal(3, t0.Add(2*quarter))
+	hub.muteAcks.Store(false)
+	clk.Step(quarter)
+	renewal(4, t0.Add(3*quarter)) // the last one that went unanswered
+	acked("renewal 4")
+	clk.Step(quarter)
+	renewal(5, t0.Add(4*quarter)) // regular
+	acked("renewal 5")
+	clk.Step(quarter)
+	renewal(6, t0.Add(5*quarter)) // still every quarter: within a lease of the loss
+	acked("renewal 6")
+	clk.Step(lease)
+	later := t0.Add(5*quarter + lease)
+	renewal(7, later) // regular (overdue); the lossy lease is over
+	acked("renewal 7")
+	for range 4 {
+		clk.Step(quarter)
+	}
+	renewal(8, later.Add(4*quarter)) // nothing between the regular ones
 }

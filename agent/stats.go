@@ -91,6 +91,27 @@ func (p *pendingRenewals) take(seq uint64) (time.Time, bool) {
 	return r.at, ok
 }
 
+// newest returns when the newest unacknowledged renewal was sent, and
+// false if every renewal was acknowledged.
+func (p *pendingRenewals) newest() (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var last time.Time
+	for _, r := range p.sent {
+		if r.at.After(last) {
+			last = r.at
+		}
+	}
+	return last, !last.IsZero()
+}
+
+// count is how many renewals are unacknowledged.
+func (p *pendingRenewals) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.sent)
+}
+
 // oldest returns the oldest unacknowledged renewal, and false if every
 // renewal was acknowledged.
 func (p *pendingRenewals) oldest() (pendingRenewal, bool) {
