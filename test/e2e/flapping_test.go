@@ -1,0 +1,260 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/test/netbed"
+)
+
+// impairPhaseEnv sets how long each impairment of TestFlappingLinks lasts
+// (a Go duration): short in the suite, 10m for the benchmark run.
+const impairPhaseEnv = "FLOTILLA_IMPAIR_PHASE"
+
+// impairment is one way of degrading edge site 1's link for a phase.
+type impairment struct {
+	name string
+	loss float64       // percent, both directions, for the whole phase
+	down time.Duration // with up: the link fails for down, then works for up, over and over
+	up   time.Duration
+	// link: outages take the link down (it passes traffic again a moment
+	// after it is up), instead of dropping everything for exactly down.
+	link bool
+}
+
+// run degrades the link until ctx ends, then restores it.
+func (im impairment) run(ctx context.Context, t *testing.T, bed *netbed.Bed) {
+	t.Helper()
+	restore := func() {
+		if err := bed.SetLoss(context.WithoutCancel(ctx), 1, 0); err != nil {
+			t.Error(err)
+		}
+	}
+	defer restore()
+	if im.link {
+		defer func() {
+			if err := bed.SetLink(context.WithoutCancel(ctx), 1, true); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	if im.loss > 0 {
+		if err := bed.SetLoss(ctx, 1, im.loss); err != nil {
+			t.Error(err)
+			return
+		}
+		<-ctx.Done()
+		return
+	}
+	// An outage is 100 % loss, which starts and ends exactly when asked,
+	// or the link taken down.
+	for {
+		for _, step := range []struct {
+			up   bool
+			for_ time.Duration
+		}{{false, im.down}, {true, im.up}} {
+			var err error
+			switch {
+			case im.link:
+				err = bed.SetLink(ctx, 1, step.up)
+			case step.up:
+				err = bed.SetLoss(ctx, 1, 0)
+			default:
+				err = bed.SetLoss(ctx, 1, 100)
+			}
+			if err != nil {
+				if ctx.Err() == nil {
+					t.Error(err)
+				}
+				return
+			}
+			timer := time.NewTimer(step.for_)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			case <-timer.C:
+			}
+		}
+	}
+}
+
+// unknownTimer polls a Cluster's Ready condition through the hub's API
+// every 100 ms and adds up the time it was not True.
+type unknownTimer struct {
+	mu       sync.Mutex
+	notReady time.Duration
+	episodes int
+	since    time.Time // start of the current episode, zero when Ready
+	last     time.Time // last poll
+	polls    int
+}
+
+func timeUnknown(ctx context.Context, t *testing.T, h *hub, name string) *unknownTimer {
+	t.Helper()
+	client, err := kubernetes.NewForConfig(h.restConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unknownTimer{}
+	go func() {
+		ticker := time.NewTicker(100 * time.Millisecond)
+		defer ticker.Stop()
+		for {
+			u.poll(ctx, client, name)
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+		}
+	}()
+	return u
+}
+
+func (u *unknownTimer) poll(ctx context.Context, client kubernetes.Interface, name string) {
+	var c v1alpha1.Cluster
+	err := client.CoreV1().RESTClient().Get().AbsPath("/apis/flotilla.io/v1alpha1/clusters/" + name).Do(ctx).Into(&c)
+	now := time.Now()
+	if err != nil {
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.polls++
+	ready := readyOf(&c) == metav1.ConditionTrue
+	switch {
+	case !ready && u.since.IsZero():
+		u.since = now
+		u.episodes++
+	case !ready:
+		u.notReady += now.Sub(u.last)
+	case !u.since.IsZero():
+		u.notReady += now.Sub(u.last)
+		u.since = time.Time{}
+	}
+	u.last = now
+}
+
+// take returns the time not Ready and the episodes since the last take.
+func (u *unknownTimer) take() (time.Duration, int, int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	d, n, p := u.notReady, u.episodes, u.polls
+	u.notReady, u.episodes, u.polls = 0, 0, 0
+	if !u.since.IsZero() {
+		u.episodes = 1 // still not Ready: it goes on in the next phase
+	}
+	return d, n, p
+}
+
+// TestFlappingLinks: behind NAT, with a 4 s grace period and renewals
+// every second, loss of up to 40 % and links that fail for 2.5 s out of
+// every 5 leave the cluster Ready and its workload in place (a renewal got
+// through in every grace period, so none may be reported Unknown), without
+// a new session; then the link really dies and the cluster is Unknown at
+// its grace period, as on a clean link.
+func TestFlappingLinks(t *testing.T) {
+	phase := 30 * time.Second
+	if v := os.Getenv(impairPhaseEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", impairPhaseEnv, v, err)
+		}
+		phase = d
+	}
+	const tolerationSeconds = 30
+	f := startNATFleet(t, 2, []string{"--lease-duration=4s"},
+		fmt.Sprintf("--default-unreachable-toleration-seconds=%d", tolerationSeconds),
+		fmt.Sprintf("--default-not-ready-toleration-seconds=%d", tolerationSeconds),
+		"--graceful-eviction-timeout=2m")
+	f.apply("seed.yaml", nginxYAML+"---\n"+policyYAML)
+	f.waitDeployments(map[string]int32{"member-1": 1, "member-2": 2}, "nginx:1.27")
+	sessions := connects(t, f.agents["member-1"])
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	timer := timeUnknown(ctx, t, f.hub, "member-1")
+	var report []string
+	for _, im := range []impairment{
+		{name: "30% loss", loss: 30},
+		{name: "40% loss", loss: 40},
+		{name: "flaps 2s down/3s up", down: 2 * time.Second, up: 3 * time.Second},
+		{name: "flaps 2.5s down/2.5s up", down: 2500 * time.Millisecond, up: 2500 * time.Millisecond},
+		{name: "flaps 3s down/2s up", down: 3 * time.Second, up: 2 * time.Second},
+		{name: "link down 2.5s/up 2.5s", down: 2500 * time.Millisecond, up: 2500 * time.Millisecond, link: true},
+	} {
+		timer.take()
+		datagrams := sample(scrapeHub(t, f.hub), "flotilla_lease_renewal_datagrams_total", nil)
+		phaseCtx, stop := context.WithTimeout(ctx, phase)
+		im.run(phaseCtx, t, f.bed)
+		stop()
+		// The last outage may end just now: give the agent a grace period
+		// to show whether it recovers, then read the phase.
+		ended := time.Now()
+		waitFor(t, testGrace+2*time.Second, "a grace period after the phase", func() (bool, string) {
+			return time.Since(ended) > testGrace+500*time.Millisecond, ""
+		})
+		notReady, episodes, polls := timer.take()
+		// Both agents renew once a second; member-1 adds fresh renewals
+		// while its renewals go unacknowledged.
+		received := sample(scrapeHub(t, f.hub), "flotilla_lease_renewal_datagrams_total", nil) - datagrams
+		line := fmt.Sprintf("%s for %v: not Ready %v in %d episodes (%d polls); the hub received %.0f renewal datagrams",
+			im.name, phase, notReady.Round(100*time.Millisecond), episodes, polls, received)
+		t.Log(line)
+		report = append(report, line)
+		if episodes > 0 {
+			t.Errorf("%s: member-1 was not Ready for %v in %d episodes, though a renewal could get through in every grace period", im.name, notReady, episodes)
+		}
+	}
+	if n := connects(t, f.agents["member-1"]); n != sessions {
+		t.Errorf("member-1's agent opened %d new sessions under the impairments, want none", n-sessions)
+	}
+	if b := f.binding("web", "nginx-deployment"); taskFrom(b, "member-1") != nil || !strings.Contains(fmt.Sprint(b.Spec.Clusters), "member-1") {
+		t.Errorf("the binding lost member-1 under outages within its toleration: clusters %v, tasks %v", b.Spec.Clusters, b.Spec.GracefulEvictionTasks)
+	}
+
+	// The link dies for good: Unknown at the grace period after the last
+	// renewal the hub stamped, as on a clean link.
+	histogram := func() (float64, uint64) {
+		h := scrapeHub(t, f.hub)["flotilla_cluster_detection_delay_seconds"]
+		if h == nil || len(h.GetMetric()) == 0 {
+			return 0, 0
+		}
+		return h.GetMetric()[0].GetHistogram().GetSampleSum(), h.GetMetric()[0].GetHistogram().GetSampleCount()
+	}
+	sumBefore, countBefore := histogram()
+	if err := f.bed.SetLoss(t.Context(), 1, 100); err != nil {
+		t.Fatal(err)
+	}
+	died := time.Now()
+	waitFor(t, testGrace+10*time.Second, "member-1 Unknown after its link died", func() (bool, string) {
+		c := f.hub.cluster(t, "member-1")
+		return readyOf(c) == metav1.ConditionUnknown, describe(c)
+	})
+	sum, count := histogram()
+	if count != countBefore+1 {
+		t.Fatalf("the hub's detection delay histogram counted %d detections, want 1", count-countBefore)
+	}
+	delay := time.Duration((sum - sumBefore) * float64(time.Second))
+	line := fmt.Sprintf("link dead: Unknown seen %v after it died; the hub marked it %v after the grace period ran out from the last renewal", time.Since(died).Round(100*time.Millisecond), delay.Round(time.Millisecond))
+	t.Log(line)
+	report = append(report, line)
+	if delay < 0 || delay > time.Second {
+		t.Errorf("detection after the link died: %v past the grace period, want within a second", delay)
+	}
+	if err := f.bed.SetLoss(t.Context(), 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, f.hub, "member-1", 60*time.Second)
+	t.Logf("summary:\n%s", strings.Join(report, "\n"))
+}
