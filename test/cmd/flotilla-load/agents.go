@@ -136,18 +136,35 @@ func (f *fleet) run(ctx context.Context, a *simAgent, tr *quic.Transport, welcom
 		return
 	}
 	welcomed <- nil
-	go func() { // acks: count them, and end the session on any read error
+	ack := func(msg protocol.Message) {
+		if ack, ok := msg.(*protocol.LeaseAck); ok {
+			a.lastRenewal.Store(ack.HubTime.UnixNano())
+		}
+		a.acks.Add(1)
+	}
+	go func() { // acks on the control stream; any read error ends the reading
 		for {
 			msg, err := reader.ReadMessage()
 			if err != nil {
 				return
 			}
-			if ack, ok := msg.(*protocol.LeaseAck); ok {
-				a.lastRenewal.Store(ack.HubTime.UnixNano())
-			}
-			a.acks.Add(1)
+			ack(msg)
 		}
 	}()
+	datagrams := conn.ConnectionState().SupportsDatagrams.Remote
+	if datagrams { // as real agents: renewals and acks as datagrams
+		go func() {
+			for {
+				b, err := conn.ReceiveDatagram(ctx)
+				if err != nil {
+					return
+				}
+				if msg, err := protocol.DecodeDatagram(b); err == nil {
+					ack(msg)
+				}
+			}
+		}()
+	}
 	status, err := conn.OpenStreamSync(ctx)
 	if err == nil {
 		err = protocol.WriteStreamKind(status, protocol.StreamStatus)
@@ -156,12 +173,22 @@ func (f *fleet) run(ctx context.Context, a *simAgent, tr *quic.Transport, welcom
 		f.errors.Add(1)
 		return
 	}
-	f.loop(ctx, a, control, status, time.Duration(welcome.RenewIntervalMillis)*time.Millisecond)
+	renewOn := func(m *protocol.LeaseRenew) error { return protocol.WriteMessage(control, m) }
+	if datagrams {
+		renewOn = func(m *protocol.LeaseRenew) error {
+			b, err := protocol.EncodeDatagram(m)
+			if err != nil {
+				return err
+			}
+			return conn.SendDatagram(b)
+		}
+	}
+	f.loop(ctx, a, renewOn, status, time.Duration(welcome.RenewIntervalMillis)*time.Millisecond)
 }
 
 // loop renews and reports on jittered tickers, like real agents whose
 // start times are spread out.
-func (f *fleet) loop(ctx context.Context, a *simAgent, control, status *quic.Stream, renewEvery time.Duration) {
+func (f *fleet) loop(ctx context.Context, a *simAgent, renewOn func(*protocol.LeaseRenew) error, status *quic.Stream, renewEvery time.Duration) {
 	renew := time.NewTimer(time.Duration(rand.Int64N(int64(renewEvery))))
 	defer renew.Stop()
 	report := time.NewTimer(0)
@@ -173,7 +200,7 @@ func (f *fleet) loop(ctx context.Context, a *simAgent, control, status *quic.Str
 			return
 		case <-renew.C:
 			seq++
-			if err := protocol.WriteMessage(control, &protocol.LeaseRenew{Seq: seq, AgentTime: time.Now()}); err != nil {
+			if err := renewOn(&protocol.LeaseRenew{Seq: seq, AgentTime: time.Now()}); err != nil {
 				f.errors.Add(1)
 				return
 			}
