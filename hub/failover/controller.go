@@ -291,7 +291,10 @@ func (c *Controller) reconcileBinding(ctx context.Context, key string, read cont
 		}
 		c.backOffs.evicted(key, evicted, now, stored.Object().GetGeneration())
 	}
-	if d, ok := wake.after(now); ok {
+	// The wake is an instant: time it from now, not from the start of
+	// this reconcile (a fake clock may have moved since, and the queue
+	// adds the delay to its clock's time when it is called).
+	if d, ok := wake.after(c.clock.Now()); ok {
 		c.queue.AddAfter(key, d)
 		if c.waiting != nil {
 			c.waiting(key, wake.t)
