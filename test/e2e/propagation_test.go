@@ -363,6 +363,12 @@ spec:
 			_, err := f.clients["member-2"].CoreV1().ConfigMaps("web").Get(t.Context(), "web-config", metav1.GetOptions{})
 			return err == nil, fmt.Sprint(err)
 		})
+		// The ConfigMap exists a moment before the agent has recorded the
+		// Work as applied; stopped in between, it would rightly not hold it.
+		waitFor(t, 30*time.Second, "web-config's Work on member-2 Applied", func() (bool, string) {
+			w := workOf(t, f.hub, "member-2", "ConfigMap", "web-config")
+			return w != nil && meta.IsStatusConditionTrue(w.Status.Conditions, v1alpha1.WorkConditionApplied), describeWork(w)
+		})
 		if err := f.agents["member-2"].Stop(); err != nil {
 			t.Fatal(err)
 		}
