@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apimachinery/pkg/watch"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -30,9 +32,10 @@ func testPod(namespace, name string, phase corev1.PodPhase, cpu, memory string) 
 }
 
 // runCapacity starts the node and pod watches on client until the test
-// ends. Each change of a sum sends on the returned channel (dropped if one
-// is pending), for tests to wait on.
-func runCapacity(t *testing.T, client kubernetes.Interface) (*capacity, <-chan struct{}) {
+// ends, and returns once the watches of the resources named (default:
+// nodes and pods) have started. Each change of a sum sends on the returned
+// channel (dropped if one is pending), for tests to wait on.
+func runCapacity(t *testing.T, client kubernetes.Interface, watched ...string) (*capacity, <-chan struct{}) {
 	t.Helper()
 	caps := newCapacity(client)
 	changes := make(chan struct{}, 1)
@@ -43,6 +46,10 @@ func runCapacity(t *testing.T, client kubernetes.Interface) (*capacity, <-chan s
 		}
 	}
 	caps.nodes.onChange, caps.pods.onChange = notify, notify
+	if len(watched) == 0 {
+		watched = []string{"nodes", "pods"}
+	}
+	watching := watchesStarted(client, watched...)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() {
@@ -53,7 +60,50 @@ func runCapacity(t *testing.T, client kubernetes.Interface) (*capacity, <-chan s
 		cancel()
 		<-done
 	})
+	// A fake clientset's watch sees only the changes made after it
+	// started: a test that changes objects before would lose them.
+	select {
+	case <-watching:
+	case <-time.After(waitTimeout):
+		t.Fatalf("the watches of %v did not start within %v", watched, waitTimeout)
+	}
 	return caps, changes
+}
+
+// watchesStarted returns a channel closed once a fake clientset has served
+// a watch of each resource; for any other client it is closed already.
+func watchesStarted(client kubernetes.Interface, resources ...string) <-chan struct{} {
+	started := make(chan struct{})
+	fc, ok := client.(*fake.Clientset)
+	if !ok {
+		close(started)
+		return started
+	}
+	var mu sync.Mutex
+	waiting := map[string]bool{}
+	for _, r := range resources {
+		waiting[r] = true
+	}
+	fc.PrependWatchReactor("*", func(action clienttesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if w, ok := action.(clienttesting.WatchActionImpl); ok {
+			opts = w.ListOptions
+		}
+		w, err := fc.Tracker().Watch(action.GetResource(), action.GetNamespace(), opts)
+		if err != nil {
+			return false, nil, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if waiting[action.GetResource().Resource] {
+			delete(waiting, action.GetResource().Resource)
+			if len(waiting) == 0 {
+				close(started)
+			}
+		}
+		return true, w, nil
+	})
+	return started
 }
 
 // waitCapacity waits until the sums satisfy ok.
@@ -163,7 +213,7 @@ func TestStatusCollectorWithoutPodAccess(t *testing.T) {
 	client.PrependReactor("list", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, forbidden
 	})
-	caps, changes := runCapacity(t, client)
+	caps, changes := runCapacity(t, client, "nodes") // the pod list is refused
 	waitCapacity(t, caps, changes, "the nodes", func(s capacitySnapshot) bool { return s.nodesSynced })
 	c := newStatusCollector(client, caps, healthy, clk, discard)
 	c.timeout = 10 * time.Millisecond // the pods never sync
