@@ -50,12 +50,12 @@ const renewTriesPerInterval = 4
 // them; a path that delivers nothing is left to QUIC's idle timeout.
 const hubAlivePackets = 3
 
-// renewLoop sends LeaseRenew at once and then every interval until ctx ends,
-// as a datagram when the hub takes them (and every quarter interval for a
-// lease after one went unacknowledged), else on the control stream. A hub that has not
-// acknowledged a renewal for a whole lease is not renewing it: the session
-// ends so the agent redials, instead of staying "connected" while the hub
-// lets the cluster expire.
+// renewLoop sends LeaseRenew at once and then every interval until ctx
+// ends, as a datagram when the hub takes them (and every quarter interval
+// for a lease after one went unacknowledged), else on the control stream.
+// A hub that has not acknowledged a renewal for a whole lease is not
+// renewing it: the session ends so the agent redials, instead of staying
+// "connected" while the hub lets the cluster expire.
 func (s *session) renewLoop(ctx context.Context, interval, ackTimeout time.Duration) error {
 	step, transport := interval, transportStream
 	if s.datagrams {
@@ -133,11 +133,7 @@ func (s *session) sendRenewal(renew *protocol.LeaseRenew) error {
 	if !s.datagrams {
 		return s.writeControl(renew, writeTimeout)
 	}
-	b, err := protocol.EncodeDatagram(renew)
-	if err != nil {
-		return err
-	}
-	return s.conn.SendDatagram(b)
+	return protocol.SendDatagram(s.conn, renew)
 }
 
 // readDatagrams reads the hub's lease acks sent as datagrams until ctx or

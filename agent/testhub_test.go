@@ -181,8 +181,7 @@ func (h *testHub) serveDatagrams(c *hubConn) {
 		if h.muteAcks.Load() {
 			continue
 		}
-		ack, err := protocol.EncodeDatagram(&protocol.LeaseAck{Seq: renew.Seq, HubTime: time.Now()})
-		if err != nil || c.conn.SendDatagram(ack) != nil {
+		if protocol.SendDatagram(c.conn, &protocol.LeaseAck{Seq: renew.Seq, HubTime: time.Now()}) != nil {
 			return
 		}
 	}

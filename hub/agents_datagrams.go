@@ -33,10 +33,7 @@ func (s *agentServer) datagramLoop(ctx context.Context, sess *agentSession, remo
 			s.reject(sess.conn, sess.control, remote, protocol.CloseProtocolError, protocol.CodeBadMessage, err)
 			return
 		}
-		ack, err := protocol.EncodeDatagram(&protocol.LeaseAck{Seq: renew.Seq, HubTime: hubTime})
-		if err == nil {
-			err = sess.conn.SendDatagram(ack)
-		}
+		err = protocol.SendDatagram(sess.conn, &protocol.LeaseAck{Seq: renew.Seq, HubTime: hubTime})
 		if err != nil && sess.conn.Context().Err() == nil {
 			s.logger.Debug("lease ack datagram not sent", "cluster", sess.cluster, "err", err)
 		}

@@ -30,6 +30,19 @@ func EncodeDatagram(m Message) ([]byte, error) {
 	return encodeFrame(m, MaxDatagramFrame)
 }
 
+// DatagramSender sends QUIC datagrams; *quic.Conn is one.
+type DatagramSender interface{ SendDatagram([]byte) error }
+
+// SendDatagram encodes a LeaseRenew or LeaseAck as one datagram and sends
+// it on c.
+func SendDatagram(c DatagramSender, m Message) error {
+	b, err := EncodeDatagram(m)
+	if err != nil {
+		return err
+	}
+	return c.SendDatagram(b)
+}
+
 // DecodeDatagram decodes and validates the one frame of a datagram: its
 // length must be the datagram's, and its message a LeaseRenew or LeaseAck.
 // Errors wrap ErrFrameTooLarge, ErrEmptyFrame, ErrBadPayload,

@@ -201,11 +201,7 @@ func TestHostileAgent(t *testing.T) {
 		before := sample(scrapeHub(t, h), "flotilla_lease_renewals_limited_total", nil)
 		const flood = 2000
 		for i := range flood {
-			b, err := protocol.EncodeDatagram(&protocol.LeaseRenew{Seq: uint64(i + 1), AgentTime: time.Now()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := r.conn.SendDatagram(b); err != nil {
+			if err := protocol.SendDatagram(r.conn, &protocol.LeaseRenew{Seq: uint64(i + 1), AgentTime: time.Now()}); err != nil {
 				t.Fatal(err)
 			}
 		}

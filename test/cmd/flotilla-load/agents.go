@@ -175,13 +175,7 @@ func (f *fleet) run(ctx context.Context, a *simAgent, tr *quic.Transport, welcom
 	}
 	renewOn := func(m *protocol.LeaseRenew) error { return protocol.WriteMessage(control, m) }
 	if datagrams {
-		renewOn = func(m *protocol.LeaseRenew) error {
-			b, err := protocol.EncodeDatagram(m)
-			if err != nil {
-				return err
-			}
-			return conn.SendDatagram(b)
-		}
+		renewOn = func(m *protocol.LeaseRenew) error { return protocol.SendDatagram(conn, m) }
 	}
 	f.loop(ctx, a, renewOn, status, time.Duration(welcome.RenewIntervalMillis)*time.Millisecond)
 }
