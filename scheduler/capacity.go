@@ -113,19 +113,30 @@ func addSat(a, b int64) int64 {
 // roomCache remembers AvailableReplicas per cluster for one Schedule call:
 // ranking spread groups and dividing replicas by room both need it, and it
 // is the costliest part of a schedule (a walk over the resource summary).
-// Only the spread stores what it computed; division just reuses it, since
-// filling a map costs more than computing the room once.
+// With a Fleet, it reads the Fleet's table of every cluster's room, shared
+// by every schedule with the same requirements. Without one, only the
+// spread stores what it computed; division just reuses it, since filling a
+// map costs more than computing the room once.
 type roomCache struct {
 	requirements *v1alpha1.ReplicaRequirements
 	byName       map[string]int64
+	fleet        *Fleet
+	table        []int64 // by the Fleet's index; nil: no Fleet, or it remembers too much
 }
 
-func newRoomCache(req *v1alpha1.ReplicaRequirements) *roomCache {
-	return &roomCache{requirements: req}
+func newRoomCache(req *v1alpha1.ReplicaRequirements, fleet *Fleet) *roomCache {
+	r := &roomCache{requirements: req, fleet: fleet}
+	if fleet != nil {
+		r.table = fleet.roomsFor(req)
+	}
+	return r
 }
 
 // remember returns AvailableReplicas(c, requirements) and keeps it.
 func (r *roomCache) remember(c *v1alpha1.Cluster, hint int) int64 {
+	if n, ok := r.fromTable(c); ok {
+		return n
+	}
 	if n, ok := r.byName[c.Name]; ok {
 		return n
 	}
@@ -139,8 +150,23 @@ func (r *roomCache) remember(c *v1alpha1.Cluster, hint int) int64 {
 
 // of returns AvailableReplicas(c, requirements), remembered or not.
 func (r *roomCache) of(c *v1alpha1.Cluster) int64 {
+	if n, ok := r.fromTable(c); ok {
+		return n
+	}
 	if n, ok := r.byName[c.Name]; ok {
 		return n
 	}
 	return AvailableReplicas(c, r.requirements)
+}
+
+// fromTable is c's room from the Fleet's table, if there is one.
+func (r *roomCache) fromTable(c *v1alpha1.Cluster) (int64, bool) {
+	if r.table == nil {
+		return 0, false
+	}
+	i, ok := r.fleet.index[c]
+	if !ok {
+		return 0, false
+	}
+	return r.table[i], true
 }

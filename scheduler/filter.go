@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -51,23 +52,40 @@ func Filter(affinity *v1alpha1.ClusterAffinity, tolerations []corev1.Toleration,
 		return nil, nil, err
 	}
 	reasons := map[string]string{}
-	fit := filter(&m, tolerations, sorted, targetNames(placed), exclusions(evicted, "", "", nil), reasons)
+	fit := filter(&m, tolerations, sorted, targetNames(placed), exclusions(evicted, "", "", nil, nil), reasons, nil)
 	return fit, reasons, nil
 }
 
 // filter returns the clusters that fit, in their order, and records why the
 // others do not in reasons unless it is nil (Schedule only needs reasons
 // when nothing fits, and recording them costs more than filtering).
-func filter(m *affinityMatcher, tolerations []corev1.Toleration, clusters []*v1alpha1.Cluster, placed map[string]bool, excluded map[string]string, reasons map[string]string) []*v1alpha1.Cluster {
-	var fit []*v1alpha1.Cluster
-	for _, c := range clusters {
-		reason := rejection(m, tolerations, c, placed, excluded)
-		switch {
-		case reason == "":
-			fit = append(fit, c)
-		case reasons != nil:
-			reasons[c.Name] = reason
+// matched, when not nil, is m's verdict on each of clusters by index: a
+// Fleet's memo.
+func filter(m *affinityMatcher, tolerations []corev1.Toleration, clusters []*v1alpha1.Cluster, placed map[string]bool, excluded map[string]string, reasons map[string]string, matched []bool) []*v1alpha1.Cluster {
+	if reasons != nil {
+		var fit []*v1alpha1.Cluster
+		for _, c := range clusters {
+			if reason := rejection(m, tolerations, c, placed, excluded); reason != "" {
+				reasons[c.Name] = reason
+			} else {
+				fit = append(fit, c)
+			}
 		}
+		return fit
+	}
+	// The same checks as rejection, cheapest first and without words.
+	fit := make([]*v1alpha1.Cluster, 0, len(clusters))
+	for i, c := range clusters {
+		if matched != nil && !matched[i] || matched == nil && !m.matches(c) {
+			continue
+		}
+		if _, ok := excluded[c.Name]; ok {
+			continue
+		}
+		if len(c.Spec.Taints) > 0 && !placed[c.Name] && untoleratedTaint(c.Spec.Taints, tolerations) != nil {
+			continue
+		}
+		fit = append(fit, c)
 	}
 	return fit
 }
@@ -94,22 +112,42 @@ func rejection(m *affinityMatcher, tolerations []corev1.Toleration, c *v1alpha1.
 
 // exclusions maps the clusters that are no candidates whatever the
 // placement says to why: being evicted from the binding, or reporting the
-// APIs they serve without apiVersion's kind. A cluster that has reported
-// no APIs yet is not excluded: unknown is not absent.
-func exclusions(evicted []string, apiVersion, kind string, clusters []*v1alpha1.Cluster) map[string]string {
-	out := map[string]string{}
-	if kind != "" {
-		for _, c := range clusters {
-			if len(c.Status.APIEnablements) > 0 && !serves(c.Status.APIEnablements, apiVersion, kind) {
-				out[c.Name] = fmt.Sprintf("did not serve %s %s", apiVersion, kind)
-			}
-		}
+// APIs they serve without apiVersion's kind (from fleet when given, else
+// from clusters). A cluster that has reported no APIs yet is not excluded:
+// unknown is not absent. The map may be the Fleet's: read it only.
+func exclusions(evicted []string, apiVersion, kind string, clusters []*v1alpha1.Cluster, fleet *Fleet) map[string]string {
+	var out map[string]string
+	switch {
+	case kind == "":
+	case fleet != nil:
+		out = fleet.unservedBy(apiVersion, kind)
+	default:
+		out = unserved(apiVersion, kind, clusters)
+	}
+	if len(evicted) == 0 {
+		return out
+	}
+	out = maps.Clone(out)
+	if out == nil {
+		out = make(map[string]string, len(evicted))
 	}
 	for _, name := range evicted {
 		out[name] = reasonEvicted
 	}
-	if len(out) == 0 {
-		return nil
+	return out
+}
+
+// unserved maps the clusters that report the APIs they serve without
+// apiVersion's kind to why they are excluded; nil when there are none.
+func unserved(apiVersion, kind string, clusters []*v1alpha1.Cluster) map[string]string {
+	var out map[string]string
+	for _, c := range clusters {
+		if len(c.Status.APIEnablements) > 0 && !serves(c.Status.APIEnablements, apiVersion, kind) {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[c.Name] = fmt.Sprintf("did not serve %s %s", apiVersion, kind)
+		}
 	}
 	return out
 }
@@ -180,7 +218,15 @@ type affinityMatcher struct {
 	exclude []string
 	labels  labels.Selector // nil: any labels
 	fields  []fieldRequirement
+	// key is the same for affinities that match the same clusters,
+	// written the same way, for a Fleet to remember what matched; "":
+	// too long to be worth remembering.
+	key string
 }
+
+// maxKeyedNames is the most cluster names an affinity may list and still
+// get a key: building a key costs as much as the names are long.
+const maxKeyedNames = 64
 
 func compileAffinity(a *v1alpha1.ClusterAffinity) (affinityMatcher, error) {
 	var m affinityMatcher
@@ -213,7 +259,27 @@ func compileAffinity(a *v1alpha1.ClusterAffinity) (affinityMatcher, error) {
 			m.fields = append(m.fields, f)
 		}
 	}
+	if len(a.ClusterNames)+len(a.Exclude) <= maxKeyedNames {
+		m.key = affinityKey(a, m.labels)
+	}
 	return m, nil
+}
+
+// affinityKey writes a down with its label selector in canonical form.
+func affinityKey(a *v1alpha1.ClusterAffinity, sel labels.Selector) string {
+	var b strings.Builder
+	// Quoted lists: a name or value with a separator in it cannot make
+	// two affinities look the same.
+	fmt.Fprintf(&b, "names=%q exclude=%q", a.ClusterNames, a.Exclude)
+	if sel != nil {
+		fmt.Fprintf(&b, " labels=%q", sel.String())
+	}
+	if a.FieldSelector != nil {
+		for _, req := range a.FieldSelector.MatchExpressions {
+			fmt.Fprintf(&b, " field=%q %q %q", req.Key, req.Operator, req.Values)
+		}
+	}
+	return b.String()
 }
 
 func (m *affinityMatcher) matches(c *v1alpha1.Cluster) bool {

@@ -17,6 +17,10 @@ type Input struct {
 	Replicas  int32                    // spec.replicas of the binding; 0 for kinds without replicas
 	Previous  []v1alpha1.TargetCluster // the binding's current spec.clusters (may be empty)
 	Clusters  []*v1alpha1.Cluster      // every known cluster, any order; do not modify them
+	// Fleet, when set, is every known cluster prepared by NewFleet, and
+	// Clusters is ignored: callers that schedule many bindings over the
+	// same clusters build it once.
+	Fleet *Fleet
 	// Requirements is what one replica requests (binding.spec.replicaRequirements); nil = nothing but a pod slot.
 	Requirements *v1alpha1.ReplicaRequirements
 	// Fresh asks for a fresh division (rebalance / failback) instead of keeping the previous result.
@@ -70,12 +74,14 @@ func Schedule(in Input) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	clusters, err := sortedClusters(in.Clusters)
-	if err != nil {
+	var clusters []*v1alpha1.Cluster
+	if in.Fleet != nil {
+		clusters = in.Fleet.clusters
+	} else if clusters, err = sortedClusters(in.Clusters); err != nil {
 		return Result{}, err
 	}
-	placed, evicted := targetNames(in.Previous), exclusions(in.Evicted, in.APIVersion, in.Kind, clusters)
-	room := newRoomCache(in.Requirements)
+	placed, evicted := targetNames(in.Previous), exclusions(in.Evicted, in.APIVersion, in.Kind, clusters, in.Fleet)
+	room := newRoomCache(in.Requirements, in.Fleet)
 	order := termOrder(terms, in.ObservedAffinity, in.Fresh)
 	var lastErr error
 	for i, t := range order {
@@ -97,10 +103,14 @@ func Schedule(in Input) (Result, error) {
 func scheduleTerm(in *Input, t *term, p *v1alpha1.Placement, div *division, spreads []spreadRule, clusters []*v1alpha1.Cluster, placed map[string]bool, evicted map[string]string, room *roomCache, explain bool) ([]v1alpha1.TargetCluster, error) {
 	reasons := func() map[string]string {
 		r := map[string]string{}
-		filter(&t.matcher, p.ClusterTolerations, clusters, placed, evicted, r)
+		filter(&t.matcher, p.ClusterTolerations, clusters, placed, evicted, r, nil)
 		return r
 	}
-	selected := filter(&t.matcher, p.ClusterTolerations, clusters, placed, evicted, nil)
+	var matched []bool
+	if in.Fleet != nil {
+		matched = in.Fleet.matching(&t.matcher)
+	}
+	selected := filter(&t.matcher, p.ClusterTolerations, clusters, placed, evicted, nil, matched)
 	if len(selected) == 0 {
 		if !explain {
 			return nil, &UnschedulableError{Reason: v1alpha1.ReasonNoClusterFit}

@@ -66,6 +66,7 @@ type Controller struct {
 	bindings        controller.Source[*v1alpha1.ResourceBinding]
 	clusterBindings controller.Source[*v1alpha1.ClusterResourceBinding]
 	clusters        controller.Source[*v1alpha1.Cluster]
+	fleet           *fleetCache
 	queue           *controller.Queue
 
 	mu    sync.Mutex
@@ -103,7 +104,7 @@ type memo struct {
 func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.PassiveClock, logger *slog.Logger) *Controller {
 	c := &Controller{api: controller.BindingAPI{Client: clients.Flotilla.FlotillaV1alpha1()}, recorder: recorder, clock: clk,
 		logger: logger.With("controller", "scheduling"), bindings: informers.Bindings, clusterBindings: informers.ClusterBindings,
-		clusters: informers.Clusters, memos: map[string]memo{}}
+		clusters: informers.Clusters, fleet: &fleetCache{clusters: informers.Clusters}, memos: map[string]memo{}}
 	c.queue = controller.NewQueue("scheduling", c.reconcile, logger)
 	// Only spec changes matter: status writes come every few seconds
 	// during a rollout and would each cost a schedule.
@@ -124,6 +125,7 @@ func New(clients *controller.Clients, informers *controller.Informers, recorder 
 		}
 	})
 	c.clusters.AddHandler(func(old, cur *v1alpha1.Cluster) {
+		c.fleet.clusterChanged(old, cur) // before the requeue: its schedules must see the change
 		if old == nil || cur == nil || schedulingInputChanged(old, cur) {
 			c.requeueAll()
 		}
@@ -230,8 +232,12 @@ func (c *Controller) observe(ctx context.Context, key string, b controller.Bindi
 func (c *Controller) schedule(ctx context.Context, key string, b controller.Binding) error {
 	spec, status := b.Spec(), b.Status()
 	fresh := freshRequested(spec, status)
+	fleet, err := c.fleet.get()
+	if err != nil {
+		return fmt.Errorf("schedule %s: %w", key, err)
+	}
 	result, schedErr := scheduler.Schedule(scheduler.Input{
-		Placement: spec.Placement, Replicas: spec.Replicas, Previous: spec.Clusters, Clusters: c.clusters.List(),
+		Placement: spec.Placement, Replicas: spec.Replicas, Previous: spec.Clusters, Fleet: fleet,
 		Requirements: spec.ReplicaRequirements, Fresh: fresh, Evicted: spec.EvictingClusters(),
 		ObservedAffinity: status.SchedulerObservedAffinityName,
 		APIVersion:       spec.Resource.APIVersion, Kind: spec.Resource.Kind, TemplateUID: spec.Resource.UID,
@@ -270,7 +276,7 @@ func (c *Controller) schedule(ctx context.Context, key string, b controller.Bind
 	cond.ObservedGeneration = observedGeneration
 	conditions := slices.Clone(status.Conditions)
 	condChanged := meta.SetStatusCondition(&conditions, cond)
-	err := c.writeStatus(ctx, key, observed, func(st *v1alpha1.ResourceBindingStatus) bool {
+	err = c.writeStatus(ctx, key, observed, func(st *v1alpha1.ResourceBindingStatus) bool {
 		if st.SchedulerObservedGeneration > observedGeneration {
 			return false // a later schedule was recorded meanwhile
 		}
