@@ -105,4 +105,12 @@
 //
 // The result is sorted by cluster name and depends only on the input's
 // content, not on the order of the clusters.
+//
+// A caller that schedules many bindings over the same clusters (the hub's
+// scheduling controller) prepares them once with [NewFleet] and passes the
+// Fleet in Input.Fleet: the clusters are sorted once, and each cluster's
+// room per replica requirements, the clusters that do not serve a kind and
+// each affinity's matches are computed once and shared, so a schedule is
+// mostly the division itself. A Fleet only remembers: the results are the
+// same as without one.
 package scheduler

@@ -50,6 +50,9 @@ func New(kubeconfig, httpAddr string) (*Client, error) {
 	return &Client{httpAddr: httpAddr, kube: kube, dynamic: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))}, nil
 }
 
+// Dynamic is the admin dynamic client of the hub's API.
+func (a *Client) Dynamic() dynamic.Interface { return a.dynamic }
+
 // Kube is the admin clientset of the hub's API.
 func (a *Client) Kube() kubernetes.Interface { return a.kube }
 

@@ -36,6 +36,7 @@ import (
 type options struct {
 	clusters, bindings, samples, batch int
 	dir, binDir, hubLogLevel           string
+	hubExtraArgs                       []string
 	kubeQPS                            float32
 	failover                           failoverOptions
 }
@@ -51,6 +52,7 @@ func main() {
 	flags.StringVar(&o.binDir, "bin-dir", "bin", "folder with flotilla-hub and flotilla-agent (make build)")
 	flags.Float32Var(&o.kubeQPS, "kube-api-qps", 50, "the agents' --kube-api-qps (burst is twice that)")
 	flags.StringVar(&o.hubLogLevel, "hub-log-level", "warn", "the hub's --log-level (its log is hub.log in the working folder)")
+	flags.StringArrayVar(&o.hubExtraArgs, "hub-arg", nil, "one more hub flag, after the tool's own (repeat it; e.g. --hub-arg=--enable-profiling to profile the hub on 127.0.0.1:7081)")
 	o.failover.addFlags(flags)
 	_ = flags.Parse(os.Args[1:])
 	if err := o.validate(); err != nil {
@@ -211,6 +213,14 @@ type throughput struct{ scheduled, applied, available time.Duration }
 // binding is scheduled, every Work applied and every template ready.
 func measureThroughput(ctx context.Context, h *fleetProcs, o options, group string, template func(name string) map[string]any) (throughput, error) {
 	var t throughput
+	// Counted from watches: listing thousands of objects every 20 ms
+	// would cost the hub more than what is measured.
+	watchCtx, stopWatches := context.WithCancel(ctx)
+	defer stopWatches()
+	m, err := startMirror(watchCtx, h.api.Dynamic())
+	if err != nil {
+		return t, err
+	}
 	start := time.Now()
 	for from := 0; from < o.bindings; from += o.batch {
 		var items []any
@@ -228,9 +238,9 @@ func measureThroughput(ctx context.Context, h *fleetProcs, o options, group stri
 		into *time.Duration
 		done func() (bool, error)
 	}{
-		{"bindings scheduled", &t.scheduled, func() (bool, error) { n, err := h.countScheduled(); return n >= o.bindings+o.samples, err }},
-		{"Works applied", &t.applied, func() (bool, error) { n, err := h.countApplied(); return n >= wantWorks+o.samples*len(h.agents), err }},
-		{"templates ready", &t.available, func() (bool, error) { n, err := h.countReady(group, len(h.agents)); return n >= o.bindings, err }},
+		{"bindings scheduled", &t.scheduled, func() (bool, error) { return m.scheduled() >= o.bindings+o.samples, nil }},
+		{"Works applied", &t.applied, func() (bool, error) { return m.applied() >= wantWorks+o.samples*len(h.agents), nil }},
+		{"templates ready", &t.available, func() (bool, error) { return m.ready(group, int64(len(h.agents))) >= o.bindings, nil }},
 	} {
 		if err := h.await(ctx, 30*time.Minute, step.what, step.done); err != nil {
 			return t, err
@@ -269,7 +279,7 @@ func startFleet(ctx context.Context, o options, dir string, env *membercluster.E
 	dataDir := filepath.Join(dir, "hub")
 	env0 := []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"}
 	f.hub = &process.Process{Name: "flotilla-hub", Binary: filepath.Join(o.binDir, "flotilla-hub"), LogPath: filepath.Join(dir, "hub.log"), Env: env0,
-		Args: append([]string{"--data-dir=" + dataDir, "--quic-addr=" + quicAddr, "--http-addr=" + f.httpAddr, "--api-addr=127.0.0.1:" + strconv.Itoa(apiPort), "--log-level=" + o.hubLogLevel}, hubArgs...)}
+		Args: append([]string{"--data-dir=" + dataDir, "--quic-addr=" + quicAddr, "--http-addr=" + f.httpAddr, "--api-addr=127.0.0.1:" + strconv.Itoa(apiPort), "--log-level=" + o.hubLogLevel}, append(hubArgs, o.hubExtraArgs...)...)}
 	f.started = time.Now()
 	if err := f.hub.Start(); err != nil {
 		return nil, err
@@ -371,18 +381,6 @@ func (f *fleetProcs) await(ctx context.Context, timeout time.Duration, what stri
 	}
 }
 
-type templateList struct {
-	Items []struct {
-		Metadata struct {
-			Name   string            `json:"name"`
-			Labels map[string]string `json:"labels"`
-		} `json:"metadata"`
-		Status struct {
-			ReadyReplicas int `json:"readyReplicas"`
-		} `json:"status"`
-	} `json:"items"`
-}
-
 func (f *fleetProcs) readyReplicas(name string) (int, error) {
 	var d struct {
 		Status struct {
@@ -393,65 +391,4 @@ func (f *fleetProcs) readyReplicas(name string) (int, error) {
 		return 0, nil // not created yet
 	}
 	return d.Status.ReadyReplicas, nil
-}
-
-func (f *fleetProcs) countReady(group string, replicas int) (int, error) {
-	var list templateList
-	if err := f.get("/apis/apps/v1/namespaces/bench/deployments", &list); err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, it := range list.Items {
-		if it.Metadata.Labels["bench"] == group && it.Status.ReadyReplicas == replicas {
-			n++
-		}
-	}
-	return n, nil
-}
-
-type conditioned struct {
-	Items []struct {
-		Metadata struct {
-			Generation int64 `json:"generation"`
-		} `json:"metadata"`
-		Spec struct {
-			Clusters []struct{} `json:"clusters"`
-		} `json:"spec"`
-		Status struct {
-			ObservedGeneration int64 `json:"observedGeneration"`
-			Conditions         []struct{ Type, Status string }
-		} `json:"status"`
-	} `json:"items"`
-}
-
-func (f *fleetProcs) countScheduled() (int, error) {
-	var list conditioned
-	if err := f.get("/apis/flotilla.io/v1alpha1/namespaces/bench/resourcebindings", &list); err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, it := range list.Items {
-		if len(it.Spec.Clusters) > 0 {
-			n++
-		}
-	}
-	return n, nil
-}
-
-func (f *fleetProcs) countApplied() (int, error) {
-	var list conditioned
-	if err := f.get("/apis/flotilla.io/v1alpha1/works", &list); err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, it := range list.Items {
-		if it.Status.ObservedGeneration == it.Metadata.Generation {
-			for _, c := range it.Status.Conditions {
-				if c.Type == "Applied" && c.Status == "True" {
-					n++
-				}
-			}
-		}
-	}
-	return n, nil
 }
