@@ -5,6 +5,7 @@
 package hub
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -91,6 +92,9 @@ type Config struct {
 	AgentCertTTL time.Duration
 	// AgentCSRApproval is join.ApprovalAuto or join.ApprovalManual.
 	AgentCSRApproval string
+	// ControllerWorkers is how many bindings (or Works, templates...)
+	// each controller reconciles at once; 0: DefaultControllerWorkers.
+	ControllerWorkers int
 	// Store guards etcd against agent-driven growth (quota, threshold,
 	// check interval).
 	Store  store.GuardConfig
@@ -98,8 +102,9 @@ type Config struct {
 	Clock  clock.WithTicker
 }
 
-// controllerWorkers is how many keys each controller reconciles at once.
-const controllerWorkers = 4
+// DefaultControllerWorkers is how many keys each controller reconciles at
+// once unless Config.ControllerWorkers says otherwise.
+const DefaultControllerWorkers = 4
 
 // joinWait is how long a join waits for its certificate before the agent
 // is told to come back (its request waits for approval).
@@ -281,8 +286,9 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	wg.Go(func() { guard.Run(registryCtx) })
 	wg.Go(func() { dispatcher.Run(ctx) })
 	wg.Go(func() { board.Run(ctx) })
+	workers := cmp.Or(cfg.ControllerWorkers, DefaultControllerWorkers)
 	for _, c := range controllers {
-		wg.Go(func() { c.Run(ctx, controllerWorkers) })
+		wg.Go(func() { c.Run(ctx, workers) })
 	}
 	quicServing.Store(true)
 	wg.Go(func() { agents.serve(agentsCtx, ln); quicServing.Store(false); close(agentsDone) })

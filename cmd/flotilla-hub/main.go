@@ -90,6 +90,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags.DurationVar(&cfg.LeaseFlushInterval, "lease-flush-interval", 10*time.Second, "how often renewed leases are written to the store in batches: each lease at most once per interval, whatever the heartbeat rate")
 	flags.DurationVar(&cfg.EventTTL, "event-ttl", time.Hour, "how long events are kept (the API server's --event-ttl)")
 	flags.Float64Var(&cfg.LeaseWritesPerSecond, "lease-writes-per-second", 100, "most writes per second of the cluster registry to the API server (0: no limit): leases get what Cluster writes leave (at least a tenth); with more clusters than this times --lease-flush-interval, each stored lease is refreshed less often (health changes are never held back, and health is decided in memory)")
+	flags.IntVar(&cfg.ControllerWorkers, "controller-workers", hub.DefaultControllerWorkers, "bindings (and Works, templates...) each controller reconciles at once: each waits for its writes to the API server, so more workers help when those answers are slow and cores are free")
 	flags.Int64Var(&cfg.Store.Quota, "store-quota-bytes", store.DefaultQuota, "etcd's backend quota: set on the embedded etcd; with --etcd-endpoints, give the external etcd's --quota-backend-bytes")
 	flags.Float64Var(&cfg.Store.AgentThreshold, "store-agent-write-threshold", store.DefaultAgentThreshold, "fraction of --store-quota-bytes in use above which what agents drive (Work status reports, events about agents) is no longer stored, so health changes always have room")
 	flags.DurationVar(&cfg.Store.Interval, "store-check-interval", 10*time.Second, "how often the hub checks etcd's size and alarms (and defragments or disarms NOSPACE when that helps)")
@@ -200,6 +201,9 @@ func setAPIServer(cfg *hub.Config) error {
 		return fmt.Errorf("--store-agent-write-threshold %v: want a fraction of the quota in (0, 1]", cfg.Store.AgentThreshold)
 	case cfg.Store.Interval <= 0:
 		return fmt.Errorf("--store-check-interval %v: want a positive duration", cfg.Store.Interval)
+	}
+	if cfg.ControllerWorkers < 1 || cfg.ControllerWorkers > 256 {
+		return fmt.Errorf("--controller-workers %d: want 1 to 256", cfg.ControllerWorkers)
 	}
 	if cfg.LeaseWritesPerSecond < 0 {
 		return fmt.Errorf("--lease-writes-per-second %v: want zero (no limit) or a positive rate", cfg.LeaseWritesPerSecond)

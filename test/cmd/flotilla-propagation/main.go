@@ -37,6 +37,7 @@ type options struct {
 	clusters, bindings, samples, batch int
 	dir, binDir, hubLogLevel           string
 	hubExtraArgs                       []string
+	hubNice                            int
 	kubeQPS                            float32
 	failover                           failoverOptions
 }
@@ -52,6 +53,7 @@ func main() {
 	flags.StringVar(&o.binDir, "bin-dir", "bin", "folder with flotilla-hub and flotilla-agent (make build)")
 	flags.Float32Var(&o.kubeQPS, "kube-api-qps", 50, "the agents' --kube-api-qps (burst is twice that)")
 	flags.StringVar(&o.hubLogLevel, "hub-log-level", "warn", "the hub's --log-level (its log is hub.log in the working folder)")
+	flags.IntVar(&o.hubNice, "hub-nice", 0, "run the hub at this nice value (e.g. -10: the hub first when the member clusters, which share its cores here, want the same CPU; needs root)")
 	flags.StringArrayVar(&o.hubExtraArgs, "hub-arg", nil, "one more hub flag, after the tool's own (repeat it; e.g. --hub-arg=--enable-profiling to profile the hub on 127.0.0.1:7081)")
 	o.failover.addFlags(flags)
 	_ = flags.Parse(os.Args[1:])
@@ -280,6 +282,12 @@ func startFleet(ctx context.Context, o options, dir string, env *membercluster.E
 	env0 := []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"}
 	f.hub = &process.Process{Name: "flotilla-hub", Binary: filepath.Join(o.binDir, "flotilla-hub"), LogPath: filepath.Join(dir, "hub.log"), Env: env0,
 		Args: append([]string{"--data-dir=" + dataDir, "--quic-addr=" + quicAddr, "--http-addr=" + f.httpAddr, "--api-addr=127.0.0.1:" + strconv.Itoa(apiPort), "--log-level=" + o.hubLogLevel}, append(hubArgs, o.hubExtraArgs...)...)}
+	if o.hubNice != 0 {
+		// nice execs the hub: same pid, and every thread it starts
+		// inherits the value (Linux sets it per thread).
+		f.hub.Args = append([]string{"-n", strconv.Itoa(o.hubNice), f.hub.Binary}, f.hub.Args...)
+		f.hub.Binary = "nice"
+	}
 	f.started = time.Now()
 	if err := f.hub.Start(); err != nil {
 		return nil, err
