@@ -31,8 +31,22 @@ type impairment struct {
 	link bool
 }
 
-// run degrades the link until ctx ends, then restores it.
-func (im impairment) run(ctx context.Context, t *testing.T, bed *netbed.Bed) {
+// linkUpDelay is how long after SetLink brings a link up the kernel may
+// still hold its traffic (netbed.SetLink).
+const linkUpDelay = time.Second
+
+// judgeHeadroom is how much shorter than the grace period an outage must
+// be for the test to demand that no renewal was missed: the agent retries
+// every quarter interval (250 ms here) and the hub needs a moment to stamp
+// the renewal. Outages closer to the grace period are reported only.
+const judgeHeadroom = 750 * time.Millisecond
+
+// run degrades the link until ctx ends, then restores it. It returns the
+// longest outage, measured from the start of the command that began it to
+// the end of the one that ended it (plus linkUpDelay for a link): under
+// load, iptables and ip take a while, and an outage lasts that much longer
+// than asked.
+func (im impairment) run(ctx context.Context, t *testing.T, bed *netbed.Bed) (longest time.Duration) {
 	t.Helper()
 	restore := func() {
 		if err := bed.SetLoss(context.WithoutCancel(ctx), 1, 0); err != nil {
@@ -53,15 +67,19 @@ func (im impairment) run(ctx context.Context, t *testing.T, bed *netbed.Bed) {
 			return
 		}
 		<-ctx.Done()
-		return
+		return 0
 	}
 	// An outage is 100 % loss, which starts and ends exactly when asked,
 	// or the link taken down.
+	var outageStart time.Time
 	for {
 		for _, step := range []struct {
 			up   bool
 			for_ time.Duration
 		}{{false, im.down}, {true, im.up}} {
+			if !step.up {
+				outageStart = time.Now()
+			}
 			var err error
 			switch {
 			case im.link:
@@ -75,13 +93,26 @@ func (im impairment) run(ctx context.Context, t *testing.T, bed *netbed.Bed) {
 				if ctx.Err() == nil {
 					t.Error(err)
 				}
-				return
+				return longest
+			}
+			if step.up {
+				outage := time.Since(outageStart)
+				if im.link {
+					outage += linkUpDelay
+				}
+				longest = max(longest, outage)
 			}
 			timer := time.NewTimer(step.for_)
 			select {
 			case <-ctx.Done():
 				timer.Stop()
-				return
+				// The deferred restore ends this outage: count it as
+				// lasting until now (the restore itself is quick to
+				// follow).
+				if !step.up {
+					longest = max(longest, time.Since(outageStart))
+				}
+				return longest
 			case <-timer.C:
 			}
 		}
@@ -191,12 +222,14 @@ func TestFlappingLinks(t *testing.T) {
 		{name: "flaps 2s down/3s up", down: 2 * time.Second, up: 3 * time.Second},
 		{name: "flaps 2.5s down/2.5s up", down: 2500 * time.Millisecond, up: 2500 * time.Millisecond},
 		{name: "flaps 3s down/2s up", down: 3 * time.Second, up: 2 * time.Second},
-		{name: "link down 2.5s/up 2.5s", down: 2500 * time.Millisecond, up: 2500 * time.Millisecond, link: true},
+		// The kernel holds traffic up to a second after the link is up:
+		// about 2.5 s without traffic, as in the flaps above.
+		{name: "link down 1.5s/up 3.5s", down: 1500 * time.Millisecond, up: 3500 * time.Millisecond, link: true},
 	} {
 		timer.take()
 		datagrams := sample(scrapeHub(t, f.hub), "flotilla_lease_renewal_datagrams_total", nil)
 		phaseCtx, stop := context.WithTimeout(ctx, phase)
-		im.run(phaseCtx, t, f.bed)
+		longest := im.run(phaseCtx, t, f.bed)
 		stop()
 		// The last outage may end just now: give the agent a grace period
 		// to show whether it recovers, then read the phase.
@@ -208,12 +241,21 @@ func TestFlappingLinks(t *testing.T) {
 		// Both agents renew once a second; member-1 adds fresh renewals
 		// while its renewals go unacknowledged.
 		received := sample(scrapeHub(t, f.hub), "flotilla_lease_renewal_datagrams_total", nil) - datagrams
+		// A renewal could get through in every grace period only if the
+		// outages, as they really lasted, left room for one.
+		judged := im.loss > 0 || longest+judgeHeadroom <= testGrace
 		line := fmt.Sprintf("%s for %v: not Ready %v in %d episodes (%d polls); the hub received %.0f renewal datagrams",
 			im.name, phase, notReady.Round(100*time.Millisecond), episodes, polls, received)
+		if longest > 0 {
+			line += fmt.Sprintf("; longest outage %v", longest.Round(10*time.Millisecond))
+			if !judged {
+				line += fmt.Sprintf(" (within %v of the grace period: reported, not judged)", judgeHeadroom)
+			}
+		}
 		t.Log(line)
 		report = append(report, line)
-		if episodes > 0 {
-			t.Errorf("%s: member-1 was not Ready for %v in %d episodes, though a renewal could get through in every grace period", im.name, notReady, episodes)
+		if judged && episodes > 0 {
+			t.Errorf("%s: member-1 was not Ready for %v in %d episodes, though a renewal could get through in every grace period (longest outage %v)", im.name, notReady, episodes, longest)
 		}
 	}
 	if n := connects(t, f.agents["member-1"]); n != sessions {
