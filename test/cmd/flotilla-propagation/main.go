@@ -280,12 +280,13 @@ func startFleet(ctx context.Context, o options, dir string, env *membercluster.E
 	f := &fleetProcs{httpAddr: "127.0.0.1:" + strconv.Itoa(httpPort)}
 	dataDir := filepath.Join(dir, "hub")
 	env0 := []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"}
-	f.hub = &process.Process{Name: "flotilla-hub", Binary: filepath.Join(o.binDir, "flotilla-hub"), LogPath: filepath.Join(dir, "hub.log"), Env: env0,
+	hubBinary := filepath.Join(o.binDir, "flotilla-hub")
+	f.hub = &process.Process{Name: "flotilla-hub", Binary: hubBinary, LogPath: filepath.Join(dir, "hub.log"), Env: env0,
 		Args: append([]string{"--data-dir=" + dataDir, "--quic-addr=" + quicAddr, "--http-addr=" + f.httpAddr, "--api-addr=127.0.0.1:" + strconv.Itoa(apiPort), "--log-level=" + o.hubLogLevel}, append(hubArgs, o.hubExtraArgs...)...)}
 	if o.hubNice != 0 {
 		// nice execs the hub: same pid, and every thread it starts
 		// inherits the value (Linux sets it per thread).
-		f.hub.Args = append([]string{"-n", strconv.Itoa(o.hubNice), f.hub.Binary}, f.hub.Args...)
+		f.hub.Args = append([]string{"-n", strconv.Itoa(o.hubNice), hubBinary}, f.hub.Args...)
 		f.hub.Binary = "nice"
 	}
 	f.started = time.Now()
@@ -294,7 +295,7 @@ func startFleet(ctx context.Context, o options, dir string, env *membercluster.E
 	}
 	for _, c := range env.Clusters() {
 		certDir := filepath.Join(dir, "certs", c.Name)
-		issue := exec.CommandContext(ctx, f.hub.Binary, "certs", "issue", "--data-dir", dataDir, "--cluster", c.Name, "--out", certDir)
+		issue := exec.CommandContext(ctx, hubBinary, "certs", "issue", "--data-dir", dataDir, "--cluster", c.Name, "--out", certDir)
 		if out, err := issue.CombinedOutput(); err != nil {
 			f.stopAll()
 			return nil, fmt.Errorf("certs issue %s: %v\n%s", c.Name, err, out)
