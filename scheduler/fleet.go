@@ -11,17 +11,18 @@ import (
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 )
 
-// maxFleetMemos bounds what one Fleet remembers per requirements and per
-// kind: beyond it, schedules compute room and served kinds as they would
+// maxFleetMemos bounds what one Fleet remembers per requirements, per
+// kind and per affinity: beyond it, schedules compute those as they would
 // without a Fleet.
 const maxFleetMemos = 256
 
 // Fleet is the clusters many schedules look at, prepared once: sorted by
-// name and checked, with each cluster's room per replica requirements and
-// the clusters that do not serve a kind remembered on first use. Schedules
-// that share a Fleet skip the sort and, for requirements and kinds seen
-// before, the walk over every cluster's resource summary and APIs; the hub
-// builds one per change of its clusters and shares it between workers.
+// name and checked, with each cluster's room per replica requirements, the
+// clusters that do not serve a kind and each affinity's matches remembered
+// on first use. Schedules that share a Fleet skip the sort and, for
+// requirements, kinds and affinities seen before, the walk over every
+// cluster; the hub builds one per change of its clusters and shares it
+// between workers.
 //
 // A Fleet is safe for concurrent use. Neither it nor its clusters may be
 // modified once built: what it remembers would no longer be true.
@@ -29,31 +30,49 @@ type Fleet struct {
 	clusters []*v1alpha1.Cluster // sorted by name
 	index    map[*v1alpha1.Cluster]int
 
-	mu       sync.Mutex
-	rooms    map[string]*roomTable     // by requirementsKey; guarded by mu
-	unserved map[string]*unservedTable // by apiVersion + " " + kind; guarded by mu
-	matches  map[string]*matchTable    // by affinityMatcher.key; guarded by mu
+	rooms    memo[[]int64]           // by requirementsKey: AvailableReplicas by index
+	unserved memo[map[string]string] // by apiVersion + " " + kind: as unserved says
+	matches  memo[[]bool]            // by affinityMatcher.key: matches by index
 }
 
-// roomTable is AvailableReplicas of every cluster of a Fleet, by index,
-// for one replica requirements; computed once, by whoever asks first.
-type roomTable struct {
+// memo remembers values by key, each computed once by whoever asks first,
+// and at most maxFleetMemos of them.
+type memo[T any] struct {
+	mu      sync.Mutex
+	entries map[string]*memoEntry[T] // guarded by mu
+}
+
+type memoEntry[T any] struct {
 	once  sync.Once
-	rooms []int64
+	value T
 }
 
-// unservedTable maps the clusters of a Fleet that report their APIs
-// without one kind to why they are excluded; computed once.
-type unservedTable struct {
-	once     sync.Once
-	excluded map[string]string
+// get returns key's value, computing it if it is new; false, without
+// computing, when key is new and the memo is full.
+func (m *memo[T]) get(key string, compute func() T) (T, bool) {
+	m.mu.Lock()
+	e, ok := m.entries[key]
+	if !ok && len(m.entries) < maxFleetMemos {
+		if m.entries == nil {
+			m.entries = map[string]*memoEntry[T]{}
+		}
+		e = &memoEntry[T]{}
+		m.entries[key] = e
+	}
+	m.mu.Unlock()
+	if e == nil {
+		var zero T
+		return zero, false
+	}
+	e.once.Do(func() { e.value = compute() })
+	return e.value, true
 }
 
-// matchTable is whether each cluster of a Fleet, by index, matches one
-// cluster affinity; computed once.
-type matchTable struct {
-	once    sync.Once
-	matched []bool
+// len is how many keys the memo holds.
+func (m *memo[T]) len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.entries)
 }
 
 // NewFleet prepares clusters (any order) for many schedules. A nil
@@ -67,51 +86,47 @@ func NewFleet(clusters []*v1alpha1.Cluster) (*Fleet, error) {
 	for i, c := range sorted {
 		index[c] = i
 	}
-	return &Fleet{clusters: sorted, index: index, rooms: map[string]*roomTable{}, unserved: map[string]*unservedTable{}, matches: map[string]*matchTable{}}, nil
+	return &Fleet{clusters: sorted, index: index}, nil
 }
-
-// Len is the number of clusters.
-func (f *Fleet) Len() int { return len(f.clusters) }
 
 // roomsFor returns the room of every cluster, by index, for req, or nil
 // when the Fleet remembers too many requirements already.
 func (f *Fleet) roomsFor(req *v1alpha1.ReplicaRequirements) []int64 {
-	key := requirementsKey(req)
-	f.mu.Lock()
-	t, ok := f.rooms[key]
-	if !ok && len(f.rooms) < maxFleetMemos {
-		t = &roomTable{}
-		f.rooms[key] = t
-	}
-	f.mu.Unlock()
-	if t == nil {
-		return nil
-	}
-	t.once.Do(func() {
-		t.rooms = make([]int64, len(f.clusters))
+	rooms, _ := f.rooms.get(requirementsKey(req), func() []int64 {
+		rooms := make([]int64, len(f.clusters))
 		for i, c := range f.clusters {
-			t.rooms[i] = AvailableReplicas(c, req)
+			rooms[i] = AvailableReplicas(c, req)
 		}
+		return rooms
 	})
-	return t.rooms
+	return rooms
 }
 
 // unservedBy returns the clusters that do not serve apiVersion's kind,
-// to why, as exclusions does; the map is shared and must not be changed.
+// to why, as exclusions does; the map may be shared and must not be
+// changed.
 func (f *Fleet) unservedBy(apiVersion, kind string) map[string]string {
-	key := apiVersion + " " + kind
-	f.mu.Lock()
-	t, ok := f.unserved[key]
-	if !ok && len(f.unserved) < maxFleetMemos {
-		t = &unservedTable{}
-		f.unserved[key] = t
+	compute := func() map[string]string { return unserved(apiVersion, kind, f.clusters) }
+	if out, ok := f.unserved.get(apiVersion+" "+kind, compute); ok {
+		return out
 	}
-	f.mu.Unlock()
-	if t == nil {
-		return unserved(apiVersion, kind, f.clusters)
+	return compute()
+}
+
+// matching returns whether each cluster, by index, matches m, or nil when
+// m has no key or the Fleet remembers too many affinities already.
+func (f *Fleet) matching(m *affinityMatcher) []bool {
+	if m.key == "" {
+		return nil
 	}
-	t.once.Do(func() { t.excluded = unserved(apiVersion, kind, f.clusters) })
-	return t.excluded
+	matched, _ := f.matches.get(m.key, func() []bool {
+		matched := make([]bool, len(f.clusters))
+		for i, c := range f.clusters {
+			matched[i] = m.matches(c)
+		}
+		return matched
+	})
+	return matched
 }
 
 // requirementsKey is the same string for requirements that request the
@@ -132,29 +147,4 @@ func requirementsKey(req *v1alpha1.ReplicaRequirements) string {
 		fmt.Fprintf(&b, "%s=%s;", name, q.String())
 	}
 	return b.String()
-}
-
-// matching returns whether each cluster, by index, matches m, or nil when
-// m has no key or the Fleet remembers too many affinities already.
-func (f *Fleet) matching(m *affinityMatcher) []bool {
-	if m.key == "" {
-		return nil
-	}
-	f.mu.Lock()
-	t, ok := f.matches[m.key]
-	if !ok && len(f.matches) < maxFleetMemos {
-		t = &matchTable{}
-		f.matches[m.key] = t
-	}
-	f.mu.Unlock()
-	if t == nil {
-		return nil
-	}
-	t.once.Do(func() {
-		t.matched = make([]bool, len(f.clusters))
-		for i, c := range f.clusters {
-			t.matched[i] = m.matches(c)
-		}
-	})
-	return t.matched
 }

@@ -118,8 +118,8 @@ func TestFleetMemoBound(t *testing.T) {
 			t.Fatalf("requirements %d: with a Fleet (-alone +fleet):\n%s", i, diff)
 		}
 	}
-	if len(fleet.rooms) != maxFleetMemos || len(fleet.unserved) != maxFleetMemos || len(fleet.matches) != maxFleetMemos {
-		t.Errorf("Fleet remembers %d requirements, %d kinds and %d affinities, want %d each", len(fleet.rooms), len(fleet.unserved), len(fleet.matches), maxFleetMemos)
+	if fleet.rooms.len() != maxFleetMemos || fleet.unserved.len() != maxFleetMemos || fleet.matches.len() != maxFleetMemos {
+		t.Errorf("Fleet remembers %d requirements, %d kinds and %d affinities, want %d each", fleet.rooms.len(), fleet.unserved.len(), fleet.matches.len(), maxFleetMemos)
 	}
 }
 
