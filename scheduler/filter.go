@@ -58,56 +58,44 @@ func Filter(affinity *v1alpha1.ClusterAffinity, tolerations []corev1.Toleration,
 
 // filter returns the clusters that fit, in their order, and records why the
 // others do not in reasons unless it is nil (Schedule only needs reasons
-// when nothing fits, and recording them costs more than filtering).
-// matched, when not nil, is m's verdict on each of clusters by index: a
-// Fleet's memo.
+// when nothing fits, and putting a taint into words costs more than
+// filtering). matched, when not nil, is m's verdict on each of clusters by
+// index: a Fleet's memo.
 func filter(m *affinityMatcher, tolerations []corev1.Toleration, clusters []*v1alpha1.Cluster, placed map[string]bool, excluded map[string]string, reasons map[string]string, matched []bool) []*v1alpha1.Cluster {
-	if reasons != nil {
-		var fit []*v1alpha1.Cluster
-		for _, c := range clusters {
-			if reason := rejection(m, tolerations, c, placed, excluded); reason != "" {
-				reasons[c.Name] = reason
-			} else {
-				fit = append(fit, c)
-			}
-		}
-		return fit
-	}
-	// The same checks as rejection, cheapest first and without words.
 	fit := make([]*v1alpha1.Cluster, 0, len(clusters))
 	for i, c := range clusters {
-		if matched != nil && !matched[i] || matched == nil && !m.matches(c) {
-			continue
+		matches := matched != nil && matched[i] || matched == nil && m.matches(c)
+		reason, taint := rejection(matches, tolerations, c, placed, excluded)
+		switch {
+		case reason == "" && taint == nil:
+			fit = append(fit, c)
+		case reasons == nil:
+		case taint != nil:
+			reasons[c.Name] = taintReason(taint)
+		default:
+			reasons[c.Name] = reason
 		}
-		if _, ok := excluded[c.Name]; ok {
-			continue
-		}
-		if len(c.Spec.Taints) > 0 && !placed[c.Name] && untoleratedTaint(c.Spec.Taints, tolerations) != nil {
-			continue
-		}
-		fit = append(fit, c)
 	}
 	return fit
 }
 
-// rejection is why c does not fit, or "" if it does. Exclusions (eviction,
-// a kind the cluster does not serve) are checked first: they hold whatever
+// rejection is why c does not fit: a reason, or the taint it does not
+// tolerate (put into words by taintReason); neither if it fits. matches
+// is whether the placement's affinity matches c. Exclusions (eviction, a
+// kind the cluster does not serve) are checked first: they hold whatever
 // else does. Affinity comes next: it is the user's stated intent, so it is
 // the clearer reason than a taint.
-func rejection(m *affinityMatcher, tolerations []corev1.Toleration, c *v1alpha1.Cluster, placed map[string]bool, excluded map[string]string) string {
+func rejection(matches bool, tolerations []corev1.Toleration, c *v1alpha1.Cluster, placed map[string]bool, excluded map[string]string) (string, *corev1.Taint) {
 	if reason, ok := excluded[c.Name]; ok {
-		return reason
+		return reason, nil
 	}
-	if !m.matches(c) {
-		return reasonAffinity
+	if !matches {
+		return reasonAffinity, nil
 	}
-	if placed[c.Name] {
-		return ""
+	if len(c.Spec.Taints) == 0 || placed[c.Name] {
+		return "", nil
 	}
-	if t := untoleratedTaint(c.Spec.Taints, tolerations); t != nil {
-		return taintReason(t)
-	}
-	return ""
+	return "", untoleratedTaint(c.Spec.Taints, tolerations)
 }
 
 // exclusions maps the clusters that are no candidates whatever the
