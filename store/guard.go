@@ -33,6 +33,11 @@ const (
 	defaultDefragFreeRatio  = 0.5
 	defaultMinDefragFree    = 64 << 20
 	defaultMinDefragBetween = 10 * time.Minute
+	// resumeFraction: once refusing, agent writes are allowed again only
+	// below this fraction of the threshold. bbolt's in-use figure moves by
+	// a few pages from one check to the next, so without a margin a store
+	// at the threshold flips every check (and says so each time).
+	resumeFraction = 0.8
 )
 
 // GuardConfig tunes the store guard.
@@ -188,13 +193,30 @@ func (g *Guard) check(ctx context.Context) error {
 	default:
 		g.defragment(ctx, statuses, false)
 	}
-	why := fmt.Sprintf("store holds %d MiB, agent writes stop above %d MiB (%.0f %% of the %d MiB quota)", inUse>>20, limit>>20, g.cfg.AgentThreshold*100, g.cfg.Quota>>20)
+	why := fmt.Sprintf("store holds %d MiB, agent writes stop above %d MiB (%.0f %% of the %d MiB quota) and resume below %d MiB",
+		inUse>>20, limit>>20, g.cfg.AgentThreshold*100, g.cfg.Quota>>20, resumeBelow(limit)>>20)
 	if len(noSpace) > 0 {
 		why = "etcd raised its NOSPACE alarm: " + why
 	}
-	g.setRefusing(!fits || len(noSpace) > 0, why)
+	g.setRefusing(refuseAgents(g.refusing.Load(), inUse, limit, len(noSpace) > 0), why)
 	return errors.Join(errs...)
 }
+
+// refuseAgents decides whether agent-driven writes are refused: always
+// while NOSPACE is raised; at or above limit bytes in use; and, once
+// refusing, until the store holds less than resumeBelow(limit).
+func refuseAgents(refusing bool, inUse, limit int64, noSpace bool) bool {
+	switch {
+	case noSpace || inUse >= limit:
+		return true
+	case refusing:
+		return inUse >= resumeBelow(limit)
+	default:
+		return false
+	}
+}
+
+func resumeBelow(limit int64) int64 { return int64(float64(limit) * resumeFraction) }
 
 func (g *Guard) setRefusing(refusing bool, why string) {
 	if g.refusing.Swap(refusing) == refusing {

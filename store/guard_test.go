@@ -80,3 +80,26 @@ func TestGuardRefusesAndRecovers(t *testing.T) {
 		t.Errorf("refusing changed %v, want [true false]", changes)
 	}
 }
+
+func TestRefuseAgents(t *testing.T) {
+	const limit = 100 << 20
+	tests := []struct {
+		name              string
+		refusing, noSpace bool
+		inUse             int64
+		want              bool
+	}{
+		{name: "below the limit", inUse: limit - 1, want: false},
+		{name: "at the limit", inUse: limit, want: true},
+		{name: "NOSPACE with room", inUse: 1, noSpace: true, want: true},
+		{name: "refusing, just under the limit", refusing: true, inUse: limit - 1, want: true},
+		{name: "refusing, at the resume mark", refusing: true, inUse: resumeBelow(limit), want: true},
+		{name: "refusing, under the resume mark", refusing: true, inUse: resumeBelow(limit) - 1, want: false},
+		{name: "refusing, NOSPACE under the resume mark", refusing: true, noSpace: true, inUse: 1, want: true},
+	}
+	for _, tt := range tests {
+		if got := refuseAgents(tt.refusing, tt.inUse, limit, tt.noSpace); got != tt.want {
+			t.Errorf("%s: refuseAgents(refusing=%v, inUse=%d, noSpace=%v) = %v, want %v", tt.name, tt.refusing, tt.inUse, tt.noSpace, got, tt.want)
+		}
+	}
+}
