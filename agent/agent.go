@@ -14,6 +14,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/agent/work"
 	"github.com/flotilla-io/flotilla/protocol"
+	"github.com/flotilla-io/flotilla/transport"
 )
 
 // Agent keeps one member cluster connected to the hub.
@@ -36,6 +37,8 @@ type Agent struct {
 	joinTimeout time.Duration
 	// rotation schedules certificate renewals (rotate.go).
 	rotation rotation
+	// transports picks the transport of each dial (Run's goroutine only).
+	transports transportChooser
 }
 
 // New checks cfg, makes the member cluster clients, reads the credentials
@@ -128,6 +131,7 @@ func newAgent(cfg Config, tlsConf *tls.Config, clients kubeClients, probe health
 
 		joinTimeout: joinAttemptTimeout,
 		rotation:    newRotation(),
+		transports:  transportChooser{mode: cfg.Transport, retry: cfg.QUICRetryInterval},
 	}, nil
 }
 
@@ -165,11 +169,26 @@ func (a *Agent) Run(ctx context.Context) error {
 	})
 	wg.Go(func() { a.capacity.run(ctx) })
 	b := newBackoff(backoffInitial, backoffMax, a.jitter)
+	var next *dialed // a connection a session found for the next one
 	for {
-		welcomedAt, err := a.runSession(ctx)
+		welcomedAt, err := a.runSession(ctx, next)
+		next = nil
+		var back *quicBackError
+		if errors.As(err, &back) {
+			next = back.next
+		}
 		if ctx.Err() != nil {
+			if next != nil {
+				next.conn.CloseWithError(protocol.CloseNormal, shutdownReason)
+				next.release()
+			}
 			a.log.Info("agent stopped")
 			return nil
+		}
+		if next != nil {
+			a.transports.connected(transport.QUIC, nil, a.clock.Now())
+			b.Reset()
+			continue // at once, on the new connection
 		}
 		if errors.Is(err, errRotated) {
 			a.log.Info("reconnecting with the renewed certificate")

@@ -30,6 +30,18 @@ const maxLeaseDuration = time.Hour
 type Config struct {
 	// Hub is the hub's QUIC address, host:port (UDP).
 	Hub string
+	// Transport is auto (default: QUIC, falling back to the WebSocket over
+	// TCP when QUIC gets no answer), quic or websocket.
+	Transport string
+	// HubWebSocket is the hub's TCP address for the WebSocket fallback,
+	// host:port (default: Hub's, the same port on TCP).
+	HubWebSocket string
+	// QUICFallbackAfter is how long a QUIC dial may go unanswered before
+	// auto tries the WebSocket (default 5s).
+	QUICFallbackAfter time.Duration
+	// QUICRetryInterval is how often a session on the fallback tries QUIC
+	// again, and moves to it when it connects (default 1m).
+	QUICRetryInterval time.Duration
 	// ClusterName is this member cluster's name, a DNS-1123 subdomain. The
 	// client certificate must be issued for it.
 	ClusterName string
@@ -132,6 +144,18 @@ func (cfg Config) withDefaults() Config {
 	if cfg.StatusInterval == 0 {
 		cfg.StatusInterval = DefaultStatusInterval
 	}
+	if cfg.Transport == "" {
+		cfg.Transport = TransportAuto
+	}
+	if cfg.HubWebSocket == "" {
+		cfg.HubWebSocket = cfg.Hub
+	}
+	if cfg.QUICFallbackAfter == 0 {
+		cfg.QUICFallbackAfter = DefaultQUICFallbackAfter
+	}
+	if cfg.QUICRetryInterval == 0 {
+		cfg.QUICRetryInterval = DefaultQUICRetryInterval
+	}
 	if cfg.SystemNamespace == "" {
 		cfg.SystemNamespace = work.DefaultSystemNamespace
 	}
@@ -172,6 +196,19 @@ func (cfg Config) validate() error {
 	var errs []error
 	if err := validateHub(cfg.Hub); err != nil {
 		errs = append(errs, err)
+	}
+	switch cfg.Transport {
+	case TransportAuto, TransportQUIC, TransportWebSocket:
+	default:
+		errs = append(errs, fmt.Errorf("transport %q: want %s, %s or %s", cfg.Transport, TransportAuto, TransportQUIC, TransportWebSocket))
+	}
+	if cfg.HubWebSocket != cfg.Hub {
+		if err := validateHub(cfg.HubWebSocket); err != nil {
+			errs = append(errs, fmt.Errorf("WebSocket %w", err))
+		}
+	}
+	if cfg.QUICFallbackAfter < 0 || cfg.QUICRetryInterval < 0 {
+		errs = append(errs, fmt.Errorf("QUIC fallback after %v, retry every %v: must be positive", cfg.QUICFallbackAfter, cfg.QUICRetryInterval))
 	}
 	if cfg.ClusterName == "" {
 		errs = append(errs, errors.New("cluster name is required"))

@@ -69,7 +69,7 @@ func (s *session) renewLoop(ctx context.Context, interval, ackTimeout time.Durat
 	var lossyUntil time.Time // renew every step until then: renewals went missing
 	for seq := uint64(1); ; {
 		now := s.agent.clock.Now()
-		packets := s.conn.ConnectionStats().PacketsReceived
+		packets := s.conn.PacketsReceived()
 		if err := s.checkAcks(now, ackTimeout, packets); err != nil {
 			return err
 		}

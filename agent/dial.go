@@ -12,22 +12,75 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/flotilla-io/flotilla/protocol"
+	"github.com/flotilla-io/flotilla/transport"
 )
 
-// dialHub connects to the hub from a UDP socket of the session's own. The
-// returned release closes the socket and waits for quic-go's reader; call it
-// once the connection is closed.
+// dialHub connects to the hub with the agent's certificate.
+func (a *Agent) dialHub(ctx context.Context) (conn transport.Conn, release func(), err error) {
+	return a.dial(ctx, a.tls, explainConnError)
+}
+
+// dial connects with the TLS configuration tlsConf on the transports the
+// chooser picks, the next one when one gets no answer; explain adds advice
+// to a failed QUIC handshake. Call release once the connection is closed.
+func (a *Agent) dial(ctx context.Context, tlsConf *tls.Config, explain func(error) error) (conn transport.Conn, release func(), err error) {
+	order := a.transports.order(a.clock.Now())
+	var failed []transport.Kind
+	var errs []error
+	for i, kind := range order {
+		attemptCtx, cancel := ctx, context.CancelFunc(func() {})
+		if kind == transport.QUIC && i < len(order)-1 {
+			// With a fallback to go to, do not wait out QUIC's handshake
+			// timeout where UDP is blocked.
+			attemptCtx, cancel = context.WithTimeout(ctx, a.cfg.QUICFallbackAfter)
+		}
+		conn, release, err = a.dialOne(attemptCtx, kind, tlsConf, explain)
+		cancel()
+		if err == nil {
+			if len(failed) > 0 {
+				a.log.Warn("connected over the fallback transport: QUIC got no answer (is UDP blocked on the way?)",
+					"transport", kind, "quicError", errs[0], "retryQUICEvery", a.cfg.QUICRetryInterval)
+			}
+			a.transports.connected(kind, failed, a.clock.Now())
+			a.cfg.metrics.dialed(kind, len(failed) > 0)
+			return conn, release, nil
+		}
+		errs = append(errs, err)
+		if i == len(order)-1 || !unanswered(ctx, err) {
+			break
+		}
+		failed = append(failed, kind)
+	}
+	if len(errs) == 1 {
+		return nil, nil, errs[0]
+	}
+	return nil, nil, fmt.Errorf("%w; then %w", errs[0], errs[1])
+}
+
+// dialOne connects over one transport.
+func (a *Agent) dialOne(ctx context.Context, kind transport.Kind, tlsConf *tls.Config, explain func(error) error) (transport.Conn, func(), error) {
+	if kind == transport.WebSocket {
+		conn, err := transport.DialWebSocket(ctx, a.cfg.HubWebSocket, tlsConf)
+		if err != nil {
+			return nil, nil, fmt.Errorf("dial hub %s over a WebSocket (TCP): %w", a.cfg.HubWebSocket, err)
+		}
+		return conn, func() {}, nil
+	}
+	conn, release, err := a.dialQUIC(ctx, tlsConf, explain)
+	if err != nil {
+		return nil, nil, err
+	}
+	return transport.FromQUIC(conn), release, nil
+}
+
+// dialQUIC connects over QUIC from a UDP socket of the session's own. The
+// returned release closes the socket and waits for quic-go's reader; call
+// it once the connection is closed.
 //
 // quic.DialAddr would do the same, but it resolves without a context (a
 // hung DNS lookup would delay shutdown) and leaks its socket when the name
 // does not resolve, once per reconnect attempt.
-func (a *Agent) dialHub(ctx context.Context) (conn *quic.Conn, release func(), err error) {
-	return a.dial(ctx, a.tls, explainConnError)
-}
-
-// dial is dialHub with the TLS configuration tlsConf; explain adds advice
-// to a failed handshake.
-func (a *Agent) dial(ctx context.Context, tlsConf *tls.Config, explain func(error) error) (conn *quic.Conn, release func(), err error) {
+func (a *Agent) dialQUIC(ctx context.Context, tlsConf *tls.Config, explain func(error) error) (conn *quic.Conn, release func(), err error) {
 	addr, err := resolveUDP(ctx, a.cfg.Hub)
 	if err != nil {
 		return nil, nil, err
@@ -44,7 +97,7 @@ func (a *Agent) dial(ctx context.Context, tlsConf *tls.Config, explain func(erro
 	conn, err = tr.Dial(ctx, addr, tlsConf, protocol.QUICConfig())
 	if err != nil {
 		release()
-		return nil, nil, fmt.Errorf("dial hub %s: %w", a.cfg.Hub, explain(err))
+		return nil, nil, fmt.Errorf("dial hub %s over QUIC: %w", a.cfg.Hub, explain(err))
 	}
 	return conn, release, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/flotilla-io/flotilla/protocol"
+	"github.com/flotilla-io/flotilla/transport"
 )
 
 // errProtocol marks a session that ended because the hub sent something
@@ -47,7 +48,8 @@ func explainConnError(err error) error {
 			"that signed the hub's certificate and that the certificate covers the --hub host: %w", alert, CAFile, err)
 	}
 	var ae *quic.ApplicationError
-	if errors.As(err, &ae) && ae.Remote {
+	var closed *transport.ClosedError
+	if errors.As(err, &ae) && ae.Remote || errors.As(err, &closed) && closed.Remote {
 		return fmt.Errorf("the hub closed the connection: %w", err)
 	}
 	var idle *quic.IdleTimeoutError

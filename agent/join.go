@@ -21,6 +21,7 @@ import (
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/internal/version"
 	"github.com/flotilla-io/flotilla/protocol"
+	"github.com/flotilla-io/flotilla/transport"
 )
 
 const (
@@ -178,8 +179,8 @@ func (a *Agent) joinOnce(ctx context.Context, pin string, req *protocol.JoinRequ
 
 // checkHubName warns when the hub's certificate does not cover the --hub
 // host: a join trusts the pin alone, but sessions check the name.
-func (a *Agent) checkHubName(conn *quic.Conn) {
-	certs := conn.ConnectionState().TLS.PeerCertificates
+func (a *Agent) checkHubName(conn transport.Conn) {
+	certs := conn.TLS().PeerCertificates
 	host, _, err := net.SplitHostPort(a.cfg.Hub)
 	if err != nil || len(certs) == 0 {
 		return

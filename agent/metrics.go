@@ -13,6 +13,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/agent/work"
 	"github.com/flotilla-io/flotilla/protocol"
+	"github.com/flotilla-io/flotilla/transport"
 )
 
 // Reasons a hub session ended, the label of
@@ -26,6 +27,7 @@ const (
 	endProtocol = "protocol"      // the hub broke the protocol
 	endLost     = "connection"    // the connection failed or went quiet
 	endNoLease  = "lease-timeout" // no lease acknowledgement for a whole lease
+	endToQUIC   = "moved-to-quic" // a session on the fallback moved to QUIC
 )
 
 // metrics are the agent's Prometheus metrics, in a registry of their own
@@ -47,6 +49,9 @@ type metrics struct {
 	applyFailures  prometheus.Counter
 	leader         prometheus.Gauge
 	leaderElection prometheus.Gauge
+	transport      *prometheus.GaugeVec
+	fallbacks      prometheus.Counter
+	quicProbes     *prometheus.CounterVec
 
 	works atomic.Pointer[work.Engine] // for the fenced Works gauge
 }
@@ -59,7 +64,7 @@ func newMetrics() *metrics {
 		sessionStarts: prometheus.NewCounter(prometheus.CounterOpts{Name: "flotilla_agent_hub_session_starts_total",
 			Help: "Hub sessions the hub welcomed."}),
 		sessionEnds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flotilla_agent_hub_session_ends_total",
-			Help: "Welcomed hub sessions that ended, by reason: shutdown, goaway, refused, rotated, fenced, protocol, connection, lease-timeout."},
+			Help: "Welcomed hub sessions that ended, by reason: shutdown, goaway, refused, rotated, fenced, protocol, connection, lease-timeout, moved-to-quic."},
 			[]string{"reason"}),
 		renewalRTT: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "flotilla_agent_lease_renewal_rtt_seconds",
 			Help:    "Round-trip time of acknowledged lease renewals, from sending LeaseRenew to reading its LeaseAck.",
@@ -81,13 +86,25 @@ func newMetrics() *metrics {
 		leaderElection: prometheus.NewGauge(prometheus.GaugeOpts{Name: "flotilla_agent_leader_election_enabled",
 			Help: "1 if the agent runs with --leader-elect."}),
 	}
+	m.transport = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flotilla_agent_hub_transport",
+		Help: "1 for the transport of the welcomed hub session (quic, or websocket: the fallback over TCP), 0 for the other."}, []string{"transport"})
+	m.fallbacks = prometheus.NewCounter(prometheus.CounterOpts{Name: "flotilla_agent_transport_fallbacks_total",
+		Help: "Connections to the hub made over the WebSocket fallback because QUIC got no answer."})
+	m.quicProbes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flotilla_agent_quic_probes_total",
+		Help: "Tries of QUIC from a session on the WebSocket fallback, by result: connected (the session moved to QUIC) or failed."}, []string{"result"})
+	for _, kind := range []transport.Kind{transport.QUIC, transport.WebSocket} {
+		m.transport.WithLabelValues(string(kind))
+	}
+	for _, result := range []string{probeConnected, probeFailed} {
+		m.quicProbes.WithLabelValues(result)
+	}
 	fenced := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "flotilla_agent_fenced_works",
 		Help: "Works whose workloads the agent stopped because it was cut off from the hub."}, m.fencedWorks)
 	for _, transport := range []string{transportDatagram, transportStream} {
 		m.renewalsSent.WithLabelValues(transport) // a series from the start
 	}
 	m.registry.MustRegister(m.connected, m.sessionStarts, m.sessionEnds, m.renewalRTT, m.renewalsSent, m.renewalRetries, m.applyDuration,
-		m.applies, m.applyFailures, m.leader, m.leaderElection, fenced,
+		m.applies, m.applyFailures, m.leader, m.leaderElection, m.transport, m.fallbacks, m.quicProbes, fenced,
 		clientGo.latency, clientGo.results,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	registerClientGoMetrics()
@@ -120,14 +137,32 @@ func (m *metrics) fencedWorks() float64 {
 	return float64(n)
 }
 
+// Results of a QUIC probe, the label of flotilla_agent_quic_probes_total.
+const (
+	probeConnected = "connected"
+	probeFailed    = "failed"
+)
+
+// dialed counts a connection made, over the fallback or not.
+func (m *metrics) dialed(kind transport.Kind, fellBack bool) {
+	if fellBack && kind == transport.WebSocket {
+		m.fallbacks.Inc()
+	}
+}
+
 // sessionStarted and sessionEnded follow a welcomed session.
-func (m *metrics) sessionStarted() {
+func (m *metrics) sessionStarted(kind transport.Kind) {
 	m.sessionStarts.Inc()
 	m.connected.Set(1)
+	m.transport.WithLabelValues(string(kind)).Set(1)
 }
 
 func (m *metrics) sessionEnded(err error) {
 	m.connected.Set(0)
+	m.transport.Reset()
+	for _, kind := range []transport.Kind{transport.QUIC, transport.WebSocket} {
+		m.transport.WithLabelValues(string(kind))
+	}
 	m.sessionEnds.WithLabelValues(endReason(err)).Inc()
 }
 
@@ -141,6 +176,8 @@ func endReason(err error) string {
 		return endShutdown
 	case errors.Is(err, errRotated):
 		return endRotated
+	case errors.As(err, new(*quicBackError)):
+		return endToQUIC
 	case errors.Is(err, errFencedWhileConnected):
 		return endFenced
 	case errors.Is(err, errNoLeaseAck):

@@ -146,8 +146,8 @@ func (s *session) requestRenewal(ctx context.Context, csr []byte) (*protocol.Cer
 		return nil, fmt.Errorf("open a renew stream: %w", explainConnError(err))
 	}
 	stop := context.AfterFunc(ctx, func() {
-		str.CancelRead(0)
-		str.CancelWrite(0)
+		str.CancelRead()
+		str.CancelWrite()
 	})
 	defer stop()
 	if err := protocol.WriteStreamKind(str, protocol.StreamRenew); err != nil {

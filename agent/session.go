@@ -9,9 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
 	"github.com/flotilla-io/flotilla/protocol"
+	"github.com/flotilla-io/flotilla/transport"
 )
 
 const (
@@ -31,11 +30,11 @@ const (
 // session is one connection to the hub.
 type session struct {
 	agent *Agent
-	conn  *quic.Conn
+	conn  transport.Conn
 	log   *slog.Logger
 
 	controlMu sync.Mutex // serialises writes on control
-	control   *quic.Stream
+	control   transport.Stream
 	reader    *protocol.Reader // read only by the handshake, then readControl
 	pending   pendingRenewals
 	// renewEvery is the renew interval of the welcomed session.
@@ -44,16 +43,32 @@ type session struct {
 	datagrams bool
 }
 
-// runSession dials the hub and serves one session until it ends. welcomedAt
-// is when the hub welcomed the agent, zero if it never did.
-func (a *Agent) runSession(ctx context.Context) (welcomedAt time.Time, err error) {
-	conn, release, err := a.dialHub(ctx)
-	if err != nil {
-		return time.Time{}, err
+// dialed is a connection made before its session: a QUIC connection a
+// session on the fallback found (see quicProbeLoop).
+type dialed struct {
+	conn    transport.Conn
+	release func()
+}
+
+// runSession serves one session until it ends, on pre if not nil, else on
+// a new connection. welcomedAt is when the hub welcomed it, zero if it
+// never did.
+func (a *Agent) runSession(ctx context.Context, pre *dialed) (welcomedAt time.Time, err error) {
+	if pre == nil {
+		conn, release, err := a.dialHub(ctx)
+		if err != nil {
+			return time.Time{}, err
+		}
+		pre = &dialed{conn: conn, release: release}
 	}
+	conn := pre.conn
 	// Every path below closes conn (abort, goAway) before release runs.
-	defer release()
-	s := &session{agent: a, conn: conn, log: a.log.With("hub", a.cfg.Hub)}
+	defer pre.release()
+	hub := a.cfg.Hub
+	if conn.Kind() == transport.WebSocket {
+		hub = a.cfg.HubWebSocket
+	}
+	s := &session{agent: a, conn: conn, log: a.log.With("hub", hub, "transport", conn.Kind())}
 	welcome, err := s.handshake(ctx)
 	if err != nil {
 		s.abort(err)
@@ -66,7 +81,7 @@ func (a *Agent) runSession(ctx context.Context) (welcomedAt time.Time, err error
 		st.Connected, st.HubID, st.ConnectedSince = true, welcome.HubID, welcomedAt
 	})
 	defer a.stats.update(func(st *Stats) { st.Connected = false })
-	a.cfg.metrics.sessionStarted()
+	a.cfg.metrics.sessionStarted(conn.Kind())
 	err = s.serve(ctx, welcome)
 	a.cfg.metrics.sessionEnded(err)
 	return welcomedAt, err
@@ -153,7 +168,7 @@ func (s *session) serve(ctx context.Context, welcome *protocol.Welcome) error {
 	s.renewEvery = renewInterval(welcome, s.agent.cfg.LeaseDuration)
 	// The welcome is an answer from the hub: fencing counts from here.
 	s.agent.works.Contact(s.agent.clock.Now(), s.renewEvery)
-	s.datagrams = s.conn.ConnectionState().SupportsDatagrams.Remote
+	s.datagrams = s.conn.Datagrams()
 	errc := make(chan error, 6) // one per goroutine: none blocks on it
 	readerDone := make(chan struct{})
 	var wg sync.WaitGroup
@@ -169,23 +184,32 @@ func (s *session) serve(ctx context.Context, welcome *protocol.Welcome) error {
 	if s.datagrams {
 		wg.Go(func() { errc <- s.readDatagrams(loopCtx) })
 	}
+	if s.conn.Kind() != transport.QUIC && s.agent.cfg.Transport == TransportAuto {
+		wg.Go(func() { errc <- s.quicProbeLoop(loopCtx) })
+	}
 
 	var err error
+	var back *quicBackError
 	select {
 	case <-ctx.Done():
 		stopLoops()
-		s.goAway(readerDone)
+		s.goAway(readerDone, shutdownReason)
 	case err = <-errc:
 		stopLoops()
-		s.abort(err)
+		if errors.As(err, &back) {
+			s.goAway(readerDone, movingToQUIC)
+		} else {
+			s.abort(err)
+		}
 	}
 	wg.Wait()
 	return err
 }
 
-// goAway tells the hub the agent is leaving and closes the connection.
-func (s *session) goAway(readerDone <-chan struct{}) {
-	err := s.closeControl(&protocol.GoAway{Reason: shutdownReason})
+// goAway tells the hub the agent is leaving, for reason, and closes the
+// connection.
+func (s *session) goAway(readerDone <-chan struct{}, reason string) {
+	err := s.closeControl(&protocol.GoAway{Reason: reason})
 	if err != nil {
 		s.log.Debug("cannot send GoAway", "err", err)
 	} else {
@@ -197,8 +221,8 @@ func (s *session) goAway(readerDone <-chan struct{}) {
 		}
 		t.Stop()
 	}
-	s.conn.CloseWithError(protocol.CloseNormal, shutdownReason)
-	s.log.Info("disconnected from the hub", "reason", shutdownReason)
+	s.conn.CloseWithError(protocol.CloseNormal, reason)
+	s.log.Info("disconnected from the hub", "reason", reason)
 }
 
 // abort closes the connection after err ended the session, first telling a
@@ -239,7 +263,7 @@ func (s *session) writeControl(m protocol.Message, timeout time.Duration) error 
 }
 
 // writeFrame writes m on str, giving up after timeout.
-func writeFrame(str *quic.Stream, m protocol.Message, timeout time.Duration) error {
+func writeFrame(str transport.Stream, m protocol.Message, timeout time.Duration) error {
 	if err := str.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
 		return fmt.Errorf("set write deadline: %w", err)
 	}

@@ -256,7 +256,7 @@ func TestHandshakeAnswers(t *testing.T) {
 			a := newTestAgent(t, p, hub.addr(), fakeCluster(1), healthy)
 			ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
 			defer cancel()
-			welcomedAt, err := a.runSession(ctx)
+			welcomedAt, err := a.runSession(ctx, nil)
 			if err == nil || !welcomedAt.IsZero() || !tc.check(err) {
 				t.Errorf("runSession = %v, %v; want an unwelcomed session and a matching error", welcomedAt, err)
 			}
@@ -310,7 +310,7 @@ func TestSessionTLSFailures(t *testing.T) {
 			a := newFakeAgent(t, cfg, tlsConf, fakeCluster(1), healthy)
 			ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
 			defer cancel()
-			_, err = a.runSession(ctx)
+			_, err = a.runSession(ctx, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("runSession error = %v, want one containing %q", err, tc.want)
 			}

@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/quic-go/quic-go"
-
 	"github.com/flotilla-io/flotilla/protocol"
+	"github.com/flotilla-io/flotilla/transport"
 )
 
 // statusLoop opens the status stream and reports cluster status at once and
@@ -40,7 +39,7 @@ func (s *session) statusLoop(ctx context.Context) error {
 
 // report collects one cluster status and sends it on str. The served APIs
 // go along only when the hub of this session does not have them yet.
-func (s *session) report(ctx context.Context, str *quic.Stream, sentAPIs *string) error {
+func (s *session) report(ctx context.Context, str transport.Stream, sentAPIs *string) error {
 	status := s.agent.status.collect(ctx)
 	if ctx.Err() != nil {
 		return nil

@@ -7,10 +7,9 @@ import (
 	"io"
 	"sync"
 
-	"github.com/quic-go/quic-go"
-
 	"github.com/flotilla-io/flotilla/agent/work"
 	"github.com/flotilla-io/flotilla/protocol"
+	"github.com/flotilla-io/flotilla/transport"
 )
 
 // workLoop opens the work stream, tells the hub which Works the agent holds
@@ -55,7 +54,7 @@ func (s *session) workLoop(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { readErr <- s.readWork(protocol.NewReader(str, protocol.MaxWorkFrameSize)) })
 	err = s.forwardWork(ctx, str, feed, readErr, fenced)
-	str.CancelRead(0) // ends readWork if it still reads
+	str.CancelRead() // ends readWork if it still reads
 	wg.Wait()
 	return err
 }
@@ -67,7 +66,7 @@ var errFencedWhileConnected = errors.New("a Work was fenced while the hub's ackn
 
 // forwardWork sends the engine's messages until ctx ends, reading fails or
 // a Work is fenced.
-func (s *session) forwardWork(ctx context.Context, str *quic.Stream, feed *work.Feed, readErr <-chan error, fenced <-chan struct{}) error {
+func (s *session) forwardWork(ctx context.Context, str transport.Stream, feed *work.Feed, readErr <-chan error, fenced <-chan struct{}) error {
 	for {
 		for m, ok := feed.Pop(); ok; m, ok = feed.Pop() {
 			if err := s.sendWork(str, m); err != nil {
@@ -89,7 +88,7 @@ func (s *session) forwardWork(ctx context.Context, str *quic.Stream, feed *work.
 // sendWork writes one message on the work stream. A message that breaks
 // the protocol's limits is logged and dropped rather than have the hub end
 // the session over it.
-func (s *session) sendWork(str *quic.Stream, m protocol.Message) error {
+func (s *session) sendWork(str transport.Stream, m protocol.Message) error {
 	if v, ok := m.(interface{ Validate() error }); ok {
 		if err := v.Validate(); err != nil {
 			s.log.Error("not sending an invalid work message", "type", m.Type(), "err", err)

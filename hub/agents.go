@@ -19,6 +19,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/health"
 	"github.com/flotilla-io/flotilla/hub/join"
 	"github.com/flotilla-io/flotilla/protocol"
+	"github.com/flotilla-io/flotilla/transport"
 )
 
 // helloTimeout bounds how long a new connection may take to say hello.
@@ -55,9 +56,9 @@ type agentSession struct {
 	cluster string
 	remote  string
 	serial  *big.Int // of the client certificate
-	conn    *quic.Conn
+	conn    transport.Conn
 	writeMu sync.Mutex // serialises writes on the control stream
-	control *quic.Stream
+	control transport.Stream
 	// statusStreamOpened, workStreamOpened: one of each per session.
 	statusStreamOpened atomic.Bool
 	workStreamOpened   atomic.Bool
@@ -76,9 +77,15 @@ func newAgentServer(registry *Registry, d *dispatch.Dispatcher, joins *join.Cont
 		limits: defaultSessionLimits()}
 }
 
+// acceptor hands out agent connections: a QUIC listener's, or the
+// WebSocket fallback's.
+type acceptor interface {
+	Accept(ctx context.Context) (transport.Conn, error)
+}
+
 // serve accepts connections until ctx ends, then says goodbye to every
 // agent. It returns once all connection handlers have finished.
-func (s *agentServer) serve(ctx context.Context, ln *quic.Listener) {
+func (s *agentServer) serve(ctx context.Context, ln acceptor) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -156,9 +163,9 @@ func (sess *agentSession) write(m protocol.Message) error {
 }
 
 // handle runs one connection from handshake to close.
-func (s *agentServer) handle(ctx context.Context, conn *quic.Conn) {
+func (s *agentServer) handle(ctx context.Context, conn transport.Conn) {
 	remote := conn.RemoteAddr().String()
-	if conn.ConnectionState().TLS.NegotiatedProtocol == protocol.JoinALPN {
+	if conn.TLS().NegotiatedProtocol == protocol.JoinALPN {
 		ip := sourceIP(conn.RemoteAddr())
 		if ok, wait := s.joinLimit.allow(ip, time.Now()); !ok {
 			s.refuseJoin(ctx, conn, ip, wait)
@@ -167,10 +174,10 @@ func (s *agentServer) handle(ctx context.Context, conn *quic.Conn) {
 		s.joins.Serve(ctx, conn) // an agent without a certificate yet
 		return
 	}
-	cluster, err := protocol.ClusterFromConnectionState(conn.ConnectionState().TLS)
+	cluster, err := protocol.ClusterFromConnectionState(conn.TLS())
 	var serial *big.Int
 	if err == nil {
-		serial = conn.ConnectionState().TLS.VerifiedChains[0][0].SerialNumber
+		serial = conn.TLS().VerifiedChains[0][0].SerialNumber
 		err = s.registry.CheckCertificate(ctx, cluster, serial)
 	}
 	if err != nil {
@@ -192,7 +199,7 @@ func (s *agentServer) handle(ctx context.Context, conn *quic.Conn) {
 	sessionCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { s.acceptStreams(sessionCtx, sess) })
-	if conn.ConnectionState().SupportsDatagrams.Remote {
+	if conn.Datagrams() {
 		wg.Go(func() { s.datagramLoop(sessionCtx, sess, remote) })
 	}
 
@@ -208,7 +215,7 @@ func (s *agentServer) handle(ctx context.Context, conn *quic.Conn) {
 
 // greet reads the hello on the first stream, registers the session and
 // answers welcome.
-func (s *agentServer) greet(ctx context.Context, conn *quic.Conn, cluster string, serial *big.Int, remote string) (*agentSession, *protocol.Reader, error) {
+func (s *agentServer) greet(ctx context.Context, conn transport.Conn, cluster string, serial *big.Int, remote string) (*agentSession, *protocol.Reader, error) {
 	helloCtx, cancel := context.WithTimeout(ctx, helloTimeout)
 	defer cancel()
 	stream, err := conn.AcceptStream(helloCtx)
@@ -300,7 +307,7 @@ func readHello(reader *protocol.Reader, cluster string) (*protocol.Hello, error)
 
 // reject tells the peer why (as an Error message if there is a stream to
 // send it on), closes the connection and logs.
-func (s *agentServer) reject(conn *quic.Conn, stream *quic.Stream, remote string, closeCode quic.ApplicationErrorCode, code string, cause error) {
+func (s *agentServer) reject(conn transport.Conn, stream transport.Stream, remote string, closeCode quic.ApplicationErrorCode, code string, cause error) {
 	s.rejected.Add(1)
 	message := cause.Error()
 	var peerErr *protocol.Error
@@ -375,8 +382,9 @@ func (s *agentServer) renewLease(sess *agentSession, remote string, m *protocol.
 func (s *agentServer) endOnReadError(sess *agentSession, remote string, err error) string {
 	var appErr *quic.ApplicationError
 	var idleErr *quic.IdleTimeoutError
+	var closedErr *transport.ClosedError
 	switch {
-	case errors.Is(err, io.EOF), errors.As(err, &appErr), errors.As(err, &idleErr):
+	case errors.Is(err, io.EOF), errors.As(err, &appErr), errors.As(err, &idleErr), errors.As(err, &closedErr):
 		_ = sess.conn.CloseWithError(protocol.CloseNormal, "stream closed")
 		return "connection closed: " + err.Error()
 	case errors.Is(err, protocol.ErrFrameTooLarge), errors.Is(err, protocol.ErrBadPayload),
@@ -405,7 +413,7 @@ func (s *agentServer) acceptStreams(ctx context.Context, sess *agentSession) {
 
 // serveStream serves one stream the agent opened: its status reports or
 // its Works.
-func (s *agentServer) serveStream(ctx context.Context, sess *agentSession, stream *quic.Stream) {
+func (s *agentServer) serveStream(ctx context.Context, sess *agentSession, stream transport.Stream) {
 	remote := sess.conn.RemoteAddr().String()
 	kind, err := protocol.ReadStreamKind(stream)
 	switch {
@@ -456,7 +464,7 @@ func (s *agentServer) serveStream(ctx context.Context, sess *agentSession, strea
 
 // serveWorkStream hands the work stream to the dispatcher; when it fails,
 // the session ends, so the agent reconnects and resyncs.
-func (s *agentServer) serveWorkStream(ctx context.Context, sess *agentSession, stream *quic.Stream) {
+func (s *agentServer) serveWorkStream(ctx context.Context, sess *agentSession, stream transport.Stream) {
 	err := s.dispatch.Serve(ctx, sess.cluster, stream)
 	if err == nil || sess.conn.Context().Err() != nil {
 		return

@@ -7,9 +7,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
 	"github.com/flotilla-io/flotilla/protocol"
+	"github.com/flotilla-io/flotilla/transport"
 )
 
 // renewRequestTimeout bounds how long an agent may take to send its renewal
@@ -19,7 +18,7 @@ const renewRequestTimeout = 10 * time.Second
 // serveRenew answers one certificate renewal on an established session:
 // one CertificateRenewRequest, one answer, for the session's own cluster
 // (the certificate it connected with is the proof), one at a time.
-func (s *agentServer) serveRenew(ctx context.Context, sess *agentSession, stream *quic.Stream) {
+func (s *agentServer) serveRenew(ctx context.Context, sess *agentSession, stream transport.Stream) {
 	remote := sess.conn.RemoteAddr().String()
 	_ = stream.SetReadDeadline(time.Now().Add(renewRequestTimeout)) // the network's clock
 	m, err := protocol.NewAgentReader(stream).ReadMessage()

@@ -40,6 +40,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/templates"
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/store"
+	"github.com/flotilla-io/flotilla/transport"
 )
 
 // Config is everything the hub needs to run.
@@ -54,6 +55,10 @@ type Config struct {
 	// for join commands; empty: this host's name (or QUICAddr's IP, if
 	// it names one) and the bound port.
 	AgentAddress string
+	// WebSocketAddr is the TCP address of the WebSocket fallback for
+	// agents whose UDP is blocked; empty: QUIC's port, on TCP (if free);
+	// WebSocketOff: none.
+	WebSocketAddr string
 	// HTTPAddr serves the dashboard, /livez, /readyz, /healthz, /metrics
 	// and /debug/stats.
 	HTTPAddr string
@@ -206,16 +211,23 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	if err := publishJoinInfo(ctx, clients.Kube, cfg.AgentAddress, udpConn.LocalAddr(), hubCA.Cert); err != nil {
 		return err
 	}
-	transport := &quic.Transport{Conn: udpConn, StatelessResetKey: resetKey}
-	defer transport.Close()
+	quicTransport := &quic.Transport{Conn: udpConn, StatelessResetKey: resetKey}
+	defer quicTransport.Close()
 	quicConf := protocol.QUICConfig()
 	// An agent needs a control and a status stream (Work streams later);
 	// a low limit bounds what one connection can make the hub buffer.
 	quicConf.MaxIncomingStreams = 8
 	quicConf.MaxIncomingUniStreams = -1
-	ln, err := transport.Listen(protocol.ServerTLSConfig(cert, ca.Pool(hubCA)), quicConf)
+	ln, err := quicTransport.Listen(protocol.ServerTLSConfig(cert, ca.Pool(hubCA)), quicConf)
 	if err != nil {
 		return fmt.Errorf("listen for agents on %s (UDP): %w", cfg.QUICAddr, err)
+	}
+	agentsCtx, stopAgents := context.WithCancel(ctx)
+	defer stopAgents()
+	wsLn, err := listenWebSocket(agentsCtx, cfg.WebSocketAddr, udpConn.LocalAddr(), cert, ca.Pool(hubCA), logger)
+	if err != nil {
+		ln.Close()
+		return err
 	}
 	httpLn, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -278,8 +290,6 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	httpServer := &http.Server{Handler: httpAPI.handler(), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 
-	agentsCtx, stopAgents := context.WithCancel(ctx)
-	defer stopAgents()
 	agentsDone := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { registry.Run(registryCtx) })
@@ -291,14 +301,27 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		wg.Go(func() { c.Run(ctx, workers) })
 	}
 	quicServing.Store(true)
-	wg.Go(func() { agents.serve(agentsCtx, ln); quicServing.Store(false); close(agentsDone) })
+	wg.Go(func() {
+		agents.serve(agentsCtx, transport.QUICListener{Listener: ln})
+		quicServing.Store(false)
+		close(agentsDone)
+	})
+	wsAddr := "off"
+	wsDone := make(chan struct{})
+	if wsLn != nil {
+		wsAddr = wsLn.Addr().String()
+		wg.Go(func() { wsLn.serve(logger) })
+		wg.Go(func() { agents.serve(agentsCtx, wsLn); close(wsDone) })
+	} else {
+		close(wsDone)
+	}
 	if profLn != nil {
 		wg.Go(func() { serveProfiles(ctx, profLn, logger) })
 	}
 	httpErr := make(chan error, 1)
 	wg.Go(func() { httpErr <- httpServer.Serve(httpLn) })
 
-	logger.Info("hub ready", "hubID", cfg.HubID, "quic", ln.Addr().String(), "http", httpLn.Addr().String(), "api", api.URL, "kubeconfig", api.AdminKubeconfig,
+	logger.Info("hub ready", "hubID", cfg.HubID, "quic", ln.Addr().String(), "websocket", wsAddr, "http", httpLn.Addr().String(), "api", api.URL, "kubeconfig", api.AdminKubeconfig,
 		"gracePeriod", cfg.Health.GracePeriod, "evictionTimeout", cfg.Health.EvictionTimeout)
 	if ready != nil {
 		ready(ln.Addr(), httpLn.Addr())
@@ -320,7 +343,11 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	// its context ends); only then does the listener close.
 	stopAgents()
 	<-agentsDone
+	<-wsDone
 	ln.Close()
+	if wsLn != nil {
+		wsLn.close()
+	}
 	stopRegistry() // the writer's final flush runs on its way out
 	wg.Wait()
 	if errors.Is(runErr, http.ErrServerClosed) {

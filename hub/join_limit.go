@@ -7,10 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quic-go/quic-go"
 	"golang.org/x/time/rate"
 
 	"github.com/flotilla-io/flotilla/protocol"
+	"github.com/flotilla-io/flotilla/transport"
 )
 
 // Join connections are limited per source address: a join presents a
@@ -86,7 +86,7 @@ func sourceIP(addr net.Addr) string {
 // refuseJoin tells a join connection over its address's limit to come
 // back later: an Error on its join stream if it opens one at once, and
 // the close reason either way.
-func (s *agentServer) refuseJoin(ctx context.Context, conn *quic.Conn, ip string, wait time.Duration) {
+func (s *agentServer) refuseJoin(ctx context.Context, conn transport.Conn, ip string, wait time.Duration) {
 	message := fmt.Sprintf("too many join attempts from %s: try again in %v", ip, wait.Round(time.Second)+time.Second)
 	s.logger.Warn("join refused: too many attempts from this address", "remote", conn.RemoteAddr().String(), "retryIn", wait)
 	acceptCtx, cancel := context.WithTimeout(ctx, joinRefuseGrace)

@@ -48,6 +48,22 @@ func ServerTLSConfig(cert tls.Certificate, clientCAs *x509.CertPool) *tls.Config
 	return session
 }
 
+// ServerWebSocketTLSConfig is the hub's TLS configuration for agents that
+// come over TCP (the WebSocket fallback): TLS 1.3, HTTP/1.1, and a client
+// certificate verified against clientCAs if one is given. The agent
+// protocol is the WebSocket subprotocol: a session (ALPN) needs the
+// certificate, which ClusterFromConnectionState checks; a join
+// (JoinALPN) comes without one.
+func ServerWebSocketTLSConfig(cert tls.Certificate, clientCAs *x509.CertPool) *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{cert},
+		ClientCAs:    clientCAs,
+		ClientAuth:   tls.VerifyClientCertIfGiven,
+		NextProtos:   []string{"http/1.1"},
+	}
+}
+
 // JoinTLSConfig is a joining agent's TLS configuration: TLS 1.3, JoinALPN,
 // no client certificate, and the hub trusted only if its certificate chain
 // leads to a CA whose public key has the SHA-256 pin (kubeadm's CA hash:

@@ -59,6 +59,10 @@ func parseFlags(args []string, stdout io.Writer) (agent.Config, slog.Level, erro
 	fs := pflag.NewFlagSet("flotilla-agent", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are printed once, by run
 	fs.StringVar(&cfg.Hub, "hub", "", "the hub's QUIC address, HOST:PORT (UDP); HOST must match the hub's certificate")
+	fs.StringVar(&cfg.Transport, "transport", agent.TransportAuto, "how to reach the hub: auto (QUIC; where QUIC gets no answer, e.g. UDP is blocked, a WebSocket over TLS on TCP, trying QUIC again every --quic-retry-interval), quic, or websocket (honours HTTPS_PROXY)")
+	fs.StringVar(&cfg.HubWebSocket, "hub-websocket", "", "the hub's TCP address for the WebSocket, HOST:PORT (default --hub's, on TCP)")
+	fs.DurationVar(&cfg.QUICFallbackAfter, "quic-fallback-after", agent.DefaultQUICFallbackAfter, "with --transport=auto, how long a QUIC dial may go unanswered before the WebSocket is tried")
+	fs.DurationVar(&cfg.QUICRetryInterval, "quic-retry-interval", agent.DefaultQUICRetryInterval, "with --transport=auto, how often a session on the WebSocket tries QUIC again (and moves to it once it connects)")
 	fs.StringVar(&cfg.ClusterName, "cluster-name", "", "this member cluster's name (a DNS-1123 subdomain); tls.crt must be issued for it")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig of the member cluster; empty uses the in-cluster service account")
 	fs.StringVar(&cfg.CertDir, "cert-dir", "", "directory holding ca.crt, tls.crt and tls.key (see below); a join writes them there (out of a cluster; or --cert-secret)")
@@ -219,6 +223,17 @@ Joining:
   hub without that CA, stops it with the reason and a non-zero exit. After
   the join the token is not used again.
 
+Transport (--transport):
+  QUIC over UDP is preferred: lease renewals go as datagrams and never wait
+  behind lost ones. Where UDP is blocked (QUIC gets no answer within
+  --quic-fallback-after), auto dials the hub's WebSocket fallback instead:
+  TLS on TCP (--hub-websocket, default --hub's port on TCP), through
+  HTTPS_PROXY if set, the same streams multiplexed (yamux), renewals on the
+  control stream. Reconnects go straight to the WebSocket for
+  --quic-retry-interval; meanwhile the session tries QUIC every
+  --quic-retry-interval and, once it connects, says GoAway and continues on
+  QUIC at once (the lease does not lapse). Joining falls back the same way.
+
 Leader election (--leader-elect):
   Several replicas may run with the same flags; they elect a leader on the
   coordination.k8s.io Lease --leader-elect-lease-name in --system-namespace
@@ -250,6 +265,9 @@ HTTP endpoints (--http-addr, plain HTTP, no authentication):
             flotilla_agent_work_applies_total,
             flotilla_agent_work_apply_failures_total,
             flotilla_agent_fenced_works, flotilla_agent_leader,
+            flotilla_agent_hub_transport{transport},
+            flotilla_agent_transport_fallbacks_total,
+            flotilla_agent_quic_probes_total{result},
             rest_client_request_duration_seconds{verb,host},
             rest_client_requests_total{code,method,host}, Go and process
 `

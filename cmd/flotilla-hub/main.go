@@ -77,6 +77,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags.StringArrayVar(&cfg.KubeAPIServerArgs, "kube-apiserver-arg", nil, "flag passed to the embedded kube-apiserver as is, e.g. --kube-apiserver-arg=--oidc-issuer-url=https://issuer.example.com (repeatable; wins over the hub's own settings)")
 	flags.StringVar(&cfg.QUICAddr, "quic-addr", ":7443", "UDP address agents dial (QUIC, ALPN flotilla/1)")
 	flags.StringVar(&cfg.AgentAddress, "agent-address", "", "HOST:PORT agents reach --quic-addr at, printed in join commands (flotilla token create); HOST must be in the serving certificate (see --tls-san) (default this host's name, or --quic-addr's IP if it names one, and the bound port)")
+	flags.StringVar(&cfg.WebSocketAddr, "websocket-addr", "", `TCP address of the WebSocket fallback (TLS, path /flotilla/v1/agent) for agents whose UDP is blocked; "off" turns it off (default --quic-addr's port on TCP, if free)`)
 	flags.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:7080", "TCP address of the dashboard, /livez, /readyz (?verbose lists each check), /healthz and /metrics")
 	enableProfiling := flags.Bool("enable-profiling", false, "serve Go's profiling endpoints (/debug/pprof/) on --profiling-addr")
 	profilingAddr := flags.String("profiling-addr", "127.0.0.1:7081", "TCP address of the profiling endpoints, with --enable-profiling (keep it loopback: profiles show what the hub holds)")

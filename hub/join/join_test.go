@@ -27,6 +27,7 @@ import (
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/test/hubapi"
+	"github.com/flotilla-io/flotilla/transport"
 )
 
 func TestMain(m *testing.M) { os.Exit(hubapi.Main(m)) }
@@ -161,7 +162,7 @@ func TestJoinOverQUICIssuesAndRegisters(t *testing.T) {
 	defer ln.Close()
 	go func() {
 		if conn, err := ln.Accept(t.Context()); err == nil {
-			f.c.Serve(t.Context(), conn)
+			f.c.Serve(t.Context(), transport.FromQUIC(conn))
 		}
 	}()
 

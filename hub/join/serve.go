@@ -10,11 +10,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/quic-go/quic-go"
-
 	"github.com/flotilla-io/flotilla/hub/bootstrap"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/protocol"
+	"github.com/flotilla-io/flotilla/transport"
 )
 
 // requestTimeout bounds how long a join connection may take to send its
@@ -26,7 +25,7 @@ const (
 )
 
 // Serve runs one join connection: one request, one answer, then close.
-func (c *Controller) Serve(ctx context.Context, conn *quic.Conn) {
+func (c *Controller) Serve(ctx context.Context, conn transport.Conn) {
 	remote := conn.RemoteAddr().String()
 	answer, cluster, err := c.serve(ctx, conn)
 	if err != nil {
@@ -50,7 +49,7 @@ func (c *Controller) Serve(ctx context.Context, conn *quic.Conn) {
 }
 
 // serve reads the request and writes the answer it returns.
-func (c *Controller) serve(ctx context.Context, conn *quic.Conn) (protocol.Message, string, error) {
+func (c *Controller) serve(ctx context.Context, conn transport.Conn) (protocol.Message, string, error) {
 	readCtx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	str, err := conn.AcceptStream(readCtx)
