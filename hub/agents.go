@@ -269,7 +269,7 @@ func (s *agentServer) greet(ctx context.Context, conn transport.Conn, cluster st
 		_ = conn.CloseWithError(protocol.CloseProtocolError, "welcome not delivered")
 		return nil, nil, err
 	}
-	s.logger.Info("agent connected", "cluster", cluster, "remote", remote, "agentVersion", hello.AgentVersion, "session", sess.id)
+	s.logger.Info("agent connected", "cluster", cluster, "remote", remote, "transport", conn.Kind(), "agentVersion", hello.AgentVersion, "session", sess.id)
 	return sess, reader, nil
 }
 

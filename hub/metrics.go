@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/component-base/metrics/legacyregistry"
+
 	// Sets client-go's work queue metrics provider (into legacyregistry),
 	// as kube-controller-manager does; the embedded API server imports it
 	// too, and client-go takes one provider per process.
@@ -16,6 +17,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/eviction"
 	"github.com/flotilla-io/flotilla/internal/version"
+	"github.com/flotilla-io/flotilla/transport"
 )
 
 // zoneModes are the partition protection modes a zone can be in, each a
@@ -64,6 +66,17 @@ func (a *httpServer) metricsHandler() http.Handler {
 		a.agents.mu.Lock()
 		defer a.agents.mu.Unlock()
 		return float64(len(a.agents.sessions))
+	})
+	gauge("flotilla_connected_agents_websocket", "Agents connected over the WebSocket fallback (TLS on TCP): QUIC got no answer on their way, UDP is likely blocked (counted in flotilla_connected_agents too).", func() float64 {
+		a.agents.mu.Lock()
+		defer a.agents.mu.Unlock()
+		n := 0
+		for sess := range a.agents.sessions {
+			if sess.conn.Kind() == transport.WebSocket {
+				n++
+			}
+		}
+		return float64(n)
 	})
 	v := version.Get()
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "flotilla_build_info",

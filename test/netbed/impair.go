@@ -37,35 +37,59 @@ func (b *Bed) SetLoss(ctx context.Context, i int, percent float64) error {
 	if percent < 0 || percent > 100 {
 		return fmt.Errorf("netbed: loss %v%%: want 0 to 100", percent)
 	}
-	chain := lossChain(i)
+	var rule []string
+	if percent > 0 {
+		p := strconv.FormatFloat(percent/100, 'f', 4, 64)
+		rule = []string{"-m", "statistic", "--mode", "random", "--probability", p}
+	}
+	if err := b.setDropChain(ctx, i, lossChain(i), percent > 0, rule...); err != nil {
+		return fmt.Errorf("netbed: loss on edge %d: %w", i, err)
+	}
+	return nil
+}
+
+// udpChain is the router's iptables chain that blocks UDP of edge site i.
+func udpChain(i int) string { return "udp-lan" + strconv.Itoa(i) }
+
+// BlockUDP makes the router drop all UDP forwarded to or from edge site i
+// (as a firewall that lets only TCP out does), or lets it pass again.
+func (b *Bed) BlockUDP(ctx context.Context, i int, blocked bool) error {
+	if err := b.checkEdge(i); err != nil {
+		return err
+	}
+	if err := b.setDropChain(ctx, i, udpChain(i), blocked, "-p", "udp"); err != nil {
+		return fmt.Errorf("netbed: UDP on edge %d: %w", i, err)
+	}
+	return nil
+}
+
+// setDropChain makes the router's chain of edge site i hold one DROP rule
+// matching match (drop true) or none. The chain is created on first use
+// and jumped to ahead of the NAT's accept rules, for both directions of
+// the link.
+func (b *Bed) setDropChain(ctx context.Context, i int, chain string, drop bool, match ...string) error {
 	ipt := func(args ...string) error {
 		_, err := b.Router.Run(ctx, "iptables", append([]string{"-w"}, args...)...)
 		return err
 	}
 	if _, err := b.Router.Run(ctx, "iptables", "-w", "-n", "-L", chain); err != nil {
-		// First use: create the chain and jump to it ahead of the NAT's
-		// accept rules, for both directions of the link.
 		for _, args := range [][]string{
 			{"-N", chain},
 			{"-I", "FORWARD", "1", "-i", lan(i), "-j", chain},
 			{"-I", "FORWARD", "1", "-o", lan(i), "-j", chain},
 		} {
 			if err := ipt(args...); err != nil {
-				return fmt.Errorf("netbed: loss on edge %d: %w", i, err)
+				return err
 			}
 		}
 	}
 	if err := ipt("-F", chain); err != nil {
-		return fmt.Errorf("netbed: loss on edge %d: %w", i, err)
+		return err
 	}
-	if percent == 0 {
+	if !drop {
 		return nil
 	}
-	p := strconv.FormatFloat(percent/100, 'f', 4, 64)
-	if err := ipt("-A", chain, "-m", "statistic", "--mode", "random", "--probability", p, "-j", "DROP"); err != nil {
-		return fmt.Errorf("netbed: loss on edge %d: %w", i, err)
-	}
-	return nil
+	return ipt(append(append([]string{"-A", chain}, match...), "-j", "DROP")...)
 }
 
 // Dropped is how many packets the loss of edge site i has dropped since

@@ -396,3 +396,63 @@ func TestLossAndLink(t *testing.T) {
 		t.Errorf("loss on edge 3 of a two-site bed: no error")
 	}
 }
+
+// TestBlockUDP: with UDP blocked at the router, an edge site's UDP gets
+// nowhere while its TCP still does, and other sites are untouched;
+// unblocked, UDP passes again.
+func TestBlockUDP(t *testing.T) {
+	b := New(t, 2)
+	cloud, err := b.Cloud.ListenPacket(CloudAddr.String() + ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cloud.Close()
+	tcp, err := b.Cloud.Listen(CloudAddr.String() + ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	go func() {
+		for {
+			c, err := tcp.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	var edges []net.Conn
+	for _, e := range b.Edges {
+		conn, err := e.Dial(t.Context(), "udp", cloud.LocalAddr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		exchange(t, conn, cloud)
+		edges = append(edges, conn)
+	}
+	if err := b.BlockUDP(t.Context(), 1, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := send(t, edges[0], cloud, 20); got != 0 {
+		t.Errorf("UDP blocked: %d of 20 arrived", got)
+	}
+	if other := send(t, edges[1], cloud, 20); other != 20 {
+		t.Errorf("edge 2 while edge 1's UDP is blocked: %d of 20 arrived", other)
+	}
+	c, err := b.Edges[0].Dial(t.Context(), "tcp", tcp.Addr().String())
+	if err != nil {
+		t.Errorf("TCP while UDP is blocked: %v", err)
+	} else {
+		c.Close()
+	}
+	if err := b.BlockUDP(t.Context(), 1, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := send(t, edges[0], cloud, 20); got != 20 {
+		t.Errorf("UDP unblocked: %d of 20 arrived", got)
+	}
+	if err := b.BlockUDP(t.Context(), 3, true); err == nil {
+		t.Error("UDP blocked on edge 3 of a two-site bed: no error")
+	}
+}
