@@ -397,17 +397,34 @@ func (s *agentServer) endOnReadError(sess *agentSession, remote string, err erro
 	}
 }
 
+// maxSessionStreams bounds the streams of one session served at once
+// (control aside): QUIC's own limit (MaxIncomingStreams) enforces it on
+// QUIC; the WebSocket's multiplexer has none, so an agent beyond it there
+// breaks the protocol.
+const maxSessionStreams = 7
+
 // acceptStreams serves the streams the agent opens after hello: status
 // streams now, Work streams later.
 func (s *agentServer) acceptStreams(ctx context.Context, sess *agentSession) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	slots := make(chan struct{}, maxSessionStreams)
 	for {
 		stream, err := sess.conn.AcceptStream(ctx)
 		if err != nil {
 			return
 		}
-		wg.Go(func() { s.serveStream(ctx, sess, stream) })
+		select {
+		case slots <- struct{}{}:
+		default:
+			s.reject(sess.conn, sess.control, sess.remote, protocol.CloseProtocolError, protocol.CodeBadMessage,
+				fmt.Errorf("more than %d streams open at once", maxSessionStreams))
+			return
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			s.serveStream(ctx, sess, stream)
+		})
 	}
 }
 
