@@ -368,6 +368,16 @@ func TestAgentChartRender(t *testing.T) {
 		{name: "caCertHash without sha256:", sets: []string{"hub.caCertHash=" + strings.Repeat("ab", 32)}, wantErr: []string{"/hub/caCertHash"}},
 		{name: "missing cluster.name", sets: []string{"cluster.name="}, wantErr: []string{"/cluster/name"}},
 		{name: "bad bootstrap token", sets: []string{"bootstrapToken=abc"}, wantErr: []string{"/bootstrapToken"}},
+		{name: "unknown transport", sets: []string{"hub.transport=udp"}, wantErr: []string{"/hub/transport"}},
+		{name: "bad WebSocket address", sets: []string{"hub.websocketAddress=hub.example.com"}, wantErr: []string{"/hub/websocketAddress"}},
+		{name: "WebSocket only, at its own address", sets: []string{"hub.transport=websocket", "hub.websocketAddress=hub.example.com:443"}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			var d appsv1.Deployment
+			findObject(t, objs, "Deployment", "flotilla-agent", &d)
+			args := d.Spec.Template.Spec.Containers[0].Args
+			if !slices.Contains(args, "--transport=websocket") || !slices.Contains(args, "--hub-websocket=hub.example.com:443") {
+				t.Errorf("args %q, want --transport=websocket and --hub-websocket=hub.example.com:443", args)
+			}
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,27 +118,33 @@ func checkHubDataMount(t *testing.T, sts *appsv1.StatefulSet) {
 	}
 }
 
-// checkHubServices: agents dial UDP 7443, the API is TCP 6443, each to the
-// container port of that name.
+// checkHubServices: agents dial UDP 7443 (QUIC) and TCP 7443 (the
+// WebSocket fallback), the API is TCP 6443, each to the container port of
+// that name.
 func checkHubServices(t *testing.T, objs []*unstructured.Unstructured) {
 	t.Helper()
-	want := map[string]corev1.ServicePort{
-		"flotilla-hub-agents": {Name: "quic", Port: 7443, TargetPort: intstr.FromString("quic"), Protocol: corev1.ProtocolUDP},
-		"flotilla-hub":        {Name: "api", Port: 6443, TargetPort: intstr.FromString("api"), Protocol: corev1.ProtocolTCP},
+	want := map[string][]corev1.ServicePort{
+		"flotilla-hub-agents": {
+			{Name: "quic", Port: 7443, TargetPort: intstr.FromString("quic"), Protocol: corev1.ProtocolUDP},
+			{Name: "websocket", Port: 7443, TargetPort: intstr.FromString("websocket"), Protocol: corev1.ProtocolTCP},
+		},
+		"flotilla-hub": {{Name: "api", Port: 6443, TargetPort: intstr.FromString("api"), Protocol: corev1.ProtocolTCP}},
 	}
 	sts := hubStatefulSet(t, objs)
 	ports := map[string]corev1.ContainerPort{}
 	for _, p := range sts.Spec.Template.Spec.Containers[0].Ports {
 		ports[p.Name] = p
 	}
-	for name, port := range want {
+	for name, want := range want {
 		var svc corev1.Service
 		findObject(t, objs, "Service", name, &svc)
-		if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0] != port {
-			t.Errorf("Service %s ports %+v, want [%+v]", name, svc.Spec.Ports, port)
+		if diff := cmp.Diff(want, svc.Spec.Ports); diff != "" {
+			t.Errorf("Service %s ports (-want +got):\n%s", name, diff)
 		}
-		if cp, ok := ports[port.TargetPort.StrVal]; !ok || cp.Protocol != port.Protocol {
-			t.Errorf("Service %s targets container port %s: %+v", name, port.TargetPort.StrVal, cp)
+		for _, port := range want {
+			if cp, ok := ports[port.TargetPort.StrVal]; !ok || cp.Protocol != port.Protocol {
+				t.Errorf("Service %s targets container port %s: %+v", name, port.TargetPort.StrVal, cp)
+			}
 		}
 		if !cmpLabels(svc.Spec.Selector, sts.Spec.Template.Labels) {
 			t.Errorf("Service %s selects %v, the hub pod has %v", name, svc.Spec.Selector, sts.Spec.Template.Labels)
@@ -173,9 +181,9 @@ func TestHubChart(t *testing.T) {
 	}
 	// Test-only: the container shares the host's network, so its ports are
 	// free ones; agents dial the QUIC port on loopback.
-	quic, api, httpPort := freePort(t, freeport.UDP), freePort(t, freeport.TCP), freePort(t, freeport.TCP)
+	quic, websocket, api, httpPort := freePort(t, freeport.UDP), freePort(t, freeport.TCP), freePort(t, freeport.TCP), freePort(t, freeport.TCP)
 	sets := []string{
-		"ports.quic=" + strconv.Itoa(quic), "ports.api=" + strconv.Itoa(api), "ports.http=" + strconv.Itoa(httpPort),
+		"ports.quic=" + strconv.Itoa(quic), "ports.websocket=" + strconv.Itoa(websocket), "ports.api=" + strconv.Itoa(api), "ports.http=" + strconv.Itoa(httpPort),
 		"hub.agentAddress=127.0.0.1:" + strconv.Itoa(quic),
 	}
 	const namespace = "flotilla-hub"
