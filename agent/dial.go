@@ -8,8 +8,11 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"sync/atomic"
+	"time"
 
 	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/qlogwriter"
 
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/transport"
@@ -28,14 +31,13 @@ func (a *Agent) dial(ctx context.Context, tlsConf *tls.Config, explain func(erro
 	var failed []transport.Kind
 	var errs []error
 	for i, kind := range order {
-		attemptCtx, cancel := ctx, context.CancelFunc(func() {})
-		if kind == transport.QUIC && i < len(order)-1 {
-			// With a fallback to go to, do not wait out QUIC's handshake
-			// timeout where UDP is blocked.
-			attemptCtx, cancel = context.WithTimeout(ctx, a.cfg.QUICFallbackAfter)
+		// With a fallback to go to, do not wait out QUIC's handshake
+		// timeout where UDP is blocked.
+		var silentFor time.Duration
+		if i < len(order)-1 {
+			silentFor = a.cfg.QUICFallbackAfter
 		}
-		conn, release, err = a.dialOne(attemptCtx, kind, tlsConf, explain)
-		cancel()
+		conn, release, err = a.dialOne(ctx, kind, tlsConf, explain, silentFor)
 		if err == nil {
 			if len(failed) > 0 {
 				a.log.Warn("connected over the fallback transport: QUIC got no answer (is UDP blocked on the way?)",
@@ -57,8 +59,9 @@ func (a *Agent) dial(ctx context.Context, tlsConf *tls.Config, explain func(erro
 	return nil, nil, fmt.Errorf("%w; then %w", errs[0], errs[1])
 }
 
-// dialOne connects over one transport.
-func (a *Agent) dialOne(ctx context.Context, kind transport.Kind, tlsConf *tls.Config, explain func(error) error) (transport.Conn, func(), error) {
+// dialOne connects over one transport. A QUIC dial gives up after
+// silentFor (if not zero) unless the hub answered something by then.
+func (a *Agent) dialOne(ctx context.Context, kind transport.Kind, tlsConf *tls.Config, explain func(error) error, silentFor time.Duration) (transport.Conn, func(), error) {
 	if kind == transport.WebSocket {
 		conn, err := transport.DialWebSocket(ctx, a.cfg.HubWebSocket, tlsConf)
 		if err != nil {
@@ -66,7 +69,7 @@ func (a *Agent) dialOne(ctx context.Context, kind transport.Kind, tlsConf *tls.C
 		}
 		return conn, func() {}, nil
 	}
-	conn, release, err := a.dialQUIC(ctx, tlsConf, explain)
+	conn, release, err := a.dialQUIC(ctx, tlsConf, explain, silentFor)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -80,7 +83,13 @@ func (a *Agent) dialOne(ctx context.Context, kind transport.Kind, tlsConf *tls.C
 // quic.DialAddr would do the same, but it resolves without a context (a
 // hung DNS lookup would delay shutdown) and leaks its socket when the name
 // does not resolve, once per reconnect attempt.
-func (a *Agent) dialQUIC(ctx context.Context, tlsConf *tls.Config, explain func(error) error) (conn *quic.Conn, release func(), err error) {
+//
+// With silentFor, the dial gives up when nothing came back from the hub
+// for that long: UDP is likely blocked. A hub that answered but is slow
+// to complete handshakes (thousands of agents reconnecting after a
+// restart) gets QUIC's whole handshake timeout, so that a busy hub does
+// not push its fleet onto the fallback.
+func (a *Agent) dialQUIC(ctx context.Context, tlsConf *tls.Config, explain func(error) error, silentFor time.Duration) (conn *quic.Conn, release func(), err error) {
 	addr, err := resolveUDP(ctx, a.cfg.Hub)
 	if err != nil {
 		return nil, nil, err
@@ -94,13 +103,47 @@ func (a *Agent) dialQUIC(ctx context.Context, tlsConf *tls.Config, explain func(
 		tr.Close() // returns once quic-go stopped reading the socket
 		udp.Close()
 	}
-	conn, err = tr.Dial(ctx, addr, tlsConf, protocol.QUICConfig())
+	conf := protocol.QUICConfig()
+	dialCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watch := &answerWatch{}
+	if silentFor > 0 {
+		conf.Tracer = func(context.Context, bool, quic.ConnectionID) qlogwriter.Trace { return watch }
+		// A network wait: real time, like QUIC's own timeouts.
+		timer := time.AfterFunc(silentFor, func() {
+			if !watch.answered.Load() {
+				watch.gaveUp.Store(true)
+				cancel()
+			}
+		})
+		defer timer.Stop()
+	}
+	conn, err = tr.Dial(dialCtx, addr, tlsConf, conf)
 	if err != nil {
 		release()
+		if watch.gaveUp.Load() && ctx.Err() == nil {
+			err = fmt.Errorf("no answer over QUIC within %v: %w", silentFor, err)
+		}
 		return nil, nil, fmt.Errorf("dial hub %s over QUIC: %w", a.cfg.Hub, explain(err))
 	}
 	return conn, release, nil
 }
+
+// answerWatch is a qlog trace that only notes whether a packet arrived:
+// whether the hub answered a dial at all.
+type answerWatch struct{ answered, gaveUp atomic.Bool }
+
+func (w *answerWatch) AddProducer() qlogwriter.Recorder { return w }
+func (w *answerWatch) Close() error                     { return nil }
+
+func (w *answerWatch) RecordEvent(e qlogwriter.Event) {
+	if !w.answered.Load() && e.Name() == packetReceived {
+		w.answered.Store(true)
+	}
+}
+
+// packetReceived is the name of qlog's packet_received event.
+const packetReceived = "transport:packet_received"
 
 // resolveUDP resolves a host:port, preferring IPv4 as net.ResolveUDPAddr
 // does.

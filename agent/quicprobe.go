@@ -30,9 +30,7 @@ func (s *session) quicProbeLoop(ctx context.Context) error {
 			return nil
 		case <-ticker.C():
 		}
-		dialCtx, cancel := context.WithTimeout(ctx, a.cfg.QUICFallbackAfter)
-		conn, release, err := a.dialOne(dialCtx, transport.QUIC, a.tls, explainConnError)
-		cancel()
+		conn, release, err := a.dialOne(ctx, transport.QUIC, a.tls, explainConnError, a.cfg.QUICFallbackAfter)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
