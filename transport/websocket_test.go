@@ -25,7 +25,7 @@ type testHub struct {
 	ca     *pki.CA
 }
 
-func startHub(t *testing.T) *testHub {
+func startHub(t testing.TB) *testHub {
 	t.Helper()
 	ca, err := pki.NewCA("test CA", time.Hour)
 	if err != nil {
@@ -48,7 +48,7 @@ func startHub(t *testing.T) *testHub {
 	return &testHub{addr: ln.Addr().String(), server: ws, pool: pool, ca: ca}
 }
 
-func issue(t *testing.T, ca *pki.CA, req pki.Request) tls.Certificate {
+func issue(t testing.TB, ca *pki.CA, req pki.Request) tls.Certificate {
 	t.Helper()
 	kp, err := ca.Issue(req)
 	if err != nil {
@@ -61,14 +61,14 @@ func issue(t *testing.T, ca *pki.CA, req pki.Request) tls.Certificate {
 	return cert
 }
 
-func (h *testHub) agentTLS(t *testing.T, cluster string) *tls.Config {
+func (h *testHub) agentTLS(t testing.TB, cluster string) *tls.Config {
 	t.Helper()
 	cert := issue(t, h.ca, pki.Request{CommonName: protocol.ClusterCommonName(cluster), Usage: pki.ClientAuth, ValidFor: time.Hour})
 	return protocol.ClientTLSConfig(cert, h.pool, "127.0.0.1")
 }
 
 // connect dials the hub and returns both ends.
-func (h *testHub) connect(t *testing.T, conf *tls.Config) (agent, hub Conn) {
+func (h *testHub) connect(t testing.TB, conf *tls.Config) (agent, hub Conn) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
