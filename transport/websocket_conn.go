@@ -30,6 +30,9 @@ const (
 	// maxIncomingStreams bounds the streams a peer may have waiting to be
 	// accepted, as QUIC's MaxIncomingStreams does.
 	maxIncomingStreams = 8
+	// closeHandshakeTimeout bounds the wait for the peer's answer to a
+	// close frame.
+	closeHandshakeTimeout = time.Second
 )
 
 // errNoDatagrams: the WebSocket transport carries no datagrams.
@@ -124,8 +127,9 @@ func (c *wsConn) ReceiveDatagram(ctx context.Context) ([]byte, error) {
 func (c *wsConn) Datagrams() bool { return false }
 
 // CloseWithError sends code and reason in the WebSocket close frame and
-// ends the session. It waits for the peer's close frame (a round trip; at
-// most the WebSocket library's timeout when the peer is gone).
+// ends the session. It waits for the peer's close frame, a round trip, but
+// at most closeHandshakeTimeout: then the connection is cut (a peer that
+// is gone must not hold up the hub's shutdown).
 func (c *wsConn) CloseWithError(code quic.ApplicationErrorCode, reason string) error {
 	c.closed.CompareAndSwap(nil, &ClosedError{Code: code, Reason: reason})
 	var err error
@@ -133,6 +137,10 @@ func (c *wsConn) CloseWithError(code quic.ApplicationErrorCode, reason string) e
 		if len(reason) > maxCloseReason {
 			reason = reason[:maxCloseReason]
 		}
+		// Ending the context the WebSocket reads under closes the
+		// connection, which ends the wait for the peer's close frame.
+		cut := time.AfterFunc(closeHandshakeTimeout, c.cancel)
+		defer cut.Stop()
 		err = c.ws.Close(websocket.StatusCode(closeCodeBase+int(code)), reason)
 		c.mux.Close()
 		c.cancel()

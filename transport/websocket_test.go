@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -240,5 +241,92 @@ func TestWebSocketRefusals(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode < 400 {
 		t.Errorf("plain GET: %s, want a 4xx", resp.Status)
+	}
+}
+
+// freezer is a TCP relay that can stop forwarding: a peer that is gone
+// without closing anything.
+type freezer struct {
+	addr   string
+	frozen chan struct{}
+}
+
+func startFreezer(t *testing.T, target string) *freezer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &freezer{addr: ln.Addr().String(), frozen: make(chan struct{})}
+	var conns []net.Conn
+	var mu sync.Mutex
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				return
+			}
+			mu.Lock()
+			conns = append(conns, in, out)
+			mu.Unlock()
+			go f.copy(out, in)
+			go f.copy(in, out)
+		}
+	}()
+	return f
+}
+
+// copy forwards until the freeze, then reads and drops.
+func (f *freezer) copy(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if err != nil {
+			return
+		}
+		select {
+		case <-f.frozen:
+			continue
+		default:
+		}
+		if _, err := dst.Write(buf[:n]); err != nil {
+			return
+		}
+	}
+}
+
+// TestWebSocketCloseDoesNotWaitForAGonePeer: closing a connection whose
+// peer no longer answers takes about closeHandshakeTimeout, not the
+// WebSocket library's ten seconds.
+func TestWebSocketCloseDoesNotWaitForAGonePeer(t *testing.T) {
+	h := startHub(t)
+	relay := startFreezer(t, h.addr)
+	direct := h.addr
+	h.addr = relay.addr
+	_, hub := h.connect(t, h.agentTLS(t, "edge-1"))
+	h.addr = direct
+	close(relay.frozen)
+	start := time.Now()
+	_ = hub.CloseWithError(protocol.CloseGoingAway, "hub shutting down")
+	if took := time.Since(start); took > closeHandshakeTimeout+time.Second {
+		t.Errorf("closing took %v, want about %v", took, closeHandshakeTimeout)
+	}
+	select {
+	case <-hub.Context().Done():
+	default:
+		t.Error("the connection's context did not end")
 	}
 }
