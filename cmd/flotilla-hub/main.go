@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -120,7 +121,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			"       flotilla-hub token create|list|delete [--data-dir DIR] ...   bootstrap tokens for joining agents\n"+
 			"       flotilla-hub kubeconfig [--data-dir DIR] [--server URL]      print the admin kubeconfig\n"+
 			"       flotilla-hub certs issue --data-dir DIR --cluster NAME --out DIR   offline agent certificate\n\n"+
-			"Runs the Flotilla hub: agents dial --quic-addr over QUIC, join with a bootstrap token\n"+
+			"Runs the Flotilla hub: agents dial --quic-addr over QUIC (or, where their UDP is blocked,\n"+
+			"--websocket-addr over TLS on TCP), join with a bootstrap token\n"+
 			"(flotilla-hub token create prints the helm command) and then use the certificate the hub\n"+
 			"signed for them. The hub serves a Kubernetes API (an embedded kube-apiserver) on --api-addr,\n"+
 			"with an admin kubeconfig in DATA/admin.kubeconfig, which kubectl and flotilla use;\n"+
@@ -202,6 +204,11 @@ func setAPIServer(cfg *hub.Config) error {
 		return fmt.Errorf("--store-agent-write-threshold %v: want a fraction of the quota in (0, 1]", cfg.Store.AgentThreshold)
 	case cfg.Store.Interval <= 0:
 		return fmt.Errorf("--store-check-interval %v: want a positive duration", cfg.Store.Interval)
+	}
+	if cfg.WebSocketAddr != "" && cfg.WebSocketAddr != hub.WebSocketOff {
+		if _, _, err := net.SplitHostPort(cfg.WebSocketAddr); err != nil {
+			return fmt.Errorf("--websocket-addr %q: want HOST:PORT, :PORT or off: %w", cfg.WebSocketAddr, err)
+		}
 	}
 	if cfg.ControllerWorkers < 1 || cfg.ControllerWorkers > 256 {
 		return fmt.Errorf("--controller-workers %d: want 1 to 256", cfg.ControllerWorkers)

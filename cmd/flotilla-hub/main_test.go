@@ -34,6 +34,7 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"threshold above the quota", []string{"--data-dir", dir, "--store-agent-write-threshold=1.5"}, "--store-agent-write-threshold 1.5: want a fraction of the quota in (0, 1]"},
 		{"no store checks", []string{"--data-dir", dir, "--store-check-interval=0s"}, "--store-check-interval 0s: want a positive duration"},
 		{"no controller workers", []string{"--data-dir", dir, "--controller-workers=0"}, "--controller-workers 0: want 1 to 256"},
+		{"bad WebSocket address", []string{"--data-dir", dir, "--websocket-addr=7443"}, `--websocket-addr "7443": want HOST:PORT, :PORT or off`},
 		{"short agent certificates", []string{"--data-dir", dir, "--agent-cert-ttl", "50s"}, "--agent-cert-ttl 50s: want at least 1m"},
 		{"profiling without an address", []string{"--data-dir", dir, "--enable-profiling", "--profiling-addr="}, "--enable-profiling needs a --profiling-addr"},
 		{"unknown certs command", []string{"certs", "revoke"}, "only certs command is `certs issue`"},
