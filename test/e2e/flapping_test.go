@@ -29,6 +29,9 @@ type impairment struct {
 	// link: outages take the link down (it passes traffic again a moment
 	// after it is up), instead of dropping everything for exactly down.
 	link bool
+	// delay and jitter hold every datagram of the agent's (each way) in
+	// the edge site's relay for delay plus up to jitter.
+	delay, jitter time.Duration
 }
 
 // linkUpDelay is how long after SetLink brings a link up the kernel may
@@ -46,8 +49,14 @@ const judgeHeadroom = 750 * time.Millisecond
 // the end of the one that ended it (plus linkUpDelay for a link): under
 // load, iptables and ip take a while, and an outage lasts that much longer
 // than asked.
-func (im impairment) run(ctx context.Context, t *testing.T, bed *netbed.Bed) (longest time.Duration) {
+func (im impairment) run(ctx context.Context, t *testing.T, bed *netbed.Bed, relay *netbed.Relay) (longest time.Duration) {
 	t.Helper()
+	if im.delay > 0 || im.jitter > 0 {
+		relay.SetDelay(im.delay, im.jitter)
+		<-ctx.Done()
+		relay.SetDelay(0, 0)
+		return 0
+	}
 	restore := func() {
 		if err := bed.SetLoss(context.WithoutCancel(ctx), 1, 0); err != nil {
 			t.Error(err)
@@ -204,7 +213,22 @@ func TestFlappingLinks(t *testing.T) {
 		phase = d
 	}
 	const tolerationSeconds = 30
-	f := startNATFleet(t, 2, []string{"--lease-duration=4s"},
+	// member-1's agent reaches the hub through a relay in its site (delay
+	// and jitter), and from there through the router as any agent.
+	var relay *netbed.Relay
+	agentArgs := func(bed *netbed.Bed, site int) []string {
+		args := []string{"--lease-duration=4s"}
+		if site != 1 {
+			return args
+		}
+		var err error
+		relay, err = bed.DelayRelay(bed.Edges[0], "127.0.0.1:0", bed.Edges[0], natHubQUIC.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(args, "--hub="+relay.Addr().String(), "--hub-websocket="+natHubQUIC.String())
+	}
+	f := startNATFleetWith(t, 2, agentArgs,
 		fmt.Sprintf("--default-unreachable-toleration-seconds=%d", tolerationSeconds),
 		fmt.Sprintf("--default-not-ready-toleration-seconds=%d", tolerationSeconds),
 		"--graceful-eviction-timeout=2m")
@@ -225,11 +249,16 @@ func TestFlappingLinks(t *testing.T) {
 		// The kernel holds traffic up to a second after the link is up:
 		// about 2.5 s without traffic, as in the flaps above.
 		{name: "link down 1.5s/up 3.5s", down: 1500 * time.Millisecond, up: 3500 * time.Millisecond, link: true},
+		{name: "delay 150-250ms each way", delay: 150 * time.Millisecond, jitter: 100 * time.Millisecond},
+		// Renewals leave every second and take up to 1.2 s to reach the
+		// hub; the grace period is 4 s. Round trips of up to 2.4 s stay
+		// under the lease (4 s) after which an unanswered agent redials.
+		{name: "delay 0.3-1.2s each way", delay: 300 * time.Millisecond, jitter: 900 * time.Millisecond},
 	} {
 		timer.take()
 		datagrams := sample(scrapeHub(t, f.hub), "flotilla_lease_renewal_datagrams_total", nil)
 		phaseCtx, stop := context.WithTimeout(ctx, phase)
-		longest := im.run(phaseCtx, t, f.bed)
+		longest := im.run(phaseCtx, t, f.bed, relay)
 		stop()
 		// The last outage may end just now: give the agent a grace period
 		// to show whether it recovers, then read the phase.
@@ -244,6 +273,11 @@ func TestFlappingLinks(t *testing.T) {
 		// A renewal could get through in every grace period only if the
 		// outages, as they really lasted, left room for one.
 		judged := im.loss > 0 || longest+judgeHeadroom <= testGrace
+		if im.delay > 0 || im.jitter > 0 {
+			// Renewals leave every second and each arrives within the
+			// longest hold: one lands in every grace period.
+			judged = im.delay+im.jitter+time.Second+judgeHeadroom <= testGrace
+		}
 		line := fmt.Sprintf("%s for %v: not Ready %v in %d episodes (%d polls); the hub received %.0f renewal datagrams",
 			im.name, phase, notReady.Round(100*time.Millisecond), episodes, polls, received)
 		if longest > 0 {

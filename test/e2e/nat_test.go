@@ -100,6 +100,13 @@ type natFleet struct {
 
 func startNATFleet(t *testing.T, clusters int, agentArgs []string, hubFlags ...string) *natFleet {
 	t.Helper()
+	return startNATFleetWith(t, clusters, func(*netbed.Bed, int) []string { return agentArgs }, hubFlags...)
+}
+
+// startNATFleetWith is startNATFleet with each agent's extra arguments
+// from agentArgs, given the bed and the agent's edge site (1-based).
+func startNATFleetWith(t *testing.T, clusters int, agentArgs func(bed *netbed.Bed, site int) []string, hubFlags ...string) *natFleet {
+	t.Helper()
 	bed := netbed.New(t, clusters)
 	f := &natFleet{bed: bed, edges: map[string]*netbed.Namespace{}, fleet: &fleet{t: t,
 		env: membercluster.StartForTest(t, membercluster.Specs(clusters)...), agents: map[string]*agent{},
@@ -107,7 +114,7 @@ func startNATFleet(t *testing.T, clusters int, agentArgs []string, hubFlags ...s
 	f.hub = startNATHub(t, bed, hubFlags...)
 	for i, c := range f.env.Clusters() {
 		f.edges[c.Name] = bed.Edges[i]
-		f.agents[c.Name] = startNATAgent(t, bed, bed.Edges[i], f.hub, c, agentArgs...)
+		f.agents[c.Name] = startNATAgent(t, bed, bed.Edges[i], f.hub, c, agentArgs(bed, i+1)...)
 		client, err := c.Clientset()
 		if err != nil {
 			t.Fatal(err)

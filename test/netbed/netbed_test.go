@@ -456,3 +456,52 @@ func TestBlockUDP(t *testing.T) {
 		t.Error("UDP blocked on edge 3 of a two-site bed: no error")
 	}
 }
+
+// TestDelayRelay: datagrams through a relay in the edge site reach the
+// cloud from the router's address, each way held for the delay plus up to
+// the jitter.
+func TestDelayRelay(t *testing.T) {
+	b := New(t, 1)
+	cloud, err := b.Cloud.ListenPacket(CloudAddr.String() + ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cloud.Close()
+	r, err := b.DelayRelay(b.Edges[0], "127.0.0.1:0", b.Edges[0], cloud.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := b.Edges[0].Dial(t.Context(), "udp", r.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if seen := exchange(t, conn, cloud); seen.Addr() != PublicAddrs[0] {
+		t.Errorf("through the relay the cloud saw %v, want the router's %v", seen, PublicAddrs[0])
+	}
+	for _, tc := range []struct{ delay, jitter time.Duration }{
+		{100 * time.Millisecond, 0},
+		{50 * time.Millisecond, 100 * time.Millisecond},
+	} {
+		r.SetDelay(tc.delay, tc.jitter)
+		var least, most time.Duration
+		for i := range 10 {
+			start := time.Now()
+			exchange(t, conn, cloud)
+			rtt := time.Since(start)
+			if i == 0 || rtt < least {
+				least = rtt
+			}
+			most = max(most, rtt)
+		}
+		// Both ways held: at least twice the delay, at most twice the
+		// delay and the jitter, and a little for the exchange itself.
+		if least < 2*tc.delay || most > 2*(tc.delay+tc.jitter)+50*time.Millisecond {
+			t.Errorf("delay %v, jitter %v: round trips %v to %v", tc.delay, tc.jitter, least, most)
+		}
+		t.Logf("delay %v, jitter %v: round trips %v to %v", tc.delay, tc.jitter, least.Round(time.Millisecond), most.Round(time.Millisecond))
+	}
+	if relayed, dropped := r.Counts(); relayed != 42 || dropped != 0 {
+		t.Errorf("relayed %d, dropped %d; want 42 and 0", relayed, dropped)
+	}
+}
