@@ -249,7 +249,7 @@ func (s *agentServer) greet(ctx context.Context, conn transport.Conn, cluster st
 		limits: s.limits.forSession()}
 	unlock := s.greeting.lock(cluster)
 	older := s.claim(sess)
-	err = s.registry.Connect(ctx, hello, sess.id, remote)
+	err = s.registry.Connect(ctx, hello, sess.id, remote, string(conn.Kind()))
 	unlock()
 	if err != nil {
 		s.unclaim(sess, older)

@@ -19,8 +19,8 @@ import (
 )
 
 // Connect registers the cluster on its agent's first hello and records the
-// session now serving it.
-func (r *Registry) Connect(ctx context.Context, hello *protocol.Hello, session, remote string) error {
+// session now serving it, from remote over transport.
+func (r *Registry) Connect(ctx context.Context, hello *protocol.Hello, session, remote, transport string) error {
 	r.mu.Lock()
 	_, known := r.entries[hello.ClusterName]
 	r.mu.Unlock()
@@ -43,8 +43,8 @@ func (r *Registry) Connect(ctx context.Context, hello *protocol.Hello, session, 
 		r.recordLocked(e.obj, corev1.EventTypeNormal, "Registered", "cluster registered: its agent connected for the first time", now)
 	}
 	connectedAt := metav1.NewTime(now)
-	e.obj.Status.Agent = &v1alpha1.AgentStatus{Version: hello.AgentVersion, ConnectedTo: r.cfg.HubID, ConnectedAt: &connectedAt, ClockSkew: agentSkew(e)}
-	r.recordLocked(e.obj, corev1.EventTypeNormal, "AgentConnected", fmt.Sprintf("agent %s connected from %s", hello.AgentVersion, remote), now)
+	e.obj.Status.Agent = &v1alpha1.AgentStatus{Version: hello.AgentVersion, ConnectedTo: r.cfg.HubID, ConnectedAt: &connectedAt, Transport: transport, ClockSkew: agentSkew(e)}
+	r.recordLocked(e.obj, corev1.EventTypeNormal, "AgentConnected", fmt.Sprintf("agent %s connected from %s over %s", hello.AgentVersion, remote, transport), now)
 	r.dirty[hello.ClusterName] = true
 	r.leaseChangedLocked(hello.ClusterName)
 	return nil

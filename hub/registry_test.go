@@ -77,7 +77,7 @@ func (f *registryFixture) connect(name string) {
 	f.t.Helper()
 	f.join(name)
 	hello := &protocol.Hello{ProtocolVersion: protocol.Version, ClusterName: name, AgentVersion: "v-test", LeaseDurationSeconds: 40}
-	if err := f.reg.Connect(f.t.Context(), hello, "session-"+name, "192.0.2.1:4000"); err != nil {
+	if err := f.reg.Connect(f.t.Context(), hello, "session-"+name, "192.0.2.1:4000", "quic"); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -483,7 +483,7 @@ func TestRegistryRestartGraceUsesTheGrantedLease(t *testing.T) {
 	f := newRegistryFixture(t, clk, t0)
 	hello := &protocol.Hello{ProtocolVersion: protocol.Version, ClusterName: "edge-1", AgentVersion: "v-test", LeaseDurationSeconds: 120}
 	f.join("edge-1")
-	if err := f.reg.Connect(t.Context(), hello, "session-edge-1", "192.0.2.1:4000"); err != nil {
+	if err := f.reg.Connect(t.Context(), hello, "session-edge-1", "192.0.2.1:4000", "quic"); err != nil {
 		t.Fatal(err)
 	}
 	f.renew("edge-1")

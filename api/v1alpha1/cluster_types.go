@@ -86,6 +86,9 @@ type AgentStatus struct {
 	Version     string       `json:"version,omitempty"`
 	ConnectedTo string       `json:"connectedTo,omitempty"`
 	ConnectedAt *metav1.Time `json:"connectedAt,omitempty"`
+	// Transport is how the agent's session reaches the hub: quic, or
+	// websocket (the fallback over TCP where UDP is blocked).
+	Transport string `json:"transport,omitempty"`
 	// ClockSkew is the agent's clock minus the hub's, as last measured.
 	ClockSkew string `json:"clockSkew,omitempty"`
 }

@@ -45,6 +45,7 @@ type ClusterView struct {
 	Kubernetes    string      `json:"kubernetes,omitempty"`
 	Agent         string      `json:"agent,omitempty"`
 	ConnectedTo   string      `json:"connectedTo,omitempty"`
+	Transport     string      `json:"transport,omitempty"`
 	Connected     bool        `json:"connected"`
 	ClockSkew     string      `json:"clockSkew,omitempty"`
 	Nodes         string      `json:"nodes,omitempty"`

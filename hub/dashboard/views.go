@@ -35,7 +35,7 @@ func clusterView(c *v1alpha1.Cluster, l Lease, haveLease bool) ClusterView {
 		v.Taints = append(v.Taints, tv)
 	}
 	if a := c.Status.Agent; a != nil {
-		v.Agent, v.ConnectedTo, v.ClockSkew = a.Version, a.ConnectedTo, a.ClockSkew
+		v.Agent, v.ConnectedTo, v.Transport, v.ClockSkew = a.Version, a.ConnectedTo, a.Transport, a.ClockSkew
 	}
 	if n := c.Status.NodeSummary; n != nil {
 		v.Nodes = fmt.Sprintf("%d/%d", n.ReadyNum, n.TotalNum)

@@ -45,6 +45,7 @@ Resources:
 Agent:
   Version:            v0.1.0
   Connected To:       hub-0
+  Transport:          quic
   Connected Since:    2026-05-01T10:00:00Z (120m ago)
   Clock Skew:         12ms
 Lease:
@@ -80,6 +81,7 @@ Resources:            <none>
 Agent:
   Version:            v0.1.0
   Connected To:       -
+  Transport:          -
   Connected Since:    -
   Clock Skew:         -
 Lease:

@@ -212,6 +212,7 @@ func (d *describeWriter) agent(a *v1alpha1.AgentStatus) {
 	d.heading("Agent:")
 	d.field(1, "Version:", orNone(a.Version))
 	d.field(1, "Connected To:", orNone(a.ConnectedTo))
+	d.field(1, "Transport:", orNone(a.Transport))
 	d.field(1, "Connected Since:", d.when(a.ConnectedAt))
 	d.field(1, "Clock Skew:", orNone(a.ClockSkew))
 }

@@ -121,7 +121,7 @@ func healthyCluster() v1alpha1.Cluster {
 					corev1.ResourceCPU: resource.MustParse("2500m"), corev1.ResourceMemory: resource.MustParse("8Gi"),
 				},
 			},
-			Agent: &v1alpha1.AgentStatus{Version: "v0.1.0", ConnectedTo: "hub-0", ConnectedAt: agoPtr(2 * time.Hour), ClockSkew: "12ms"},
+			Agent: &v1alpha1.AgentStatus{Version: "v0.1.0", ConnectedTo: "hub-0", Transport: "quic", ConnectedAt: agoPtr(2 * time.Hour), ClockSkew: "12ms"},
 		},
 	}
 }

@@ -57,11 +57,18 @@ func TestUDPBlocked(t *testing.T) {
 	f.clients["member-1"] = client
 	waitReady(t, f.hub, "member-1", 60*time.Second)
 	t.Logf("UDP blocked: joined and Ready over the WebSocket %v after the agent started", time.Since(start).Round(time.Millisecond))
+	// onWebSocket: the hub counts member-1 on the WebSocket (want "1") or
+	// not ("0"), and its Cluster says the same.
 	onWebSocket := func(want string) func() (bool, string) {
+		transport := map[string]string{"1": "websocket", "0": "quic"}[want]
 		return func() (bool, string) {
 			m := f.hub.metrics(t)
-			return strings.Contains(m, "flotilla_connected_agents 1\n") && strings.Contains(m, "flotilla_connected_agents_websocket "+want+"\n"),
-				grepMetrics(m, "flotilla_connected_agents", "flotilla_connected_agents_websocket")
+			var got string
+			if a := f.hub.cluster(t, "member-1").Status.Agent; a != nil {
+				got = a.Transport
+			}
+			return strings.Contains(m, "flotilla_connected_agents 1\n") && strings.Contains(m, "flotilla_connected_agents_websocket "+want+"\n") && got == transport,
+				grepMetrics(m, "flotilla_connected_agents", "flotilla_connected_agents_websocket") + "; status.agent.transport " + got
 		}
 	}
 	waitFor(t, 10*time.Second, "member-1 connected over the WebSocket", onWebSocket("1"))

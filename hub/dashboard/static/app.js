@@ -309,7 +309,7 @@ function rowHTML(c, i) {
     `<div>${readyHTML(c)}</div><div>${leaseHTML(c)}</div><div class="taints">${taintsHTML(c)}</div>` +
     `<div>${esc(zoneName(c.zone))}${mode ? ` <span class="pill ${esc(mode)}">${esc(mode)}</span>` : ""}</div>` +
     `<div>${esc(c.region || "–")}</div><div>${esc(c.kubernetes || "–")}</div><div>${esc(c.agent || "–")}</div>` +
-    `<div>${c.connectedTo ? esc(c.connectedTo) : '<span class="muted">none</span>'}</div><div>${esc(c.clockSkew || "–")}</div>` +
+    `<div>${c.connectedTo ? esc(c.connectedTo) + (c.transport === "websocket" ? ' <span class="muted" title="UDP blocked on the way: the agent uses the WebSocket over TCP">(WebSocket)</span>' : "") : '<span class="muted">none</span>'}</div><div>${esc(c.clockSkew || "–")}</div>` +
     `<div>${c.lastStatus ? fmtAge(hubNow() - c.lastStatus) + " ago" : "–"}</div></div>`;
 }
 
@@ -422,7 +422,7 @@ function renderCluster(name) {
     `<div>Zone</div><div>${esc(zoneName(c.zone))} ${esc(state.zones[zoneName(c.zone)] || "")}</div>` +
     `<div>Region / provider</div><div>${esc(c.region || "–")} / ${esc(c.provider || "–")}</div>` +
     `<div>Kubernetes</div><div>${esc(c.kubernetes || "–")} (nodes ready/total ${esc(c.nodes || "–")})</div>` +
-    `<div>Agent</div><div>${esc(c.agent || "–")}, ${c.connected ? "connected to " + esc(c.connectedTo || "this hub") : "not connected"}; clock skew ${esc(c.clockSkew || "–")}</div>` +
+    `<div>Agent</div><div>${esc(c.agent || "–")}, ${c.connected ? "connected to " + esc(c.connectedTo || "this hub") + (c.transport ? " over " + esc(c.transport) : "") : "not connected"}; clock skew ${esc(c.clockSkew || "–")}</div>` +
     `<div>Last status report</div><div>${c.lastStatus ? fmtAge(hubNow() - c.lastStatus) + " ago" : "–"}</div></div>` +
     `<h2>Conditions</h2><table class="list"><tr><th>Type</th><th>Status</th><th>Reason</th><th>Since</th><th>Message</th></tr>` +
     (c.conditions || []).map((k) => `<tr><td>${esc(k.type)}</td><td><span class="pill ${esc(k.status)}">${esc(k.status)}</span></td><td>${esc(k.reason)}</td>` +
