@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,11 @@ import (
 // impairPhaseEnv sets how long each impairment of TestFlappingLinks lasts
 // (a Go duration): short in the suite, 10m for the benchmark run.
 const impairPhaseEnv = "FLOTILLA_IMPAIR_PHASE"
+
+// impairOnlyEnv, if set, names the impairments to run, separated by
+// commas (the benchmark runs the issue's bounds, "40% loss" and "flaps
+// 2.5s down/2.5s up", for 10 minutes each).
+const impairOnlyEnv = "FLOTILLA_IMPAIR_ONLY"
 
 // impairment is one way of degrading edge site 1's link for a phase.
 type impairment struct {
@@ -255,6 +261,9 @@ func TestFlappingLinks(t *testing.T) {
 		// under the lease (4 s) after which an unanswered agent redials.
 		{name: "delay 0.3-1.2s each way", delay: 300 * time.Millisecond, jitter: 900 * time.Millisecond},
 	} {
+		if only := os.Getenv(impairOnlyEnv); only != "" && !slices.Contains(strings.Split(only, ","), im.name) {
+			continue
+		}
 		timer.take()
 		datagrams := sample(scrapeHub(t, f.hub), "flotilla_lease_renewal_datagrams_total", nil)
 		phaseCtx, stop := context.WithTimeout(ctx, phase)
