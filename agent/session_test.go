@@ -401,8 +401,9 @@ func TestAgentRenewalTransport(t *testing.T) {
 }
 
 // TestCheckAcks: with no ack for a lease the session ends, except that with
-// datagrams a path that brought fewer than hubAlivePackets packets from the
-// hub meanwhile is lossy, not a hub that stopped renewing.
+// datagrams it takes datagramAckLeases leases, and a path that brought
+// fewer than hubAlivePackets packets from the hub meanwhile is lossy, not
+// a hub that stopped renewing.
 func TestCheckAcks(t *testing.T) {
 	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	const lease = 4 * time.Second
@@ -416,10 +417,11 @@ func TestCheckAcks(t *testing.T) {
 		{"stream, acked within the lease", false, lease - time.Millisecond, 10, false},
 		{"stream, no ack for a lease", false, lease, 0, true},
 		{"datagrams, acked within the lease", true, lease - time.Millisecond, 10, false},
+		{"datagrams, no ack for a lease though the hub's packets came: may be loss", true, lease, 20, false},
 		{"datagrams, no ack, nothing came back: a lossy path", true, 3 * lease, hubAlivePackets - 1, false},
-		{"datagrams, no ack though the hub's packets came", true, lease, hubAlivePackets, true},
-		{"datagrams, 16 renewals unacked, 7 packets: a lossy path", true, lease, 7, false},
-		{"datagrams, 16 renewals unacked, 8 packets: a wedged hub", true, lease, 8, true},
+		{"datagrams, no ack for two leases though the hub's packets came", true, datagramAckLeases * lease, hubAlivePackets, true},
+		{"datagrams, 16 renewals unacked, 7 packets: a lossy path", true, datagramAckLeases * lease, 7, false},
+		{"datagrams, 16 renewals unacked, 8 packets: a wedged hub", true, datagramAckLeases * lease, 8, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &session{datagrams: tc.datagrams}

@@ -59,6 +59,11 @@ const maxPendingRenewals = 64
 type pendingRenewals struct {
 	mu   sync.Mutex
 	sent map[uint64]pendingRenewal
+	// dropped is the oldest renewal forgotten for the bound while still
+	// unacknowledged (droppedSeq 0: none): the ack timeout counts from it,
+	// however many renewals followed.
+	dropped    pendingRenewal
+	droppedSeq uint64
 }
 
 type pendingRenewal struct {
@@ -73,7 +78,11 @@ func (p *pendingRenewals) add(seq uint64, at time.Time, packets uint64) {
 		p.sent = make(map[uint64]pendingRenewal)
 	}
 	if len(p.sent) >= maxPendingRenewals {
-		delete(p.sent, seq-maxPendingRenewals)
+		old := seq - maxPendingRenewals
+		if r, ok := p.sent[old]; ok && p.droppedSeq == 0 {
+			p.dropped, p.droppedSeq = r, old
+		}
+		delete(p.sent, old)
 	}
 	p.sent[seq] = pendingRenewal{at: at, packets: packets}
 }
@@ -87,6 +96,9 @@ func (p *pendingRenewals) take(seq uint64) (time.Time, bool) {
 		if s <= seq {
 			delete(p.sent, s)
 		}
+	}
+	if seq >= p.droppedSeq {
+		p.droppedSeq = 0
 	}
 	return r.at, ok
 }
@@ -117,6 +129,9 @@ func (p *pendingRenewals) count() int {
 func (p *pendingRenewals) oldest() (pendingRenewal, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.droppedSeq != 0 {
+		return p.dropped, true
+	}
 	var first pendingRenewal
 	for _, r := range p.sent {
 		if first.at.IsZero() || r.at.Before(first.at) {

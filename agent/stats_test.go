@@ -38,6 +38,11 @@ func TestPendingRenewals(t *testing.T) {
 	if got := len(p.sent); got != maxPendingRenewals {
 		t.Errorf("%d renewals remembered, want at most %d", got, maxPendingRenewals)
 	}
+	// The first renewal, forgotten for the bound, still starts the wait
+	// for an ack.
+	if r, ok := p.oldest(); !ok || !r.at.Equal(t0.Add(time.Second)) || r.packets != 10 {
+		t.Errorf("oldest() = %+v, %v; want renewal 1, forgotten but unacknowledged", r, ok)
+	}
 	if _, ok := p.take(1); ok {
 		t.Error("the oldest renewal is still remembered")
 	}
