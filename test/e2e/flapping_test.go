@@ -234,10 +234,11 @@ func TestFlappingLinks(t *testing.T) {
 		}
 		return append(args, "--hub="+relay.Addr().String(), "--hub-websocket="+natHubQUIC.String())
 	}
-	f := startNATFleetWith(t, 2, agentArgs,
+	f := startNATFleetWith(t, 2, natFleetOptions{agentArgs: agentArgs, hubFlags: []string{
 		fmt.Sprintf("--default-unreachable-toleration-seconds=%d", tolerationSeconds),
 		fmt.Sprintf("--default-not-ready-toleration-seconds=%d", tolerationSeconds),
-		"--graceful-eviction-timeout=2m")
+		"--graceful-eviction-timeout=2m",
+	}})
 	f.apply("seed.yaml", nginxYAML+"---\n"+policyYAML)
 	f.waitDeployments(map[string]int32{"member-1": 1, "member-2": 2}, "nginx:1.27")
 	sessions := connects(t, f.agents["member-1"])

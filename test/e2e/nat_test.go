@@ -100,21 +100,38 @@ type natFleet struct {
 
 func startNATFleet(t *testing.T, clusters int, agentArgs []string, hubFlags ...string) *natFleet {
 	t.Helper()
-	return startNATFleetWith(t, clusters, func(*netbed.Bed, int) []string { return agentArgs }, hubFlags...)
+	return startNATFleetWith(t, clusters, natFleetOptions{agentArgs: func(*netbed.Bed, int) []string { return agentArgs }, hubFlags: hubFlags})
 }
 
-// startNATFleetWith is startNATFleet with each agent's extra arguments
-// from agentArgs, given the bed and the agent's edge site (1-based).
-func startNATFleetWith(t *testing.T, clusters int, agentArgs func(bed *netbed.Bed, site int) []string, hubFlags ...string) *natFleet {
+// natFleetOptions adjust startNATFleetWith's fleet.
+type natFleetOptions struct {
+	// prepare, if set, sets up the bed before the hub and agents start.
+	prepare func(bed *netbed.Bed)
+	// agentArgs, if set, gives each agent's extra arguments, from the bed
+	// and the agent's edge site (1-based), just before the agent starts.
+	agentArgs func(bed *netbed.Bed, site int) []string
+	hubFlags  []string
+}
+
+// startNATFleetWith is startNATFleet with the bed, the agents' arguments
+// and the hub's flags from o.
+func startNATFleetWith(t *testing.T, clusters int, o natFleetOptions) *natFleet {
 	t.Helper()
 	bed := netbed.New(t, clusters)
+	if o.prepare != nil {
+		o.prepare(bed)
+	}
 	f := &natFleet{bed: bed, edges: map[string]*netbed.Namespace{}, fleet: &fleet{t: t,
 		env: membercluster.StartForTest(t, membercluster.Specs(clusters)...), agents: map[string]*agent{},
 		clients: map[string]kubernetes.Interface{}, dir: t.TempDir()}}
-	f.hub = startNATHub(t, bed, hubFlags...)
+	f.hub = startNATHub(t, bed, o.hubFlags...)
 	for i, c := range f.env.Clusters() {
 		f.edges[c.Name] = bed.Edges[i]
-		f.agents[c.Name] = startNATAgent(t, bed, bed.Edges[i], f.hub, c, agentArgs(bed, i+1)...)
+		var args []string
+		if o.agentArgs != nil {
+			args = o.agentArgs(bed, i+1)
+		}
+		f.agents[c.Name] = startNATAgent(t, bed, bed.Edges[i], f.hub, c, args...)
 		client, err := c.Clientset()
 		if err != nil {
 			t.Fatal(err)
@@ -436,23 +453,16 @@ func TestBehindNAT(t *testing.T) {
 // until the agent's next keep-alive, on the same session.
 func TestNATKeepAlive(t *testing.T) {
 	const natTimeout, quietFor = 30 * time.Second, 45 * time.Second
-	bed := netbed.New(t, 1)
-	if err := bed.SetUDPTimeout(t.Context(), natTimeout); err != nil {
-		t.Fatal(err)
-	}
-	env := membercluster.StartForTest(t, membercluster.Specs(1)...)
-	c := env.Cluster("member-1")
-	f := &natFleet{bed: bed, edges: map[string]*netbed.Namespace{"member-1": bed.Edges[0]},
-		fleet: &fleet{t: t, env: env, agents: map[string]*agent{}, clients: map[string]kubernetes.Interface{}, dir: t.TempDir()}}
-	f.hub = startNATHub(t, bed, "--cluster-monitor-grace-period=5m")
-	a := startNATAgent(t, bed, bed.Edges[0], f.hub, c, "--lease-duration=4m", "--status-interval=5m")
-	f.agents["member-1"] = a
-	client, err := c.Clientset()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.clients["member-1"] = client
-	waitReady(t, f.hub, "member-1", 60*time.Second)
+	f := startNATFleetWith(t, 1, natFleetOptions{
+		prepare: func(bed *netbed.Bed) {
+			if err := bed.SetUDPTimeout(t.Context(), natTimeout); err != nil {
+				t.Fatal(err)
+			}
+		},
+		agentArgs: func(*netbed.Bed, int) []string { return []string{"--lease-duration=4m", "--status-interval=5m"} },
+		hubFlags:  []string{"--cluster-monitor-grace-period=5m"},
+	})
+	bed, a, client := f.bed, f.agents["member-1"], f.clients["member-1"]
 	log, _ := os.ReadFile(a.LogPath)
 	if !strings.Contains(string(log), "renewInterval=1m0s") {
 		t.Fatalf("the agent does not renew every minute, so the test would not show keep-alives holding the NAT:\n%s", log)

@@ -9,9 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
-	"github.com/flotilla-io/flotilla/test/membercluster"
 	"github.com/flotilla-io/flotilla/test/netbed"
 )
 
@@ -38,24 +36,19 @@ spec:
 // the agent finds its way back to the WebSocket.
 func TestUDPBlocked(t *testing.T) {
 	const fallbackAfter, retryEvery = 2 * time.Second, 3 * time.Second
-	bed := netbed.New(t, 1)
-	if err := bed.BlockUDP(t.Context(), 1, true); err != nil {
-		t.Fatal(err)
-	}
-	env := membercluster.StartForTest(t, membercluster.Specs(1)...)
-	c := env.Cluster("member-1")
-	f := &natFleet{bed: bed, edges: map[string]*netbed.Namespace{"member-1": bed.Edges[0]},
-		fleet: &fleet{t: t, env: env, agents: map[string]*agent{}, clients: map[string]kubernetes.Interface{}, dir: t.TempDir()}}
-	f.hub = startNATHub(t, bed)
-	start := time.Now()
-	a := startNATAgent(t, bed, bed.Edges[0], f.hub, c, "--quic-fallback-after="+fallbackAfter.String(), "--quic-retry-interval="+retryEvery.String())
-	f.agents["member-1"] = a
-	client, err := c.Clientset()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.clients["member-1"] = client
-	waitReady(t, f.hub, "member-1", 60*time.Second)
+	var start time.Time // when the agent starts
+	f := startNATFleetWith(t, 1, natFleetOptions{
+		prepare: func(bed *netbed.Bed) {
+			if err := bed.BlockUDP(t.Context(), 1, true); err != nil {
+				t.Fatal(err)
+			}
+		},
+		agentArgs: func(*netbed.Bed, int) []string {
+			start = time.Now()
+			return []string{"--quic-fallback-after=" + fallbackAfter.String(), "--quic-retry-interval=" + retryEvery.String()}
+		},
+	})
+	bed, a, client := f.bed, f.agents["member-1"], f.clients["member-1"]
 	t.Logf("UDP blocked: joined and Ready over the WebSocket %v after the agent started", time.Since(start).Round(time.Millisecond))
 	// onWebSocket: the hub counts member-1 on the WebSocket (want "1") or
 	// not ("0"), and its Cluster says the same.
