@@ -2,7 +2,6 @@ package netbed
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -52,20 +51,9 @@ func (b *Bed) DelayRelay(from *Namespace, listenAddr string, via *Namespace, dia
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Relay{front: front, via: via, target: dialAddr, ctx: ctx, clients: map[string]net.Conn{},
 		rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		cancel()
-		front.Close()
-		return nil, errors.New("netbed: relay on a closed bed")
+	if err := b.serve("relay", func() { cancel(); r.close() }, r.serve); err != nil {
+		return nil, err
 	}
-	b.closers = append(b.closers, func() { cancel(); r.close() })
-	b.forwards.Add(1)
-	b.mu.Unlock()
-	go func() {
-		defer b.forwards.Done()
-		r.serve()
-	}()
 	return r, nil
 }
 

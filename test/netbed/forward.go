@@ -2,7 +2,6 @@ package netbed
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,18 +21,7 @@ func (b *Bed) Forward(from *Namespace, listenAddr string, to *Namespace, dialAdd
 		return nil, fmt.Errorf("netbed: forward %s: %w", listenAddr, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		cancel()
-		l.Close()
-		return nil, errors.New("netbed: forward on a closed bed")
-	}
-	b.closers = append(b.closers, func() { cancel(); l.Close() })
-	b.forwards.Add(1)
-	b.mu.Unlock()
-	go func() {
-		defer b.forwards.Done()
+	err = b.serve("forward", func() { cancel(); l.Close() }, func() {
 		var conns sync.WaitGroup
 		defer conns.Wait()
 		for {
@@ -47,8 +35,30 @@ func (b *Bed) Forward(from *Namespace, listenAddr string, to *Namespace, dialAdd
 				relay(ctx, c, to, dialAddr)
 			}()
 		}
-	}()
+	})
+	if err != nil {
+		return nil, err
+	}
 	return l.Addr(), nil
+}
+
+// serve runs run in a goroutine that the bed's Close stops with stop and
+// waits for. On a closed bed it calls stop at once and returns an error
+// naming what.
+func (b *Bed) serve(what string, stop, run func()) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		stop()
+		return fmt.Errorf("netbed: %s on a closed bed", what)
+	}
+	b.closers = append(b.closers, stop)
+	b.forwards.Add(1)
+	go func() {
+		defer b.forwards.Done()
+		run()
+	}()
+	return nil
 }
 
 // relay copies between c and a new connection to dialAddr inside to until

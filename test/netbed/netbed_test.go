@@ -308,6 +308,28 @@ func TestParseMapping(t *testing.T) {
 	}
 }
 
+// cloudUDP listens for UDP in the bed's cloud and dials it from every edge
+// site, with one exchange each so that the router maps them. All are
+// closed when the test ends.
+func cloudUDP(t *testing.T, b *Bed) (cloud net.PacketConn, edges []net.Conn) {
+	t.Helper()
+	cloud, err := b.Cloud.ListenPacket(CloudAddr.String() + ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cloud.Close() })
+	for _, e := range b.Edges {
+		conn, err := e.Dial(t.Context(), "udp", cloud.LocalAddr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		exchange(t, conn, cloud)
+		edges = append(edges, conn)
+	}
+	return cloud, edges
+}
+
 // send writes n datagrams from edge to cloud and returns how many the
 // cloud read before a quiet half second.
 func send(t *testing.T, edge net.Conn, cloud net.PacketConn, n int) int {
@@ -333,21 +355,7 @@ func send(t *testing.T, edge net.Conn, cloud net.PacketConn, n int) int {
 // that site only, and up restores it.
 func TestLossAndLink(t *testing.T) {
 	b := New(t, 2)
-	cloud, err := b.Cloud.ListenPacket(CloudAddr.String() + ":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cloud.Close()
-	var edges []net.Conn
-	for _, e := range b.Edges {
-		conn, err := e.Dial(t.Context(), "udp", cloud.LocalAddr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		exchange(t, conn, cloud)
-		edges = append(edges, conn)
-	}
+	cloud, edges := cloudUDP(t, b)
 	const n = 400
 	if err := b.SetLoss(t.Context(), 1, 50); err != nil {
 		t.Fatal(err)
@@ -402,11 +410,7 @@ func TestLossAndLink(t *testing.T) {
 // unblocked, UDP passes again.
 func TestBlockUDP(t *testing.T) {
 	b := New(t, 2)
-	cloud, err := b.Cloud.ListenPacket(CloudAddr.String() + ":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cloud.Close()
+	cloud, edges := cloudUDP(t, b)
 	tcp, err := b.Cloud.Listen(CloudAddr.String() + ":0")
 	if err != nil {
 		t.Fatal(err)
@@ -421,16 +425,6 @@ func TestBlockUDP(t *testing.T) {
 			c.Close()
 		}
 	}()
-	var edges []net.Conn
-	for _, e := range b.Edges {
-		conn, err := e.Dial(t.Context(), "udp", cloud.LocalAddr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		exchange(t, conn, cloud)
-		edges = append(edges, conn)
-	}
 	if err := b.BlockUDP(t.Context(), 1, true); err != nil {
 		t.Fatal(err)
 	}
