@@ -154,7 +154,9 @@ func (c *wsConn) TLS() tls.ConnectionState { return c.tls }
 func (c *wsConn) PacketsReceived() uint64  { return c.raw.reads.Load() }
 func (c *wsConn) Kind() Kind               { return WebSocket }
 
-// translate turns an error of a closed session into why it closed.
+// translate turns an error of a closed session into why it closed. While
+// the session lives an error stands as it is: io.EOF on a stream is the
+// peer's end of that stream.
 func (c *wsConn) translate(err error) error {
 	if err == nil {
 		return nil
@@ -177,14 +179,14 @@ type wsStream struct {
 func (s *wsStream) Read(b []byte) (int, error) {
 	n, err := s.s.Read(b)
 	if err != nil && n == 0 {
-		err = s.conn.translateStream(err)
+		err = s.conn.translate(err)
 	}
 	return n, err
 }
 
 func (s *wsStream) Write(b []byte) (int, error) {
 	n, err := s.s.Write(b)
-	return n, s.conn.translateStream(err)
+	return n, s.conn.translate(err)
 }
 
 func (s *wsStream) Close() error                       { return s.s.Close() }
@@ -200,27 +202,12 @@ func (s *wsStream) CancelWrite() {
 	_ = s.s.Close()
 }
 
-// translateStream is translate for stream errors: io.EOF is the peer's
-// end of the stream while the session lives, and why the session ended
-// once it has.
-func (c *wsConn) translateStream(err error) error {
-	if err == nil {
-		return nil
-	}
-	if c.ctx.Err() == nil && !c.mux.IsClosed() {
-		return err
-	}
-	return c.translate(err)
-}
-
 // countingConn counts reads of the WebSocket and keeps the first error,
 // which says how the peer closed it.
 type countingConn struct {
 	net.Conn
-	reads   atomic.Uint64
-	errOnce sync.Once
-	err     error
-	errSet  atomic.Bool
+	reads    atomic.Uint64
+	firstErr atomic.Pointer[error]
 }
 
 func (c *countingConn) Read(b []byte) (int, error) {
@@ -229,23 +216,25 @@ func (c *countingConn) Read(b []byte) (int, error) {
 		c.reads.Add(1)
 	}
 	if err != nil {
-		c.errOnce.Do(func() { c.err = err; c.errSet.Store(true) })
+		c.firstErr.CompareAndSwap(nil, &err)
 	}
 	return n, err
 }
 
 // closedBy says how the connection ended, as far as reads tell.
 func (c *countingConn) closedBy() *ClosedError {
-	if !c.errSet.Load() {
+	p := c.firstErr.Load()
+	if p == nil {
 		return &ClosedError{Reason: "connection closed"}
 	}
+	err := *p
 	var ce websocket.CloseError
 	switch {
-	case errors.As(c.err, &ce) && ce.Code >= closeCodeBase && ce.Code < closeCodeBase+1000:
+	case errors.As(err, &ce) && ce.Code >= closeCodeBase && ce.Code < closeCodeBase+1000:
 		return &ClosedError{Code: quic.ApplicationErrorCode(ce.Code - closeCodeBase), Reason: ce.Reason, Remote: true}
-	case errors.Is(c.err, io.EOF):
+	case errors.Is(err, io.EOF):
 		return &ClosedError{Reason: "peer closed the connection", Remote: true}
 	default:
-		return &ClosedError{Reason: "connection lost: " + c.err.Error(), Remote: true}
+		return &ClosedError{Reason: "connection lost: " + err.Error(), Remote: true}
 	}
 }
