@@ -97,8 +97,10 @@ func (r *Relay) later(b []byte, send func([]byte)) {
 		if r.ctx.Err() != nil {
 			return
 		}
-		send(held)
+		// Counted first: once sent, the answer may reach a reader that
+		// then reads the count.
 		r.relayed.Add(1)
+		send(held)
 	})
 }
 
