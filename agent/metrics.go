@@ -92,7 +92,7 @@ func newMetrics() *metrics {
 		Help: "Connections to the hub made over the WebSocket fallback because QUIC got no answer."})
 	m.quicProbes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flotilla_agent_quic_probes_total",
 		Help: "Tries of QUIC from a session on the WebSocket fallback, by result: connected (the session moved to QUIC) or failed."}, []string{"result"})
-	for _, kind := range []transport.Kind{transport.QUIC, transport.WebSocket} {
+	for _, kind := range transport.Kinds() {
 		m.transport.WithLabelValues(string(kind))
 	}
 	for _, result := range []string{probeConnected, probeFailed} {
@@ -159,9 +159,8 @@ func (m *metrics) sessionStarted(kind transport.Kind) {
 
 func (m *metrics) sessionEnded(err error) {
 	m.connected.Set(0)
-	m.transport.Reset()
-	for _, kind := range []transport.Kind{transport.QUIC, transport.WebSocket} {
-		m.transport.WithLabelValues(string(kind))
+	for _, kind := range transport.Kinds() {
+		m.transport.WithLabelValues(string(kind)).Set(0)
 	}
 	m.sessionEnds.WithLabelValues(endReason(err)).Inc()
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 
+	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/transport"
 )
 
@@ -41,7 +42,7 @@ func (s *session) quicProbeLoop(ctx context.Context) error {
 		}
 		a.cfg.metrics.quicProbes.WithLabelValues(probeConnected).Inc()
 		if ctx.Err() != nil { // the session ended meanwhile
-			_ = conn.CloseWithError(0, "not needed")
+			_ = conn.CloseWithError(protocol.CloseNormal, "not needed")
 			release()
 			return nil
 		}

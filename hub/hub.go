@@ -290,7 +290,7 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	httpServer := &http.Server{Handler: httpAPI.handler(), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 
-	agentsDone := make(chan struct{})
+	var agentServers sync.WaitGroup // one per listener
 	var wg sync.WaitGroup
 	wg.Go(func() { registry.Run(registryCtx) })
 	wg.Go(func() { guard.Run(registryCtx) })
@@ -301,19 +301,15 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		wg.Go(func() { c.Run(ctx, workers) })
 	}
 	quicServing.Store(true)
-	wg.Go(func() {
+	agentServers.Go(func() {
 		agents.serve(agentsCtx, transport.QUICListener{Listener: ln})
 		quicServing.Store(false)
-		close(agentsDone)
 	})
 	wsAddr := "off"
-	wsDone := make(chan struct{})
 	if wsLn != nil {
 		wsAddr = wsLn.Addr().String()
 		wg.Go(func() { wsLn.serve(logger) })
-		wg.Go(func() { agents.serve(agentsCtx, wsLn); close(wsDone) })
-	} else {
-		close(wsDone)
+		agentServers.Go(func() { agents.serve(agentsCtx, wsLn) })
 	}
 	if profLn != nil {
 		wg.Go(func() { serveProfiles(ctx, profLn, logger) })
@@ -342,8 +338,7 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	// Agents get a goaway while the listener still runs (serve sends it when
 	// its context ends); only then does the listener close.
 	stopAgents()
-	<-agentsDone
-	<-wsDone
+	agentServers.Wait()
 	ln.Close()
 	if wsLn != nil {
 		wsLn.close()

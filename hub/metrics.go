@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/component-base/metrics/legacyregistry"
-
 	// Sets client-go's work queue metrics provider (into legacyregistry),
 	// as kube-controller-manager does; the embedded API server imports it
 	// too, and client-go takes one provider per process.

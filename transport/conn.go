@@ -21,6 +21,9 @@ const (
 	WebSocket Kind = "websocket"
 )
 
+// Kinds are the transports, preferred first.
+func Kinds() []Kind { return []Kind{QUIC, WebSocket} }
+
 // Conn is one agent connection, on either transport.
 type Conn interface {
 	// OpenStreamSync opens a bidirectional stream, waiting while the peer's
