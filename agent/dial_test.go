@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"net"
 	"strings"
@@ -72,7 +71,7 @@ func TestDialQUICGivesUpOnlyOnSilence(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer silent.Close()
-	clientTLS := protocol.ClientTLSConfig(tlsCertificate(t, p, "cluster:edge-1"), p.pool, "127.0.0.1")
+	clientTLS := protocol.ClientTLSConfig(p.tlsCertificate(t, pki.Request{CommonName: "cluster:edge-1", Usage: pki.ClientAuth}), p.pool, "127.0.0.1")
 	const silentFor = 300 * time.Millisecond
 	tests := []struct {
 		name        string
@@ -111,14 +110,4 @@ func TestDialQUICGivesUpOnlyOnSilence(t *testing.T) {
 			}
 		})
 	}
-}
-
-func tlsCertificate(t *testing.T, p *testPKI, commonName string) tls.Certificate {
-	t.Helper()
-	kp := p.issue(t, pki.Request{CommonName: commonName, Usage: pki.ClientAuth})
-	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert
 }

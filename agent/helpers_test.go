@@ -46,18 +46,25 @@ func (p *testPKI) issue(t *testing.T, req pki.Request) *pki.KeyPair {
 	return kp
 }
 
+// tlsCertificate issues req as a tls.Certificate.
+func (p *testPKI) tlsCertificate(t *testing.T, req pki.Request) tls.Certificate {
+	t.Helper()
+	kp := p.issue(t, req)
+	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
 // hubTLS is the test hub's TLS configuration, valid for 127.0.0.1 and
 // localhost, requiring client certificates from this CA on sessions; its
 // serving chain carries the CA, as the real hub's does, for joining agents
 // to find by its pin.
 func (p *testPKI) hubTLS(t *testing.T) *tls.Config {
 	t.Helper()
-	kp := p.issue(t, pki.Request{CommonName: "flotilla-hub", Usage: pki.ServerAuth,
+	cert := p.tlsCertificate(t, pki.Request{CommonName: "flotilla-hub", Usage: pki.ServerAuth,
 		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
-	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cert.Certificate = append(cert.Certificate, p.ca.Cert.Raw)
 	return protocol.ServerTLSConfig(cert, p.pool)
 }

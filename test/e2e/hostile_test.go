@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -322,6 +323,16 @@ func dialRogue(t, owner *testing.T, addr string, tlsConf *tls.Config, cluster st
 	if err != nil {
 		t.Fatal(err)
 	}
+	reader := sayHello(t, control, cluster)
+	r := &rogueAgent{conn: conn, control: control}
+	go r.readControl(reader)
+	return r
+}
+
+// sayHello opens control as the control stream of cluster's session, as
+// an agent does, and returns its reader once the hub welcomed it.
+func sayHello(t *testing.T, control io.ReadWriter, cluster string) *protocol.Reader {
+	t.Helper()
 	if err := protocol.WriteStreamKind(control, protocol.StreamControl); err != nil {
 		t.Fatal(err)
 	}
@@ -336,9 +347,7 @@ func dialRogue(t, owner *testing.T, addr string, tlsConf *tls.Config, cluster st
 	if _, ok := welcome.(*protocol.Welcome); !ok {
 		t.Fatalf("hello answered with %v", welcome.Type())
 	}
-	r := &rogueAgent{conn: conn, control: control}
-	go r.readControl(reader)
-	return r
+	return reader
 }
 
 // readControl notes a GoAway or Error; acknowledgements are dropped.

@@ -75,18 +75,7 @@ func TestWebSocketTransport(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := protocol.WriteStreamKind(control, protocol.StreamControl); err != nil {
-			t.Fatal(err)
-		}
-		if err := protocol.WriteMessage(control, &protocol.Hello{ProtocolVersion: protocol.Version, ClusterName: "greedy", AgentVersion: "hostile", LeaseDurationSeconds: 2}); err != nil {
-			t.Fatal(err)
-		}
-		reader := protocol.NewReader(control, 0)
-		if m, err := reader.ReadMessage(); err != nil {
-			t.Fatalf("hello: %v", err)
-		} else if _, ok := m.(*protocol.Welcome); !ok {
-			t.Fatalf("hello answered with %v", m.Type())
-		}
+		reader := sayHello(t, control, "greedy")
 		// Streams that say nothing: each holds a slot of the hub's.
 		for i := range 20 {
 			str, err := conn.OpenStreamSync(ctx)
