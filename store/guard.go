@@ -182,17 +182,19 @@ func (g *Guard) check(ctx context.Context) error {
 			noSpace = append(noSpace, a)
 		}
 	}
-	g.noSpace.Store(len(noSpace) > 0)
 	limit := int64(float64(g.cfg.Quota) * g.cfg.AgentThreshold)
 	fits := inUse < limit
 	switch {
 	case len(noSpace) > 0 && fits:
-		g.disarm(ctx, noSpace)
+		// Decide on the alarms still raised after the disarm, so the check
+		// that clears NOSPACE also lets agents write again.
+		noSpace = g.disarm(ctx, noSpace)
 	case !fits:
 		g.defragment(ctx, statuses, true)
 	default:
 		g.defragment(ctx, statuses, false)
 	}
+	g.noSpace.Store(len(noSpace) > 0)
 	why := fmt.Sprintf("store holds %d MiB, agent writes stop above %d MiB (%.0f %% of the %d MiB quota) and resume below %d MiB",
 		inUse>>20, limit>>20, g.cfg.AgentThreshold*100, g.cfg.Quota>>20, resumeBelow(limit)>>20)
 	if len(noSpace) > 0 {
@@ -255,14 +257,17 @@ func (g *Guard) defragment(ctx context.Context, statuses map[string]*clientv3.St
 	}
 }
 
-// disarm clears NOSPACE alarms once the data fits again.
-func (g *Guard) disarm(ctx context.Context, alarms []*etcdserverpb.AlarmMember) {
+// disarm clears NOSPACE alarms once the data fits again and returns the
+// alarms it could not clear.
+func (g *Guard) disarm(ctx context.Context, alarms []*etcdserverpb.AlarmMember) (raised []*etcdserverpb.AlarmMember) {
 	for _, a := range alarms {
 		if _, err := g.client.AlarmDisarm(ctx, (*clientv3.AlarmMember)(a)); err != nil {
 			g.logger.Warn("store guard: disarm NOSPACE failed", "member", a.MemberID, "err", err)
+			raised = append(raised, a)
 			continue
 		}
 		g.disarms.Add(1)
 		g.logger.Info("store guard: NOSPACE alarm disarmed: the data fits again", "member", a.MemberID)
 	}
+	return raised
 }
