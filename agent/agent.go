@@ -39,6 +39,10 @@ type Agent struct {
 	rotation rotation
 	// transports picks the transport of each dial (Run's goroutine only).
 	transports transportChooser
+	// lastHub is, per transport, the hub replica address of the last
+	// connection: the next dial tries it first.
+	hubMu   sync.Mutex
+	lastHub map[transport.Kind]string
 }
 
 // New checks cfg, makes the member cluster clients, reads the credentials
@@ -132,6 +136,7 @@ func newAgent(cfg Config, tlsConf *tls.Config, clients kubeClients, probe health
 		joinTimeout: joinAttemptTimeout,
 		rotation:    newRotation(),
 		transports:  transportChooser{mode: cfg.Transport, retry: cfg.QUICRetryInterval},
+		lastHub:     map[transport.Kind]string{},
 	}, nil
 }
 

@@ -147,8 +147,8 @@ func (cfg Config) withDefaults() Config {
 	if cfg.Transport == "" {
 		cfg.Transport = TransportAuto
 	}
-	if cfg.HubWebSocket == "" {
-		cfg.HubWebSocket = cfg.Hub
+	if cfg.HubWebSocket == "" { // the same host and port, on TCP
+		cfg.HubWebSocket = strings.Join(splitHubs(cfg.Hub), ",")
 	}
 	if cfg.QUICFallbackAfter == 0 {
 		cfg.QUICFallbackAfter = DefaultQUICFallbackAfter
@@ -194,7 +194,7 @@ func (cfg Config) withDefaults() Config {
 // problem at once.
 func (cfg Config) validate() error {
 	var errs []error
-	if err := validateHub(cfg.Hub); err != nil {
+	if err := validateHubs(cfg.Hub); err != nil {
 		errs = append(errs, err)
 	}
 	switch cfg.Transport {
@@ -202,8 +202,8 @@ func (cfg Config) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("transport %q: want %s, %s or %s", cfg.Transport, TransportAuto, TransportQUIC, TransportWebSocket))
 	}
-	if cfg.HubWebSocket != cfg.Hub {
-		if err := validateHub(cfg.HubWebSocket); err != nil {
+	if cfg.HubWebSocket != strings.Join(splitHubs(cfg.Hub), ",") {
+		if err := validateHubs(cfg.HubWebSocket); err != nil {
 			errs = append(errs, fmt.Errorf("WebSocket %w", err))
 		}
 	}
@@ -266,6 +266,19 @@ func (le LeaderElection) validate() []error {
 }
 
 // validateHub checks that hub is host:port with both parts present.
+// validateHubs checks a comma-separated list of hub replica addresses.
+func validateHubs(list string) error {
+	addrs := splitHubs(list)
+	if len(addrs) == 0 {
+		return validateHub("")
+	}
+	var errs []error
+	for _, a := range addrs {
+		errs = append(errs, validateHub(a))
+	}
+	return errors.Join(errs...)
+}
+
 func validateHub(hub string) error {
 	if hub == "" {
 		return errors.New("hub address is required")

@@ -132,7 +132,16 @@ func (s *session) checkAcks(now time.Time, ackTimeout time.Duration, packets uin
 		wait *= datagramAckLeases
 	}
 	oldest, ok := s.pending.oldest()
-	if !ok || now.Sub(oldest.at) < wait {
+	if !ok {
+		return nil
+	}
+	// With other hub replicas to go to, a hub that sent nothing at all for
+	// a lease is taken for dead (a killed replica sends no reset): its
+	// clusters move before the new leader's grace runs out.
+	if silent := now.Sub(oldest.at); silent >= ackTimeout && packets == oldest.packets && len(splitHubs(s.agent.cfg.Hub)) > 1 {
+		return fmt.Errorf("%w for %v (lease %v), nor any packet: trying the other hub replicas", errNoLeaseAck, silent.Round(time.Millisecond), ackTimeout)
+	}
+	if now.Sub(oldest.at) < wait {
 		return nil
 	}
 	if s.datagrams && packets-oldest.packets < max(hubAlivePackets, uint64(s.pending.count())/2) {

@@ -37,7 +37,7 @@ func (a *Agent) dial(ctx context.Context, tlsConf *tls.Config, explain func(erro
 		if i < len(order)-1 {
 			silentFor = a.cfg.QUICFallbackAfter
 		}
-		conn, release, err = a.dialOne(ctx, kind, tlsConf, explain, silentFor)
+		conn, release, err = a.dialAny(ctx, kind, tlsConf, explain, silentFor)
 		if err == nil {
 			if len(failed) > 0 {
 				a.log.Warn("connected over the fallback transport: QUIC got no answer (is UDP blocked on the way?)",
@@ -61,15 +61,16 @@ func (a *Agent) dial(ctx context.Context, tlsConf *tls.Config, explain func(erro
 
 // dialOne connects over one transport. A QUIC dial gives up after
 // silentFor (if not zero) unless the hub answered something by then.
-func (a *Agent) dialOne(ctx context.Context, kind transport.Kind, tlsConf *tls.Config, explain func(error) error, silentFor time.Duration) (transport.Conn, func(), error) {
+func (a *Agent) dialOne(ctx context.Context, kind transport.Kind, addr string, tlsConf *tls.Config, explain func(error) error, silentFor time.Duration) (transport.Conn, func(), error) {
+	tlsConf = withServerName(tlsConf, addr)
 	if kind == transport.WebSocket {
-		conn, err := transport.DialWebSocket(ctx, a.cfg.HubWebSocket, tlsConf)
+		conn, err := transport.DialWebSocket(ctx, addr, tlsConf)
 		if err != nil {
-			return nil, nil, fmt.Errorf("dial hub %s over a WebSocket (TCP): %w", a.cfg.HubWebSocket, err)
+			return nil, nil, fmt.Errorf("dial hub %s over a WebSocket (TCP): %w", addr, err)
 		}
 		return conn, func() {}, nil
 	}
-	conn, release, err := a.dialQUIC(ctx, tlsConf, explain, silentFor)
+	conn, release, err := a.dialQUIC(ctx, addr, tlsConf, explain, silentFor)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -89,8 +90,8 @@ func (a *Agent) dialOne(ctx context.Context, kind transport.Kind, tlsConf *tls.C
 // to complete handshakes (thousands of agents reconnecting after a
 // restart) gets QUIC's whole handshake timeout, so that a busy hub does
 // not push its fleet onto the fallback.
-func (a *Agent) dialQUIC(ctx context.Context, tlsConf *tls.Config, explain func(error) error, silentFor time.Duration) (conn *quic.Conn, release func(), err error) {
-	addr, err := resolveUDP(ctx, a.cfg.Hub)
+func (a *Agent) dialQUIC(ctx context.Context, hub string, tlsConf *tls.Config, explain func(error) error, silentFor time.Duration) (conn *quic.Conn, release func(), err error) {
+	addr, err := resolveUDP(ctx, hub)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -124,7 +125,7 @@ func (a *Agent) dialQUIC(ctx context.Context, tlsConf *tls.Config, explain func(
 		if watch.gaveUp.Load() && ctx.Err() == nil {
 			err = fmt.Errorf("no answer over QUIC within %v: %w", silentFor, err)
 		}
-		return nil, nil, fmt.Errorf("dial hub %s over QUIC: %w", a.cfg.Hub, explain(err))
+		return nil, nil, fmt.Errorf("dial hub %s over QUIC: %w", hub, explain(err))
 	}
 	return conn, release, nil
 }

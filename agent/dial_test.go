@@ -89,7 +89,7 @@ func TestDialQUICGivesUpOnlyOnSilence(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), tt.wait)
 			defer cancel()
 			start := time.Now()
-			conn, release, err := a.dialQUIC(ctx, clientTLS, func(err error) error { return err }, silentFor)
+			conn, release, err := a.dialQUIC(ctx, tt.hub, clientTLS, func(err error) error { return err }, silentFor)
 			took := time.Since(start)
 			if err == nil {
 				conn.CloseWithError(0, "")

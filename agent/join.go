@@ -181,7 +181,7 @@ func (a *Agent) joinOnce(ctx context.Context, pin string, req *protocol.JoinRequ
 // host: a join trusts the pin alone, but sessions check the name.
 func (a *Agent) checkHubName(conn transport.Conn) {
 	certs := conn.TLS().PeerCertificates
-	host, _, err := net.SplitHostPort(a.cfg.Hub)
+	host, _, err := net.SplitHostPort(a.lastHubAddr(conn.Kind()))
 	if err != nil || len(certs) == 0 {
 		return
 	}

@@ -31,7 +31,7 @@ func (s *session) quicProbeLoop(ctx context.Context) error {
 			return nil
 		case <-ticker.C():
 		}
-		conn, release, err := a.dialOne(ctx, transport.QUIC, a.tls, explainConnError, a.cfg.QUICFallbackAfter)
+		conn, release, err := a.dialAny(ctx, transport.QUIC, a.tls, explainConnError, a.cfg.QUICFallbackAfter)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil

@@ -64,11 +64,7 @@ func (a *Agent) runSession(ctx context.Context, pre *dialed) (welcomedAt time.Ti
 	conn := pre.conn
 	// Every path below closes conn (abort, goAway) before release runs.
 	defer pre.release()
-	hub := a.cfg.Hub
-	if conn.Kind() == transport.WebSocket {
-		hub = a.cfg.HubWebSocket
-	}
-	s := &session{agent: a, conn: conn, log: a.log.With("hub", hub, "transport", conn.Kind())}
+	s := &session{agent: a, conn: conn, log: a.log.With("hub", conn.RemoteAddr().String(), "transport", conn.Kind())}
 	welcome, err := s.handshake(ctx)
 	if err != nil {
 		s.abort(err)

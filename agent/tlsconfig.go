@@ -3,6 +3,7 @@ package agent
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -30,9 +31,14 @@ func tlsConfigFrom(cfg Config, store credentialStore, c credentials, now time.Ti
 	if err := checkClientCert(cert.Leaf, cfg.ClusterName, now); err != nil {
 		return nil, fmt.Errorf("client certificate %s: %w", store.location(CertFile), err)
 	}
-	host, _, err := net.SplitHostPort(cfg.Hub)
+	// The first replica's host; each dial names the host it dials.
+	hubs := splitHubs(cfg.Hub)
+	if len(hubs) == 0 {
+		return nil, errors.New("no hub address")
+	}
+	host, _, err := net.SplitHostPort(hubs[0])
 	if err != nil {
-		return nil, fmt.Errorf("hub address %q: %w", cfg.Hub, err)
+		return nil, fmt.Errorf("hub address %q: %w", hubs[0], err)
 	}
 	return protocol.ClientTLSConfig(cert, roots, host), nil
 }

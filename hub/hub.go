@@ -36,8 +36,10 @@ import (
 	"github.com/flotilla-io/flotilla/hub/purge"
 	"github.com/flotilla-io/flotilla/hub/rebalancer"
 	"github.com/flotilla-io/flotilla/hub/scheduling"
+	"github.com/flotilla-io/flotilla/hub/sharedfiles"
 	"github.com/flotilla-io/flotilla/hub/status"
 	"github.com/flotilla-io/flotilla/hub/templates"
+	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/store"
 	"github.com/flotilla-io/flotilla/transport"
@@ -102,9 +104,11 @@ type Config struct {
 	ControllerWorkers int
 	// Store guards etcd against agent-driven growth (quota, threshold,
 	// check interval).
-	Store  store.GuardConfig
-	Logger *slog.Logger
-	Clock  clock.WithTicker
+	Store store.GuardConfig
+	// LeaderElection among replicas sharing an external etcd.
+	LeaderElection LeaderElection
+	Logger         *slog.Logger
+	Clock          clock.WithTicker
 }
 
 // DefaultControllerWorkers is how many keys each controller reconciles at
@@ -118,6 +122,11 @@ const joinWait = 20 * time.Second
 // Run runs the hub until ctx ends, then says goodbye to the agents, stores
 // what changed and stops. ready, if not nil, is called with the bound
 // addresses once everything serves.
+//
+// Every replica serves the Kubernetes API and its HTTP endpoints; with
+// leader election, only the elected one runs the rest (lead): the
+// controllers, the health decisions and the agent listeners. The others
+// stand by and say so on /readyz.
 func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr)) error {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
@@ -133,7 +142,9 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	if err := s.CheckNoLegacyData(ctx); err != nil {
 		return err
 	}
-
+	if err := sharedfiles.Sync(ctx, s.Client(), cfg.DataDir, func() error { return ensureSharedFiles(cfg.DataDir) }, logger); err != nil {
+		return err
+	}
 	hubCA, err := ca.EnsureCA(cfg.DataDir)
 	if err != nil {
 		return err
@@ -152,6 +163,74 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		stopAPI()
 		<-api.Done()
 	}()
+	httpLn, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen for HTTP on %s: %w", cfg.HTTPAddr, err)
+	}
+	// The leader's endpoints replace the standby's while it leads.
+	handler := &switchHandler{}
+	// Requests see the hub's context: dashboard streams end when it does,
+	// rather than holding up the shutdown.
+	httpServer := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	httpDone := make(chan struct{})
+	go func() {
+		defer close(httpDone)
+		if err := httpServer.Serve(httpLn); !errors.Is(err, http.ErrServerClosed) {
+			stop(fmt.Errorf("HTTP server: %w", err))
+		}
+	}()
+	go func() {
+		select {
+		case <-api.Done():
+			stop(fmt.Errorf("kube-apiserver stopped: %w", api.Err()))
+		case <-runCtx.Done():
+		}
+	}()
+	r := &replica{cfg: cfg, store: s, api: api, ca: hubCA, http: handler, httpAddr: httpLn.Addr(), ready: ready}
+	if cfg.LeaderElection.Enabled {
+		err = r.runElected(runCtx)
+	} else {
+		err = r.lead(runCtx)
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_ = httpServer.Shutdown(shutdownCtx)
+	<-httpDone
+	if cause := context.Cause(runCtx); err == nil && ctx.Err() == nil && cause != nil {
+		err = cause
+	}
+	return err
+}
+
+// ensureSharedFiles makes the files hub replicas share, where missing.
+func ensureSharedFiles(dataDir string) error {
+	if _, err := ca.EnsureCA(dataDir); err != nil {
+		return err
+	}
+	if _, err := ca.LoadStatelessResetKey(dataDir); err != nil {
+		return err
+	}
+	return apiserver.EnsureServiceAccountKey(dataDir)
+}
+
+// replica is what a hub process holds whether it leads or stands by.
+type replica struct {
+	cfg      Config
+	store    *store.Store
+	api      *apiserver.Server
+	ca       *pki.CA
+	http     *switchHandler
+	httpAddr net.Addr
+	ready    func(quicAddr, httpAddr net.Addr)
+}
+
+// lead runs the controllers, the registry and the agent listeners until
+// ctx ends, then says goodbye to the agents and stores what changed.
+func (r *replica) lead(ctx context.Context) error {
+	cfg, s, api, hubCA, logger := r.cfg, r.store, r.api, r.ca, r.cfg.Logger
 	cert, err := ca.ServingCertificate(hubCA, cfg.TLSSANs)
 	if err != nil {
 		return fmt.Errorf("hub serving certificate: %w", err)
@@ -229,15 +308,9 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		ln.Close()
 		return err
 	}
-	httpLn, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		ln.Close()
-		return fmt.Errorf("listen for HTTP on %s: %w", cfg.HTTPAddr, err)
-	}
 	profLn, err := listenProfiles(cfg.ProfilingAddr)
 	if err != nil {
 		ln.Close()
-		httpLn.Close()
 		return err
 	}
 	// Every controller adds its handlers to the shared informers before
@@ -285,10 +358,6 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	var quicServing atomic.Bool
 	httpAPI := &httpServer{registry: registry, agents: agents, failover: failoverCtl, guard: guard, dashboard: board.Handler(), metrics: metrics,
 		probes: readinessProbes(s, clients.Kube, informers, &quicServing)}
-	// Requests see the hub's context: dashboard streams end when it does,
-	// rather than holding up the shutdown.
-	httpServer := &http.Server{Handler: httpAPI.handler(), ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
 
 	var agentServers sync.WaitGroup // one per listener
 	var wg sync.WaitGroup
@@ -314,27 +383,16 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	if profLn != nil {
 		wg.Go(func() { serveProfiles(ctx, profLn, logger) })
 	}
-	httpErr := make(chan error, 1)
-	wg.Go(func() { httpErr <- httpServer.Serve(httpLn) })
+	r.http.set(httpAPI.handler())
+	defer r.http.set(nil)
 
-	logger.Info("hub ready", "hubID", cfg.HubID, "quic", ln.Addr().String(), "websocket", wsAddr, "http", httpLn.Addr().String(), "api", api.URL, "kubeconfig", api.AdminKubeconfig,
+	logger.Info("hub ready", "hubID", cfg.HubID, "quic", ln.Addr().String(), "websocket", wsAddr, "http", r.httpAddr.String(), "api", api.URL, "kubeconfig", api.AdminKubeconfig,
 		"gracePeriod", cfg.Health.GracePeriod, "evictionTimeout", cfg.Health.EvictionTimeout)
-	if ready != nil {
-		ready(ln.Addr(), httpLn.Addr())
+	if r.ready != nil {
+		r.ready(ln.Addr(), r.httpAddr)
 	}
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case err := <-httpErr:
-		runErr = fmt.Errorf("HTTP server: %w", err)
-	case <-api.Done():
-		runErr = fmt.Errorf("kube-apiserver stopped: %w", api.Err())
-	}
-	logger.Info("hub shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	_ = httpServer.Shutdown(shutdownCtx)
+	<-ctx.Done()
+	logger.Info("hub shutting down", "why", context.Cause(ctx))
 	// Agents get a goaway while the listener still runs (serve sends it when
 	// its context ends); only then does the listener close.
 	stopAgents()
@@ -345,8 +403,5 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	}
 	stopRegistry() // the writer's final flush runs on its way out
 	wg.Wait()
-	if errors.Is(runErr, http.ErrServerClosed) {
-		runErr = nil
-	}
-	return runErr
+	return nil
 }

@@ -26,13 +26,7 @@ func readinessProbes(s *store.Store, kube kubernetes.Interface, informers *contr
 		"policies": informers.Policies.Informer().HasSynced, "clusterpolicies": informers.ClusterPolicies.Informer().HasSynced,
 	}
 	return []probe{
-		{name: "etcd", check: func(ctx context.Context) error {
-			// A linearizable read needs a quorum, as etcdctl endpoint health checks.
-			if _, err := s.Client().Get(ctx, "health", clientv3.WithCountOnly()); err != nil {
-				return fmt.Errorf("store not reachable: %w", err)
-			}
-			return nil
-		}},
+		storeProbe(s),
 		{name: "kube-apiserver", check: func(ctx context.Context) error {
 			body, err := kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 			if err != nil {
@@ -60,4 +54,15 @@ func readinessProbes(s *store.Store, kube kubernetes.Interface, informers *contr
 			return nil
 		}},
 	}
+}
+
+// storeProbe checks that etcd answers a linearizable read, which needs a
+// quorum, as etcdctl endpoint health does.
+func storeProbe(s *store.Store) probe {
+	return probe{name: "etcd", check: func(ctx context.Context) error {
+		if _, err := s.Client().Get(ctx, "health", clientv3.WithCountOnly()); err != nil {
+			return fmt.Errorf("store not reachable: %w", err)
+		}
+		return nil
+	}}
 }

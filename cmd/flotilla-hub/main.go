@@ -98,6 +98,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags.DurationVar(&cfg.Store.Interval, "store-check-interval", 10*time.Second, "how often the hub checks etcd's size and alarms (and defragments or disarms NOSPACE when that helps)")
 	flags.DurationVar(&cfg.MaxClockSkew, "max-clock-skew", 2*time.Second, "agent clock skew beyond which condition ClockSynced goes False")
 	flags.StringVar(&cfg.HubID, "hub-id", hostname, "name of this hub replica, shown in status.agent.connectedTo")
+	leaderElect := flags.Bool("leader-elect", false, "replicas sharing an external etcd elect one (Lease kube-system/flotilla-hub in the hub's API) that runs the controllers, the health decisions and the agent listeners; the others serve the API and stand by (/readyz says so) (default true with --etcd-endpoints)")
+	flags.DurationVar(&cfg.LeaderElection.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a standby waits after the leader's last renewal before it takes over")
+	flags.DurationVar(&cfg.LeaderElection.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it stops leading (and exits, to restart as a standby); less than the lease duration")
+	flags.DurationVar(&cfg.LeaderElection.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "how often the leader renews and standbys try to take over")
 	flags.DurationVar(&cfg.AgentCertTTL, "agent-cert-ttl", 90*24*time.Hour, "lifetime of the certificates agents get when they join (agents renew at 80 %)")
 	flags.StringVar(&cfg.AgentCSRApproval, "agent-csr-approval", join.ApprovalAuto, "how joining agents' certificate requests are approved: auto (when their bootstrap token is valid for the cluster) or manual (kubectl certificate approve)")
 	flags.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra DNS names or IPs for the hub's QUIC and API serving certificates (localhost, 127.0.0.1 and the hostname are always included)")
@@ -150,6 +154,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if err := validateDurations(cfg); err != nil {
+		return err
+	}
+	cfg.LeaderElection.Enabled = *leaderElect || (!flags.Changed("leader-elect") && len(cfg.EtcdEndpoints) > 0)
+	if err := validateLeaderElection(cfg.LeaderElection); err != nil {
 		return err
 	}
 	if err := setAPIServer(&cfg); err != nil {
@@ -230,6 +238,23 @@ func setAPIServer(cfg *hub.Config) error {
 	}
 	if len(cfg.EtcdEndpoints) == 0 && (cfg.EtcdCAFile != "" || cfg.EtcdCertFile != "" || cfg.EtcdKeyFile != "") {
 		return errors.New("--etcd-cafile, --etcd-certfile and --etcd-keyfile need --etcd-endpoints (the embedded etcd listens on a unix socket only)")
+	}
+	return nil
+}
+
+// validateLeaderElection checks what client-go's elector would refuse,
+// naming the flags.
+func validateLeaderElection(le hub.LeaderElection) error {
+	if !le.Enabled {
+		return nil
+	}
+	switch {
+	case le.RetryPeriod <= 0:
+		return fmt.Errorf("--leader-elect-retry-period %v: want a positive duration", le.RetryPeriod)
+	case le.RenewDeadline <= time.Duration(1.2*float64(le.RetryPeriod)):
+		return fmt.Errorf("--leader-elect-renew-deadline %v: want more than 1.2 × --leader-elect-retry-period (%v)", le.RenewDeadline, le.RetryPeriod)
+	case le.LeaseDuration <= le.RenewDeadline:
+		return fmt.Errorf("--leader-elect-lease-duration %v: want more than --leader-elect-renew-deadline (%v)", le.LeaseDuration, le.RenewDeadline)
 	}
 	return nil
 }

@@ -111,7 +111,16 @@ func servingRequest(cfg Config) pki.Request {
 	return pki.Request{CommonName: "flotilla-hub-apiserver", DNSNames: dns, IPAddresses: ips, Usage: pki.ServerAuth, ValidFor: certValidity}
 }
 
+// EnsureServiceAccountKey creates the ServiceAccount signing key in
+// dataDir unless it exists (hub replicas share it: sharedfiles).
+func EnsureServiceAccountKey(dataDir string) error {
+	return ensureServiceAccountKey(filepath.Join(dataDir, "apiserver", "service-account.key"))
+}
+
 func ensureServiceAccountKey(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("ServiceAccount signing key: %w", err)
+	}
 	_, err := os.Stat(path)
 	if err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return err
