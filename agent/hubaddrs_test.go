@@ -77,5 +77,3 @@ func TestDialAnyReportsEveryFailure(t *testing.T) {
 		t.Errorf("no replica answered, but the error does not say so: %v", err)
 	}
 }
-
-
