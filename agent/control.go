@@ -138,7 +138,7 @@ func (s *session) checkAcks(now time.Time, ackTimeout time.Duration, packets uin
 	// With other hub replicas to go to, a hub that sent nothing at all for
 	// a lease is taken for dead (a killed replica sends no reset): its
 	// clusters move before the new leader's grace runs out.
-	if silent := now.Sub(oldest.at); silent >= ackTimeout && packets == oldest.packets && len(splitHubs(s.agent.cfg.Hub)) > 1 {
+	if silent := now.Sub(oldest.at); silent >= ackTimeout && packets == oldest.packets && s.otherHubs {
 		return fmt.Errorf("%w for %v (lease %v), nor any packet: trying the other hub replicas", errNoLeaseAck, silent.Round(time.Millisecond), ackTimeout)
 	}
 	if now.Sub(oldest.at) < wait {

@@ -41,6 +41,9 @@ type session struct {
 	renewEvery time.Duration
 	// datagrams: the hub takes renewals as QUIC datagrams.
 	datagrams bool
+	// otherHubs: --hub lists other replicas to move to when this one
+	// goes silent.
+	otherHubs bool
 }
 
 // dialed is a connection made before its session: a QUIC connection a
@@ -64,7 +67,8 @@ func (a *Agent) runSession(ctx context.Context, pre *dialed) (welcomedAt time.Ti
 	conn := pre.conn
 	// Every path below closes conn (abort, goAway) before release runs.
 	defer pre.release()
-	s := &session{agent: a, conn: conn, log: a.log.With("hub", conn.RemoteAddr().String(), "transport", conn.Kind())}
+	s := &session{agent: a, conn: conn, log: a.log.With("hub", conn.RemoteAddr().String(), "transport", conn.Kind()),
+		otherHubs: len(splitHubs(a.cfg.Hub)) > 1}
 	welcome, err := s.handshake(ctx)
 	if err != nil {
 		s.abort(err)

@@ -410,21 +410,25 @@ func TestCheckAcks(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		datagrams bool
+		otherHubs bool
 		sentAgo   time.Duration
 		packets   uint64 // received since the oldest unacked renewal
 		wantEnd   bool
 	}{
-		{"stream, acked within the lease", false, lease - time.Millisecond, 10, false},
-		{"stream, no ack for a lease", false, lease, 0, true},
-		{"datagrams, acked within the lease", true, lease - time.Millisecond, 10, false},
-		{"datagrams, no ack for a lease though the hub's packets came: may be loss", true, lease, 20, false},
-		{"datagrams, no ack, nothing came back: a lossy path", true, 3 * lease, hubAlivePackets - 1, false},
-		{"datagrams, no ack for two leases though the hub's packets came", true, datagramAckLeases * lease, hubAlivePackets, true},
-		{"datagrams, 16 renewals unacked, 7 packets: a lossy path", true, datagramAckLeases * lease, 7, false},
-		{"datagrams, 16 renewals unacked, 8 packets: a wedged hub", true, datagramAckLeases * lease, 8, true},
+		{"stream, acked within the lease", false, false, lease - time.Millisecond, 10, false},
+		{"stream, no ack for a lease", false, false, lease, 0, true},
+		{"datagrams, acked within the lease", true, false, lease - time.Millisecond, 10, false},
+		{"datagrams, no ack for a lease though the hub's packets came: may be loss", true, false, lease, 20, false},
+		{"datagrams, no ack, nothing came back: a lossy path", true, false, 3 * lease, hubAlivePackets - 1, false},
+		{"datagrams, no ack for two leases though the hub's packets came", true, false, datagramAckLeases * lease, hubAlivePackets, true},
+		{"datagrams, 16 renewals unacked, 7 packets: a lossy path", true, false, datagramAckLeases * lease, 7, false},
+		{"datagrams, 16 renewals unacked, 8 packets: a wedged hub", true, false, datagramAckLeases * lease, 8, true},
+		{"other replicas, nothing for a lease: this one is dead", true, true, lease, 0, true},
+		{"other replicas, nothing for almost a lease", true, true, lease - time.Millisecond, 0, false},
+		{"other replicas, a packet within the lease: alive", true, true, lease, 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &session{datagrams: tc.datagrams}
+			s := &session{datagrams: tc.datagrams, otherHubs: tc.otherHubs}
 			s.pending.add(1, t0, 100)
 			if strings.Contains(tc.name, "16 renewals") {
 				for seq := uint64(2); seq <= 16; seq++ {
