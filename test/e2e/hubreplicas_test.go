@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,8 +11,16 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
 
 	"github.com/flotilla-io/flotilla/test/freeport"
 	"github.com/flotilla-io/flotilla/test/membercluster"
@@ -49,6 +59,9 @@ func startEtcdCluster(t *testing.T, n int) *etcdCluster {
 			"--listen-peer-urls=" + peers[i], "--initial-advertise-peer-urls=" + peers[i],
 			"--initial-cluster=" + strings.Join(initial, ","), "--initial-cluster-state=new",
 			"--unsafe-no-fsync", "--log-level=warn",
+			// A new etcd leader within about a second of the old one's death,
+			// well inside the hub's renew deadline.
+			"--heartbeat-interval=50", "--election-timeout=500",
 		}}
 		if err := p.Start(); err != nil {
 			t.Fatal(err)
@@ -73,6 +86,39 @@ func startEtcdCluster(t *testing.T, n int) *etcdCluster {
 	return e
 }
 
+// leader returns the index of the etcd cluster's leader, asking each
+// member's status through etcd's JSON gateway.
+func (e *etcdCluster) leader(t *testing.T) int {
+	t.Helper()
+	var leaderID string
+	ids := make([]string, len(e.endpoints))
+	for i, ep := range e.endpoints {
+		resp, err := http.Post(ep+"/v3/maintenance/status", "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st struct {
+			Header struct {
+				MemberID string `json:"member_id"`
+			} `json:"header"`
+			Leader string `json:"leader"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("etcd status of %s: %v", ep, err)
+		}
+		ids[i], leaderID = st.Header.MemberID, st.Leader
+	}
+	for i, id := range ids {
+		if id == leaderID {
+			return i
+		}
+	}
+	t.Fatalf("no member is the leader %s of %v", leaderID, ids)
+	return 0
+}
+
 // httpGet returns the status and body of GET url (0 when it fails).
 func httpGet(url string) (int, string) {
 	resp, err := http.Get(url)
@@ -89,7 +135,7 @@ func httpGet(url string) (int, string) {
 var electionFlags = []string{"--leader-elect", "--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=500ms"}
 
 // startReplica starts a hub replica named id on the etcd cluster.
-func startReplica(t *testing.T, e *etcdCluster, id string) *hub {
+func startReplica(t *testing.T, e *etcdCluster, id string, flags ...string) *hub {
 	t.Helper()
 	dir := t.TempDir()
 	h := &hub{
@@ -98,7 +144,8 @@ func startReplica(t *testing.T, e *etcdCluster, id string) *hub {
 		httpAddr: "127.0.0.1:" + strconv.Itoa(freePort(t, freeport.TCP)),
 		apiAddr:  "127.0.0.1:" + strconv.Itoa(freePort(t, freeport.TCP)),
 	}
-	runHub(t, h, dir, nil, append([]string{"--hub-id=" + id, "--etcd-endpoints=" + strings.Join(e.endpoints, ","), "--websocket-addr=off"}, electionFlags...)...)
+	args := append([]string{"--hub-id=" + id, "--etcd-endpoints=" + strings.Join(e.endpoints, ","), "--websocket-addr=off"}, electionFlags...)
+	runHub(t, h, dir, nil, append(args, flags...)...)
 	return h
 }
 
@@ -108,16 +155,33 @@ func (h *hub) leads() (bool, string) {
 	return code == http.StatusOK, body
 }
 
+// startReplicas starts a three-member etcd cluster and two hub replicas
+// on it with flags, and waits until the first leads.
+func startReplicas(t *testing.T, flags ...string) (etcd *etcdCluster, first, second *hub) {
+	t.Helper()
+	etcd = startEtcdCluster(t, 3)
+	first = startReplica(t, etcd, "e2e-hub-a", flags...)
+	waitFor(t, 30*time.Second, "the first replica leads", first.leads)
+	second = startReplica(t, etcd, "e2e-hub-b", flags...)
+	return etcd, first, second
+}
+
+// startReplicasAgent runs an agent for member that knows both replicas.
+func startReplicasAgent(t *testing.T, first, second *hub, member *membercluster.Cluster) *agent {
+	t.Helper()
+	certDir := first.issueCert(t, member.Name)
+	return runAgent(t, member.Name, filepath.Join(filepath.Dir(certDir), "agent-"+member.Name+".log"),
+		"--hub="+first.quicAddr+","+second.quicAddr, "--transport=quic", "--cluster-name="+member.Name, "--kubeconfig="+member.Kubeconfig,
+		"--cert-dir="+certDir, "--lease-duration="+testLeaseDuration.String(), "--status-interval=500ms")
+}
+
 // TestHubReplicas: two hub replicas on a three-member etcd cluster share
 // one CA and elect one leader, which alone serves agents; the other stands
 // by (its /readyz says so) and serves the API. SIGKILL of the leader: the
 // standby takes over, the agent (given both addresses) reconnects to it
 // within 10 s, and its cluster is never seen other than Ready.
 func TestHubReplicas(t *testing.T) {
-	etcd := startEtcdCluster(t, 3)
-	first := startReplica(t, etcd, "e2e-hub-a")
-	waitFor(t, 30*time.Second, "the first replica leads", first.leads)
-	second := startReplica(t, etcd, "e2e-hub-b")
+	_, first, second := startReplicas(t)
 	if ok, body := second.leads(); ok || !strings.Contains(body, "standing by") {
 		t.Errorf("the second replica's /readyz: ready %v, %q; want a standby", ok, body)
 	}
@@ -133,10 +197,7 @@ func TestHubReplicas(t *testing.T) {
 
 	env := membercluster.StartForTest(t, membercluster.Specs(1)...)
 	member := env.Clusters()[0]
-	certDir := first.issueCert(t, member.Name)
-	runAgent(t, member.Name, filepath.Join(filepath.Dir(certDir), "agent-"+member.Name+".log"),
-		"--hub="+first.quicAddr+","+second.quicAddr, "--transport=quic", "--cluster-name="+member.Name, "--kubeconfig="+member.Kubeconfig,
-		"--cert-dir="+certDir, "--lease-duration="+testLeaseDuration.String(), "--status-interval=500ms")
+	startReplicasAgent(t, first, second, member)
 	// The standby's API serves the same objects: watch from there.
 	waitReady(t, second, member.Name, 60*time.Second)
 	if got := second.cluster(t, member.Name).Status.Agent.ConnectedTo; got != "e2e-hub-a" {
@@ -150,10 +211,7 @@ func TestHubReplicas(t *testing.T) {
 	}
 	waitFor(t, 20*time.Second, "the standby leads", second.leads)
 	took := time.Since(killed)
-	waitFor(t, 20*time.Second, member.Name+" connected to e2e-hub-b", func() (bool, string) {
-		c := second.cluster(t, member.Name)
-		return c.Status.Agent.ConnectedTo == "e2e-hub-b", describe(c) + " connected to " + c.Status.Agent.ConnectedTo
-	})
+	waitConnectedTo(t, second, "e2e-hub-b", member.Name)
 	moved := time.Since(killed)
 	t.Logf("after the SIGKILL of the leader: the standby led after %v, the agent was connected to it after %v", took.Round(time.Millisecond), moved.Round(time.Millisecond))
 	if moved > 10*time.Second {
@@ -166,4 +224,226 @@ func TestHubReplicas(t *testing.T) {
 	})
 	monitor.stop(t)
 	waitReady(t, second, member.Name, 5*time.Second)
+}
+
+// TestHubEtcdLeaderDies: a hub on a three-member etcd cluster, with the
+// default leader election timings, while ConfigMaps are created through
+// its API one after another: SIGKILL of etcd's leader loses no
+// acknowledged write, the hub keeps leading and the cluster stays Ready.
+func TestHubEtcdLeaderDies(t *testing.T) {
+	etcd := startEtcdCluster(t, 3)
+	h := startReplica(t, etcd, "e2e-hub-a", "--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s")
+	waitFor(t, 30*time.Second, "the replica leads", h.leads)
+	env := membercluster.StartForTest(t, membercluster.Specs(1)...)
+	member := env.Clusters()[0]
+	startAgent(t, h, member)
+	waitReady(t, h, member.Name, 60*time.Second)
+
+	monitor := monitorReady(t, h, member.Name)
+	// The etcd leader: its death also costs an election.
+	written, failed := writeUnderKill(t, h, etcd.members[etcd.leader(t)])
+	monitor.stop(t)
+	if ok, body := h.leads(); !ok {
+		t.Errorf("the hub stopped leading: %s", body)
+	}
+	client, err := kubernetes.NewForConfig(h.restConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := client.CoreV1().ConfigMaps("load").List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]bool{}
+	for _, cm := range list.Items {
+		stored[cm.Name] = true
+	}
+	var lost []string
+	for _, name := range written {
+		if !stored[name] {
+			lost = append(lost, name)
+		}
+	}
+	t.Logf("%d writes acknowledged, %d failed while the etcd leader died; %d lost", len(written), failed, len(lost))
+	if len(lost) > 0 {
+		t.Errorf("acknowledged writes lost: %v", lost)
+	}
+}
+
+// writeUnderKill creates ConfigMaps through h's API one after another for
+// two seconds, SIGKILLs member, and goes on for five more; it returns the
+// names whose creation the API acknowledged and how many failed.
+func writeUnderKill(t *testing.T, h *hub, member *process.Process) (written []string, failed int) {
+	var slowest time.Duration
+	defer func() { t.Logf("the slowest write took %v", slowest.Round(time.Millisecond)) }()
+	t.Helper()
+	client, err := kubernetes.NewForConfig(h.restConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "load"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	killed := false
+	for i := 0; time.Since(start) < 7*time.Second; i++ {
+		if !killed && time.Since(start) > 2*time.Second {
+			if err := member.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			killed = true
+		}
+		name := fmt.Sprintf("load-%05d", i)
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		began := time.Now()
+		_, err := client.CoreV1().ConfigMaps("load").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"i": name}}, metav1.CreateOptions{})
+		cancel()
+		if took := time.Since(began); took > time.Second {
+			t.Logf("write %s took %v, %v after the kill: %v", name, took.Round(time.Millisecond), began.Sub(start.Add(2*time.Second)).Round(time.Millisecond), err)
+		}
+		slowest = max(slowest, time.Since(began))
+		if err != nil {
+			failed++
+			continue
+		}
+		written = append(written, name)
+	}
+	return written, failed
+}
+
+// waitConnectedTo waits until the clusters' sessions are with replica id.
+func waitConnectedTo(t *testing.T, h *hub, id string, clusters ...string) {
+	t.Helper()
+	for _, name := range clusters {
+		waitFor(t, 20*time.Second, name+" connected to "+id, func() (bool, string) {
+			c := h.cluster(t, name)
+			return c.Status.Agent.ConnectedTo == id, describe(c) + " connected to " + c.Status.Agent.ConnectedTo
+		})
+	}
+}
+
+// heldGrace is how long an eviction task of the held workload lasts: its
+// replacement never becomes healthy (no node matches its selector), so
+// the task ends only when this grace period expires.
+const heldGrace = 12 * time.Second
+
+// TestHubLeaderDiesMidEviction: the seed placement (1:2 on member-1 and
+// member-2) of a workload whose replacement never becomes healthy;
+// member-1's agent dies, the leader evicts, and is SIGKILLed while the
+// eviction task waits. The new leader finishes the eviction exactly once:
+// one task from member-1 ever, ended when its grace period expired, and
+// the placement moved once.
+func TestHubLeaderDiesMidEviction(t *testing.T) {
+	_, first, second := startReplicas(t, append(failoverFlags, "--graceful-eviction-timeout="+heldGrace.String())...)
+	env := membercluster.StartForTest(t, membercluster.Specs(2)...)
+	f := &fleet{t: t, env: env, hub: second, agents: map[string]*agent{}, clients: map[string]kubernetes.Interface{}, dir: t.TempDir()}
+	for _, c := range env.Clusters() {
+		f.agents[c.Name] = startReplicasAgent(t, first, second, c)
+		client, err := c.Clientset()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.clients[c.Name] = client
+		waitReady(t, second, c.Name, 60*time.Second)
+	}
+	held := strings.Replace(variantYAML("held", ""), "    spec:\n      containers:", "    spec:\n      nodeSelector: {flotilla.io/e2e-no-such-node: \"true\"}\n      containers:", 1)
+	f.apply("held.yaml", held)
+	waitHeld(f, map[string]int32{"member-1": 1, "member-2": 2})
+
+	// Every task from member-1 the binding ever shows, by creation time.
+	tasks := map[string]bool{}
+	var tasksMu sync.Mutex
+	watchCtx, stopWatching := context.WithCancel(t.Context())
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		client, err := kubernetes.NewForConfig(second.restConfig(t))
+		if err != nil {
+			return
+		}
+		ticker := time.NewTicker(50 * time.Millisecond)
+		defer ticker.Stop()
+		for {
+			var b v1alpha1.ResourceBinding
+			raw, err := client.CoreV1().RESTClient().Get().AbsPath("/apis/flotilla.io/v1alpha1/namespaces/web/resourcebindings/held-deployment").Do(watchCtx).Raw()
+			if err == nil && json.Unmarshal(raw, &b) == nil {
+				if tk := taskFrom(&b, "member-1"); tk != nil {
+					tasksMu.Lock()
+					tasks[tk.CreationTimestamp.UTC().Format(time.RFC3339Nano)] = true
+					tasksMu.Unlock()
+				}
+			}
+			select {
+			case <-watchCtx.Done():
+				return
+			case <-ticker.C:
+			}
+		}
+	}()
+
+	if err := f.agents["member-1"].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	var task v1alpha1.GracefulEvictionTask
+	waitFor(t, testGrace+testEvictionTimeout+testToleration+20*time.Second, "held evicted from member-1", func() (bool, string) {
+		b := f.binding("web", "held-deployment")
+		if tk := taskFrom(b, "member-1"); tk != nil {
+			task = *tk
+			return true, ""
+		}
+		return false, fmt.Sprintf("clusters %v, tasks %v", b.Spec.Clusters, b.Spec.GracefulEvictionTasks)
+	})
+	killed := time.Now()
+	if err := first.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		t.Logf("the task lasted %v (grace %v)", time.Since(task.CreationTimestamp.Time).Round(100*time.Millisecond), heldGrace)
+	}()
+	t.Logf("leader killed %v after the eviction task was made", killed.Sub(task.CreationTimestamp.Time).Round(100*time.Millisecond))
+	waitFor(t, 20*time.Second, "the standby leads", second.leads)
+	waitConnectedTo(t, second, "e2e-hub-b", "member-2")
+
+	waitHeld(f, map[string]int32{"member-2": 3})
+	waitFor(t, heldGrace+30*time.Second, "the eviction task ended", func() (bool, string) {
+		b := f.binding("web", "held-deployment")
+		return len(b.Spec.GracefulEvictionTasks) == 0, fmt.Sprintf("tasks %v", b.Spec.EvictingClusters())
+	})
+	ended := time.Now()
+	if lasted := ended.Sub(task.CreationTimestamp.Time); lasted < heldGrace-time.Second {
+		t.Errorf("the task ended %v after it was made, before its %v grace period (its replacement is never healthy)", lasted, heldGrace)
+	}
+	b := f.binding("web", "held-deployment")
+	if diff := cmp.Diff([]v1alpha1.TargetCluster{{Name: "member-2", Replicas: 3}}, b.Spec.Clusters); diff != "" {
+		t.Errorf("placement after the eviction (-want +got):\n%s", diff)
+	}
+	if n := eventCount(t, second, "ResourceBinding", "web", "held-deployment", "EvictionTaskEnded"); n != 1 {
+		t.Errorf("%d EvictionTaskEnded events, want 1", n)
+	}
+	if n := eventCount(t, second, "ResourceBinding", "web", "held-deployment", "Evicted"); n > 1 {
+		t.Errorf("%d Evicted events, want at most 1 (the killed leader may not have stored its own)", n)
+	}
+	stopWatching()
+	<-watched
+	tasksMu.Lock()
+	defer tasksMu.Unlock()
+	if len(tasks) != 1 {
+		t.Errorf("eviction tasks from member-1 created at %v, want exactly one", tasks)
+	}
+}
+
+// waitHeld waits until each cluster of want holds the held Deployment with
+// the wanted replicas (never available: no node matches its pods).
+func waitHeld(f *fleet, want map[string]int32) {
+	f.t.Helper()
+	waitFor(f.t, 60*time.Second, fmt.Sprintf("web/held %v", want), func() (bool, string) {
+		var states []string
+		ok := true
+		for cluster, replicas := range want {
+			d := f.deployment(cluster, "web", "held")
+			states = append(states, cluster+": "+deploymentState(d))
+			ok = ok && d != nil && *d.Spec.Replicas == replicas
+		}
+		return ok, strings.Join(states, "; ")
+	})
 }
