@@ -370,6 +370,14 @@ func TestAgentChartRender(t *testing.T) {
 		{name: "bad bootstrap token", sets: []string{"bootstrapToken=abc"}, wantErr: []string{"/bootstrapToken"}},
 		{name: "unknown transport", sets: []string{"hub.transport=udp"}, wantErr: []string{"/hub/transport"}},
 		{name: "bad WebSocket address", sets: []string{"hub.websocketAddress=hub.example.com"}, wantErr: []string{"/hub/websocketAddress"}},
+		{name: "every hub replica", sets: []string{`hub.address=hub-0.example.com:7443\,hub-1.example.com:7443`}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			var d appsv1.Deployment
+			findObject(t, objs, "Deployment", "flotilla-agent", &d)
+			if args := d.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--hub=hub-0.example.com:7443,hub-1.example.com:7443") {
+				t.Errorf("args %q, want both replicas in --hub", args)
+			}
+		}},
+		{name: "a list with an empty entry", sets: []string{`hub.address=hub-0.example.com:7443\,`}, wantErr: []string{"/hub/address"}},
 		{name: "WebSocket only, at its own address", sets: []string{"hub.transport=websocket", "hub.websocketAddress=hub.example.com:443"}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			var d appsv1.Deployment
 			findObject(t, objs, "Deployment", "flotilla-agent", &d)
