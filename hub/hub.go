@@ -33,6 +33,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/health"
 	"github.com/flotilla-io/flotilla/hub/join"
 	"github.com/flotilla-io/flotilla/hub/karmada"
+	"github.com/flotilla-io/flotilla/hub/podlabel"
 	"github.com/flotilla-io/flotilla/hub/purge"
 	"github.com/flotilla-io/flotilla/hub/rebalancer"
 	"github.com/flotilla-io/flotilla/hub/scheduling"
@@ -107,6 +108,10 @@ type Config struct {
 	Store store.GuardConfig
 	// LeaderElection among replicas sharing an external etcd.
 	LeaderElection LeaderElection
+	// LabelLeaderPod: while leading, label this pod (POD_NAMESPACE,
+	// POD_NAME) podlabel.Label=true in the cluster it runs in, so that a
+	// Service selects the leader for agents.
+	LabelLeaderPod bool
 	Logger         *slog.Logger
 	Clock          clock.WithTicker
 }
@@ -190,18 +195,33 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		}
 	}()
 	r := &replica{cfg: cfg, store: s, api: api, ca: hubCA, http: handler, httpAddr: httpLn.Addr(), ready: ready}
+	labelDone := make(chan struct{})
+	if cfg.LabelLeaderPod {
+		if r.labeler, err = podlabel.InCluster(logger); err != nil {
+			return err
+		}
+		go func() {
+			defer close(labelDone)
+			r.labeler.Run(runCtx)
+		}()
+	} else {
+		close(labelDone)
+	}
 	if cfg.LeaderElection.Enabled {
 		err = r.runElected(runCtx)
 	} else {
 		err = r.lead(runCtx)
 	}
+	// Stopped by a failed HTTP server or API server rather than ctx.
+	if err == nil && ctx.Err() == nil && runCtx.Err() != nil {
+		err = context.Cause(runCtx)
+	}
+	stop(nil)
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	_ = httpServer.Shutdown(shutdownCtx)
 	<-httpDone
-	if cause := context.Cause(runCtx); err == nil && ctx.Err() == nil && cause != nil {
-		err = cause
-	}
+	<-labelDone // the label comes off the pod on the way out
 	return err
 }
 
@@ -225,6 +245,8 @@ type replica struct {
 	http     *switchHandler
 	httpAddr net.Addr
 	ready    func(quicAddr, httpAddr net.Addr)
+	// labeler, if set, marks this pod while it leads.
+	labeler *podlabel.Labeler
 }
 
 // lead runs the controllers, the registry and the agent listeners until
@@ -390,6 +412,10 @@ func (r *replica) lead(ctx context.Context) error {
 		"gracePeriod", cfg.Health.GracePeriod, "evictionTimeout", cfg.Health.EvictionTimeout)
 	if r.ready != nil {
 		r.ready(ln.Addr(), r.httpAddr)
+	}
+	if r.labeler != nil { // agents may come now
+		r.labeler.Want(true)
+		defer r.labeler.Want(false)
 	}
 	<-ctx.Done()
 	logger.Info("hub shutting down", "why", context.Cause(ctx))

@@ -143,9 +143,14 @@ func standbyHandler(r *replica, leader *atomic.Pointer[string]) http.Handler {
 		}
 		return "none yet"
 	}
-	probes := []probe{storeProbe(r.store), {name: "leader", check: func(context.Context) error {
-		return fmt.Errorf("standing by: the leader is %s", leaderName())
-	}}}
+	probes := []probe{storeProbe(r.store)}
+	// A labelled leader pod is what routes agents: a standby is ready to
+	// take over, which lets a StatefulSet roll it.
+	if r.labeler == nil {
+		probes = append(probes, probe{name: "leader", check: func(context.Context) error {
+			return fmt.Errorf("standing by: the leader is %s", leaderName())
+		}})
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
 	mux.HandleFunc("GET /livez", livez)

@@ -99,6 +99,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags.DurationVar(&cfg.MaxClockSkew, "max-clock-skew", 2*time.Second, "agent clock skew beyond which condition ClockSynced goes False")
 	flags.StringVar(&cfg.HubID, "hub-id", hostname, "name of this hub replica, shown in status.agent.connectedTo")
 	leaderElect := flags.Bool("leader-elect", false, "replicas sharing an external etcd elect one (Lease kube-system/flotilla-hub in the hub's API) that runs the controllers, the health decisions and the agent listeners; the others serve the API and stand by (/readyz says so) (default true with --etcd-endpoints)")
+	flags.BoolVar(&cfg.LabelLeaderPod, "label-leader-pod", false, "in Kubernetes: while leading, label this pod flotilla.io/hub-leader=true (POD_NAMESPACE and POD_NAME from the downward API; the pod's ServiceAccount may patch it), so the agents' Service selects the leader; a standby's /readyz then passes, so a StatefulSet can roll it")
 	flags.DurationVar(&cfg.LeaderElection.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a standby waits after the leader's last renewal before it takes over")
 	flags.DurationVar(&cfg.LeaderElection.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it stops leading (and exits, to restart as a standby); less than the lease duration")
 	flags.DurationVar(&cfg.LeaderElection.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "how often the leader renews and standbys try to take over")
