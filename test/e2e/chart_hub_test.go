@@ -14,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -39,6 +40,9 @@ func TestHubChartRender(t *testing.T) {
 		{name: "defaults: services", check: checkHubServices},
 		{name: "defaults: statefulset with a data volume claim", check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			sts := hubStatefulSet(t, objs)
+			if sts.Spec.Replicas == nil || *sts.Spec.Replicas != 1 || sts.Spec.PodManagementPolicy != appsv1.OrderedReadyPodManagement {
+				t.Errorf("StatefulSet replicas %v, %s; want 1, OrderedReady", sts.Spec.Replicas, sts.Spec.PodManagementPolicy)
+			}
 			if len(sts.Spec.VolumeClaimTemplates) != 1 || sts.Spec.VolumeClaimTemplates[0].Name != "data" {
 				t.Fatalf("volumeClaimTemplates %+v, want one named data", sts.Spec.VolumeClaimTemplates)
 			}
@@ -71,6 +75,9 @@ func TestHubChartRender(t *testing.T) {
 				}
 			}
 		}},
+		{name: "replicas on external etcd", sets: []string{"replicas=3", "etcd.endpoints={https://etcd-0:2379,https://etcd-1:2379}"}, check: checkHubReplicas},
+		{name: "replicas on the embedded etcd", sets: []string{"replicas=2"}, wantErr: []string{"replicas > 1 needs etcd.endpoints"}},
+		{name: "no replicas", sets: []string{"replicas=0"}, wantErr: []string{"/replicas"}},
 		{name: "bad CSR approval mode", sets: []string{"hub.agentCSRApproval=sometimes"}, wantErr: []string{"/hub/agentCSRApproval"}},
 		{name: "bad agent service type", sets: []string{"agentService.type=Magic"}, wantErr: []string{"/agentService/type"}},
 	}
@@ -96,13 +103,62 @@ func TestHubChartRender(t *testing.T) {
 	}
 }
 
+// checkHubReplicas: three replicas start together, label the leader's
+// pod (their own downward-API names, a token, a Role on exactly their
+// pods), and the agents Service selects the labelled leader while the API
+// Service selects every replica.
+func checkHubReplicas(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	sts := hubStatefulSet(t, objs)
+	if sts.Spec.Replicas == nil || *sts.Spec.Replicas != 3 || sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement {
+		t.Errorf("StatefulSet replicas %v, %s; want 3, Parallel", sts.Spec.Replicas, sts.Spec.PodManagementPolicy)
+	}
+	pod := sts.Spec.Template.Spec
+	ctr := pod.Containers[0]
+	for _, want := range []string{"--label-leader-pod", "--etcd-endpoints=https://etcd-0:2379,https://etcd-1:2379"} {
+		if !slices.Contains(ctr.Args, want) {
+			t.Errorf("args %q lack %s", ctr.Args, want)
+		}
+	}
+	fields := map[string]string{}
+	for _, e := range ctr.Env {
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			fields[e.Name] = e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	if diff := cmp.Diff(map[string]string{"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}, fields); diff != "" {
+		t.Errorf("downward-API env (-want +got):\n%s", diff)
+	}
+	if pod.AutomountServiceAccountToken == nil || !*pod.AutomountServiceAccountToken {
+		t.Error("replicas get no service-account token to label their pods with")
+	}
+	var agents, api corev1.Service
+	findObject(t, objs, "Service", "flotilla-hub-agents", &agents)
+	findObject(t, objs, "Service", "flotilla-hub", &api)
+	if agents.Spec.Selector["flotilla.io/hub-leader"] != "true" {
+		t.Errorf("the agents Service selects %v, want the leader label too", agents.Spec.Selector)
+	}
+	if _, ok := api.Spec.Selector["flotilla.io/hub-leader"]; ok || !cmpLabels(api.Spec.Selector, sts.Spec.Template.Labels) {
+		t.Errorf("the API Service selects %v, want every replica", api.Spec.Selector)
+	}
+	var role rbacv1.Role
+	findObject(t, objs, "Role", "flotilla-hub-leader-label", &role)
+	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "patch"},
+		ResourceNames: []string{"flotilla-hub-0", "flotilla-hub-1", "flotilla-hub-2"}}}
+	if diff := cmp.Diff(want, role.Rules); diff != "" {
+		t.Errorf("Role rules (-want +got):\n%s", diff)
+	}
+	var binding rbacv1.RoleBinding
+	findObject(t, objs, "RoleBinding", "flotilla-hub-leader-label", &binding)
+	if len(binding.Subjects) != 1 || binding.Subjects[0].Name != pod.ServiceAccountName || binding.RoleRef.Name != role.Name {
+		t.Errorf("RoleBinding %+v, want the hub's ServiceAccount %s bound to %s", binding, pod.ServiceAccountName, role.Name)
+	}
+}
+
 func hubStatefulSet(t *testing.T, objs []*unstructured.Unstructured) *appsv1.StatefulSet {
 	t.Helper()
 	var sts appsv1.StatefulSet
 	findObject(t, objs, "StatefulSet", "", &sts)
-	if sts.Spec.Replicas == nil || *sts.Spec.Replicas != 1 {
-		t.Errorf("StatefulSet replicas %v, want 1", sts.Spec.Replicas)
-	}
 	return &sts
 }
 
