@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -19,8 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/flotilla-io/flotilla/hub/podlabel"
 	"github.com/flotilla-io/flotilla/test/freeport"
 	"github.com/flotilla-io/flotilla/test/membercluster"
+	"github.com/flotilla-io/flotilla/test/podrun"
 )
 
 // hubDataDir is where the chart mounts the hub's data volume.
@@ -307,4 +310,115 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// TestHubChartReplicas installs charts/flotilla-hub with two replicas on a
+// three-member etcd into a member cluster's real kube-apiserver and runs
+// both pods as their spec says (the second's ports moved: the test's pods
+// share the host's network). Exactly one pod carries the leader label the
+// agents Service selects, and both are Ready; SIGKILL of the leader moves
+// the label to the other, and the killed pod, restarted, takes the label
+// its previous life left off itself.
+func TestHubChartReplicas(t *testing.T) {
+	chartrenderPath(t)
+	etcd := startEtcdCluster(t, 3)
+	env := membercluster.StartForTest(t, membercluster.Specs(1)...)
+	c := env.Cluster("member-1")
+	member, err := c.Clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type ports struct{ quic, api, http int }
+	pp := []ports{
+		{freePort(t, freeport.UDP), freePort(t, freeport.TCP), freePort(t, freeport.TCP)},
+		{freePort(t, freeport.UDP), freePort(t, freeport.TCP), freePort(t, freeport.TCP)},
+	}
+	sets := []string{
+		"replicas=2", "etcd.endpoints={" + strings.Join(etcd.endpoints, ",") + "}", "persistence.enabled=false", "agentService.websocket=false",
+		"ports.quic=" + strconv.Itoa(pp[0].quic), "ports.api=" + strconv.Itoa(pp[0].api), "ports.http=" + strconv.Itoa(pp[0].http),
+	}
+	const namespace = "flotilla-hub"
+	manifests, err := renderChart(t, "charts/flotilla-hub", "flotilla-hub", namespace, sets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := decodeManifests(t, manifests)
+	applyObjects(t, c, namespace, objs)
+	sts := hubStatefulSet(t, objs)
+	sel, err := metav1.LabelSelectorAsSelector(sts.Spec.Selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods []corev1.Pod
+	waitFor(t, 60*time.Second, "the StatefulSet's two pods", func() (bool, string) {
+		list, err := member.CoreV1().Pods(namespace).List(t.Context(), metav1.ListOptions{LabelSelector: sel.String()})
+		if err != nil {
+			return false, err.Error()
+		}
+		pods = list.Items
+		return len(pods) == 2, fmt.Sprintf("%d pods", len(pods))
+	})
+	slices.SortFunc(pods, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	// The second pod's ports move: both share the host's network here.
+	second := pods[1].DeepCopy()
+	for i, arg := range second.Spec.Containers[0].Args {
+		for from, to := range map[string]string{
+			"--quic-addr=:" + strconv.Itoa(pp[0].quic):        "--quic-addr=:" + strconv.Itoa(pp[1].quic),
+			"--api-addr=0.0.0.0:" + strconv.Itoa(pp[0].api):   "--api-addr=0.0.0.0:" + strconv.Itoa(pp[1].api),
+			"--http-addr=0.0.0.0:" + strconv.Itoa(pp[0].http): "--http-addr=0.0.0.0:" + strconv.Itoa(pp[1].http),
+		} {
+			if arg == from {
+				second.Spec.Containers[0].Args[i] = to
+			}
+		}
+	}
+	ctrs := []*podrun.Container{startPod(t, c, &pods[0], imageOf("flotilla-hub")), startPod(t, c, second, imageOf("flotilla-hub"))}
+	readyz := func(i int) int {
+		code, _ := httpStatus("http://127.0.0.1:" + strconv.Itoa(pp[i].http) + "/readyz")
+		return code
+	}
+	leaders := func() []string {
+		list, err := member.CoreV1().Pods(namespace).List(t.Context(), metav1.ListOptions{LabelSelector: podlabel.Label + "=true"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, p := range list.Items {
+			names = append(names, p.Name)
+		}
+		return names
+	}
+	var leader int
+	waitFor(t, 120*time.Second, "one labelled leader, both replicas Ready", func() (bool, string) {
+		for i, ctr := range ctrs {
+			if ctr.HasExited() {
+				t.Fatalf("%s exited: %v", pods[i].Name, ctr.ExitError())
+			}
+		}
+		names := leaders()
+		if len(names) == 1 {
+			leader = slices.Index([]string{pods[0].Name, pods[1].Name}, names[0])
+		}
+		return len(names) == 1 && readyz(0) == http.StatusOK && readyz(1) == http.StatusOK,
+			fmt.Sprintf("leaders %v, /readyz %d and %d", names, readyz(0), readyz(1))
+	})
+	standby := 1 - leader
+	t.Logf("%s leads, %s stands by", pods[leader].Name, pods[standby].Name)
+
+	killed := time.Now()
+	if err := ctrs[leader].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, pods[standby].Name+" labelled", func() (bool, string) {
+		names := leaders()
+		return slices.Contains(names, pods[standby].Name), fmt.Sprintf("leaders %v", names)
+	})
+	t.Logf("the standby was labelled %v after the leader's SIGKILL (election lease 15s)", time.Since(killed).Round(100*time.Millisecond))
+	if err := ctrs[leader].Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the restarted pod unlabelled", func() (bool, string) {
+		names := leaders()
+		return slices.Equal(names, []string{pods[standby].Name}), fmt.Sprintf("leaders %v", names)
+	})
 }
