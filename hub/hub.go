@@ -168,25 +168,20 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		stopAPI()
 		<-api.Done()
 	}()
+	r := &replica{cfg: cfg, store: s, api: api, ca: hubCA, http: &switchHandler{}, ready: ready}
+	if cfg.LabelLeaderPod {
+		if r.labeler, err = podlabel.InCluster(logger); err != nil {
+			return err
+		}
+	}
 	httpLn, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen for HTTP on %s: %w", cfg.HTTPAddr, err)
 	}
-	// The leader's endpoints replace the standby's while it leads.
-	handler := &switchHandler{}
-	// Requests see the hub's context: dashboard streams end when it does,
-	// rather than holding up the shutdown.
-	httpServer := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
+	r.httpAddr = httpLn.Addr()
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	httpDone := make(chan struct{})
-	go func() {
-		defer close(httpDone)
-		if err := httpServer.Serve(httpLn); !errors.Is(err, http.ErrServerClosed) {
-			stop(fmt.Errorf("HTTP server: %w", err))
-		}
-	}()
+	stopHTTP := serveHTTP(ctx, httpLn, r.http, stop)
 	go func() {
 		select {
 		case <-api.Done():
@@ -194,19 +189,13 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		case <-runCtx.Done():
 		}
 	}()
-	r := &replica{cfg: cfg, store: s, api: api, ca: hubCA, http: handler, httpAddr: httpLn.Addr(), ready: ready}
 	labelDone := make(chan struct{})
-	if cfg.LabelLeaderPod {
-		if r.labeler, err = podlabel.InCluster(logger); err != nil {
-			return err
-		}
-		go func() {
-			defer close(labelDone)
+	go func() {
+		defer close(labelDone)
+		if r.labeler != nil {
 			r.labeler.Run(runCtx)
-		}()
-	} else {
-		close(labelDone)
-	}
+		}
+	}()
 	if cfg.LeaderElection.Enabled {
 		err = r.runElected(runCtx)
 	} else {
@@ -217,12 +206,31 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		err = context.Cause(runCtx)
 	}
 	stop(nil)
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	_ = httpServer.Shutdown(shutdownCtx)
-	<-httpDone
+	stopHTTP()
 	<-labelDone // the label comes off the pod on the way out
 	return err
+}
+
+// serveHTTP serves handler on ln until the returned function is called
+// (which waits up to 10 s for requests to finish); a failure of the server
+// stops the hub through stop. Requests see ctx: dashboard streams end with
+// the hub rather than holding up its shutdown.
+func serveHTTP(ctx context.Context, ln net.Listener, handler http.Handler, stop context.CancelCauseFunc) func() {
+	server := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := server.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			stop(fmt.Errorf("HTTP server: %w", err))
+		}
+	}()
+	return func() {
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = server.Shutdown(shutdownCtx)
+		<-done
+	}
 }
 
 // ensureSharedFiles makes the files hub replicas share, where missing.
