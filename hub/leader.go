@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,7 +44,10 @@ var ErrLostLeadership = errors.New("lost the hub leader election: this replica s
 // runElected stands for election until ctx ends and leads while elected.
 // The Lease is released only after lead has stopped (said goodbye to its
 // agents and stored what changed), so two replicas never lead at once on
-// a graceful hand-over.
+// a graceful hand-over; a replica that fails to renew does not release it
+// at all (client-go would, while lead still runs), so a standby takes over
+// only once it expired, LeaseDuration - RenewDeadline after lead began to
+// stop.
 func (r *replica) runElected(ctx context.Context) error {
 	kube, err := kubernetes.NewForConfig(r.api.HubConfig)
 	if err != nil {
@@ -53,48 +58,28 @@ func (r *replica) runElected(ctx context.Context) error {
 		return err
 	}
 	le := r.cfg.LeaderElection
-	log := r.cfg.Logger.With("identity", id, "lease", leaderLeaseNamespace+"/"+leaderLeaseName)
-	var leader atomic.Pointer[string]
-	var started atomic.Bool
-	led := make(chan error, 1)
+	e := &election{replica: r, ctx: ctx, id: id, led: make(chan error, 1),
+		log: r.cfg.Logger.With("identity", id, "lease", leaderLeaseNamespace+"/"+leaderLeaseName)}
 	// The elector runs on a context of its own: cancelling it releases
 	// the Lease, which must wait until lead has returned.
 	electCtx, stopElecting := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopElecting()
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
+		Lock: &releaseGuard{Interface: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Namespace: leaderLeaseNamespace, Name: leaderLeaseName},
 			Client:     kube.CoordinationV1(),
 			LockConfig: resourcelock.ResourceLockConfig{Identity: id},
-		},
+		}, allowed: &e.mayRelease},
 		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
 		ReleaseOnCancel: true,
 		Name:            "flotilla-hub",
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(leadCtx context.Context) {
-				started.Store(true)
-				log.Info("elected: this replica leads")
-				// Lead until the hub stops or the Lease is lost.
-				runCtx, cancel := context.WithCancelCause(leadCtx)
-				defer cancel(nil)
-				stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
-				defer stop()
-				led <- r.lead(runCtx)
-			},
-			OnStoppedLeading: func() {},
-			OnNewLeader: func(identity string) {
-				leader.Store(&identity)
-				if identity != id {
-					log.Info("standing by: another replica leads", "leader", identity)
-				}
-			},
-		},
+		Callbacks:       leaderelection.LeaderCallbacks{OnStartedLeading: e.lead, OnStoppedLeading: func() {}, OnNewLeader: e.newLeader},
 	})
 	if err != nil {
 		return fmt.Errorf("hub leader election: %w", err)
 	}
-	r.http.setStandby(standbyHandler(r, &leader))
-	log.Info("standing for leader election", "leaseDuration", le.LeaseDuration, "renewDeadline", le.RenewDeadline, "retryPeriod", le.RetryPeriod)
+	r.http.setStandby(standbyHandler(r, &e.leader))
+	e.log.Info("standing for leader election", "leaseDuration", le.LeaseDuration, "renewDeadline", le.RenewDeadline, "retryPeriod", le.RetryPeriod)
 	electorDone := make(chan struct{})
 	go func() {
 		defer close(electorDone)
@@ -102,24 +87,94 @@ func (r *replica) runElected(ctx context.Context) error {
 	}()
 	select {
 	case <-ctx.Done(): // stopping: lead says goodbye, then the Lease goes
-		var err error
-		if elector.IsLeader() {
-			err = <-led
-		}
+		err := e.stop()
 		stopElecting()
 		<-electorDone
-		if started.Load() && err == nil { // it won just now: lead stops at once
-			err = <-led
-		}
 		return err
-	case err := <-led: // lead failed by itself
+	case err := <-e.led: // lead ended by itself: it failed, or lost the Lease
 		stopElecting()
 		<-electorDone
+		if err == nil && ctx.Err() == nil {
+			err = ErrLostLeadership
+		}
 		return err
 	case <-electorDone: // only a failed renewal ends the elector: it led
-		<-led
-		return ErrLostLeadership
+		return errors.Join(ErrLostLeadership, <-e.led)
 	}
+}
+
+// election is one replica's part in the election.
+type election struct {
+	*replica
+	ctx    context.Context // the hub's: when it ends, nothing starts leading
+	id     string
+	log    *slog.Logger
+	leader atomic.Pointer[string] // the identity leading, for the standby page
+	// led receives lead's result, once, if this replica led.
+	led chan error
+	// mayRelease lets the elector release the Lease: only once lead has
+	// returned.
+	mayRelease atomic.Bool
+
+	mu       sync.Mutex
+	stopping bool // the hub stops: do not start leading
+	leading  bool // lead started
+}
+
+// lead is the elector's OnStartedLeading: it runs the hub's leader part
+// until the hub stops or the Lease is lost, unless the hub is stopping.
+func (e *election) lead(leadCtx context.Context) {
+	e.mu.Lock()
+	if e.stopping {
+		e.mu.Unlock()
+		return
+	}
+	e.leading = true
+	e.mu.Unlock()
+	e.log.Info("elected: this replica leads")
+	runCtx, cancel := context.WithCancelCause(leadCtx)
+	defer cancel(nil)
+	stop := context.AfterFunc(e.ctx, func() { cancel(context.Cause(e.ctx)) })
+	defer stop()
+	err := e.replica.lead(runCtx)
+	e.mayRelease.Store(true)
+	e.led <- err
+}
+
+// stop keeps lead from starting and waits for it if it runs, so that the
+// Lease is released only after it.
+func (e *election) stop() error {
+	e.mu.Lock()
+	e.stopping = true
+	leading := e.leading
+	e.mu.Unlock()
+	e.mayRelease.Store(!leading)
+	if !leading {
+		return nil
+	}
+	return <-e.led
+}
+
+func (e *election) newLeader(identity string) {
+	e.leader.Store(&identity)
+	if identity != e.id {
+		e.log.Info("standing by: another replica leads", "leader", identity)
+	}
+}
+
+// releaseGuard refuses to release the Lease (an update that empties its
+// holder) until allowed: client-go releases it when renewing fails, while
+// lead may still be writing.
+type releaseGuard struct {
+	resourcelock.Interface
+	allowed *atomic.Bool
+}
+
+func (g *releaseGuard) Update(ctx context.Context, record resourcelock.LeaderElectionRecord) error {
+	if record.HolderIdentity == "" && !g.allowed.Load() {
+		return errors.New("not releasing the Lease: this replica is still stopping; it expires by itself")
+	}
+	return g.Interface.Update(ctx, record)
 }
 
 // electionIdentity names this replica in the Lease: its hub ID and a

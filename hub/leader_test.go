@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -8,6 +9,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/flotilla-io/flotilla/store"
 )
@@ -59,5 +63,38 @@ func TestStandbyAndLeaderEndpoints(t *testing.T) {
 	h.set(nil)
 	if code, _ := get("/readyz"); code != http.StatusServiceUnavailable {
 		t.Errorf("after leading: /readyz %d, want the standby's 503", code)
+	}
+}
+
+// recordingLock is a resourcelock.Interface that keeps the last record
+// it was given.
+type recordingLock struct {
+	resourcelock.Interface
+	updated []string
+}
+
+func (l *recordingLock) Update(_ context.Context, r resourcelock.LeaderElectionRecord) error {
+	l.updated = append(l.updated, r.HolderIdentity)
+	return nil
+}
+
+// TestReleaseGuard: renewals pass; a release (empty holder) is refused
+// until the replica has stopped leading.
+func TestReleaseGuard(t *testing.T) {
+	lock := &recordingLock{}
+	var allowed atomic.Bool
+	g := &releaseGuard{Interface: lock, allowed: &allowed}
+	if err := g.Update(t.Context(), resourcelock.LeaderElectionRecord{HolderIdentity: "hub-a_1"}); err != nil {
+		t.Errorf("renewal: %v", err)
+	}
+	if err := g.Update(t.Context(), resourcelock.LeaderElectionRecord{}); err == nil {
+		t.Error("released while lead still runs")
+	}
+	allowed.Store(true)
+	if err := g.Update(t.Context(), resourcelock.LeaderElectionRecord{}); err != nil {
+		t.Errorf("release after lead: %v", err)
+	}
+	if diff := cmp.Diff([]string{"hub-a_1", ""}, lock.updated); diff != "" {
+		t.Errorf("updates that reached the Lease (-want +got):\n%s", diff)
 	}
 }

@@ -6,8 +6,8 @@
 //
 // The first replica to start writes its files into etcd; every later one
 // takes them from there into its own data directory. A replica whose data
-// directory already holds a different copy refuses to start: replacing a
-// CA silently would cut off every agent it signed.
+// directory already holds a different CA refuses to start: replacing a CA
+// silently would cut off every agent it signed.
 package sharedfiles
 
 import (
@@ -128,24 +128,39 @@ func read(dataDir string) (map[string][]byte, error) {
 	return files, nil
 }
 
-// install writes the shared files into dataDir. A local file that differs
-// is an error, unless existed says it was not there before this start (the
-// loser of a race replaces what it just made).
+// install writes the shared files into dataDir. A data directory whose
+// CA (certificate and key, both there before this start: existed, or all
+// local files when existed is nil) differs from the shared one belongs to
+// another hub and is refused; anything else that differs is what a start
+// cut short left behind (a race's loser that crashed while installing)
+// and is replaced.
 func install(dataDir string, files map[string][]byte, existed map[string]bool, logger *slog.Logger) error {
+	differs := map[string]bool{} // missing or different
+	ownCA := 0                   // CA files there before this start, and different
+	for _, p := range Paths {
+		local, err := os.ReadFile(filepath.Join(dataDir, p))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			differs[p] = true
+		case err != nil:
+			return fmt.Errorf("shared file: %w", err)
+		case !bytes.Equal(local, files[p]):
+			differs[p] = true
+			if (p == "pki/ca.crt" || p == "pki/ca.key") && (existed == nil || existed[p]) {
+				ownCA++
+			}
+		}
+	}
+	if ownCA == 2 {
+		return fmt.Errorf("the CA in %s differs from the one the hub's other replicas share in etcd (%s): "+
+			"this data directory belongs to another hub; start with an empty --data-dir, or move its pki/ aside", filepath.Join(dataDir, "pki"), Key)
+	}
 	var wrote []string
 	for _, p := range Paths {
-		path := filepath.Join(dataDir, p)
-		local, err := os.ReadFile(path)
-		switch {
-		case err == nil && bytes.Equal(local, files[p]):
+		if !differs[p] {
 			continue
-		case err == nil && (existed == nil || existed[p]):
-			return fmt.Errorf("%s differs from the copy the hub's other replicas share in etcd (%s): "+
-				"this data directory belongs to another hub; start with an empty --data-dir, or move the file aside", path, Key)
-		case err != nil && !errors.Is(err, fs.ErrNotExist):
-			return fmt.Errorf("shared file: %w", err)
 		}
-		if err := writeFile(path, files[p]); err != nil {
+		if err := writeFile(filepath.Join(dataDir, p), files[p]); err != nil {
 			return err
 		}
 		wrote = append(wrote, p)
@@ -170,10 +185,24 @@ func writeFile(path string, data []byte) error {
 		tmp.Close()
 		return fmt.Errorf("shared file %s: %w", path, err)
 	}
+	// On disk before the rename, and the rename on disk before the hub
+	// uses the file: a power cut must not leave an empty CA key.
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("shared file %s: %w", path, err)
+	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("shared file %s: %w", path, err)
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("shared file %s: %w", path, err)
+	}
+	dir, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("shared file %s: %w", path, err)
+	}
+	defer dir.Close()
+	if err := dir.Sync(); err != nil {
 		return fmt.Errorf("shared file %s: %w", path, err)
 	}
 	return nil

@@ -77,8 +77,8 @@ func TestReplicasShareFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := Sync(t.Context(), kv, foreign, nil, quiet())
-	if err == nil || !strings.Contains(err.Error(), "differs from the copy") || !strings.Contains(err.Error(), "pki/ca.crt") {
-		t.Errorf("a foreign data directory: %v, want a refusal naming pki/ca.crt", err)
+	if err == nil || !strings.Contains(err.Error(), "belongs to another hub") || !strings.Contains(err.Error(), "pki") {
+		t.Errorf("a foreign data directory: %v, want a refusal naming its pki", err)
 	}
 	if got := string(mustRead(t, foreign)["pki/ca.key"]); got != "foreign:pki/ca.key" {
 		t.Errorf("the refused directory's CA key became %q", got)
@@ -101,8 +101,10 @@ func TestLoserTakesWinnersFiles(t *testing.T) {
 			kv := openStore(t)
 			winner, loser := t.TempDir(), t.TempDir()
 			if tt.hadCA {
-				if err := writeFile(filepath.Join(loser, "pki/ca.crt"), []byte("old CA")); err != nil {
-					t.Fatal(err)
+				for _, p := range []string{"pki/ca.crt", "pki/ca.key"} {
+					if err := writeFile(filepath.Join(loser, p), []byte("old "+p)); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			create := func() error {
@@ -140,4 +142,62 @@ func TestCorruptStoredFilesAreRefused(t *testing.T) {
 			t.Errorf("stored %q: %v, want an error naming %s", value, err, Key)
 		}
 	}
+}
+
+// TestRepairsAnInterruptedInstall: a replica that crashed while it took
+// the shared files (its own CA certificate, the shared key) is repaired
+// on its next start, and one whose CA certificate and key both differ is
+// refused.
+func TestRepairsAnInterruptedInstall(t *testing.T) {
+	kv := openStore(t)
+	first := t.TempDir()
+	if err := Sync(t.Context(), kv, first, makeFiles(first, "first"), quiet()); err != nil {
+		t.Fatal(err)
+	}
+	shared := mustRead(t, first)
+	for _, tt := range []struct {
+		name        string
+		local       map[string]string
+		wantRefusal bool
+	}{
+		{name: "own certificate, shared key", local: map[string]string{"pki/ca.crt": "mine", "pki/ca.key": string(shared["pki/ca.key"])}},
+		{name: "shared certificate, own key", local: map[string]string{"pki/ca.crt": string(shared["pki/ca.crt"]), "pki/ca.key": "mine"}},
+		{name: "own certificate only", local: map[string]string{"pki/ca.crt": "mine"}},
+		{name: "own service-account key", local: map[string]string{"apiserver/service-account.key": "mine"}},
+		{name: "own CA", local: map[string]string{"pki/ca.crt": "mine", "pki/ca.key": "mine too"}, wantRefusal: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for p, data := range tt.local {
+				if err := writeFile(filepath.Join(dir, p), []byte(data)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := Sync(t.Context(), kv, dir, nil, quiet())
+			if tt.wantRefusal {
+				if err == nil {
+					t.Fatal("a directory with a CA of its own took the shared files")
+				}
+				if got := string(mustReadFile(t, dir, "pki/ca.key")); got != "mine too" {
+					t.Errorf("the refused directory's key became %q", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(shared, mustRead(t, dir)); diff != "" {
+				t.Errorf("not repaired (-shared +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func mustReadFile(t *testing.T, dir, p string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
