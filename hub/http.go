@@ -28,11 +28,7 @@ type httpServer struct {
 
 func (a *httpServer) handler() http.Handler {
 	mux := http.NewServeMux()
-	// /healthz stays what it was (the process serves), for probes and
-	// scripts written before /livez and /readyz.
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
-	mux.HandleFunc("GET /livez", livez)
-	mux.HandleFunc("GET /readyz", readyz(a.probes))
+	handleHealth(mux, a.probes)
 	mux.HandleFunc("GET /debug/stats", a.stats)
 	mux.Handle("GET /metrics", a.metricsHandler())
 	if a.dashboard != nil {
@@ -43,6 +39,16 @@ func (a *httpServer) handler() http.Handler {
 		http.Error(w, r.URL.Path+" not found: Flotilla's objects are served by the hub's Kubernetes API (--api-addr, DATA/admin.kubeconfig)", http.StatusNotFound)
 	})
 	return mux
+}
+
+// handleHealth serves /healthz, /livez and /readyz (with probes) on mux,
+// alike on a leading and a standing-by replica. /healthz stays what it was
+// (the process serves), for probes and scripts written before /livez and
+// /readyz.
+func handleHealth(mux *http.ServeMux, probes []probe) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	mux.HandleFunc("GET /livez", livez)
+	mux.HandleFunc("GET /readyz", readyz(probes))
 }
 
 func (a *httpServer) stats(w http.ResponseWriter, _ *http.Request) {

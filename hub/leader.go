@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -207,9 +206,7 @@ func standbyHandler(r *replica, leader *atomic.Pointer[string]) http.Handler {
 		}})
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
-	mux.HandleFunc("GET /livez", livez)
-	mux.HandleFunc("GET /readyz", readyz(probes))
+	handleHealth(mux, probes)
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "this hub replica stands by: the dashboard, metrics and agent listeners run on the leader, "+leaderName()+
 			" (the Kubernetes API on --api-addr serves on every replica)", http.StatusServiceUnavailable)
