@@ -158,6 +158,19 @@ func checkHubReplicas(t *testing.T, objs []*unstructured.Unstructured) {
 	}
 }
 
+// installHubChart renders charts/flotilla-hub with sets, applies it to the
+// member cluster c in namespace and returns its StatefulSet.
+func installHubChart(t *testing.T, c *membercluster.Cluster, namespace string, sets []string) *appsv1.StatefulSet {
+	t.Helper()
+	manifests, err := renderChart(t, "charts/flotilla-hub", "flotilla-hub", namespace, sets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := decodeManifests(t, manifests)
+	applyObjects(t, c, namespace, objs)
+	return hubStatefulSet(t, objs)
+}
+
 func hubStatefulSet(t *testing.T, objs []*unstructured.Unstructured) *appsv1.StatefulSet {
 	t.Helper()
 	var sts appsv1.StatefulSet
@@ -246,13 +259,7 @@ func TestHubChart(t *testing.T) {
 		"hub.agentAddress=127.0.0.1:" + strconv.Itoa(quic),
 	}
 	const namespace = "flotilla-hub"
-	manifests, err := renderChart(t, "charts/flotilla-hub", "flotilla-hub", namespace, sets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs := decodeManifests(t, manifests)
-	applyObjects(t, c, namespace, objs)
-	sts := hubStatefulSet(t, objs)
+	sts := installHubChart(t, c, namespace, sets)
 	pod := controllerPod(t, member, namespace, sts.Spec.Selector)
 	waitFor(t, 30*time.Second, "the StatefulSet's volume claim", func() (bool, string) {
 		_, err := member.CoreV1().PersistentVolumeClaims(namespace).Get(t.Context(), "data-"+pod.Name, metav1.GetOptions{})
@@ -338,13 +345,7 @@ func TestHubChartReplicas(t *testing.T) {
 		"ports.quic=" + strconv.Itoa(pp[0].quic), "ports.api=" + strconv.Itoa(pp[0].api), "ports.http=" + strconv.Itoa(pp[0].http),
 	}
 	const namespace = "flotilla-hub"
-	manifests, err := renderChart(t, "charts/flotilla-hub", "flotilla-hub", namespace, sets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs := decodeManifests(t, manifests)
-	applyObjects(t, c, namespace, objs)
-	sts := hubStatefulSet(t, objs)
+	sts := installHubChart(t, c, namespace, sets)
 	sel, err := metav1.LabelSelectorAsSelector(sts.Spec.Selector)
 	if err != nil {
 		t.Fatal(err)

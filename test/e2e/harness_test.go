@@ -86,14 +86,21 @@ func freePort(t *testing.T, find func() (int, error)) int {
 func startHub(t *testing.T, extraFlags ...string) *hub {
 	t.Helper()
 	dir := t.TempDir()
-	h := &hub{
+	h := loopbackHub(t, dir)
+	runHub(t, h, dir, nil, extraFlags...)
+	return h
+}
+
+// loopbackHub is a hub with its data in dir and its addresses on free
+// loopback ports, not started yet.
+func loopbackHub(t *testing.T, dir string) *hub {
+	t.Helper()
+	return &hub{
 		dataDir:  filepath.Join(dir, "data"),
 		quicAddr: "127.0.0.1:" + strconv.Itoa(freePort(t, freeport.UDP)),
 		httpAddr: "127.0.0.1:" + strconv.Itoa(freePort(t, freeport.TCP)),
 		apiAddr:  "127.0.0.1:" + strconv.Itoa(freePort(t, freeport.TCP)),
 	}
-	runHub(t, h, dir, nil, extraFlags...)
-	return h
 }
 
 // runHub starts flotilla-hub with h's addresses and the test timings, plus

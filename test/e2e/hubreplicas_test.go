@@ -138,12 +138,7 @@ var electionFlags = []string{"--leader-elect", "--leader-elect-lease-duration=3s
 func startReplica(t *testing.T, e *etcdCluster, id string, flags ...string) *hub {
 	t.Helper()
 	dir := t.TempDir()
-	h := &hub{
-		dataDir:  filepath.Join(dir, "data"),
-		quicAddr: "127.0.0.1:" + strconv.Itoa(freePort(t, freeport.UDP)),
-		httpAddr: "127.0.0.1:" + strconv.Itoa(freePort(t, freeport.TCP)),
-		apiAddr:  "127.0.0.1:" + strconv.Itoa(freePort(t, freeport.TCP)),
-	}
+	h := loopbackHub(t, dir)
 	args := append([]string{"--hub-id=" + id, "--etcd-endpoints=" + strings.Join(e.endpoints, ","), "--websocket-addr=off"}, electionFlags...)
 	runHub(t, h, dir, nil, append(args, flags...)...)
 	return h
