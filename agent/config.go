@@ -265,7 +265,6 @@ func (le LeaderElection) validate() []error {
 	return errs
 }
 
-// validateHub checks that hub is host:port with both parts present.
 // validateHubs checks a comma-separated list of hub replica addresses.
 func validateHubs(list string) error {
 	addrs := splitHubs(list)
@@ -279,6 +278,7 @@ func validateHubs(list string) error {
 	return errors.Join(errs...)
 }
 
+// validateHub checks that hub is host:port with both parts present.
 func validateHub(hub string) error {
 	if hub == "" {
 		return errors.New("hub address is required")
