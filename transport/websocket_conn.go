@@ -33,6 +33,9 @@ const (
 	// closeHandshakeTimeout bounds the wait for the peer's answer to a
 	// close frame.
 	closeHandshakeTimeout = time.Second
+	// readEndWait bounds how long a session that ended on a failed write
+	// waits for its reader to return the peer's close frame.
+	readEndWait = time.Second
 )
 
 // errNoDatagrams: the WebSocket transport carries no datagrams.
@@ -59,7 +62,7 @@ type wsConn struct {
 func newWSConn(ws *websocket.Conn, tlsState tls.ConnectionState, remote net.Addr, client bool) (*wsConn, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &wsConn{ws: ws, tls: tlsState, remote: remote, ctx: ctx, cancel: cancel}
-	c.raw = &countingConn{Conn: websocket.NetConn(ctx, ws, websocket.MessageBinary)}
+	c.raw = &countingConn{Conn: websocket.NetConn(ctx, ws, websocket.MessageBinary), readEnded: make(chan struct{})}
 	cfg := yamux.DefaultConfig()
 	cfg.AcceptBacklog = maxIncomingStreams
 	cfg.KeepAliveInterval = keepAliveInterval
@@ -85,6 +88,17 @@ func (c *wsConn) watch() {
 	select {
 	case <-c.mux.CloseChan():
 	case <-c.ctx.Done():
+	}
+	if c.closed.Load() == nil {
+		// When the peer closes, the WebSocket library shuts the
+		// connection before its reader returns the close frame, so a
+		// write can end the session first: the frame says why.
+		wait := time.NewTimer(readEndWait)
+		select {
+		case <-c.raw.readEnded:
+		case <-wait.C:
+		}
+		wait.Stop()
 	}
 	c.closed.CompareAndSwap(nil, c.raw.closedBy())
 	c.cancel()
@@ -165,6 +179,11 @@ func (c *wsConn) translate(err error) error {
 		if ce := c.closed.Load(); ce != nil {
 			return ce
 		}
+		// watch records why before it ends the context.
+		<-c.ctx.Done()
+		if ce := c.closed.Load(); ce != nil {
+			return ce
+		}
 		return c.raw.closedBy()
 	}
 	return err
@@ -203,11 +222,12 @@ func (s *wsStream) CancelWrite() {
 }
 
 // countingConn counts reads of the WebSocket and keeps the first error,
-// which says how the peer closed it.
+// which says how the peer closed it; readEnded is closed once it is kept.
 type countingConn struct {
 	net.Conn
-	reads    atomic.Uint64
-	firstErr atomic.Pointer[error]
+	reads     atomic.Uint64
+	firstErr  atomic.Pointer[error]
+	readEnded chan struct{}
 }
 
 func (c *countingConn) Read(b []byte) (int, error) {
@@ -215,8 +235,8 @@ func (c *countingConn) Read(b []byte) (int, error) {
 	if n > 0 {
 		c.reads.Add(1)
 	}
-	if err != nil {
-		c.firstErr.CompareAndSwap(nil, &err)
+	if err != nil && c.firstErr.CompareAndSwap(nil, &err) {
+		close(c.readEnded)
 	}
 	return n, err
 }

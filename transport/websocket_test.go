@@ -330,3 +330,36 @@ func TestWebSocketCloseDoesNotWaitForAGonePeer(t *testing.T) {
 		t.Error("the connection's context did not end")
 	}
 }
+
+// The hub's close code must reach the agent also while the agent is
+// writing: a write can fail on the closed connection before the reader
+// has returned the hub's close frame.
+func TestWebSocketCloseCodeWhileWriting(t *testing.T) {
+	h := startHub(t)
+	agent, hub := h.connect(t, h.agentTLS(t, "edge-1"))
+	writing := make(chan error, 1)
+	go func() {
+		for {
+			str, err := agent.OpenStreamSync(t.Context())
+			if err == nil {
+				_, err = str.Write([]byte("x"))
+			}
+			if err != nil {
+				writing <- err
+				return
+			}
+		}
+	}()
+	if _, err := hub.AcceptStream(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.CloseWithError(protocol.CloseProtocolError, "too many streams"); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	for name, err := range map[string]error{"write": <-writing, "accept": func() error { _, err := agent.AcceptStream(t.Context()); return err }()} {
+		var ce *ClosedError
+		if !errors.As(err, &ce) || ce.Code != protocol.CloseProtocolError || !ce.Remote {
+			t.Errorf("%s after the hub closed: %v, want the hub's code %d", name, err, protocol.CloseProtocolError)
+		}
+	}
+}
