@@ -6,6 +6,7 @@ tool github.com/prometheus/prometheus/cmd/promtool
 
 require (
 	github.com/google/go-cmp v0.7.0
+	github.com/grafana/grafana-foundation-sdk/go v0.0.22
 	github.com/prometheus/prometheus v0.316.0
 	sigs.k8s.io/yaml v1.6.0
 )
