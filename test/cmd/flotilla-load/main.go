@@ -39,6 +39,7 @@ type options struct {
 	sockets        int
 	parallel       int
 	hubBin         string
+	hubExtraArgs   []string
 	dir            string
 }
 
@@ -54,6 +55,7 @@ func main() {
 	flags.IntVar(&o.sockets, "sockets", 0, "client UDP sockets the agents share (default: one per 250 agents)")
 	flags.IntVar(&o.parallel, "parallel", 32, "handshakes in flight while connecting")
 	flags.StringVar(&o.hubBin, "hub-bin", "", "flotilla-hub binary (default: built from this checkout)")
+	flags.StringArrayVar(&o.hubExtraArgs, "hub-arg", nil, "one more hub flag, after the tool's own (repeat it; e.g. --hub-arg=--enable-profiling to profile the hub on 127.0.0.1:7081)")
 	flags.StringVar(&o.dir, "dir", "", "working folder for the hub's data and log (default: a temporary folder)")
 	_ = flags.Parse(os.Args[1:])
 	if o.sockets == 0 {
@@ -163,6 +165,7 @@ func startHub(o options, dir, dataDir string) (*hubProc, error) {
 			"--cluster-monitor-grace-period=" + o.grace.String(), "--cluster-startup-grace-period=" + (2 * o.grace).String(),
 			"--failover-eviction-timeout=1h", "--log-level=warn"},
 	}
+	h.proc.Args = append(h.proc.Args, o.hubExtraArgs...)
 	h.started = time.Now()
 	if err := h.proc.Start(); err != nil {
 		return nil, err
