@@ -8,9 +8,9 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// zoneCount is how many clusters a zone has and how many are not Ready.
-type zoneCount struct {
-	total, notReady int
+// ZoneCount is how many clusters a zone has and how many are not Ready.
+type ZoneCount struct {
+	Total, NotReady int
 }
 
 // Observe sets each zone's mode from the clusters (the full list every
@@ -29,17 +29,31 @@ type zoneCount struct {
 // may be a partial network failure (slow down), and everything down at
 // once is more likely the hub's own network.
 func (z *Zones) Observe(clusters []ClusterHealth, now time.Time) []ModeChange {
-	counts := map[string]zoneCount{}
+	counts := map[string]ZoneCount{}
 	for _, c := range clusters {
 		n := counts[c.Zone]
-		n.total++
+		n.Total++
 		if !c.Ready {
-			n.notReady++
+			n.NotReady++
 		}
 		counts[c.Zone] = n
 	}
+	return z.ObserveCounts(counts, now)
+}
+
+// ObserveCounts is Observe for a caller that keeps each zone's counts
+// itself (a fleet of 10,000 clusters need not be listed on every change).
+// Zones with no cluster (Total 0) count as gone.
+func (z *Zones) ObserveCounts(counts map[string]ZoneCount, now time.Time) []ModeChange {
+	present := make(map[string]ZoneCount, len(counts))
+	for name, n := range counts {
+		if n.Total > 0 {
+			present[name] = n
+		}
+	}
+	counts = present
 	modes := z.modes(counts)
-	isolated := len(clusters) > 0 && allFull(modes)
+	isolated := len(counts) > 0 && allFull(modes)
 	if isolated {
 		for name := range modes {
 			modes[name] = ModeIsolated
@@ -62,7 +76,7 @@ func (z *Zones) Observe(clusters []ClusterHealth, now time.Time) []ModeChange {
 
 // dropMissing forgets the zones that have no cluster any more and reports
 // those that had been observed.
-func (z *Zones) dropMissing(counts map[string]zoneCount) []ModeChange {
+func (z *Zones) dropMissing(counts map[string]ZoneCount) []ModeChange {
 	var changes []ModeChange
 	for name, zn := range z.zones {
 		if _, ok := counts[name]; ok {
@@ -77,13 +91,13 @@ func (z *Zones) dropMissing(counts map[string]zoneCount) []ModeChange {
 }
 
 // modes computes each zone's mode from its counts, before isolation.
-func (z *Zones) modes(counts map[string]zoneCount) map[string]Mode {
+func (z *Zones) modes(counts map[string]ZoneCount) map[string]Mode {
 	modes := make(map[string]Mode, len(counts))
 	for name, n := range counts {
 		switch {
-		case n.notReady == n.total:
+		case n.NotReady == n.Total:
 			modes[name] = ModeFullDisruption
-		case n.notReady > 2 && float64(n.notReady)/float64(n.total) >= z.cfg.UnhealthyThreshold:
+		case n.NotReady > 2 && float64(n.NotReady)/float64(n.Total) >= z.cfg.UnhealthyThreshold:
 			modes[name] = ModePartialDisruption
 		default:
 			modes[name] = ModeNormal
@@ -104,8 +118,8 @@ func allFull(modes map[string]Mode) bool {
 // update sets one zone's mode and limit, and reports a change of mode.
 // The limit is set on every call, not only on a mode change: a zone in
 // PartialDisruption can grow past LargeZoneThreshold without changing mode.
-func (z *Zones) update(name string, mode Mode, n zoneCount, now time.Time) (ModeChange, bool) {
-	limit := z.limit(mode, n.total)
+func (z *Zones) update(name string, mode Mode, n ZoneCount, now time.Time) (ModeChange, bool) {
+	limit := z.limit(mode, n.Total)
 	zn := z.zones[name]
 	if zn == nil {
 		zn = z.newZone(limit)
@@ -122,7 +136,7 @@ func (z *Zones) update(name string, mode Mode, n zoneCount, now time.Time) (Mode
 	if from == mode {
 		return ModeChange{}, false
 	}
-	return ModeChange{Zone: name, From: from, To: mode, NotReady: n.notReady, Total: n.total}, true
+	return ModeChange{Zone: name, From: from, To: mode, NotReady: n.NotReady, Total: n.Total}, true
 }
 
 // limit is a zone's eviction rate in a mode.

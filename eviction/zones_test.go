@@ -3,6 +3,7 @@ package eviction
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -316,5 +317,45 @@ func TestRestartGrace(t *testing.T) {
 	z.RestartGrace(t0.Add(-time.Minute)) // never moves back
 	if got := z.GraceStart(); !got.Equal(t0) {
 		t.Errorf("GraceStart moved back to %v", got)
+	}
+}
+
+// TestObserveCountsMatchesObserve feeds the same random fleets to two
+// Zones, one listing every cluster and one given running counts (with
+// emptied zones left at zero, as an incremental caller leaves them): the
+// changes, modes and limits must be the same at every step.
+func TestObserveCountsMatchesObserve(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	listed, counted := NewZones(DefaultZoneConfig()), NewZones(DefaultZoneConfig())
+	counts := map[string]ZoneCount{}
+	for step := range 2000 {
+		var fleet []ClusterHealth
+		for k := range counts {
+			counts[k] = ZoneCount{} // kept, emptied
+		}
+		for _, zone := range []string{"", "eu", "us", "ap"} {
+			if rng.IntN(4) == 0 {
+				continue // this zone has no cluster now
+			}
+			n := 1 + rng.IntN(8)
+			down := rng.IntN(n + 1)
+			fleet = append(fleet, zoneOf(zone, n, down)...)
+			counts[zone] = ZoneCount{Total: n, NotReady: down}
+		}
+		now := at(time.Duration(step) * time.Second)
+		want, got := listed.Observe(fleet, now), counted.ObserveCounts(counts, now)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("step %d: changes (-Observe +ObserveCounts):\n%s", step, diff)
+		}
+		if diff := cmp.Diff(listed.Modes(), counted.Modes()); diff != "" {
+			t.Fatalf("step %d: modes (-Observe +ObserveCounts):\n%s", step, diff)
+		}
+		for zone := range counts {
+			a, aRetry := listed.Allow(zone, now)
+			b, bRetry := counted.Allow(zone, now)
+			if a != b || !aRetry.Equal(bRetry) {
+				t.Fatalf("step %d: Allow(%q) %v %v after Observe, %v %v after ObserveCounts", step, zone, a, aRetry, b, bRetry)
+			}
+		}
 	}
 }

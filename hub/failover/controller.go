@@ -76,6 +76,7 @@ type Controller struct {
 
 	mu    sync.Mutex
 	zones *eviction.Zones // guarded by mu
+	fleet fleetCounts     // guarded by mu
 	// unhealthySince is, per binding key and cluster, since when the
 	// workload has been unhealthy there (application failover); guarded
 	// by mu.
@@ -105,7 +106,7 @@ type Controller struct {
 // adds its handlers to the informers; Run starts it.
 func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.WithTicker, logger *slog.Logger, cfg Config) *Controller {
 	c := &Controller{api: controller.BindingAPI{Client: clients.Flotilla.FlotillaV1alpha1()}, recorder: recorder, clock: clk, logger: logger.With("controller", "failover"),
-		cfg: cfg, zones: eviction.NewZones(cfg.Zones), unhealthySince: map[string]map[string]time.Time{}, held: map[string]map[string]heldEviction{}, clusterTimes: newInstants(), bindingTimes: newInstants(),
+		cfg: cfg, zones: eviction.NewZones(cfg.Zones), fleet: newFleetCounts(), unhealthySince: map[string]map[string]time.Time{}, held: map[string]map[string]heldEviction{}, clusterTimes: newInstants(), bindingTimes: newInstants(),
 		clusters: informers.Clusters, bindings: informers.Bindings, clusterBindings: informers.ClusterBindings, works: informers.Works}
 	c.queue = controller.NewQueueWithClock("failover", c.reconcile, logger, clk) // the queue names the controller
 	// Status changes matter too: a task ends when the replacement reports
@@ -160,6 +161,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 // when its health or taints changed.
 func (c *Controller) clusterChanged(old, cur *v1alpha1.Cluster) {
 	c.clusterSeen(old, cur) // from the first list on: a restarted hub sees every time late
+	c.countCluster(old, cur)
 	// Run observes every zone once the informers have listed; a partial
 	// list would see zones smaller or more broken than they are.
 	if !c.synced.Load() || old != nil && cur != nil && !healthChanged(old, cur) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/eviction"
+	"github.com/flotilla-io/flotilla/hub/controller"
 )
 
 // Stats are the controller's counters and each zone's mode, for /debug/stats.
@@ -29,16 +30,55 @@ func (c *Controller) Stats() Stats {
 	return out
 }
 
+// fleetCounts are each zone's cluster counts, kept from the informer's
+// events so that a change of one cluster costs no list of the fleet.
+type fleetCounts struct {
+	health map[string]eviction.ClusterHealth // by cluster name
+	zones  map[string]eviction.ZoneCount
+}
+
+func newFleetCounts() fleetCounts {
+	return fleetCounts{health: map[string]eviction.ClusterHealth{}, zones: map[string]eviction.ZoneCount{}}
+}
+
+// set counts cluster name as cur says (nil: deleted) instead of as before.
+func (f fleetCounts) set(name string, cur *v1alpha1.Cluster) {
+	if prev, ok := f.health[name]; ok {
+		f.add(prev, -1)
+		delete(f.health, name)
+	}
+	if cur != nil {
+		h := eviction.ClusterHealth{Name: name, Zone: cur.Spec.Zone, Ready: ready(cur)}
+		f.health[name] = h
+		f.add(h, 1)
+	}
+}
+
+func (f fleetCounts) add(h eviction.ClusterHealth, sign int) {
+	n := f.zones[h.Zone]
+	n.Total += sign
+	if !h.Ready {
+		n.NotReady += sign
+	}
+	if n.Total == 0 {
+		delete(f.zones, h.Zone)
+		return
+	}
+	f.zones[h.Zone] = n
+}
+
+// countCluster keeps the zone counts current (informer handler).
+func (c *Controller) countCluster(old, cur *v1alpha1.Cluster) {
+	c.mu.Lock()
+	c.fleet.set(controller.Subject(old, cur).Name, cur)
+	c.mu.Unlock()
+}
+
 // observeZones recomputes the zones' modes, records the changes and
 // reports whether there were any.
 func (c *Controller) observeZones() bool {
-	list := c.clusters.List()
-	health := make([]eviction.ClusterHealth, len(list))
-	for i, cl := range list {
-		health[i] = eviction.ClusterHealth{Name: cl.Name, Zone: cl.Spec.Zone, Ready: ready(cl)}
-	}
 	c.mu.Lock()
-	changes := c.zones.Observe(health, c.clock.Now())
+	changes := c.zones.ObserveCounts(c.fleet.zones, c.clock.Now())
 	c.mu.Unlock()
 	for _, ch := range changes {
 		c.logger.Info("zone mode changed", "zone", zoneName(ch.Zone), "from", ch.From, "to", ch.To, "notReady", ch.NotReady, "clusters", ch.Total)
