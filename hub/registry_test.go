@@ -334,32 +334,65 @@ func TestRegistryBatchesLeaseWrites(t *testing.T) {
 // BenchmarkRenew is the hub's hot path: one lease renewal of one of 5,000
 // registered clusters, with its health evaluation and deadline move.
 func BenchmarkRenew(b *testing.B) {
-	clk := clocktesting.NewFakeClock(t0)
-	reg := &Registry{
-		cfg:   RegistryConfig{Health: health.DefaultConfig(t0.Add(-time.Hour)), MaxClockSkew: 2 * time.Second, HubID: "bench"},
-		clock: clk, logger: slog.New(slog.DiscardHandler),
-		entries: map[string]*entry{}, deadlines: lease.NewDeadlines(),
-		dirty: map[string]bool{}, dirtyLeas: map[string]bool{}, urgentLeases: map[string]bool{}, wake: make(chan struct{}, 1),
-	}
-	const clusters = 5000
-	names := make([]string, clusters)
-	for i := range names {
-		names[i] = fmt.Sprintf("edge-%04d", i)
-		reg.entries[names[i]] = &entry{
-			obj: &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: names[i]}, Status: v1alpha1.ClusterStatus{Agent: &v1alpha1.AgentStatus{}}},
-			obs: health.Observations{Registered: t0, LeaseDuration: 40 * time.Second},
+	reg, clk, names := benchRegistry(5000)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if i%len(names) == 0 {
+			clk.Step(time.Millisecond)
 		}
+		if _, err := reg.Renew(names[i%len(names)], "agent", clk.Now()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkStatus is the other hot path: a status report (the load tool's,
+// unchanged since the last one, as most are) of one of 5,000 clusters.
+func BenchmarkStatus(b *testing.B) {
+	reg, clk, names := benchRegistry(5000)
+	report := &protocol.ClusterStatus{
+		KubernetesVersion: "v1.37.2", APIServerHealthy: true, HealthMessage: "ok", NodesTotal: 3, NodesReady: 3,
+		Allocatable: map[string]string{"cpu": "24", "memory": "96Gi", "pods": "330"},
+		Allocated:   map[string]string{"cpu": "3", "memory": "8Gi", "pods": "12"},
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		if i%clusters == 0 {
+		if i%len(names) == 0 {
 			clk.Step(time.Millisecond)
 		}
-		if _, err := reg.Renew(names[i%clusters], "agent", clk.Now()); err != nil {
+		if err := reg.Status(names[i%len(names)], report); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// benchRegistry is a registry of n clusters, each with a served API list,
+// without an API behind it.
+func benchRegistry(n int) (*Registry, *clocktesting.FakeClock, []string) {
+	clk := clocktesting.NewFakeClock(t0)
+	reg := &Registry{
+		cfg:   RegistryConfig{Health: health.DefaultConfig(t0.Add(-time.Hour)), MaxClockSkew: 2 * time.Second, HubID: "bench"},
+		clock: clk, logger: slog.New(slog.DiscardHandler), recorder: controller.DiscardRecorder{},
+		entries: map[string]*entry{}, deadlines: lease.NewDeadlines(),
+		dirty: map[string]bool{}, dirtyLeas: map[string]bool{}, urgentLeases: map[string]bool{}, wake: make(chan struct{}, 1),
+	}
+	apis := []v1alpha1.APIEnablement{
+		{GroupVersion: "v1", Resources: []v1alpha1.APIResource{{Name: "configmaps", Kind: "ConfigMap"}, {Name: "services", Kind: "Service"}, {Name: "secrets", Kind: "Secret"}}},
+		{GroupVersion: "apps/v1", Resources: []v1alpha1.APIResource{{Name: "deployments", Kind: "Deployment"}, {Name: "statefulsets", Kind: "StatefulSet"}, {Name: "daemonsets", Kind: "DaemonSet"}}},
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("edge-%04d", i)
+		reg.entries[names[i]] = &entry{
+			obj: &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: names[i]}, Status: v1alpha1.ClusterStatus{
+				Agent: &v1alpha1.AgentStatus{}, APIEnablements: apis,
+			}},
+			obs: health.Observations{Registered: t0, LeaseDuration: 40 * time.Second},
+		}
+	}
+	return reg, clk, names
 }
 
 func TestRegistryNeverRenewedClusterGoesUnknown(t *testing.T) {
