@@ -183,25 +183,39 @@ func (r *Registry) Status(cluster string, report *protocol.ClusterStatus) error 
 	e.lastStatus = now
 	r.leaseChangedLocked(cluster)
 
-	next := e.obj.Status.DeepCopy()
-	if report.KubernetesVersion != "" {
-		next.KubernetesVersion = report.KubernetesVersion
+	// Field by field on the stored status: most reports change nothing,
+	// and a deep copy and comparison of the whole status cost more than
+	// the rest of a report.
+	st := &e.obj.Status
+	changed := false
+	if report.KubernetesVersion != "" && report.KubernetesVersion != st.KubernetesVersion {
+		st.KubernetesVersion, changed = report.KubernetesVersion, true
 	}
 	why := implausible(report, allocatable, allocated)
-	r.resourcesPlausibleLocked(cluster, e, why, &next.Conditions)
+	if r.resourcesPlausibleLocked(cluster, e, why, &st.Conditions) {
+		changed = true
+	}
 	switch {
 	case why != "":
 		// Nothing of it feeds scheduling, nor an earlier summary.
-		next.NodeSummary, next.ResourceSummary = nil, nil
+		if st.NodeSummary != nil || st.ResourceSummary != nil {
+			st.NodeSummary, st.ResourceSummary, changed = nil, nil, true
+		}
 	case report.NodesTotal > 0 || report.APIServerHealthy:
-		next.NodeSummary = &v1alpha1.NodeSummary{TotalNum: report.NodesTotal, ReadyNum: report.NodesReady}
-		next.ResourceSummary = &v1alpha1.ResourceSummary{Allocatable: allocatable, Allocated: allocated}
+		nodes := v1alpha1.NodeSummary{TotalNum: report.NodesTotal, ReadyNum: report.NodesReady}
+		if st.NodeSummary == nil || *st.NodeSummary != nodes {
+			st.NodeSummary, changed = &nodes, true
+		}
+		if st.ResourceSummary == nil || !sameResources(st.ResourceSummary.Allocatable, allocatable) || !sameResources(st.ResourceSummary.Allocated, allocated) {
+			st.ResourceSummary, changed = &v1alpha1.ResourceSummary{Allocatable: allocatable, Allocated: allocated}, true
+		}
 	}
 	if apis := r.servedAPIsLocked(e, report.ServedAPIs, now); apis != nil {
-		next.APIEnablements = apiEnablements(apis)
+		if next := apiEnablements(apis); !equality.Semantic.DeepEqual(next, st.APIEnablements) {
+			st.APIEnablements, changed = next, true
+		}
 	}
-	if !equality.Semantic.DeepEqual(*next, e.obj.Status) {
-		e.obj.Status = *next
+	if changed {
 		r.dirty[cluster] = true
 	}
 	r.stats.statusReports.Add(1)
@@ -234,6 +248,21 @@ func resourceList(in map[string]string) (corev1.ResourceList, error) {
 		out[corev1.ResourceName(name)] = q
 	}
 	return out, nil
+}
+
+// sameResources says whether two resource lists hold the same quantities
+// (nil and empty alike, as the API's semantic equality has them).
+func sameResources(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, q := range a {
+		other, ok := b[name]
+		if !ok || q.Cmp(other) != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // GetCluster returns a copy of one cluster, or NotFound.

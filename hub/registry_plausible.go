@@ -75,22 +75,23 @@ func implausible(report *protocol.ClusterStatus, allocatable, allocated corev1.R
 // resourcesPlausibleLocked records whether the cluster's last report was
 // plausible: the condition changes (and an event says why) only when the
 // verdict does; a cluster never refused carries no condition.
-func (r *Registry) resourcesPlausibleLocked(cluster string, e *entry, why string, next *[]metav1.Condition) {
-	prev := meta.FindStatusCondition(*next, ClusterConditionResourcesPlausible)
+func (r *Registry) resourcesPlausibleLocked(cluster string, e *entry, why string, conditions *[]metav1.Condition) (changed bool) {
+	prev := meta.FindStatusCondition(*conditions, ClusterConditionResourcesPlausible)
 	if why == "" {
 		if prev != nil && prev.Status != metav1.ConditionTrue {
-			meta.SetStatusCondition(next, metav1.Condition{Type: ClusterConditionResourcesPlausible, Status: metav1.ConditionTrue,
+			return meta.SetStatusCondition(conditions, metav1.Condition{Type: ClusterConditionResourcesPlausible, Status: metav1.ConditionTrue,
 				Reason: reasonPlausibleReport, Message: "the agent's resource report is plausible again: it feeds scheduling", LastTransitionTime: metav1.NewTime(r.clock.Now())})
 		}
-		return
+		return false
 	}
 	message := "resource report refused, it does not feed scheduling: " + why
 	if prev == nil || prev.Status != metav1.ConditionFalse || prev.Message != message {
-		meta.SetStatusCondition(next, metav1.Condition{Type: ClusterConditionResourcesPlausible, Status: metav1.ConditionFalse,
-			Reason: reasonImplausibleReport, Message: message, LastTransitionTime: metav1.NewTime(r.clock.Now())})
 		r.recordLocked(e.obj, corev1.EventTypeWarning, reasonImplausibleReport, message, r.clock.Now())
 		r.logger.Warn("implausible resource report refused", "cluster", cluster, "why", why)
+		return meta.SetStatusCondition(conditions, metav1.Condition{Type: ClusterConditionResourcesPlausible, Status: metav1.ConditionFalse,
+			Reason: reasonImplausibleReport, Message: message, LastTransitionTime: metav1.NewTime(r.clock.Now())})
 	}
+	return false
 }
 
 // Served APIs are the largest part of a status report (up to ~1 MiB) and
