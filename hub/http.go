@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/failover"
 	"github.com/flotilla-io/flotilla/hub/stats"
 	"github.com/flotilla-io/flotilla/store"
@@ -20,6 +21,8 @@ type httpServer struct {
 	failover *failover.Controller
 	guard    *store.Guard
 	metrics  *hubMetrics
+	// events is the hub's event recorder, for its dropped events.
+	events controller.DroppingRecorder
 	// probes are /readyz's checks.
 	probes []probe
 	// dashboard serves the web page at "/" and its API under /dashboard/.

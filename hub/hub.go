@@ -386,7 +386,7 @@ func (r *replica) lead(ctx context.Context) error {
 	templateSource.Start(registryCtx)
 	informers.Start(registryCtx)
 	var quicServing atomic.Bool
-	httpAPI := &httpServer{registry: registry, agents: agents, failover: failoverCtl, guard: guard, dashboard: board.Handler(), metrics: metrics,
+	httpAPI := &httpServer{registry: registry, agents: agents, failover: failoverCtl, guard: guard, dashboard: board.Handler(), metrics: metrics, events: recorder,
 		probes: readinessProbes(s, clients.Kube, informers, &quicServing)}
 
 	var agentServers sync.WaitGroup // one per listener

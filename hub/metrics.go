@@ -48,6 +48,12 @@ func (a *httpServer) metricsHandler() http.Handler {
 	counter("flotilla_work_reports_coalesced_total", "Work status reports replaced by a newer one of the same Work before they were written.", func() float64 { return float64(a.agents.dispatch.Limits().Coalesced) })
 	counter("flotilla_work_reports_truncated_total", "Work status reports stored in part (too many manifests or bytes).", func() float64 { return float64(a.agents.dispatch.Limits().Truncated) })
 	counter("flotilla_events_suppressed_total", "Events about clusters left out beyond the bound per cluster and reason.", func() float64 { return float64(a.registry.stats.eventsSuppressed.Load()) })
+	counter("flotilla_events_dropped_total", "Events not recorded because too many event writes were waiting for the API server.", func() float64 {
+		if a.events == nil {
+			return 0
+		}
+		return float64(a.events.Dropped())
+	})
 	counter("flotilla_work_reports_dropped_total", "Work status reports not written because the store was too full.", func() float64 { return float64(a.agents.dispatch.Limits().Dropped) })
 	counter("flotilla_registry_store_writes_total", "Cluster and lease objects the registry wrote to the API server.", func() float64 { return float64(a.registry.stats.storeWrites.Load()) })
 	counter("flotilla_registry_store_conflicts_total", "Registry writes that met a conflict and were retried.", func() float64 { return float64(a.registry.stats.storeConflicts.Load()) })

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -31,27 +32,47 @@ type apiRecorder struct {
 	ctx      context.Context
 	client   kubernetes.Interface
 	recorder events.EventRecorder
+	sink     *boundedSink
+	dropped  atomic.Int64
 	// namespaces holds the namespaces known to exist: an event lives in
 	// the namespace of the object it is about, which must exist.
 	namespaces sync.Map
 }
 
-// StartEventRecorder records events through client until ctx ends.
-func StartEventRecorder(ctx context.Context, client kubernetes.Interface) Recorder {
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+// DroppingRecorder is a Recorder that drops events it cannot write soon
+// enough, and counts them.
+type DroppingRecorder interface {
+	Recorder
+	// Dropped is how many events were dropped because too many writes
+	// were waiting.
+	Dropped() int64
+}
+
+// StartEventRecorder records events through client until ctx ends, a few
+// writes at a time (events_sink.go).
+func StartEventRecorder(ctx context.Context, client kubernetes.Interface) DroppingRecorder {
+	sink := newBoundedSink(&events.EventSinkImpl{Interface: client.EventsV1()})
+	broadcaster := events.NewBroadcaster(sink)
 	broadcaster.StartRecordingToSink(ctx.Done())
 	go func() {
 		<-ctx.Done()
 		broadcaster.Shutdown()
 	}()
-	return &apiRecorder{ctx: ctx, client: client, recorder: broadcaster.NewRecorder(scheme.Scheme, ReportingController)}
+	return &apiRecorder{ctx: ctx, client: client, recorder: broadcaster.NewRecorder(scheme.Scheme, ReportingController), sink: sink}
 }
+
+// Dropped implements DroppingRecorder.
+func (r *apiRecorder) Dropped() int64 { return r.dropped.Load() }
 
 // Event implements Recorder. The broadcaster correlates by object, type,
 // reason and action, not by message: the action carries a hash of the
 // message so that different messages (another taint, another placement)
 // stay separate events and only true repeats are counted.
 func (r *apiRecorder) Event(ref corev1.ObjectReference, eventType, reason, message string) {
+	if r.sink.full() {
+		r.dropped.Add(1)
+		return
+	}
 	note := truncate(message, maxEventNote)
 	record := func() { r.recorder.Eventf(&ref, nil, eventType, reason, action(reason, note), "%s", note) }
 	if ref.Namespace == "" {
