@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 )
@@ -30,5 +32,52 @@ func TestLeaseBudgetLeavesRoomForClusterWrites(t *testing.T) {
 				t.Errorf("cluster writes not reset by the lease flush: %d", r.clusterWrites.Load())
 			}
 		})
+	}
+}
+
+// TestInParallelStopsAtTheDeadline: once the flush's context ends no write
+// starts, and every item is either written or handed back, once.
+func TestInParallelStopsAtTheDeadline(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	items := make([]int, 100)
+	for i := range items {
+		items[i] = i
+	}
+	var mu sync.Mutex
+	seen := map[int]string{}
+	mark := func(i int, how string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if prev, ok := seen[i]; ok {
+			t.Errorf("item %d %s after it was %s", i, how, prev)
+		}
+		seen[i] = how
+	}
+	writtenAfterCancel := 0
+	inParallel(ctx, items, func(i int) {
+		if ctx.Err() != nil {
+			mu.Lock()
+			writtenAfterCancel++
+			mu.Unlock()
+		}
+		mark(i, "written")
+		if i == 20 {
+			cancel()
+		}
+	}, func(i int) { mark(i, "skipped") })
+	if len(seen) != len(items) {
+		t.Errorf("%d of %d items written or skipped", len(seen), len(items))
+	}
+	skipped := 0
+	for _, how := range seen {
+		if how == "skipped" {
+			skipped++
+		}
+	}
+	// Writers busy when the context ended may each have taken one more,
+	// before or after it ended.
+	if writtenAfterCancel > apiWriters || skipped < len(items)-21-2*apiWriters {
+		t.Errorf("%d written after the context ended, %d skipped", writtenAfterCancel, skipped)
 	}
 }

@@ -103,10 +103,10 @@ func (r *Registry) flush(ctx context.Context) {
 	r.writing = len(clusters)
 	r.mu.Unlock()
 
-	inParallel(leases, func(l *coordinationv1.Lease) { r.writeLease(ctx, l) })
+	r.writeLeases(ctx, leases)
 	// Each cluster's writes stay in order (taints, then status); clusters
 	// are independent.
-	inParallel(clusters, func(c *v1alpha1.Cluster) { r.writeCluster(ctx, c) })
+	inParallel(ctx, clusters, func(c *v1alpha1.Cluster) { r.writeCluster(ctx, c) }, func(c *v1alpha1.Cluster) { r.markDirty(c.Name) })
 	r.mu.Lock()
 	r.writing = 0
 	r.mu.Unlock()
@@ -148,12 +148,32 @@ func (r *Registry) flushLeases(ctx context.Context, budget int) {
 
 // writeLeases writes leases, apiWriters at a time.
 func (r *Registry) writeLeases(ctx context.Context, leases []*coordinationv1.Lease) {
-	inParallel(leases, func(l *coordinationv1.Lease) { r.writeLease(ctx, l) })
+	inParallel(ctx, leases, func(l *coordinationv1.Lease) { r.writeLease(ctx, l) }, func(l *coordinationv1.Lease) { r.markLeaseDirty(l.Name) })
+}
+
+// markDirty and markLeaseDirty keep a write that was not attempted for the
+// next flush.
+func (r *Registry) markDirty(cluster string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.entries[cluster]; ok {
+		r.dirty[cluster] = true
+	}
+}
+
+func (r *Registry) markLeaseDirty(cluster string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.entries[cluster]; ok {
+		r.dirtyLeas[cluster] = true
+	}
 }
 
 // inParallel runs write on every item, apiWriters at a time: each write is
-// an API request, mostly waiting for etcd.
-func inParallel[T any](items []T, write func(T)) {
+// an API request, mostly waiting for etcd. Once ctx ends no write starts:
+// the items left go to skipped (a fleet's worth of writes behind a slow
+// API would otherwise each fail on the spent deadline, and each be logged).
+func inParallel[T any](ctx context.Context, items []T, write func(T), skipped func(T)) {
 	if len(items) == 0 {
 		return
 	}
@@ -166,10 +186,23 @@ func inParallel[T any](items []T, write func(T)) {
 			}
 		})
 	}
+	fed := 0
+feed:
 	for _, it := range items {
-		work <- it
+		if ctx.Err() != nil {
+			break
+		}
+		select {
+		case work <- it:
+			fed++
+		case <-ctx.Done():
+			break feed
+		}
 	}
 	close(work)
+	for _, rest := range items[fed:] {
+		skipped(rest)
+	}
 	wg.Wait()
 }
 
@@ -358,7 +391,7 @@ func (r *Registry) applyAll(ctx context.Context, ops []updateOp) {
 		obj, err := r.apply(ctx, op)
 		op.done <- updateOutcome{obj: obj, err: err}
 	}
-	inParallel(registrations, run)
+	inParallel(ctx, registrations, run, func(op updateOp) { op.done <- updateOutcome{err: ctx.Err()} })
 	for _, op := range others {
 		run(op)
 	}

@@ -16,10 +16,10 @@ import (
 // descriptors. These bound it.
 const (
 	// eventWriters is how many event writes run at once.
-	eventWriters = 8
+	eventWriters = 16
 	// maxEventsWaiting is how many writes may wait for a writer before new
 	// events are dropped (and counted).
-	maxEventsWaiting = 1000
+	maxEventsWaiting = 5000
 	// eventWriteTimeout bounds one write; the broadcaster retries.
 	eventWriteTimeout = 10 * time.Second
 )
