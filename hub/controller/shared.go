@@ -25,6 +25,9 @@ type Shared[PT any] struct {
 	informer cache.SharedIndexInformer
 	synced   chan struct{}
 	once     sync.Once
+
+	mu       sync.Mutex
+	handlers []cache.ResourceEventHandlerRegistration // guarded by mu
 }
 
 // NewShared wraps informer; objects in it must be PT.
@@ -32,15 +35,23 @@ func NewShared[PT any](informer cache.SharedIndexInformer) *Shared[PT] {
 	return &Shared[PT]{informer: informer, synced: make(chan struct{})}
 }
 
-// Run closes Synced once the informer has listed, or returns when ctx ends.
+// Run closes Synced once the informer has listed and every handler added
+// so far has been handed the listed objects, or returns when ctx ends.
 // Every controller reading the informer calls it (through StartAndSync).
 func (s *Shared[PT]) Run(ctx context.Context) {
-	if cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
+	s.mu.Lock()
+	synced := []cache.InformerSynced{s.informer.HasSynced}
+	for _, reg := range s.handlers {
+		synced = append(synced, reg.HasSynced)
+	}
+	s.mu.Unlock()
+	if cache.WaitForCacheSync(ctx.Done(), synced...) {
 		s.once.Do(func() { close(s.synced) })
 	}
 }
 
-// Synced is closed once the first list is in memory.
+// Synced is closed once the first list is in memory and has reached the
+// handlers (a controller that counts from its handler sees every object).
 func (s *Shared[PT]) Synced() <-chan struct{} { return s.synced }
 
 // Get returns the object with key (namespace/name, or name), or the zero
@@ -86,7 +97,7 @@ func (s *Shared[PT]) Informer() cache.SharedIndexInformer { return s.informer }
 // object. Resyncs that change nothing are not reported.
 func (s *Shared[PT]) AddHandler(h Handler[PT]) {
 	var zero PT
-	_, _ = s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if cur, ok := obj.(PT); ok {
 				h(zero, cur)
@@ -108,6 +119,12 @@ func (s *Shared[PT]) AddHandler(h Handler[PT]) {
 			}
 		},
 	})
+	if err != nil {
+		return // the informer has stopped: nothing more will be delivered
+	}
+	s.mu.Lock()
+	s.handlers = append(s.handlers, reg)
+	s.mu.Unlock()
 }
 
 func resourceVersion(obj any) string {
