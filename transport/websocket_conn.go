@@ -228,6 +228,15 @@ type countingConn struct {
 	reads     atomic.Uint64
 	firstErr  atomic.Pointer[error]
 	readEnded chan struct{}
+	// closing is set once this side closes the connection (yamux does on
+	// a keep-alive timeout or a protocol error): the reads fail then
+	// because of it, not because of the peer.
+	closing atomic.Bool
+}
+
+func (c *countingConn) Close() error {
+	c.closing.Store(true)
+	return c.Conn.Close()
 }
 
 func (c *countingConn) Read(b []byte) (int, error) {
@@ -252,6 +261,8 @@ func (c *countingConn) closedBy() *ClosedError {
 	switch {
 	case errors.As(err, &ce) && ce.Code >= closeCodeBase && ce.Code < closeCodeBase+1000:
 		return &ClosedError{Code: quic.ApplicationErrorCode(ce.Code - closeCodeBase), Reason: ce.Reason, Remote: true}
+	case c.closing.Load() && !errors.As(err, &ce):
+		return &ClosedError{Reason: "connection closed"}
 	case errors.Is(err, io.EOF):
 		return &ClosedError{Reason: "peer closed the connection", Remote: true}
 	default:

@@ -363,3 +363,18 @@ func TestWebSocketCloseCodeWhileWriting(t *testing.T) {
 		}
 	}
 }
+
+// A session that ends on this side (yamux's keep-alive timeout or a
+// protocol error closes it) is reported as closed here, not by the peer.
+func TestWebSocketLocalEndIsNotThePeers(t *testing.T) {
+	h := startHub(t)
+	for range 10 {
+		agent, _ := h.connect(t, h.agentTLS(t, "edge-1"))
+		agent.(*wsConn).mux.Close()
+		_, err := agent.AcceptStream(t.Context())
+		var ce *ClosedError
+		if !errors.As(err, &ce) || ce.Remote {
+			t.Fatalf("accept after this side's session ended: %v, want a local ClosedError", err)
+		}
+	}
+}
