@@ -69,16 +69,17 @@ func TestBoundedSinkWritesAFewAtATime(t *testing.T) {
 			})
 		}
 		synctest.Wait()
-		if got := next.running.Load(); got != eventWriters {
-			t.Errorf("%d writes running, want %d", got, eventWriters)
+		// Patches run beside the creates and updates, in slots of their own.
+		if got := next.running.Load(); got != eventWriters+eventPatchers {
+			t.Errorf("%d writes running, want %d", got, eventWriters+eventPatchers)
 		}
-		if got := sink.waiting.Load(); got != 3*eventWriters {
-			t.Errorf("%d writes counted waiting or running, want %d", got, 3*eventWriters)
+		if got := sink.waiting.Load(); got != 2*eventWriters {
+			t.Errorf("%d creates and updates counted waiting or running, want %d", got, 2*eventWriters)
 		}
 		close(next.release)
 		wg.Wait()
-		if got := next.max.Load(); got != eventWriters {
-			t.Errorf("at most %d writes ran at once, want %d", got, eventWriters)
+		if got := next.max.Load(); got != eventWriters+eventPatchers {
+			t.Errorf("at most %d writes ran at once, want %d", got, eventWriters+eventPatchers)
 		}
 		if got := sink.waiting.Load(); got != 0 {
 			t.Errorf("%d writes still counted after all returned", got)
