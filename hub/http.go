@@ -27,6 +27,8 @@ type httpServer struct {
 	probes []probe
 	// dashboard serves the web page at "/" and its API under /dashboard/.
 	dashboard http.Handler
+	// sessions is the replica's gossip, if any.
+	sessions *sessionGossip
 }
 
 func (a *httpServer) handler() http.Handler {

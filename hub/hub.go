@@ -108,6 +108,10 @@ type Config struct {
 	Store store.GuardConfig
 	// LeaderElection among replicas sharing an external etcd.
 	LeaderElection LeaderElection
+	// Gossip among the replicas (with LeaderElection): the leader's
+	// session table, so that the next one judges each cluster as it would
+	// have.
+	Gossip Gossip
 	// LabelLeaderPod: while leading, label this pod (POD_NAMESPACE,
 	// POD_NAME) podlabel.Label=true in the cluster it runs in, so that a
 	// Service selects the leader for agents.
@@ -255,6 +259,10 @@ type replica struct {
 	ready    func(quicAddr, httpAddr net.Addr)
 	// labeler, if set, marks this pod while it leads.
 	labeler *podlabel.Labeler
+	// identity is the replica's name in the election and the gossip;
+	// sessions, if set, its part in the gossip.
+	identity string
+	sessions *sessionGossip
 }
 
 // lead runs the controllers, the registry and the agent listeners until
@@ -290,6 +298,7 @@ func (r *replica) lead(ctx context.Context) error {
 	registry, err := NewRegistry(ctx, RegistryAPI{Flotilla: clients.Flotilla, Kube: clients.Kube, Recorder: recorder}, RegistryConfig{
 		Health: cfg.Health, FlushInterval: cfg.FlushInterval, LeaseFlushInterval: cfg.LeaseFlushInterval,
 		LeaseWritesPerSecond: cfg.LeaseWritesPerSecond, MaxClockSkew: cfg.MaxClockSkew, HubID: cfg.HubID,
+		Handover: r.takeOverSessions(),
 	}, cfg.Clock, logger)
 	if err != nil {
 		return err
@@ -386,12 +395,19 @@ func (r *replica) lead(ctx context.Context) error {
 	templateSource.Start(registryCtx)
 	informers.Start(registryCtx)
 	var quicServing atomic.Bool
-	httpAPI := &httpServer{registry: registry, agents: agents, failover: failoverCtl, guard: guard, dashboard: board.Handler(), metrics: metrics, events: recorder,
+	httpAPI := &httpServer{registry: registry, agents: agents, failover: failoverCtl, guard: guard, dashboard: board.Handler(), metrics: metrics, events: recorder, sessions: r.sessions,
 		probes: readinessProbes(s, clients.Kube, informers, &quicServing)}
 
 	var agentServers sync.WaitGroup // one per listener
 	var wg sync.WaitGroup
 	wg.Go(func() { registry.Run(registryCtx) })
+	publishing := make(chan struct{})
+	go func() {
+		defer close(publishing)
+		if r.sessions != nil {
+			r.sessions.publish(ctx, registry, r.identity, cfg.Clock)
+		}
+	}()
 	wg.Go(func() { guard.Run(registryCtx) })
 	wg.Go(func() { dispatcher.Run(ctx) })
 	wg.Go(func() { board.Run(ctx) })
@@ -427,6 +443,9 @@ func (r *replica) lead(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	logger.Info("hub shutting down", "why", context.Cause(ctx))
+	// The standbys' last table shows the sessions as they were before the
+	// goodbyes: the next leader gives those agents time to reconnect.
+	<-publishing
 	// Agents get a goaway while the listener still runs (serve sends it when
 	// its context ends); only then does the listener close.
 	stopAgents()

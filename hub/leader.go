@@ -56,6 +56,22 @@ func (r *replica) runElected(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.identity = id
+	if r.cfg.Gossip.Addr != "" {
+		if r.sessions, err = startSessionGossip(r.cfg, id); err != nil {
+			return err
+		}
+		gossipCtx, stopGossip := context.WithCancel(ctx)
+		gossipDone := make(chan struct{})
+		go func() {
+			defer close(gossipDone)
+			r.sessions.run(gossipCtx)
+		}()
+		defer func() {
+			stopGossip()
+			<-gossipDone
+		}()
+	}
 	le := r.cfg.LeaderElection
 	e := &election{replica: r, ctx: ctx, id: id, led: make(chan error, 1),
 		log: r.cfg.Logger.With("identity", id, "lease", leaderLeaseNamespace+"/"+leaderLeaseName)}
@@ -136,6 +152,9 @@ func (e *election) lead(leadCtx context.Context) {
 	stop := context.AfterFunc(e.ctx, func() { cancel(context.Cause(e.ctx)) })
 	defer stop()
 	err := e.replica.lead(runCtx)
+	if e.sessions != nil {
+		e.sessions.stepDown()
+	}
 	e.mayRelease.Store(true)
 	e.led <- err
 }

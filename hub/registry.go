@@ -25,6 +25,7 @@ import (
 	flotillav1alpha1 "github.com/flotilla-io/flotilla/api/client/clientset/versioned/typed/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/hub/handover"
 	"github.com/flotilla-io/flotilla/hub/health"
 	"github.com/flotilla-io/flotilla/lease"
 	"github.com/flotilla-io/flotilla/protocol"
@@ -101,6 +102,9 @@ type RegistryConfig struct {
 	MaxClockSkew time.Duration
 	// HubID names this hub in Cluster status.agent.connectedTo.
 	HubID string
+	// Handover, if set, is the session table of the leader before this
+	// one, fresh enough to judge by (see takeOver).
+	Handover *handover.Table
 }
 
 type registryCounters struct {
@@ -186,12 +190,25 @@ func NewRegistry(ctx context.Context, api RegistryAPI, cfg RegistryConfig, clk c
 	for i := range leases.Items {
 		byName[leases.Items[i].Name] = &leases.Items[i]
 	}
+	var handed map[string]handover.Session
+	if cfg.Handover != nil {
+		handed = cfg.Handover.Index()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.clock.Now()
+	renewing, notRenewing := 0, 0
 	for i := range clusters.Items {
 		c := &clusters.Items[i]
 		e := restoreEntry(c, byName[c.Name], cfg.Health)
+		if s, ok := handed[c.Name]; ok {
+			takeOver(e, s)
+			if s.Renewing {
+				renewing++
+			} else {
+				notRenewing++
+			}
+		}
 		r.entries[c.Name] = e
 		if e.lease != nil {
 			r.leaseWritten[c.Name] = now
@@ -199,6 +216,10 @@ func NewRegistry(ctx context.Context, api RegistryAPI, cfg RegistryConfig, clk c
 		r.evaluateLocked(c.Name, e, now)
 	}
 	logger.Info("registry loaded", "clusters", len(clusters.Items), "leases", len(leases.Items))
+	if cfg.Handover != nil {
+		logger.Info("took over the last leader's sessions: clusters whose agents were renewing get the restart grace to reconnect, the others expire on time",
+			"leader", cfg.Handover.Leader, "tableAge", now.Sub(cfg.Handover.TakenAt).Round(time.Millisecond), "renewing", renewing, "notRenewing", notRenewing)
+	}
 	return r, nil
 }
 

@@ -34,6 +34,7 @@ func (r *Registry) Connect(ctx context.Context, hello *protocol.Hello, session, 
 	e := r.entries[hello.ClusterName]
 	now := r.clock.Now()
 	e.session = session
+	e.obs.NoRestartGrace = false // an agent serves it again
 	// The lease granted, not the one asked for: restart grace and renewal
 	// bookkeeping must use what the agent actually renews against.
 	e.obs.LeaseDuration = time.Duration(grantedLeaseSeconds(hello.LeaseDurationSeconds, r.cfg.Health)) * time.Second

@@ -37,13 +37,16 @@ type registryFixture struct {
 	shutdown func() // stops the writer (which flushes); idempotent
 }
 
-func newRegistryFixture(t *testing.T, clk *clocktesting.FakeClock, hubStarted time.Time) *registryFixture {
+func newRegistryFixture(t *testing.T, clk *clocktesting.FakeClock, hubStarted time.Time, options ...func(*RegistryConfig)) *registryFixture {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
 	api := sharedAPI(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	api.Recorder = controller.StartEventRecorder(ctx, api.Kube)
 	cfg := RegistryConfig{Health: health.DefaultConfig(hubStarted), FlushInterval: time.Hour, LeaseFlushInterval: time.Hour, MaxClockSkew: 2 * time.Second, HubID: "hub-test"}
+	for _, option := range options {
+		option(&cfg)
+	}
 	reg, err := NewRegistry(t.Context(), api, cfg, clk, logger)
 	if err != nil {
 		cancel()

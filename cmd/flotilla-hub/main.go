@@ -103,6 +103,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags.DurationVar(&cfg.LeaderElection.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a standby waits after the leader's last renewal before it takes over")
 	flags.DurationVar(&cfg.LeaderElection.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it stops leading (and exits, to restart as a standby); less than the lease duration")
 	flags.DurationVar(&cfg.LeaderElection.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "how often the leader renews and standbys try to take over")
+	flags.StringSliceVar(&cfg.Gossip.Join, "gossip-join", nil, "with leader election: the other replicas' gossip addresses, HOST:PORT (a name may resolve to all of them, e.g. a headless Service). The replicas form a memberlist group; the leader sends the others its agent sessions and last renewals every --gossip-interval, so the replica taking over after it dies gives the reconnect grace only to clusters whose agent was connected and detects the others on time. Empty: no gossip")
+	flags.StringVar(&cfg.Gossip.Addr, "gossip-addr", "0.0.0.0:7946", "with --gossip-join: HOST:PORT this replica gossips on (TCP and UDP)")
+	flags.StringVar(&cfg.Gossip.AdvertiseAddr, "gossip-advertise-addr", "", "with --gossip-join: HOST:PORT the other replicas reach this one at (default: --gossip-addr, or with 0.0.0.0 this machine's private address)")
+	flags.DurationVar(&cfg.Gossip.Interval, "gossip-interval", time.Second, "with --gossip-join: how often the leader sends its agent sessions to the other replicas")
 	flags.DurationVar(&cfg.AgentCertTTL, "agent-cert-ttl", 90*24*time.Hour, "lifetime of the certificates agents get when they join (agents renew at 80 %)")
 	flags.StringVar(&cfg.AgentCSRApproval, "agent-csr-approval", join.ApprovalAuto, "how joining agents' certificate requests are approved: auto (when their bootstrap token is valid for the cluster) or manual (kubectl certificate approve)")
 	flags.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra DNS names or IPs for the hub's QUIC and API serving certificates (localhost, 127.0.0.1 and the hostname are always included)")
@@ -159,6 +163,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	cfg.LeaderElection.Enabled = *leaderElect || (!flags.Changed("leader-elect") && len(cfg.EtcdEndpoints) > 0)
 	if err := validateLeaderElection(cfg.LeaderElection); err != nil {
+		return err
+	}
+	if err := validateGossip(&cfg); err != nil {
 		return err
 	}
 	if err := setAPIServer(&cfg); err != nil {
@@ -256,6 +263,36 @@ func validateLeaderElection(le hub.LeaderElection) error {
 		return fmt.Errorf("--leader-elect-renew-deadline %v: want more than 1.2 × --leader-elect-retry-period (%v)", le.RenewDeadline, le.RetryPeriod)
 	case le.LeaseDuration <= le.RenewDeadline:
 		return fmt.Errorf("--leader-elect-lease-duration %v: want more than --leader-elect-renew-deadline (%v)", le.LeaseDuration, le.RenewDeadline)
+	}
+	return nil
+}
+
+// validateGossip checks the gossip flags; without --gossip-join the
+// replica does not gossip.
+func validateGossip(cfg *hub.Config) error {
+	g := &cfg.Gossip
+	if len(g.Join) == 0 {
+		g.Addr = ""
+		return nil
+	}
+	switch {
+	case !cfg.LeaderElection.Enabled:
+		return errors.New("--gossip-join needs leader election (--leader-elect, or --etcd-endpoints): only replicas gossip")
+	case g.Interval <= 0:
+		return fmt.Errorf("--gossip-interval %v: want a positive duration", g.Interval)
+	}
+	for flag, addr := range map[string]string{"--gossip-addr": g.Addr, "--gossip-advertise-addr": g.AdvertiseAddr} {
+		if addr == "" && flag == "--gossip-advertise-addr" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("%s %q: want HOST:PORT: %w", flag, addr, err)
+		}
+	}
+	for _, addr := range g.Join {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("--gossip-join %q: want HOST:PORT: %w", addr, err)
+		}
 	}
 	return nil
 }

@@ -24,7 +24,7 @@ var errTruncated = errors.New("table truncated")
 
 // Encode writes t as: the format version, the leader's name, the time
 // taken (Unix nanoseconds), the number of sessions, then per session its
-// cluster name, a connected flag and its last renewal (Unix nanoseconds, 0
+// cluster name, a renewing flag and its last renewal (Unix nanoseconds, 0
 // for never). Names are length-prefixed, numbers varints.
 func Encode(t *Table) []byte {
 	buf := make([]byte, 0, 32+len(t.Sessions)*32)
@@ -34,11 +34,11 @@ func Encode(t *Table) []byte {
 	buf = binary.AppendUvarint(buf, uint64(len(t.Sessions)))
 	for _, s := range t.Sessions {
 		buf = appendString(buf, s.Cluster)
-		connected := byte(0)
-		if s.Connected {
-			connected = 1
+		renewing := byte(0)
+		if s.Renewing {
+			renewing = 1
 		}
-		buf = append(buf, connected)
+		buf = append(buf, renewing)
 		buf = binary.AppendVarint(buf, unixNanos(s.LastRenewal))
 	}
 	return buf
@@ -69,9 +69,9 @@ func Decode(data []byte) (*Table, error) {
 		switch flag := r.byte(); {
 		case r.err != nil:
 		case flag > 1:
-			r.err = fmt.Errorf("session %d: connected flag %d", i, flag)
+			r.err = fmt.Errorf("session %d: renewing flag %d", i, flag)
 		default:
-			s.Connected = flag == 1
+			s.Renewing = flag == 1
 		}
 		s.LastRenewal = fromUnixNanos(r.varint())
 		t.Sessions = append(t.Sessions, s)

@@ -18,12 +18,12 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	}{
 		{"empty", Table{Leader: "hub-0-ab12", TakenAt: at}},
 		{"sessions", Table{Leader: "hub-1-cd34", TakenAt: at, Sessions: []Session{
-			{Cluster: "member-1", Connected: true, LastRenewal: at.Add(-time.Second)},
+			{Cluster: "member-1", Renewing: true, LastRenewal: at.Add(-time.Second)},
 			{Cluster: "member-2", LastRenewal: at.Add(-25 * time.Second)},
 			{Cluster: "never-renewed"},
 		}}},
 		{"names at the limit", Table{Leader: strings.Repeat("h", MaxNameBytes), TakenAt: at, Sessions: []Session{
-			{Cluster: strings.Repeat("c", MaxNameBytes), Connected: true, LastRenewal: at},
+			{Cluster: strings.Repeat("c", MaxNameBytes), Renewing: true, LastRenewal: at},
 		}}},
 	}
 	for _, tt := range tests {
@@ -40,7 +40,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 }
 
 func TestDecodeRefuses(t *testing.T) {
-	good := Encode(&Table{Leader: "hub", TakenAt: time.Unix(100, 0), Sessions: []Session{{Cluster: "m1", Connected: true, LastRenewal: time.Unix(99, 0)}}})
+	good := Encode(&Table{Leader: "hub", TakenAt: time.Unix(100, 0), Sessions: []Session{{Cluster: "m1", Renewing: true, LastRenewal: time.Unix(99, 0)}}})
 	longName := append([]byte{formatVersion}, appendString(nil, strings.Repeat("x", MaxNameBytes+1))...)
 	tooMany := []byte{formatVersion, 0, 0}
 	tooMany = binary.AppendUvarint(tooMany, MaxSessions+1)
@@ -54,7 +54,7 @@ func TestDecodeRefuses(t *testing.T) {
 		{"name too long", string(longName), "leader name of 254 bytes"},
 		{"too many sessions", string(tooMany), "at most 1048576"},
 		{"more sessions than bytes", "\x01\x00\x00\x64", "truncated"},
-		{"bad connected flag", strings.Replace(string(good), "m1\x01", "m1\x07", 1), "connected flag 7"},
+		{"bad renewing flag", strings.Replace(string(good), "m1\x01", "m1\x07", 1), "renewing flag 7"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,7 +86,7 @@ func TestFreshAt(t *testing.T) {
 }
 
 func FuzzDecode(f *testing.F) {
-	f.Add(Encode(&Table{Leader: "hub", TakenAt: time.Unix(5, 6), Sessions: []Session{{Cluster: "m1", Connected: true, LastRenewal: time.Unix(4, 0)}, {Cluster: "m2"}}}))
+	f.Add(Encode(&Table{Leader: "hub", TakenAt: time.Unix(5, 6), Sessions: []Session{{Cluster: "m1", Renewing: true, LastRenewal: time.Unix(4, 0)}, {Cluster: "m2"}}}))
 	f.Add([]byte{formatVersion})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {

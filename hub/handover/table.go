@@ -15,9 +15,11 @@ import (
 // Session is one cluster as the leader saw it.
 type Session struct {
 	Cluster string
-	// Connected: an agent session served the cluster when the table was
-	// taken (or the leader itself ended it while stopping).
-	Connected bool
+	// Renewing: an agent session served the cluster and renewed its lease
+	// within the last two renewal intervals when the table was taken.
+	// Only those lose their renewals to the leader's death; the others
+	// had stopped before it.
+	Renewing bool
 	// LastRenewal is the leader's time of the cluster's last lease
 	// renewal; zero if never.
 	LastRenewal time.Time

@@ -70,6 +70,11 @@ type Observations struct {
 	// Terminating: the Cluster has a deletionTimestamp (its finalizer
 	// holds it while its workloads leave).
 	Terminating bool
+	// NoRestartGrace: the leader before this hub saw the cluster's agent
+	// no longer renewing when it last told the standbys (package
+	// handover), so its lease expires on time, without the grace a
+	// restart gives agents to reconnect.
+	NoRestartGrace bool
 }
 
 // State is what an evaluation remembers for the next one.
@@ -176,11 +181,15 @@ func readiness(cfg Config, obs Observations, prev State, now time.Time) (status 
 
 // leaseExpiry is when the lease counts as expired: the grace period after
 // the last renewal (or the startup grace after registration), but never
-// before the restart grace has passed.
+// before the restart grace has passed, unless the cluster had no session
+// to lose.
 func leaseExpiry(cfg Config, obs Observations) time.Time {
 	expiry := obs.LastRenewal.Add(cfg.GracePeriod)
 	if obs.LastRenewal.IsZero() {
 		expiry = obs.Registered.Add(cfg.StartupGracePeriod)
+	}
+	if obs.NoRestartGrace {
+		return expiry
 	}
 	leaseDuration := obs.LeaseDuration
 	if leaseDuration == 0 {

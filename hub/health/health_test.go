@@ -56,6 +56,12 @@ func healthy(obs Observations, since time.Duration) Observations {
 	return obs
 }
 
+// noSession marks obs as a cluster the last leader held no session for.
+func noSession(obs Observations) Observations {
+	obs.NoRestartGrace = true
+	return obs
+}
+
 // restoredUnknown is the state of a cluster that was Unknown when the hub restarted.
 var restoredUnknown = State{Ready: metav1.ConditionUnknown, Reason: v1alpha1.ReasonLeaseExpired, Since: at(-time.Minute), NotReadySince: at(-time.Minute)}
 
@@ -101,6 +107,13 @@ func TestEvaluateScenarios(t *testing.T) {
 			{at(0), renewedAt(-30 * s), metav1.ConditionTrue, v1alpha1.ReasonClusterReady, nil, at(80 * s)},
 			{at(80*s - time.Millisecond), renewedAt(-30 * s), metav1.ConditionTrue, v1alpha1.ReasonClusterReady, nil, at(80 * s)},
 			{at(80 * s), renewedAt(-30 * s), metav1.ConditionUnknown, v1alpha1.ReasonLeaseExpired, []corev1.Taint{unreachableNoSchedule}, at(80*s + 5*m)},
+		}},
+		{"after a takeover, a cluster the last leader had no session for expires on time", t0, State{Ready: metav1.ConditionTrue, Reason: v1alpha1.ReasonClusterReady}, []step{
+			{at(0), noSession(renewedAt(-30 * s)), metav1.ConditionTrue, v1alpha1.ReasonClusterReady, nil, at(10 * s)},
+			{at(10 * s), noSession(renewedAt(-30 * s)), metav1.ConditionUnknown, v1alpha1.ReasonLeaseExpired, []corev1.Taint{unreachableNoSchedule}, at(10*s + 5*m)},
+		}},
+		{"after a takeover, a cluster without a session whose lease already expired is Unknown at once", t0, State{Ready: metav1.ConditionTrue, Reason: v1alpha1.ReasonClusterReady}, []step{
+			{at(0), noSession(renewedAt(-50 * s)), metav1.ConditionUnknown, v1alpha1.ReasonLeaseExpired, []corev1.Taint{unreachableNoSchedule}, at(5 * m)},
 		}},
 		{"an Unknown cluster stays Unknown through a hub restart until it renews", t0, restoredUnknown, []step{
 			// Restored state: Unknown since t0-1m, last renewal t0-2m; the

@@ -1,0 +1,170 @@
+package hub
+
+import (
+	"context"
+	"crypto/hkdf"
+	"crypto/sha256"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/flotilla-io/flotilla/hub/ca"
+	"github.com/flotilla-io/flotilla/hub/gossip"
+	"github.com/flotilla-io/flotilla/hub/handover"
+)
+
+// Gossip configures the replicas' memberlist group (with leader election
+// only).
+type Gossip struct {
+	// Addr is the host:port to listen on (TCP and UDP); empty: no gossip.
+	Addr string
+	// AdvertiseAddr is the host:port the other replicas reach this one at;
+	// empty: Addr, or with a wildcard host this machine's private address.
+	AdvertiseAddr string
+	// Join are the other replicas' host:port (a name may resolve to
+	// several).
+	Join []string
+	// Interval between the leader's session tables.
+	Interval time.Duration
+}
+
+// gossipLabel is on every packet of the replicas' group.
+const gossipLabel = "flotilla-hub"
+
+// sessionGossip is a replica's part in the gossip: while it stands by it
+// keeps the newest session table a leader sent; while it leads it sends
+// its own to the others every interval.
+type sessionGossip struct {
+	group    *gossip.Group
+	interval time.Duration
+	logger   *slog.Logger
+
+	leading atomic.Bool
+	latest  atomic.Pointer[handover.Table]
+	// sent and failed count the tables sent to a replica, and those that
+	// could not be.
+	sent, failed atomic.Int64
+}
+
+// startSessionGossip joins the replicas' group as identity. The group's
+// key is derived from the stateless reset key every replica shares
+// (hub/sharedfiles), so only replicas of this hub can join.
+func startSessionGossip(cfg Config, identity string) (*sessionGossip, error) {
+	resetKey, err := ca.LoadStatelessResetKey(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	key, err := hkdf.Key(sha256.New, resetKey[:], nil, "flotilla-hub gossip v1", 32)
+	if err != nil {
+		return nil, fmt.Errorf("gossip key: %w", err)
+	}
+	s := &sessionGossip{interval: cfg.Gossip.Interval, logger: cfg.Logger}
+	s.group, err = gossip.Start(gossip.Config{Name: identity, BindAddr: cfg.Gossip.Addr, AdvertiseAddr: cfg.Gossip.AdvertiseAddr, Join: cfg.Gossip.Join,
+		JoinRetry: 2 * time.Second, Key: key, Label: gossipLabel, SendTimeout: max(cfg.Gossip.Interval, 2*time.Second), Receive: s.receive, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("--gossip-addr: %w", err)
+	}
+	cfg.Logger.Info("gossiping with the other hub replicas", "addr", s.group.Addr(), "join", cfg.Gossip.Join, "interval", cfg.Gossip.Interval)
+	return s, nil
+}
+
+// receive keeps a leader's table, if it is newer than the one kept.
+func (s *sessionGossip) receive(msg []byte) {
+	t, err := handover.Decode(msg)
+	if err != nil {
+		s.logger.Warn("gossip: a hub replica sent a session table that does not decode; ignored", "err", err)
+		return
+	}
+	if s.leading.Load() {
+		return // only a standby takes over
+	}
+	for {
+		cur := s.latest.Load()
+		if cur != nil && !t.TakenAt.After(cur.TakenAt) {
+			return
+		}
+		if s.latest.CompareAndSwap(cur, t) {
+			return
+		}
+	}
+}
+
+// takeOver returns the last leader's table for a replica starting to lead
+// at now, if it is at most maxAge old; this replica sends its own from now
+// on.
+func (s *sessionGossip) takeOver(now time.Time, maxAge time.Duration) *handover.Table {
+	s.leading.Store(true)
+	t := s.latest.Swap(nil)
+	switch {
+	case t == nil:
+		s.logger.Info("no session table from a leader before this one: every cluster gets the restart grace")
+		return nil
+	case !t.FreshAt(now, maxAge):
+		s.logger.Warn("the last leader's session table is too old to judge by: every cluster gets the restart grace",
+			"leader", t.Leader, "takenAt", t.TakenAt, "maxAge", maxAge)
+		return nil
+	}
+	return t
+}
+
+// stepDown: this replica no longer leads.
+func (s *sessionGossip) stepDown() { s.leading.Store(false) }
+
+// publish sends the registry's session table to the other replicas every
+// interval until ctx ends. It returns only between two tables, so that
+// sessions the leader ends on its way out are never sent as gone.
+func (s *sessionGossip) publish(ctx context.Context, registry *Registry, identity string, clk clock.WithTicker) {
+	tick := clk.NewTicker(s.interval)
+	defer tick.Stop()
+	var lastWarned time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C():
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		msg := handover.Encode(registry.Sessions(identity))
+		n, err := s.group.SendToOthers(msg)
+		s.sent.Add(int64(n))
+		if err != nil {
+			s.failed.Add(int64(failures(err)))
+			if now := clk.Now(); now.Sub(lastWarned) >= 30*time.Second {
+				lastWarned = now
+				s.logger.Warn("gossip: session table not sent to every hub replica", "err", err, "sent", n, "bytes", len(msg))
+			}
+		}
+	}
+}
+
+// run takes part in the group until ctx ends.
+func (s *sessionGossip) run(ctx context.Context) { s.group.Run(ctx) }
+
+// members is how many replicas are alive in the group, this one included.
+func (s *sessionGossip) members() int { return s.group.Members() }
+
+// failures counts the errors SendToOthers joined.
+func failures(err error) int {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		return len(joined.Unwrap())
+	}
+	return 1
+}
+
+// takeOverSessions is the last leader's session table for this replica,
+// which starts to lead: nil without gossip, or if none came recently
+// enough. A leader that died sent its last table at most an interval
+// before; a standby takes over at most a lease duration and a retry
+// period after its last renewal.
+func (r *replica) takeOverSessions() *handover.Table {
+	if r.sessions == nil {
+		return nil
+	}
+	le := r.cfg.LeaderElection
+	return r.sessions.takeOver(r.cfg.Clock.Now(), le.LeaseDuration+2*le.RetryPeriod+3*r.cfg.Gossip.Interval)
+}
