@@ -20,7 +20,7 @@ func TestSessionGossipKeepsTheNewestFreshTable(t *testing.T) {
 		want     string // leader of the table taken over; "" none
 	}{
 		{"none", nil, false, 0, ""},
-		{"the newest", [][]byte{table("a", time.Second), table("b", 2 * time.Second), table("c", 1500 * time.Millisecond)}, false, 3 * time.Second, "b"},
+		{"the newest", [][]byte{table("a", time.Second), table("b", 2*time.Second), table("c", 1500*time.Millisecond)}, false, 3 * time.Second, "b"},
 		{"garbage is ignored", [][]byte{table("a", time.Second), []byte("not a table")}, false, 2 * time.Second, "a"},
 		{"too old", [][]byte{table("a", time.Second)}, false, 12 * time.Second, ""},
 		{"a leader ignores tables", [][]byte{table("a", time.Second)}, true, 2 * time.Second, ""},

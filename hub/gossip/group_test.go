@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/flotilla-io/flotilla/test/freeport"
 )
 
 var testKey = bytes.Repeat([]byte{7}, 32)
@@ -36,24 +38,13 @@ func member(t *testing.T, name, label string, key []byte, join ...string) (*Grou
 	return g, got
 }
 
-// freePort is a port free on TCP and UDP (memberlist binds both).
 func freePort(t *testing.T) int {
 	t.Helper()
-	for range 20 {
-		tcp, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := tcp.Addr().(*net.TCPAddr).Port
-		udp, err := net.ListenPacket("udp", tcp.Addr().String())
-		tcp.Close()
-		if err == nil {
-			udp.Close()
-			return port
-		}
+	port, err := freeport.TCPAndUDP()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no port free on both TCP and UDP")
-	return 0
+	return port
 }
 
 // until waits for cond, checking every 20 ms, for at most 10 s.

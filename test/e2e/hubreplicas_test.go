@@ -151,15 +151,24 @@ func (h *hub) leads() (bool, string) {
 }
 
 // startReplicas starts a three-member etcd cluster and two hub replicas
-// on it with flags, and waits until the first leads.
+// on it with flags, gossiping with each other, and waits until the first
+// leads.
 func startReplicas(t *testing.T, flags ...string) (etcd *etcdCluster, first, second *hub) {
 	t.Helper()
 	etcd = startEtcdCluster(t, 3)
-	first = startReplica(t, etcd, "e2e-hub-a", flags...)
+	gossipA := "127.0.0.1:" + strconv.Itoa(freePort(t, freeport.TCPAndUDP))
+	gossipB := "127.0.0.1:" + strconv.Itoa(freePort(t, freeport.TCPAndUDP))
+	gossip := func(addr, join string) []string {
+		return append([]string{"--gossip-addr=" + addr, "--gossip-join=" + join, "--gossip-interval=" + testGossipInterval.String()}, flags...)
+	}
+	first = startReplica(t, etcd, "e2e-hub-a", gossip(gossipA, gossipB)...)
 	waitFor(t, 30*time.Second, "the first replica leads", first.leads)
-	second = startReplica(t, etcd, "e2e-hub-b", flags...)
+	second = startReplica(t, etcd, "e2e-hub-b", gossip(gossipB, gossipA)...)
 	return etcd, first, second
 }
+
+// testGossipInterval is how often the leader sends its session table.
+const testGossipInterval = 250 * time.Millisecond
 
 // startReplicasAgent runs an agent for member that knows both replicas.
 func startReplicasAgent(t *testing.T, first, second *hub, member *membercluster.Cluster) *agent {
@@ -219,6 +228,67 @@ func TestHubReplicas(t *testing.T) {
 	})
 	monitor.stop(t)
 	waitReady(t, second, member.Name, 5*time.Second)
+}
+
+// TestHubTakeoverDetectsADeadAgentOnTime: the agent of member-2 dies 2 s
+// before the leader (both SIGKILLed). The leader's last session table
+// says member-2's agent had stopped renewing, so the replica taking over
+// marks it Unknown at its last renewal plus the grace period, as the
+// leader would have, not a restart grace after the takeover; member-1,
+// whose agent was renewing, keeps the restart grace and stays Ready.
+func TestHubTakeoverDetectsADeadAgentOnTime(t *testing.T) {
+	const grace = 12 * time.Second
+	_, first, second := startReplicas(t, "--cluster-monitor-grace-period="+grace.String())
+	env := membercluster.StartForTest(t, membercluster.Specs(2)...)
+	var agents []*agent
+	for _, member := range env.Clusters() {
+		agents = append(agents, startReplicasAgent(t, first, second, member))
+	}
+	alive, dead := env.Clusters()[0].Name, env.Clusters()[1].Name
+	for _, name := range []string{alive, dead} {
+		waitReady(t, second, name, 60*time.Second)
+	}
+	waitConnectedTo(t, second, "e2e-hub-a", alive, dead)
+	monitor := monitorReady(t, second, alive)
+
+	killed := time.Now()
+	if err := agents[1].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	// The scenario: the leader dies 2 s after the agent, after tables
+	// showing it no longer renewing (two renewal intervals of 500 ms).
+	leaderDies := killed.Add(2 * time.Second)
+	waitFor(t, 5*time.Second, "2 s after the agent died", func() (bool, string) {
+		return time.Now().After(leaderDies), fmt.Sprint(time.Until(leaderDies))
+	})
+	if err := first.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the standby leads", second.leads)
+	took := time.Since(killed)
+	var unknownAt time.Duration
+	waitFor(t, 40*time.Second, dead+" Unknown", func() (bool, string) {
+		c := second.cluster(t, dead)
+		unknownAt = time.Since(killed)
+		return readyOf(c) == metav1.ConditionUnknown, describe(c)
+	})
+	// Its last renewal came at most one renewal interval (500 ms) before
+	// the kill; the poll, the store flush (200 ms) and the API add a
+	// little. Without the table it would be the takeover + the grace +
+	// the lease duration: about 19 s after the kill.
+	restartGrace := took + grace + testLeaseDuration
+	t.Logf("agent killed; leader killed 2 s later; the standby led after %v; %s Unknown after %v (on time: %v, with the restart grace: about %v)",
+		took.Round(time.Millisecond), dead, unknownAt.Round(time.Millisecond), grace, restartGrace.Round(time.Millisecond))
+	if unknownAt < grace-time.Second || unknownAt > grace+1500*time.Millisecond {
+		t.Errorf("%s went Unknown %v after its agent died, want about %v (its last renewal + the grace period)", dead, unknownAt, grace)
+	}
+	// member-1 has the restart grace and renews to the new leader.
+	waitConnectedTo(t, second, "e2e-hub-b", alive)
+	deadline := time.Now().Add(testLeaseDuration)
+	waitFor(t, 10*time.Second, "a lease duration more", func() (bool, string) {
+		return time.Now().After(deadline), fmt.Sprint(time.Until(deadline))
+	})
+	monitor.stop(t)
 }
 
 // TestHubEtcdLeaderDies: a hub on a three-member etcd cluster, with the

@@ -38,3 +38,22 @@ func TCPInUse(port int) bool {
 	l.Close()
 	return false
 }
+
+// TCPAndUDP returns a port free on 127.0.0.1 for both TCP and UDP (for a
+// server that binds both, like a memberlist member).
+func TCPAndUDP() (int, error) {
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("find a free TCP and UDP port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		c, err := net.ListenPacket("udp", l.Addr().String())
+		l.Close()
+		if err == nil {
+			c.Close()
+			return port, nil
+		}
+	}
+	return 0, fmt.Errorf("find a free TCP and UDP port: none of 50 TCP ports was free on UDP too")
+}
