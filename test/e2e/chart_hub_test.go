@@ -118,7 +118,8 @@ func checkHubReplicas(t *testing.T, objs []*unstructured.Unstructured) {
 	}
 	pod := sts.Spec.Template.Spec
 	ctr := pod.Containers[0]
-	for _, want := range []string{"--label-leader-pod", "--etcd-endpoints=https://etcd-0:2379,https://etcd-1:2379"} {
+	for _, want := range []string{"--label-leader-pod", "--etcd-endpoints=https://etcd-0:2379,https://etcd-1:2379",
+		"--gossip-addr=0.0.0.0:7946", "--gossip-advertise-addr=[$(POD_IP)]:7946", "--gossip-join=flotilla-hub-headless.flotilla-hub.svc:7946", "--gossip-interval=1s"} {
 		if !slices.Contains(ctr.Args, want) {
 			t.Errorf("args %q lack %s", ctr.Args, want)
 		}
@@ -129,7 +130,7 @@ func checkHubReplicas(t *testing.T, objs []*unstructured.Unstructured) {
 			fields[e.Name] = e.ValueFrom.FieldRef.FieldPath
 		}
 	}
-	if diff := cmp.Diff(map[string]string{"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}, fields); diff != "" {
+	if diff := cmp.Diff(map[string]string{"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace", "POD_IP": "status.podIP"}, fields); diff != "" {
 		t.Errorf("downward-API env (-want +got):\n%s", diff)
 	}
 	if pod.AutomountServiceAccountToken == nil || !*pod.AutomountServiceAccountToken {
@@ -335,14 +336,18 @@ func TestHubChartReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type ports struct{ quic, api, http int }
+	type ports struct{ quic, api, http, gossip int }
 	pp := []ports{
-		{freePort(t, freeport.UDP), freePort(t, freeport.TCP), freePort(t, freeport.TCP)},
-		{freePort(t, freeport.UDP), freePort(t, freeport.TCP), freePort(t, freeport.TCP)},
+		{freePort(t, freeport.UDP), freePort(t, freeport.TCP), freePort(t, freeport.TCP), freePort(t, freeport.TCPAndUDP)},
+		{freePort(t, freeport.UDP), freePort(t, freeport.TCP), freePort(t, freeport.TCP), freePort(t, freeport.TCPAndUDP)},
 	}
 	sets := []string{
 		"replicas=2", "etcd.endpoints={" + strings.Join(etcd.endpoints, ",") + "}", "persistence.enabled=false", "agentService.websocket=false",
 		"ports.quic=" + strconv.Itoa(pp[0].quic), "ports.api=" + strconv.Itoa(pp[0].api), "ports.http=" + strconv.Itoa(pp[0].http),
+		"ports.gossip=" + strconv.Itoa(pp[0].gossip),
+		// No cluster DNS here: the replicas' loopback addresses instead of
+		// the headless Service's name.
+		"gossip.join={127.0.0.1:" + strconv.Itoa(pp[0].gossip) + ",127.0.0.1:" + strconv.Itoa(pp[1].gossip) + "}",
 	}
 	const namespace = "flotilla-hub"
 	sts := installHubChart(t, c, namespace, sets)
@@ -364,9 +369,11 @@ func TestHubChartReplicas(t *testing.T) {
 	second := pods[1].DeepCopy()
 	for i, arg := range second.Spec.Containers[0].Args {
 		for from, to := range map[string]string{
-			"--quic-addr=:" + strconv.Itoa(pp[0].quic):        "--quic-addr=:" + strconv.Itoa(pp[1].quic),
-			"--api-addr=0.0.0.0:" + strconv.Itoa(pp[0].api):   "--api-addr=0.0.0.0:" + strconv.Itoa(pp[1].api),
-			"--http-addr=0.0.0.0:" + strconv.Itoa(pp[0].http): "--http-addr=0.0.0.0:" + strconv.Itoa(pp[1].http),
+			"--quic-addr=:" + strconv.Itoa(pp[0].quic):                          "--quic-addr=:" + strconv.Itoa(pp[1].quic),
+			"--api-addr=0.0.0.0:" + strconv.Itoa(pp[0].api):                     "--api-addr=0.0.0.0:" + strconv.Itoa(pp[1].api),
+			"--http-addr=0.0.0.0:" + strconv.Itoa(pp[0].http):                   "--http-addr=0.0.0.0:" + strconv.Itoa(pp[1].http),
+			"--gossip-addr=0.0.0.0:" + strconv.Itoa(pp[0].gossip):               "--gossip-addr=0.0.0.0:" + strconv.Itoa(pp[1].gossip),
+			"--gossip-advertise-addr=[$(POD_IP)]:" + strconv.Itoa(pp[0].gossip): "--gossip-advertise-addr=[$(POD_IP)]:" + strconv.Itoa(pp[1].gossip),
 		} {
 			if arg == from {
 				second.Spec.Containers[0].Args[i] = to
@@ -405,6 +412,11 @@ func TestHubChartReplicas(t *testing.T) {
 	})
 	standby := 1 - leader
 	t.Logf("%s leads, %s stands by", pods[leader].Name, pods[standby].Name)
+	waitFor(t, 30*time.Second, "the replicas gossip", func() (bool, string) {
+		_, body := httpGet("http://127.0.0.1:" + strconv.Itoa(pp[leader].http) + "/metrics")
+		return strings.Contains(body, "\nflotilla_hub_gossip_members 2\n") && !strings.Contains(body, "\nflotilla_hub_session_tables_sent_total 0\n"),
+			"leader's gossip metrics: " + metricLines(body, "flotilla_hub_gossip_", "flotilla_hub_session_tables_")
+	})
 
 	killed := time.Now()
 	if err := ctrs[leader].Kill(); err != nil {
@@ -422,4 +434,18 @@ func TestHubChartReplicas(t *testing.T) {
 		names := leaders()
 		return slices.Equal(names, []string{pods[standby].Name}), fmt.Sprintf("leaders %v", names)
 	})
+}
+
+// metricLines are the lines of a /metrics body that start with one of
+// prefixes.
+func metricLines(body string, prefixes ...string) string {
+	var out []string
+	for _, line := range strings.Split(body, "\n") {
+		for _, p := range prefixes {
+			if strings.HasPrefix(line, p) {
+				out = append(out, line)
+			}
+		}
+	}
+	return strings.Join(out, "; ")
 }
