@@ -43,6 +43,8 @@ type fleet struct {
 	statusInterval time.Duration
 	leaseDuration  time.Duration
 	errors         atomic.Int64
+	// handshakeRetries counts handshakes that failed and were tried again.
+	handshakeRetries atomic.Int64
 }
 
 func newFleet(hubAddr string, ca *pki.CA, count, sockets int, leaseDuration, statusInterval time.Duration) (*fleet, error) {
@@ -86,14 +88,7 @@ func (f *fleet) connect(ctx context.Context, parallel int, progress func(done in
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			welcomed := make(chan error, 1)
-			agentCtx, cancel := context.WithCancel(ctx)
-			a.cancel, a.done = cancel, make(chan struct{})
-			go func() {
-				defer close(a.done)
-				f.run(agentCtx, a, f.transports[i%len(f.transports)], welcomed)
-			}()
-			if err := <-welcomed; err != nil {
+			if err := f.connectOne(ctx, a, f.transports[i%len(f.transports)]); err != nil {
 				errs <- fmt.Errorf("%s: %w", a.name, err)
 				return
 			}
@@ -105,6 +100,42 @@ func (f *fleet) connect(ctx context.Context, parallel int, progress func(done in
 	wg.Wait()
 	close(errs)
 	return <-errs // nil when every agent connected
+}
+
+// handshakeAttempts is how often an agent tries to connect before the
+// run fails: as real agents, a failed handshake (the hub busy with
+// thousands of others) is tried again after a back-off, and counted.
+const handshakeAttempts = 5
+
+// connectOne starts a's session and returns once it got its welcome,
+// trying again after 1, 2, 4... s when a handshake fails.
+func (f *fleet) connectOne(ctx context.Context, a *simAgent, tr *quic.Transport) error {
+	backoff := time.Second
+	for attempt := 1; ; attempt++ {
+		welcomed := make(chan error, 1)
+		agentCtx, cancel := context.WithCancel(ctx)
+		a.cancel, a.done = cancel, make(chan struct{})
+		go func() {
+			defer close(a.done)
+			f.run(agentCtx, a, tr, welcomed)
+		}()
+		err := <-welcomed
+		if err == nil {
+			return nil
+		}
+		cancel()
+		<-a.done
+		if attempt == handshakeAttempts {
+			return fmt.Errorf("%d handshakes failed, the last: %w", attempt, err)
+		}
+		f.handshakeRetries.Add(1)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
 }
 
 // run is one agent's session: hello, welcome, then renewals and status

@@ -116,7 +116,7 @@ func run(ctx context.Context, o options) error {
 	if err := f.connect(ctx, o.parallel, func(n int) { logf("  %d connected", n) }); err != nil {
 		return fmt.Errorf("connect agents: %w", err)
 	}
-	logf("all %d agents connected in %v", o.agents, time.Since(started).Round(time.Millisecond))
+	logf("all %d agents connected in %v (%d failed handshakes tried again)", o.agents, time.Since(started).Round(time.Millisecond), f.handshakeRetries.Load())
 
 	// Let the hub's start-up grace pass and every agent renew a few times.
 	settle := time.Until(h.started.Add(o.grace + o.leaseDuration + o.leaseDuration/2))
