@@ -37,7 +37,7 @@ type agentServer struct {
 	nextID   atomic.Uint64
 
 	mu       sync.Mutex
-	sessions map[*agentSession]struct{}
+	sessions map[string]*agentSession // the live session of each cluster
 	// greeting serialises the hand-over between sessions of one cluster,
 	// so the registry always records the session that stays.
 	greeting keyedMutex
@@ -73,7 +73,7 @@ type agentSession struct {
 }
 
 func newAgentServer(registry *Registry, d *dispatch.Dispatcher, joins *join.Controller, hubID string, clk clock.PassiveClock, logger *slog.Logger) *agentServer {
-	return &agentServer{registry: registry, dispatch: d, joins: joins, hubID: hubID, clock: clk, logger: logger, sessions: map[*agentSession]struct{}{},
+	return &agentServer{registry: registry, dispatch: d, joins: joins, hubID: hubID, clock: clk, logger: logger, sessions: map[string]*agentSession{},
 		limits: defaultSessionLimits()}
 }
 
@@ -100,35 +100,28 @@ func (s *agentServer) serve(ctx context.Context, ln acceptor) {
 	}
 }
 
-// revoke ends every session of cluster at once: its Cluster is deleted or
+// revoke ends the session of cluster at once: its Cluster is deleted or
 // being deleted, which revokes its certificates (a new session is refused
 // by CheckCertificate).
 func (s *agentServer) revoke(cluster, reason string) {
 	s.mu.Lock()
-	var ended []*agentSession
-	for sess := range s.sessions {
-		if sess.cluster == cluster {
-			ended = append(ended, sess)
-		}
-	}
+	sess := s.sessions[cluster]
 	s.mu.Unlock()
-	for _, sess := range ended {
+	if sess != nil {
 		s.logger.Info("agent session revoked", "cluster", cluster, "session", sess.id, "reason", reason)
 		sess.goAway(reason)
 	}
 }
 
-// supersede ends the sessions of c's cluster whose certificate c no longer
+// supersede ends the session of c's cluster if its certificate c no longer
 // allows (a newer join, certs issue or rotation in use), once the API
 // server confirms it: the informer may deliver c after a session with a
 // newer certificate was let in.
 func (s *agentServer) supersede(ctx context.Context, c *v1alpha1.Cluster) {
 	s.mu.Lock()
 	var stale []*agentSession
-	for sess := range s.sessions {
-		if sess.cluster == c.Name && certificateAllowed(c, sess.serial) != nil {
-			stale = append(stale, sess)
-		}
+	if sess := s.sessions[c.Name]; sess != nil && certificateAllowed(c, sess.serial) != nil {
+		stale = append(stale, sess)
 	}
 	s.mu.Unlock()
 	for _, sess := range stale {
@@ -256,8 +249,8 @@ func (s *agentServer) greet(ctx context.Context, conn transport.Conn, cluster st
 		s.reject(conn, stream, remote, protocol.CloseGoingAway, protocol.CodeBadMessage, fmt.Errorf("hub cannot register the cluster now: %w", err))
 		return nil, nil, err
 	}
-	for _, old := range older {
-		s.replace(old, sess)
+	if older != nil {
+		s.replace(older, sess)
 	}
 	leaseSeconds := grantedLeaseSeconds(hello.LeaseDurationSeconds, s.registry.cfg.Health)
 	welcome := &protocol.Welcome{

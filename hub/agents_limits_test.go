@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -14,37 +16,62 @@ import (
 )
 
 // TestClaimReplacesOlderSessions: a new session of a cluster replaces
-// every other session of that cluster, and no session of another.
+// that cluster's session, and no session of another; a session that
+// fails to start gives its cluster back, and releasing a replaced session
+// leaves the newer one live.
 func TestClaimReplacesOlderSessions(t *testing.T) {
-	s := &agentServer{sessions: map[*agentSession]struct{}{}}
+	s := &agentServer{sessions: map[string]*agentSession{}}
 	a1 := &agentSession{id: "1", cluster: "a"}
 	b1 := &agentSession{id: "2", cluster: "b"}
 	a2 := &agentSession{id: "3", cluster: "a"}
 	tests := []struct {
 		sess *agentSession
-		want []string
-	}{{a1, nil}, {b1, nil}, {a2, []string{"1"}}}
+		want *agentSession
+	}{{a1, nil}, {b1, nil}, {a2, a1}}
 	for _, tt := range tests {
-		var got []string
-		for _, old := range s.claim(tt.sess) {
-			got = append(got, old.id)
-		}
-		if len(got) != len(tt.want) || (len(got) > 0 && got[0] != tt.want[0]) {
+		if got := s.claim(tt.sess); got != tt.want {
 			t.Errorf("claim(%s) replaced %v, want %v", tt.sess.id, got, tt.want)
 		}
 	}
-	if n := s.sessionCount(); n != 2 {
-		t.Errorf("%d sessions live, want one per cluster", n)
+	live := func() map[string]string {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		out := map[string]string{}
+		for cluster, sess := range s.sessions {
+			out[cluster] = sess.id
+		}
+		return out
 	}
-	// A session that fails to start gives its cluster back to the one it
-	// would have replaced.
+	if diff := cmp.Diff(map[string]string{"a": "3", "b": "2"}, live()); diff != "" {
+		t.Errorf("live sessions after the claims (-want +got):\n%s", diff)
+	}
 	a3 := &agentSession{id: "4", cluster: "a"}
 	s.unclaim(a3, s.claim(a3))
-	s.mu.Lock()
-	_, kept := s.sessions[a2]
-	s.mu.Unlock()
-	if !kept || s.sessionCount() != 2 {
-		t.Errorf("after a failed start: a2 live %v, %d sessions; want a2 and b1", kept, s.sessionCount())
+	s.release(a1) // replaced long ago: a2 stays
+	if diff := cmp.Diff(map[string]string{"a": "3", "b": "2"}, live()); diff != "" {
+		t.Errorf("live sessions after a failed start and a late release (-want +got):\n%s", diff)
+	}
+	c1 := &agentSession{id: "5", cluster: "c"}
+	s.unclaim(c1, s.claim(c1))
+	s.release(b1)
+	if diff := cmp.Diff(map[string]string{"a": "3"}, live()); diff != "" {
+		t.Errorf("live sessions after the releases (-want +got):\n%s", diff)
+	}
+}
+
+// BenchmarkClaim claims sessions of 20,000 clusters, as a fleet
+// connecting does.
+func BenchmarkClaim(b *testing.B) {
+	names := make([]string, 20000)
+	for i := range names {
+		names[i] = fmt.Sprintf("load-%05d", i)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		s := &agentServer{sessions: map[string]*agentSession{}}
+		for _, name := range names {
+			s.claim(&agentSession{cluster: name})
+		}
 	}
 }
 

@@ -39,39 +39,42 @@ func (k *keyedMutex) lock(key string) func() {
 	return m.Unlock
 }
 
-// claim adds sess to the live sessions and returns (and removes) the
-// other sessions of its cluster, which it replaces: they are no longer
-// live, even while they read their GoAway.
-func (s *agentServer) claim(sess *agentSession) []*agentSession {
+// claim makes sess its cluster's live session and returns the one it
+// replaces, if any: that one is no longer live, even while it reads its
+// GoAway. One session per cluster, so the sessions are kept by cluster
+// name: a fleet connecting costs one map operation per agent, not a scan
+// of every session.
+func (s *agentServer) claim(sess *agentSession) *agentSession {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var older []*agentSession
-	for other := range s.sessions {
-		if other.cluster == sess.cluster {
-			older = append(older, other)
-			delete(s.sessions, other)
-		}
-	}
-	s.sessions[sess] = struct{}{}
+	older := s.sessions[sess.cluster]
+	s.sessions[sess.cluster] = sess
 	return older
 }
 
-// unclaim undoes claim for a session that did not start: the sessions it
-// would have replaced go on.
-func (s *agentServer) unclaim(sess *agentSession, older []*agentSession) {
+// unclaim undoes claim for a session that did not start: the session it
+// would have replaced goes on.
+func (s *agentServer) unclaim(sess, older *agentSession) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.sessions, sess)
-	for _, old := range older {
-		s.sessions[old] = struct{}{}
+	if s.sessions[sess.cluster] != sess {
+		return
+	}
+	if older != nil {
+		s.sessions[sess.cluster] = older
+	} else {
+		delete(s.sessions, sess.cluster)
 	}
 }
 
-// release removes sess from the live sessions.
+// release removes sess from the live sessions, unless a newer one of its
+// cluster replaced it.
 func (s *agentServer) release(sess *agentSession) {
 	s.mu.Lock()
-	delete(s.sessions, sess)
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	if s.sessions[sess.cluster] == sess {
+		delete(s.sessions, sess.cluster)
+	}
 }
 
 // replace ends old, which newer replaced: the agent hears why, the Cluster

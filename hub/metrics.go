@@ -81,7 +81,7 @@ func (a *httpServer) metricsHandler() http.Handler {
 		a.agents.mu.Lock()
 		defer a.agents.mu.Unlock()
 		n := 0
-		for sess := range a.agents.sessions {
+		for _, sess := range a.agents.sessions {
 			if sess.conn.Kind() == transport.WebSocket {
 				n++
 			}

@@ -118,8 +118,9 @@ func run(ctx context.Context, o options) error {
 	}
 	logf("all %d agents connected in %v (%d failed handshakes tried again)", o.agents, time.Since(started).Round(time.Millisecond), f.handshakeRetries.Load())
 
-	// Let the hub's start-up grace pass and every agent renew a few times.
-	settle := time.Until(h.started.Add(o.grace + o.leaseDuration + o.leaseDuration/2))
+	// Let the hub's start-up grace pass and every agent renew a few times
+	// (the last ones to connect too).
+	settle := max(time.Until(h.started.Add(o.grace+o.leaseDuration+o.leaseDuration/2)), o.leaseDuration)
 	logf("settling for %v", settle.Round(time.Second))
 	if err := sleepCtx(ctx, settle); err != nil {
 		return err
