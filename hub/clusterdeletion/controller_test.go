@@ -140,6 +140,11 @@ func TestDeletedClusterGoesOnceItsWorkloadsLeft(t *testing.T) {
 	if _, err := works.Get(ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("Work of the deleted cluster: %v, want NotFound", err)
 	}
+	// The event is recorded once the finalizer's removal returned: the
+	// Cluster may be gone a moment before.
+	await(t, "the cleaned-up event", func(context.Context) (bool, error) {
+		return f.Events.Count("Normal "+ReasonCleanedUp+" Cluster "+gone) >= 1, nil
+	})
 	if n := f.Events.Count("Normal " + ReasonCleanedUp + " Cluster " + gone); n != 1 {
 		t.Errorf("%d cleaned-up events, want 1: %v", n, f.Events.List())
 	}
