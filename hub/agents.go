@@ -243,9 +243,13 @@ func (s *agentServer) greet(ctx context.Context, conn transport.Conn, cluster st
 	unlock := s.greeting.lock(cluster)
 	older := s.claim(sess)
 	err = s.registry.Connect(ctx, hello, sess.id, remote, string(conn.Kind()))
+	if err != nil {
+		// Under the greeting lock: a newer session of the cluster may not
+		// claim in between, or the one given back would run unlisted.
+		s.unclaim(sess, older)
+	}
 	unlock()
 	if err != nil {
-		s.unclaim(sess, older)
 		s.reject(conn, stream, remote, protocol.CloseGoingAway, protocol.CodeBadMessage, fmt.Errorf("hub cannot register the cluster now: %w", err))
 		return nil, nil, err
 	}
@@ -258,6 +262,7 @@ func (s *agentServer) greet(ctx context.Context, conn transport.Conn, cluster st
 		LeaseDurationSeconds: leaseSeconds, RenewIntervalMillis: int64(leaseSeconds) * 1000 / 4,
 	}
 	if err := sess.write(welcome); err != nil {
+		s.release(sess)
 		s.registry.Disconnect(cluster, sess.id, "welcome not delivered")
 		_ = conn.CloseWithError(protocol.CloseProtocolError, "welcome not delivered")
 		return nil, nil, err

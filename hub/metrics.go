@@ -69,8 +69,8 @@ func (a *httpServer) metricsHandler() http.Handler {
 	counter("flotilla_served_apis_coalesced_total", "Lists of served APIs replaced by a newer one before they were stored (beyond a cluster's pace).", func() float64 { return float64(a.registry.stats.apisCoalesced.Load()) })
 	if a.sessions != nil {
 		gauge("flotilla_hub_gossip_members", "Hub replicas alive in the gossip group, this one included.", func() float64 { return float64(a.sessions.members()) })
-		counter("flotilla_hub_session_tables_sent_total", "Session tables this leader sent to a standby replica.", func() float64 { return float64(a.sessions.sent.Load()) })
-		counter("flotilla_hub_session_tables_failed_total", "Session tables this leader could not send to a replica it counted alive.", func() float64 { return float64(a.sessions.failed.Load()) })
+		counter("flotilla_hub_session_tables_sent_total", "Session tables this leader wrote to a standby replica's stream (not acknowledged).", func() float64 { return float64(a.sessions.sent.Load()) })
+		counter("flotilla_hub_session_tables_failed_total", "Session tables this leader could not send: to a replica it counted alive, or over 20 MB.", func() float64 { return float64(a.sessions.failed.Load()) })
 	}
 	gauge("flotilla_connected_agents", "Agents connected to this hub.", func() float64 {
 		a.agents.mu.Lock()

@@ -121,8 +121,10 @@ type entry struct {
 	lease *coordinationv1.Lease
 	obs   health.Observations
 	state health.State
-	// session identifies the connection currently serving the cluster.
-	session string
+	// session identifies the connection currently serving the cluster;
+	// connected is when it began (hub clock).
+	session   string
+	connected time.Time
 	// clockBackSince is when the agent's clock came back within the
 	// tolerated skew while ClockSynced is False (zero otherwise).
 	clockBackSince time.Time
@@ -202,7 +204,7 @@ func NewRegistry(ctx context.Context, api RegistryAPI, cfg RegistryConfig, clk c
 		c := &clusters.Items[i]
 		e := restoreEntry(c, byName[c.Name], cfg.Health)
 		if s, ok := handed[c.Name]; ok {
-			takeOver(e, s)
+			takeOver(e, s, cfg.Handover.TakenAt)
 			if s.Renewing {
 				renewing++
 			} else {

@@ -1,15 +1,19 @@
 package hub
 
 import (
+	"time"
+
 	"github.com/flotilla-io/flotilla/hub/handover"
 )
 
 // Sessions is the registry's session table for the standbys: per
-// cluster, its last renewal and whether its agent is renewing: a session
-// serves it and its last renewal is at most two renewal intervals old (a
-// quarter of the lease each, as the hub asks agents). A session alone is
-// not enough: a SIGKILLed agent's QUIC connection stays open until the
-// idle timeout.
+// cluster, its last renewal and whether its agent is renewing: it renewed
+// within the last two renewal intervals (a quarter of the lease each, as
+// the hub asks agents), or a session began that recently (an agent that
+// just came back has not renewed yet). A session alone is not enough: a
+// SIGKILLed agent's QUIC session stays open until the idle timeout. An
+// agent between two sessions (a GoAway, a replaced connection, the
+// leader's own goodbyes while it stops) still counts by its renewals.
 func (r *Registry) Sessions(leader string) *handover.Table {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -20,7 +24,8 @@ func (r *Registry) Sessions(leader string) *handover.Table {
 		if leaseDuration == 0 {
 			leaseDuration = r.cfg.Health.DefaultLeaseDuration
 		}
-		renewing := e.session != "" && !e.obs.LastRenewal.IsZero() && now.Sub(e.obs.LastRenewal) <= leaseDuration/2
+		recent := func(at time.Time) bool { return !at.IsZero() && now.Sub(at) <= leaseDuration/2 }
+		renewing := recent(e.obs.LastRenewal) || e.session != "" && recent(e.connected)
 		t.Sessions = append(t.Sessions, handover.Session{Cluster: name, Renewing: renewing, LastRenewal: e.obs.LastRenewal})
 	}
 	return t
@@ -28,10 +33,11 @@ func (r *Registry) Sessions(leader string) *handover.Table {
 
 // takeOver applies the last leader's view of a cluster to its restored
 // entry: the last renewal (newer than the stored lease, which is written
-// in batches) and, unless its agent was renewing, no restart grace: an
-// agent already gone is detected on time.
-func takeOver(e *entry, s handover.Session) {
-	if s.LastRenewal.After(e.obs.LastRenewal) {
+// in batches; never later than the table itself) and, unless its agent
+// was renewing, no restart grace: an agent already gone is detected on
+// time.
+func takeOver(e *entry, s handover.Session, takenAt time.Time) {
+	if s.LastRenewal.After(e.obs.LastRenewal) && !s.LastRenewal.After(takenAt) {
 		e.obs.LastRenewal = s.LastRenewal
 	}
 	e.obs.NoRestartGrace = !s.Renewing

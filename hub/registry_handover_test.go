@@ -17,26 +17,32 @@ import (
 // over gives the restart grace only to clusters whose agents were
 // renewing to the last leader; the others expire at their last renewal
 // (as the leader knew it, newer than the stored lease) plus the grace
-// period. Grace 40 s, leases of 40 s (renewed every 10 s).
+// period. Grace 40 s, leases of 40 s (renewed every 10 s): renewing means
+// a renewal within the last 20 s.
 func TestRegistryTakeoverJudgesByTheLastLeadersSessions(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	leader := newRegistryFixture(t, clk, t0.Add(-time.Hour))
-	names := []string{"served", "gone", "silent", "gone-earlier", "not-in-table"}
+	names := []string{"served", "between-sessions", "stopped", "silent", "gone-earlier", "not-in-table"}
 	for _, name := range names {
 		leader.connect(name)
 		leader.renew(name)
 	}
 	leader.flush() // the stored leases say t0
-	clk.Step(25 * time.Second)
+	clk.Step(4 * time.Second)
+	leader.renew("stopped") // its last renewal, never stored
+	leader.reg.Disconnect("stopped", "session-stopped", "agent stopped")
+	clk.Step(21 * time.Second)
 	leader.renew("served")
-	leader.renew("gone")
-	leader.reg.Disconnect("gone", "session-gone", "agent stopped")
+	leader.renew("between-sessions")
+	// An agent told to go away (or whose connection was replaced) is
+	// between two sessions: its renewals say it lives.
+	leader.reg.Disconnect("between-sessions", "session-between-sessions", "go away")
 	leader.reg.Disconnect("gone-earlier", "session-gone-earlier", "agent stopped")
 	// "silent" keeps its session (a SIGKILLed agent's connection lasts
 	// until the idle timeout) but has not renewed for 25 s.
 	table := leader.reg.Sessions("old-leader")
 	table.Sessions = slices.DeleteFunc(table.Sessions, func(s handover.Session) bool { return s.Cluster == "not-in-table" }) // registered after the last table
-	// The leader dies at t0+26s: the renewals at t0+25s were never stored.
+	// The leader dies at t0+26s: the renewals since t0 were never stored.
 	clk.Step(5 * time.Second)
 	next := newRegistryFixture(t, clk, clk.Now(), func(cfg *RegistryConfig) { cfg.Handover = table })
 	ready := func() map[string]metav1.ConditionStatus {
@@ -51,19 +57,41 @@ func TestRegistryTakeoverJudgesByTheLastLeadersSessions(t *testing.T) {
 		at   time.Duration // since t0
 		want map[string]metav1.ConditionStatus
 	}{
-		{40*time.Second - time.Millisecond, map[string]metav1.ConditionStatus{"served": T, "gone": T, "silent": T, "gone-earlier": T, "not-in-table": T}},
-		{40 * time.Second, map[string]metav1.ConditionStatus{"served": T, "gone": T, "silent": U, "gone-earlier": U, "not-in-table": T}},
-		{65*time.Second - time.Millisecond, map[string]metav1.ConditionStatus{"served": T, "gone": T, "silent": U, "gone-earlier": U, "not-in-table": T}},
-		{65 * time.Second, map[string]metav1.ConditionStatus{"served": T, "gone": U, "silent": U, "gone-earlier": U, "not-in-table": T}},
+		{40*time.Second - time.Millisecond, map[string]metav1.ConditionStatus{"served": T, "between-sessions": T, "stopped": T, "silent": T, "gone-earlier": T, "not-in-table": T}},
+		{40 * time.Second, map[string]metav1.ConditionStatus{"served": T, "between-sessions": T, "stopped": T, "silent": U, "gone-earlier": U, "not-in-table": T}},
+		{44*time.Second - time.Millisecond, map[string]metav1.ConditionStatus{"served": T, "between-sessions": T, "stopped": T, "silent": U, "gone-earlier": U, "not-in-table": T}},
+		{44 * time.Second, map[string]metav1.ConditionStatus{"served": T, "between-sessions": T, "stopped": U, "silent": U, "gone-earlier": U, "not-in-table": T}},
 		// The restart grace: takeover (t0+30s) + grace 40s + lease 40s.
-		{110*time.Second - time.Millisecond, map[string]metav1.ConditionStatus{"served": T, "gone": U, "silent": U, "gone-earlier": U, "not-in-table": T}},
-		{110 * time.Second, map[string]metav1.ConditionStatus{"served": U, "gone": U, "silent": U, "gone-earlier": U, "not-in-table": U}},
+		{110*time.Second - time.Millisecond, map[string]metav1.ConditionStatus{"served": T, "between-sessions": T, "stopped": U, "silent": U, "gone-earlier": U, "not-in-table": T}},
+		{110 * time.Second, map[string]metav1.ConditionStatus{"served": U, "between-sessions": U, "stopped": U, "silent": U, "gone-earlier": U, "not-in-table": U}},
 	}
 	for _, st := range steps {
 		next.advance(t0.Add(st.at).Sub(clk.Now()))
 		if diff := cmp.Diff(st.want, ready()); diff != "" {
 			t.Errorf("at t0+%v, Ready (-want +got):\n%s", st.at, diff)
 		}
+	}
+}
+
+// TestRegistrySessionsJustReconnected: an agent that reconnects after an
+// outage counts as renewing before its first renewal, and a renewal from
+// the future is not taken over.
+func TestRegistrySessionsJustReconnected(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
+	f.connect("back")
+	f.renew("back")
+	f.reg.Disconnect("back", "session-back", "outage")
+	clk.Step(30 * time.Second)
+	f.connect("back") // no renewal yet
+	got := f.reg.Sessions("me").Index()["back"]
+	if !got.Renewing || !got.LastRenewal.Equal(t0) {
+		t.Errorf("session table entry %+v, want renewing, last renewal t0", got)
+	}
+	e := &entry{}
+	takeOver(e, handover.Session{Cluster: "x", Renewing: true, LastRenewal: t0.Add(time.Hour)}, t0)
+	if !e.obs.LastRenewal.IsZero() {
+		t.Errorf("a renewal after the table was taken over: %v", e.obs.LastRenewal)
 	}
 }
 

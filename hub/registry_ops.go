@@ -33,7 +33,7 @@ func (r *Registry) Connect(ctx context.Context, hello *protocol.Hello, session, 
 	defer r.mu.Unlock()
 	e := r.entries[hello.ClusterName]
 	now := r.clock.Now()
-	e.session = session
+	e.session, e.connected = session, now
 	e.obs.NoRestartGrace = false // an agent serves it again
 	// The lease granted, not the one asked for: restart grace and renewal
 	// bookkeeping must use what the agent actually renews against.

@@ -34,6 +34,10 @@ type Gossip struct {
 // gossipLabel is on every packet of the replicas' group.
 const gossipLabel = "flotilla-hub"
 
+// maxTableBytes is the largest session table sent: memberlist refuses
+// messages over 20 MB (about 600,000 clusters).
+const maxTableBytes = 20 << 20
+
 // sessionGossip is a replica's part in the gossip: while it stands by it
 // keeps the newest session table a leader sent; while it leads it sends
 // its own to the others every interval.
@@ -47,6 +51,9 @@ type sessionGossip struct {
 	// sent and failed count the tables sent to a replica, and those that
 	// could not be.
 	sent, failed atomic.Int64
+	// decodeFailures counts tables received that did not decode;
+	// lastDecodeWarning (Unix nanoseconds) rate-limits their warning.
+	decodeFailures, lastDecodeWarning atomic.Int64
 }
 
 // startSessionGossip joins the replicas' group as identity. The group's
@@ -75,15 +82,20 @@ func startSessionGossip(cfg Config, identity string) (*sessionGossip, error) {
 func (s *sessionGossip) receive(msg []byte) {
 	t, err := handover.Decode(msg)
 	if err != nil {
-		s.logger.Warn("gossip: a hub replica sent a session table that does not decode; ignored", "err", err)
+		s.decodeFailures.Add(1)
+		if last := s.lastDecodeWarning.Load(); time.Since(time.Unix(0, last)) >= 30*time.Second && s.lastDecodeWarning.CompareAndSwap(last, time.Now().UnixNano()) {
+			s.logger.Warn("gossip: a hub replica sent a session table that does not decode; ignored (warned at most every 30 s)", "err", err, "failures", s.decodeFailures.Load())
+		}
 		return
 	}
 	if s.leading.Load() {
 		return // only a standby takes over
 	}
 	for {
+		// A table of another leader replaces the one kept whatever its
+		// time (their clocks may differ); one leader's only when newer.
 		cur := s.latest.Load()
-		if cur != nil && !t.TakenAt.After(cur.TakenAt) {
+		if cur != nil && cur.Leader == t.Leader && !t.TakenAt.After(cur.TakenAt) {
 			return
 		}
 		if s.latest.CompareAndSwap(cur, t) {
@@ -129,7 +141,22 @@ func (s *sessionGossip) publish(ctx context.Context, registry *Registry, identit
 		if ctx.Err() != nil {
 			return
 		}
-		msg := handover.Encode(registry.Sessions(identity))
+		table := registry.Sessions(identity)
+		// Sessions the leader ends on its way out must not reach the
+		// standbys as gone: a table taken after the goodbyes began is
+		// not sent.
+		if ctx.Err() != nil {
+			return
+		}
+		msg := handover.Encode(table)
+		if len(msg) > maxTableBytes {
+			s.failed.Add(1)
+			if now := clk.Now(); now.Sub(lastWarned) >= 30*time.Second {
+				lastWarned = now
+				s.logger.Warn("gossip: session table too large to send; the next leader will give every cluster the restart grace", "bytes", len(msg), "max", maxTableBytes)
+			}
+			continue
+		}
 		n, err := s.group.SendToOthers(msg)
 		s.sent.Add(int64(n))
 		if err != nil {

@@ -17,11 +17,12 @@ func TestSessionGossipKeepsTheNewestFreshTable(t *testing.T) {
 		received [][]byte
 		leading  bool // when they arrive
 		now      time.Duration
-		want     string // leader of the table taken over; "" none
+		want     string // leader@time of the table taken over; "" none
 	}{
 		{"none", nil, false, 0, ""},
-		{"the newest", [][]byte{table("a", time.Second), table("b", 2*time.Second), table("c", 1500*time.Millisecond)}, false, 3 * time.Second, "b"},
-		{"garbage is ignored", [][]byte{table("a", time.Second), []byte("not a table")}, false, 2 * time.Second, "a"},
+		{"one leader's newest", [][]byte{table("a", time.Second), table("a", 2*time.Second), table("a", 1500*time.Millisecond)}, false, 3 * time.Second, "a@2s"},
+		{"another leader's, whatever its clock", [][]byte{table("a", 2*time.Second), table("b", 1500*time.Millisecond)}, false, 3 * time.Second, "b@1.5s"},
+		{"garbage is ignored", [][]byte{table("a", time.Second), []byte("not a table")}, false, 2 * time.Second, "a@1s"},
 		{"too old", [][]byte{table("a", time.Second)}, false, 12 * time.Second, ""},
 		{"a leader ignores tables", [][]byte{table("a", time.Second)}, true, 2 * time.Second, ""},
 	}
@@ -34,7 +35,7 @@ func TestSessionGossipKeepsTheNewestFreshTable(t *testing.T) {
 			}
 			got := ""
 			if tb := s.takeOver(t0.Add(tt.now), 10*time.Second); tb != nil {
-				got = tb.Leader
+				got = tb.Leader + "@" + tb.TakenAt.Sub(t0).String()
 			}
 			if got != tt.want {
 				t.Errorf("took over the table of %q, want %q", got, tt.want)

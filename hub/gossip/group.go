@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -144,23 +145,32 @@ func (g *Group) Addr() string {
 	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
 }
 
-// SendToOthers sends msg to every other live member, one after another,
-// each within SendTimeout, and returns how many got it. The errors of the
+// SendToOthers sends msg to every other live member at once, each within
+// SendTimeout (a member that died and is not noticed yet delays no
+// other), and returns to how many it was written. The errors of the
 // others are joined.
 func (g *Group) SendToOthers(msg []byte) (int, error) {
 	self := g.ml.LocalNode().Name
+	var mu sync.Mutex
 	sent := 0
 	var errs []error
+	var wg sync.WaitGroup
 	for _, n := range g.ml.Members() {
 		if n.Name == self {
 			continue
 		}
-		if err := g.ml.SendReliable(n, msg); err != nil {
-			errs = append(errs, fmt.Errorf("to %s (%s): %w", n.Name, n.Address(), err))
-			continue
-		}
-		sent++
+		wg.Go(func() {
+			err := g.ml.SendReliable(n, msg)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("to %s (%s): %w", n.Name, n.Address(), err))
+				return
+			}
+			sent++
+		})
 	}
+	wg.Wait()
 	return sent, errors.Join(errs...)
 }
 
