@@ -267,6 +267,10 @@ func validateLeaderElection(le hub.LeaderElection) error {
 	return nil
 }
 
+// maxGossipHubID leaves room for the election identity's suffix within the
+// 253 bytes a session table allows for a name.
+const maxGossipHubID = 200
+
 // validateGossip checks the gossip flags; without --gossip-join the
 // replica does not gossip.
 func validateGossip(cfg *hub.Config) error {
@@ -278,8 +282,16 @@ func validateGossip(cfg *hub.Config) error {
 	switch {
 	case !cfg.LeaderElection.Enabled:
 		return errors.New("--gossip-join needs leader election (--leader-elect, or --etcd-endpoints): only replicas gossip")
-	case g.Interval <= 0:
-		return fmt.Errorf("--gossip-interval %v: want a positive duration", g.Interval)
+	case g.Interval < 100*time.Millisecond || g.Interval > cfg.LeaderElection.LeaseDuration:
+		return fmt.Errorf("--gossip-interval %v: want 100ms to --leader-elect-lease-duration (%v): the standbys must hear of the leader's sessions well before they take over", g.Interval, cfg.LeaderElection.LeaseDuration)
+	case len(cfg.HubID) > maxGossipHubID:
+		return fmt.Errorf("--hub-id %q: at most %d characters with gossip (it names the replica in its session tables)", cfg.HubID, maxGossipHubID)
+	}
+	if g.AdvertiseAddr != "" {
+		host, _, err := net.SplitHostPort(g.AdvertiseAddr)
+		if err == nil && net.ParseIP(host) == nil {
+			return fmt.Errorf("--gossip-advertise-addr %q: want an IP address and a port (the other replicas dial it as it is)", g.AdvertiseAddr)
+		}
 	}
 	for flag, addr := range map[string]string{"--gossip-addr": g.Addr, "--gossip-advertise-addr": g.AdvertiseAddr} {
 		if addr == "" && flag == "--gossip-advertise-addr" {
