@@ -104,10 +104,7 @@ func (s *agentServer) serve(ctx context.Context, ln acceptor) {
 // being deleted, which revokes its certificates (a new session is refused
 // by CheckCertificate).
 func (s *agentServer) revoke(cluster, reason string) {
-	s.mu.Lock()
-	sess := s.sessions[cluster]
-	s.mu.Unlock()
-	if sess != nil {
+	if sess := s.session(cluster); sess != nil {
 		s.logger.Info("agent session revoked", "cluster", cluster, "session", sess.id, "reason", reason)
 		sess.goAway(reason)
 	}
@@ -118,24 +115,20 @@ func (s *agentServer) revoke(cluster, reason string) {
 // server confirms it: the informer may deliver c after a session with a
 // newer certificate was let in.
 func (s *agentServer) supersede(ctx context.Context, c *v1alpha1.Cluster) {
-	s.mu.Lock()
-	var stale []*agentSession
-	if sess := s.sessions[c.Name]; sess != nil && certificateAllowed(c, sess.serial) != nil {
-		stale = append(stale, sess)
+	sess := s.session(c.Name)
+	if sess == nil || certificateAllowed(c, sess.serial) == nil {
+		return
 	}
-	s.mu.Unlock()
-	for _, sess := range stale {
-		go func() {
-			// The API server's Cluster, not the registry's memory, which
-			// may not have seen this change yet.
-			err := s.registry.ConfirmCertificate(ctx, sess.cluster, sess.serial)
-			if err == nil || ctx.Err() != nil {
-				return
-			}
-			s.logger.Info("agent session superseded", "cluster", sess.cluster, "session", sess.id, "reason", err)
-			sess.goAway(err.Error())
-		}()
-	}
+	go func() {
+		// The API server's Cluster, not the registry's memory, which may
+		// not have seen this change yet.
+		err := s.registry.ConfirmCertificate(ctx, sess.cluster, sess.serial)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		s.logger.Info("agent session superseded", "cluster", sess.cluster, "session", sess.id, "reason", err)
+		sess.goAway(err.Error())
+	}()
 }
 
 // goAway tells the agent to reconnect later and closes its connection.

@@ -52,6 +52,13 @@ func (s *agentServer) claim(sess *agentSession) *agentSession {
 	return older
 }
 
+// session is cluster's live session, or nil.
+func (s *agentServer) session(cluster string) *agentSession {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions[cluster]
+}
+
 // unclaim undoes claim for a session that did not start: the session it
 // would have replaced goes on.
 func (s *agentServer) unclaim(sess, older *agentSession) {

@@ -443,8 +443,9 @@ func (r *replica) lead(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	logger.Info("hub shutting down", "why", context.Cause(ctx))
-	// The standbys' last table shows the sessions as they were before the
-	// goodbyes: the next leader gives those agents time to reconnect.
+	// No table goes out once the leader stops: publish drops one taken
+	// after ctx ended, when the goodbyes (which start with it) may have
+	// ended sessions.
 	<-publishing
 	// Agents get a goaway while the listener still runs (serve sends it when
 	// its context ends); only then does the listener close.

@@ -287,18 +287,16 @@ func validateGossip(cfg *hub.Config) error {
 	case len(cfg.HubID) > maxGossipHubID:
 		return fmt.Errorf("--hub-id %q: at most %d characters with gossip (it names the replica in its session tables)", cfg.HubID, maxGossipHubID)
 	}
+	if _, _, err := net.SplitHostPort(g.Addr); err != nil {
+		return fmt.Errorf("--gossip-addr %q: want HOST:PORT: %w", g.Addr, err)
+	}
 	if g.AdvertiseAddr != "" {
 		host, _, err := net.SplitHostPort(g.AdvertiseAddr)
-		if err == nil && net.ParseIP(host) == nil {
+		switch {
+		case err != nil:
+			return fmt.Errorf("--gossip-advertise-addr %q: want HOST:PORT: %w", g.AdvertiseAddr, err)
+		case net.ParseIP(host) == nil:
 			return fmt.Errorf("--gossip-advertise-addr %q: want an IP address and a port (the other replicas dial it as it is)", g.AdvertiseAddr)
-		}
-	}
-	for flag, addr := range map[string]string{"--gossip-addr": g.Addr, "--gossip-advertise-addr": g.AdvertiseAddr} {
-		if addr == "" && flag == "--gossip-advertise-addr" {
-			continue
-		}
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return fmt.Errorf("%s %q: want HOST:PORT: %w", flag, addr, err)
 		}
 	}
 	for _, addr := range g.Join {

@@ -25,17 +25,23 @@ func member(t *testing.T, name, label string, key []byte, join ...string) (*Grou
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(run(g))
+	return g, got
+}
+
+// run runs g until the returned function is called, which waits for it
+// to leave; calling it again does nothing.
+func run(g *Group) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		g.Run(ctx)
 	}()
-	t.Cleanup(func() {
+	return func() {
 		cancel()
 		<-done
-	})
-	return g, got
+	}
 }
 
 func freePort(t *testing.T) int {
@@ -125,15 +131,9 @@ func TestALeavingMemberIsNoticed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		b.Run(ctx)
-	}()
+	stop := run(b)
 	until(t, "a sees b", func() bool { return a.Members() == 2 })
-	cancel()
-	<-done
+	stop()
 	until(t, "a sees b gone", func() bool { return a.Members() == 1 })
 	if n, err := a.SendToOthers([]byte("x")); n != 0 || err != nil {
 		t.Errorf("SendToOthers with nobody else = %d, %v", n, err)
