@@ -87,7 +87,11 @@ type acceptor interface {
 // agent. It returns once all connection handlers have finished.
 func (s *agentServer) serve(ctx context.Context, ln acceptor) {
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		live := s.sessionCount()
+		wg.Wait()
+		s.logger.Info("agent sessions closed", "sessions", live)
+	}()
 	for {
 		conn, err := ln.Accept(ctx)
 		if err != nil {
@@ -195,6 +199,15 @@ func (s *agentServer) handle(ctx context.Context, conn transport.Conn) {
 	_ = conn.CloseWithError(protocol.CloseNormal, "session ended")
 	cancel()
 	wg.Wait()
+	if ctx.Err() != nil {
+		// The hub is stopping or leaving the lead: the agent reconnects,
+		// to this hub restarted or to the new leader, and its Connect is
+		// recorded there. A disconnect written and recorded per cluster
+		// here would hold the stop up by a fleet's worth of writes.
+		s.registry.DropSession(cluster, sess.id)
+		s.logger.Debug("agent session closed for the shutdown", "cluster", cluster, "remote", remote)
+		return
+	}
 	s.registry.Disconnect(cluster, sess.id, reason)
 	s.logger.Info("agent disconnected", "cluster", cluster, "remote", remote, "reason", reason)
 }

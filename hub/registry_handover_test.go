@@ -133,3 +133,34 @@ func sortSessions(in []handover.Session) []handover.Session {
 	slices.SortFunc(out, func(a, b handover.Session) int { return strings.Compare(a.Cluster, b.Cluster) })
 	return out
 }
+
+// TestRegistryDropSessionWritesNothing: a session the hub closed for its
+// own shutdown leaves no event and no write behind; the agent's next
+// Connect is what gets recorded.
+func TestRegistryDropSessionWritesNothing(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f := newRegistryFixture(t, clk, t0)
+	f.connect("edge-1")
+	f.renew("edge-1")
+	f.flush()
+	events := f.reg.stats.eventsRecorded.Load()
+	f.reg.DropSession("edge-1", "session-edge-1")
+	f.reg.mu.Lock()
+	session, dirty := f.reg.entries["edge-1"].session, f.reg.dirty["edge-1"]
+	f.reg.mu.Unlock()
+	if session != "" || dirty {
+		t.Errorf("after DropSession: session %q, dirty %v; want none and clean", session, dirty)
+	}
+	if got := f.reg.stats.eventsRecorded.Load() - events; got != 0 {
+		t.Errorf("DropSession recorded %d events, want 0", got)
+	}
+	// A newer session of the cluster is not dropped by an older one's end.
+	f.connect("edge-1")
+	f.reg.DropSession("edge-1", "an-older-session")
+	f.reg.mu.Lock()
+	session = f.reg.entries["edge-1"].session
+	f.reg.mu.Unlock()
+	if session != "session-edge-1" {
+		t.Errorf("an older session's drop ended the live one: session %q", session)
+	}
+}

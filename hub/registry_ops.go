@@ -76,6 +76,17 @@ func (r *Registry) Disconnect(cluster, session, reason string) {
 	r.leaseChangedLocked(cluster)
 }
 
+// DropSession drops a session the hub closed for its own shutdown, writing and
+// recording nothing: the agent's next Connect, here or on another
+// replica, is what gets recorded.
+func (r *Registry) DropSession(cluster, session string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.entries[cluster]; ok && e.session == session {
+		e.session = ""
+	}
+}
+
 // Renew stamps a lease renewal with the hub's clock and returns that time
 // for the acknowledgement.
 func (r *Registry) Renew(cluster, holder string, agentTime time.Time) (time.Time, error) {

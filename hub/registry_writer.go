@@ -21,9 +21,15 @@ import (
 // finalFlushTimeout bounds the flush on shutdown; storeOpTimeout bounds
 // each write round, so a stalled API server fails requests instead of
 // hanging them (what was not written is retried at the next flush).
+//
+// Renewals not yet written get finalLeaseFlushTimeout of it: a fleet's
+// worth of them would hold a stop up for the whole timeout, and they only
+// refresh what the API shows (a restarted hub gives every cluster the
+// restart grace; a replica taking over has the leader's gossiped table).
 const (
-	finalFlushTimeout = 10 * time.Second
-	storeOpTimeout    = 30 * time.Second
+	finalFlushTimeout      = 10 * time.Second
+	finalLeaseFlushTimeout = 2 * time.Second
+	storeOpTimeout         = 30 * time.Second
 )
 
 // apiWriters is how many writes a flush has in flight at once.
@@ -53,8 +59,10 @@ func (r *Registry) runWriter(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlushTimeout)
-			r.flushLeases(final, 0)
-			r.flush(final)
+			r.flush(final) // health changes first: they must be stored
+			leases, cancelLeases := context.WithTimeout(final, finalLeaseFlushTimeout)
+			r.flushLeases(leases, 0)
+			cancelLeases()
 			cancel()
 			return
 		case <-ticker.C():
