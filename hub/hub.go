@@ -76,7 +76,7 @@ type Config struct {
 	AuditLogPath, AuditPolicyFile string
 	// KubeAPIServerArgs are passed to the embedded kube-apiserver as they are.
 	KubeAPIServerArgs []string
-	// Health thresholds; HubStarted is set by Run.
+	// Health thresholds; HubStarted is set when the registry has loaded.
 	Health health.Config
 	// FlushInterval between batched writes of clusters and events.
 	FlushInterval time.Duration
@@ -273,7 +273,7 @@ func (r *replica) lead(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("hub serving certificate: %w", err)
 	}
-	cfg.Health.HubStarted = cfg.Clock.Now()
+	cfg.Health.HubStarted = time.Time{} // the registry sets it once loaded
 	metrics := newHubMetrics()
 	hubConfig := metrics.instrument(api.HubConfig)
 	clients, err := controller.NewClients(hubConfig)

@@ -111,6 +111,9 @@ type registryCounters struct {
 	renewals, statusReports     atomic.Int64
 	storeWrites, storeConflicts atomic.Int64
 	transitions, eventsRecorded atomic.Int64
+	// unknownTransitions counts the changes of Ready to Unknown: lost
+	// agents, or false Unknowns when their agents were alive.
+	unknownTransitions atomic.Int64
 	eventsSuppressed            atomic.Int64 // beyond the per-reason bound
 	apisCoalesced               atomic.Int64 // served API lists replaced before they were stored
 }
@@ -199,6 +202,12 @@ func NewRegistry(ctx context.Context, api RegistryAPI, cfg RegistryConfig, clk c
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.clock.Now()
+	// Unset, the restart grace counts from here, not from the start of the
+	// lead: agents can connect only once the registry is loaded, and
+	// loading a fleet of 10,000 clusters takes seconds.
+	if r.cfg.Health.HubStarted.IsZero() {
+		r.cfg.Health.HubStarted = now
+	}
 	renewing, notRenewing := 0, 0
 	for i := range clusters.Items {
 		c := &clusters.Items[i]
@@ -301,6 +310,9 @@ func (r *Registry) evaluateLocked(name string, e *entry, now time.Time) {
 		changed = true
 		if state.Ready != prev.Ready {
 			r.stats.transitions.Add(1)
+			if state.Ready == metav1.ConditionUnknown {
+				r.stats.unknownTransitions.Add(1)
+			}
 			r.observeDetectionLocked(e, state, now)
 			if e.lease != nil {
 				// The stored lease must show the renewal Ready was judged by.

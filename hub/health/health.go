@@ -32,9 +32,10 @@ type Config struct {
 	// DefaultLeaseDuration stands in for clusters whose lease duration is
 	// not known yet.
 	DefaultLeaseDuration time.Duration
-	// HubStarted is when this hub started leading. Nothing goes Unknown
-	// before HubStarted + GracePeriod + lease duration, so a hub restart
-	// gives every agent time to reconnect.
+	// HubStarted is when this hub began to serve agents as the leader
+	// (NewRegistry sets it once loaded when it is zero). Nothing goes Unknown before HubStarted + GracePeriod
+	// + lease duration, so a hub restart gives every agent time to
+	// reconnect.
 	HubStarted time.Time
 }
 
