@@ -72,7 +72,7 @@ func (a *httpServer) stats(w http.ResponseWriter, _ *http.Request) {
 		Clusters: clusters, ConnectedAgents: connected,
 		Renewals: st.renewals.Load(), StatusReports: st.statusReports.Load(),
 		StoreWrites: st.storeWrites.Load(), StoreConflicts: st.storeConflicts.Load(),
-		Transitions: st.transitions.Load(), Events: st.eventsRecorded.Load(),
+		Transitions: st.transitions.Load(), UnknownTransitions: st.unknownTransitions.Load(), Events: st.eventsRecorded.Load(),
 		RejectedAgentConn: a.agents.rejected.Load(),
 		UnstoredClusters:  unstoredClusters, UnstoredLeases: unstoredLeases,
 	})

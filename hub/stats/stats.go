@@ -13,11 +13,13 @@ type Stats struct {
 	StatusReports   int64 `json:"statusReports"`
 	// StoreWrites counts the registry's writes of clusters and leases to
 	// the API server; StoreConflicts the writes it had to re-read for.
-	StoreWrites       int64 `json:"storeWrites"`
-	StoreConflicts    int64 `json:"storeConflicts"`
-	Transitions       int64 `json:"readyTransitions"`
-	Events            int64 `json:"events"`
-	RejectedAgentConn int64 `json:"rejectedAgentConnections"`
+	StoreWrites    int64 `json:"storeWrites"`
+	StoreConflicts int64 `json:"storeConflicts"`
+	Transitions    int64 `json:"readyTransitions"`
+	// UnknownTransitions are the Ready changes to Unknown among them.
+	UnknownTransitions int64 `json:"unknownTransitions"`
+	Events             int64 `json:"events"`
+	RejectedAgentConn  int64 `json:"rejectedAgentConnections"`
 	// UnstoredClusters and UnstoredLeases are changes held in memory, not
 	// yet in the store: what a hub crash right now would lose.
 	UnstoredClusters int `json:"unstoredClusters"`

@@ -33,6 +33,8 @@ type simAgent struct {
 	// renewal it acknowledged: the exact instant its Ready decision counts
 	// from. The API's Lease may be older (leases are written in batches).
 	lastRenewal atomic.Int64
+	// welcomedAt is when the hub last welcomed it (unix nanoseconds).
+	welcomedAt atomic.Int64
 }
 
 // fleet is the set of simulated agents, spread over a few UDP sockets.
@@ -45,6 +47,8 @@ type fleet struct {
 	errors         atomic.Int64
 	// handshakeRetries counts handshakes that failed and were tried again.
 	handshakeRetries atomic.Int64
+	// redials counts sessions dialled again after a welcomed one ended.
+	redials atomic.Int64
 }
 
 func newFleet(hubAddr string, ca *pki.CA, count, sockets int, leaseDuration, statusInterval time.Duration) (*fleet, error) {
@@ -117,7 +121,9 @@ func (f *fleet) connectOne(ctx context.Context, a *simAgent, tr *quic.Transport)
 		a.cancel, a.done = cancel, make(chan struct{})
 		go func() {
 			defer close(a.done)
-			f.run(agentCtx, a, tr, welcomed)
+			if f.run(agentCtx, a, tr, welcomed) {
+				f.redial(agentCtx, a, tr)
+			}
 		}()
 		err := <-welcomed
 		if err == nil {
@@ -138,14 +144,44 @@ func (f *fleet) connectOne(ctx context.Context, a *simAgent, tr *quic.Transport)
 	}
 }
 
+// Reconnecting as real agents do (agent/backoff.go): after a welcomed
+// session ends, wait 1 s, doubling up to 30 s, each wait jittered by ±20 %;
+// a session that lasted 30 s starts the back-off over.
+const (
+	redialInitial = time.Second
+	redialMax     = 30 * time.Second
+	redialStable  = 30 * time.Second
+)
+
+// redial keeps a's sessions going after its first one ended, until ctx
+// ends: what a fleet does when its hub restarts.
+func (f *fleet) redial(ctx context.Context, a *simAgent, tr *quic.Transport) {
+	next := redialInitial
+	for {
+		if time.Since(time.Unix(0, a.welcomedAt.Load())) >= redialStable {
+			next = redialInitial
+		}
+		wait := time.Duration(float64(next) * (0.8 + 0.4*rand.Float64()))
+		next = min(2*next, redialMax)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		f.redials.Add(1)
+		f.run(ctx, a, tr, make(chan error, 1))
+	}
+}
+
 // run is one agent's session: hello, welcome, then renewals and status
-// until ctx ends. Stopping it abruptly (ctx) models a crashed agent: no
-// goodbye is sent, the hub only sees the renewals stop.
-func (f *fleet) run(ctx context.Context, a *simAgent, tr *quic.Transport, welcomed chan<- error) {
+// until ctx or the connection ends; it reports whether the hub welcomed
+// it. Stopping it abruptly (ctx) models a crashed agent: no goodbye is
+// sent, the hub only sees the renewals stop.
+func (f *fleet) run(ctx context.Context, a *simAgent, tr *quic.Transport, welcomed chan<- error) bool {
 	conn, err := tr.Dial(ctx, udpAddr(f.hubAddr), a.tlsConf, protocol.QUICConfig())
 	if err != nil {
 		welcomed <- err
-		return
+		return false
 	}
 	defer conn.CloseWithError(protocol.CloseNormal, "load agent stopped")
 	control, err := conn.OpenStreamSync(ctx)
@@ -157,15 +193,16 @@ func (f *fleet) run(ctx context.Context, a *simAgent, tr *quic.Transport, welcom
 	}
 	if err != nil {
 		welcomed <- err
-		return
+		return false
 	}
 	reader := protocol.NewReader(control, 0)
 	msg, err := reader.ReadMessage()
 	welcome, ok := msg.(*protocol.Welcome)
 	if err != nil || !ok {
 		welcomed <- fmt.Errorf("no welcome: %v %v", err, msg)
-		return
+		return false
 	}
+	a.welcomedAt.Store(time.Now().UnixNano())
 	welcomed <- nil
 	ack := func(msg protocol.Message) {
 		if ack, ok := msg.(*protocol.LeaseAck); ok {
@@ -202,18 +239,19 @@ func (f *fleet) run(ctx context.Context, a *simAgent, tr *quic.Transport, welcom
 	}
 	if err != nil {
 		f.errors.Add(1)
-		return
+		return true
 	}
 	renewOn := func(m *protocol.LeaseRenew) error { return protocol.WriteMessage(control, m) }
 	if datagrams {
 		renewOn = func(m *protocol.LeaseRenew) error { return protocol.SendDatagram(conn, m) }
 	}
-	f.loop(ctx, a, renewOn, status, time.Duration(welcome.RenewIntervalMillis)*time.Millisecond)
+	f.loop(ctx, conn.Context(), a, renewOn, status, time.Duration(welcome.RenewIntervalMillis)*time.Millisecond)
+	return true
 }
 
 // loop renews and reports on jittered tickers, like real agents whose
-// start times are spread out.
-func (f *fleet) loop(ctx context.Context, a *simAgent, renewOn func(*protocol.LeaseRenew) error, status *quic.Stream, renewEvery time.Duration) {
+// start times are spread out, until ctx or the connection (connCtx) ends.
+func (f *fleet) loop(ctx, connCtx context.Context, a *simAgent, renewOn func(*protocol.LeaseRenew) error, status *quic.Stream, renewEvery time.Duration) {
 	renew := time.NewTimer(time.Duration(rand.Int64N(int64(renewEvery))))
 	defer renew.Stop()
 	report := time.NewTimer(0)
@@ -222,6 +260,9 @@ func (f *fleet) loop(ctx context.Context, a *simAgent, renewOn func(*protocol.Le
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-connCtx.Done():
+			f.errors.Add(1)
 			return
 		case <-renew.C:
 			seq++

@@ -4,6 +4,9 @@
 // measures hub CPU, RSS, heartbeats/s and store writes/s, then stops a
 // fraction of the agents at once and reports how exactly the hub detected
 // it (time of Unknown minus last renewal plus grace period, p50/p99).
+// With --restart-hub it first restarts the hub under the whole fleet and
+// measures the reconnect storm: how soon every agent is back, how often
+// they dialled, and whether any cluster went Unknown.
 package main
 
 import (
@@ -41,6 +44,7 @@ type options struct {
 	hubBin         string
 	hubExtraArgs   []string
 	dir            string
+	restartHub     string
 }
 
 func main() {
@@ -57,7 +61,12 @@ func main() {
 	flags.StringVar(&o.hubBin, "hub-bin", "", "flotilla-hub binary (default: built from this checkout)")
 	flags.StringArrayVar(&o.hubExtraArgs, "hub-arg", nil, "one more hub flag, after the tool's own (repeat it; e.g. --hub-arg=--enable-profiling to profile the hub on 127.0.0.1:7081)")
 	flags.StringVar(&o.dir, "dir", "", "working folder for the hub's data and log (default: a temporary folder)")
+	flags.StringVar(&o.restartHub, "restart-hub", "", `after the steady state, restart the hub under the fleet and measure the reconnect storm: "term" (SIGTERM, as an upgrade does) or "kill" (SIGKILL, a crash); the agents redial as real ones do`)
 	_ = flags.Parse(os.Args[1:])
+	if o.restartHub != "" && o.restartHub != "term" && o.restartHub != "kill" {
+		fmt.Fprintf(os.Stderr, "flotilla-load: --restart-hub: %q is neither \"term\" nor \"kill\"\n", o.restartHub)
+		os.Exit(2)
+	}
 	if o.sockets == 0 {
 		o.sockets = max(1, o.agents/250)
 	}
@@ -129,11 +138,29 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	var restart *storm
+	if o.restartHub != "" {
+		s, err := measureStorm(ctx, h, f, o.restartHub)
+		if err != nil {
+			return err
+		}
+		restart = &s
+		// The restarted hub gives every cluster its start-up grace: wait
+		// it out, so that detection measures the grace period alone.
+		settle := max(time.Until(h.started.Add(2*o.grace+o.leaseDuration)), 0)
+		logf("settling for %v after the restart", settle.Round(time.Second))
+		if err := sleepCtx(ctx, settle); err != nil {
+			return err
+		}
+	}
 	detection, err := measureDetection(ctx, h, f, o)
 	if err != nil {
 		return err
 	}
 	printReport(os.Stdout, o, steady, detection, f.errors.Load())
+	if restart != nil {
+		restart.print(os.Stdout, len(f.agents))
+	}
 	return nil
 }
 
@@ -141,6 +168,7 @@ func run(ctx context.Context, o options) error {
 type hubProc struct {
 	proc               *process.Process
 	quicAddr, httpAddr string
+	dataDir            string
 	started            time.Time
 	api                *hubclient.Client
 }
@@ -167,9 +195,20 @@ func startHub(o options, dir, dataDir string) (*hubProc, error) {
 			"--failover-eviction-timeout=1h", "--log-level=warn"},
 	}
 	h.proc.Args = append(h.proc.Args, o.hubExtraArgs...)
+	h.dataDir = dataDir
+	if err := h.start(); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// start starts the hub process (again: same flags, ports and data) and
+// returns once it answers.
+func (h *hubProc) start() error {
+	dataDir := h.dataDir
 	h.started = time.Now()
 	if err := h.proc.Start(); err != nil {
-		return nil, err
+		return err
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -180,11 +219,11 @@ func startHub(o options, dir, dataDir string) (*hubProc, error) {
 			if err := h.get("/debug/stats", &st); err == nil {
 				logf("hub pid %d ready (log %s); dashboard http://%s/, kubeconfig %s (flotilla-dashload measures it)",
 					h.proc.Pid(), h.proc.LogPath, h.httpAddr, filepath.Join(dataDir, "admin.kubeconfig"))
-				return h, nil
+				return nil
 			}
 		}
 		if h.proc.HasExited() || time.Now().After(deadline) {
-			return nil, fmt.Errorf("hub did not start: %v\n%s", h.proc.ExitError(), process.TailFile(h.proc.LogPath, 20))
+			return fmt.Errorf("hub did not start: %v\n%s", h.proc.ExitError(), process.TailFile(h.proc.LogPath, 20))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	hubstats "github.com/flotilla-io/flotilla/hub/stats"
+)
+
+// stormTimeout is how long the tool waits for the fleet to come back
+// after restarting the hub before it reports the ones still missing.
+const stormTimeout = 5 * time.Minute
+
+// storm is what a hub restart under the whole fleet cost.
+type storm struct {
+	how                 string        // "term" (graceful) or "kill"
+	stopTook, startTook time.Duration // the old hub's exit; the new one's start to answering
+	back, missing       int
+	// backAfter are the agents' welcomes, measured from the stop.
+	backAfter     []time.Duration
+	redials       int64 // sessions dialled (each agent needs at least one)
+	sessionErrors int64 // sessions that ended (expected: every agent's)
+	falseUnknown  int   // LeaseExpired events since the stop: every agent was alive
+	// wentUnknown counts the new hub's Ready changes to Unknown: events
+	// may be dropped, the counter is not.
+	wentUnknown int64
+	transitions int64 // Ready changes on the new hub
+	worksSent   int64 // Works the new hub sent (a full resend would be every Work)
+}
+
+// measureStorm restarts the hub under the fleet (SIGTERM or SIGKILL, as
+// how says), waits until every agent was welcomed by the new hub, then one
+// lease longer, and reports how long it took and what went wrong.
+func measureStorm(ctx context.Context, h *hubProc, f *fleet, how string) (storm, error) {
+	s := storm{how: how}
+	redialsBefore, errorsBefore := f.redials.Load(), f.errors.Load()
+	logf("restarting the hub (%s) under %d agents", how, len(f.agents))
+	stopAt := time.Now()
+	stop := h.proc.Stop
+	if how == "kill" {
+		stop = h.proc.Kill
+	}
+	if err := stop(); err != nil {
+		return s, err
+	}
+	s.stopTook = time.Since(stopAt)
+	startAt := time.Now()
+	if err := h.start(); err != nil {
+		return s, err
+	}
+	s.startTook = time.Since(startAt)
+	logf("hub stopped in %v, started again in %v", s.stopTook.Round(time.Millisecond), s.startTook.Round(time.Millisecond))
+
+	deadline := time.Now().Add(stormTimeout)
+	lastLog := time.Now()
+	for {
+		s.back = 0
+		for _, a := range f.agents {
+			if time.Unix(0, a.welcomedAt.Load()).After(startAt) {
+				s.back++
+			}
+		}
+		if s.back == len(f.agents) || time.Now().After(deadline) {
+			break
+		}
+		if time.Since(lastLog) >= 5*time.Second {
+			logf("  %d of %d back after %v", s.back, len(f.agents), time.Since(stopAt).Round(time.Second))
+			lastLog = time.Now()
+		}
+		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+			return s, err
+		}
+	}
+	s.missing = len(f.agents) - s.back
+	for _, a := range f.agents {
+		if at := time.Unix(0, a.welcomedAt.Load()); at.After(startAt) {
+			s.backAfter = append(s.backAfter, at.Sub(stopAt))
+		}
+	}
+	sort.Slice(s.backAfter, func(i, j int) bool { return s.backAfter[i] < s.backAfter[j] })
+	logf("%d of %d agents back; waiting one lease for renewals", s.back, len(f.agents))
+	if err := sleepCtx(ctx, f.leaseDuration); err != nil {
+		return s, err
+	}
+	s.redials = f.redials.Load() - redialsBefore
+	s.sessionErrors = f.errors.Load() - errorsBefore
+
+	var st hubstats.Stats
+	if err := h.get("/debug/stats", &st); err != nil {
+		return s, err
+	}
+	s.transitions, s.wentUnknown, s.worksSent = st.Transitions, st.UnknownTransitions, st.WorksSent
+	var events corev1.EventList
+	if err := h.get("/api/v1/events?fieldSelector=involvedObject.kind%3DCluster,reason%3D"+v1alpha1.ReasonLeaseExpired, &events); err != nil {
+		return s, err
+	}
+	for _, ev := range events.Items {
+		at := ev.EventTime.Time
+		if ev.Series != nil && ev.Series.LastObservedTime.After(at) {
+			at = ev.Series.LastObservedTime.Time
+		}
+		if at.After(stopAt) {
+			s.falseUnknown++
+		}
+	}
+	return s, nil
+}
+
+func (s storm) print(w io.Writer, agents int) {
+	fmt.Fprintf(w, "%-24sstopped in %v, answering again %v later\n", "hub restart ("+s.how+")", s.stopTook.Round(time.Millisecond), s.startTook.Round(time.Millisecond))
+	fmt.Fprintf(w, "agents back             %d of %d (missing %d)", s.back, agents, s.missing)
+	if len(s.backAfter) > 0 {
+		fmt.Fprintf(w, ", after the stop: p50 %v  p99 %v  last %v", percentile(s.backAfter, 0.50).Round(time.Millisecond),
+			percentile(s.backAfter, 0.99).Round(time.Millisecond), s.backAfter[len(s.backAfter)-1].Round(time.Millisecond))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "dials after the stop    %d (%.2f per agent)\n", s.redials, float64(s.redials)/float64(agents))
+	fmt.Fprintf(w, "false Unknown (restart) %d changes to Unknown on the new hub (%d LeaseExpired events kept; %d Ready changes in all, first verdicts included)\n", s.wentUnknown, s.falseUnknown, s.transitions)
+	fmt.Fprintf(w, "Works sent (restart)    %d\n", s.worksSent)
+}
