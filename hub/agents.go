@@ -87,11 +87,7 @@ type acceptor interface {
 // agent. It returns once all connection handlers have finished.
 func (s *agentServer) serve(ctx context.Context, ln acceptor) {
 	var wg sync.WaitGroup
-	defer func() {
-		live := s.sessionCount()
-		wg.Wait()
-		s.logger.Info("agent sessions closed", "sessions", live)
-	}()
+	defer wg.Wait()
 	for {
 		conn, err := ln.Accept(ctx)
 		if err != nil {

@@ -55,6 +55,9 @@ type Registry struct {
 	entries   map[string]*entry
 	deadlines *lease.Deadlines
 	dirty     map[string]bool // clusters whose object changed since the last flush
+	// healthDirty are the dirty clusters whose Ready or taints changed:
+	// the final flush stores them first.
+	healthDirty map[string]bool
 	dirtyLeas map[string]bool // leases renewed since the last flush
 	// urgentLeases are written with the next cluster flush, ahead of the
 	// lease budget: those of clusters whose Ready just changed.
@@ -114,8 +117,8 @@ type registryCounters struct {
 	// unknownTransitions counts the changes of Ready to Unknown: lost
 	// agents, or false Unknowns when their agents were alive.
 	unknownTransitions atomic.Int64
-	eventsSuppressed            atomic.Int64 // beyond the per-reason bound
-	apisCoalesced               atomic.Int64 // served API lists replaced before they were stored
+	eventsSuppressed   atomic.Int64 // beyond the per-reason bound
+	apisCoalesced      atomic.Int64 // served API lists replaced before they were stored
 }
 
 // entry is one cluster's in-memory state.
@@ -172,6 +175,7 @@ func NewRegistry(ctx context.Context, api RegistryAPI, cfg RegistryConfig, clk c
 		entries:      map[string]*entry{},
 		deadlines:    lease.NewDeadlines(),
 		dirty:        map[string]bool{},
+		healthDirty:  map[string]bool{},
 		dirtyLeas:    map[string]bool{},
 		urgentLeases: map[string]bool{},
 		leaseWritten: map[string]time.Time{},
@@ -340,6 +344,7 @@ func (r *Registry) evaluateLocked(name string, e *entry, now time.Time) {
 	}
 	if changed {
 		r.dirty[name] = true
+		r.healthDirty[name] = true
 		select {
 		case r.flushSoon <- struct{}{}:
 		default: // a flush is already requested

@@ -547,7 +547,7 @@ func TestRegistryWritesTheLeaseWithAReadyChange(t *testing.T) {
 	if got := readyOf(f.cluster("edge-1")); got != metav1.ConditionUnknown {
 		t.Fatalf("Ready = %q, want Unknown", got)
 	}
-	if _, err := f.reg.submit(t.Context(), updateOp{run: f.reg.flush}); err != nil { // clusters only
+	if _, err := f.reg.submit(t.Context(), updateOp{run: f.reg.flushAll}); err != nil { // clusters only
 		t.Fatal(err)
 	}
 	l, err := f.reg.leases.Get(t.Context(), "edge-1", metav1.GetOptions{})

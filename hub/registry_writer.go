@@ -22,13 +22,15 @@ import (
 // each write round, so a stalled API server fails requests instead of
 // hanging them (what was not written is retried at the next flush).
 //
-// Renewals not yet written get finalLeaseFlushTimeout of it: a fleet's
-// worth of them would hold a stop up for the whole timeout, and they only
-// refresh what the API shows (a restarted hub gives every cluster the
-// restart grace; a replica taking over has the leader's gossiped table).
+// Changes other than health (status reports, lease renewals) get
+// finalRestFlushTimeout of it: a fleet's worth of them would hold a stop
+// up for the whole timeout (10 s at 10,000 agents), and they only refresh
+// what the API shows (agents report again once reconnected; a restarted
+// hub gives every cluster the restart grace; a replica taking over has the
+// leader's gossiped table).
 const (
-	finalFlushTimeout      = 10 * time.Second
-	finalLeaseFlushTimeout = 2 * time.Second
+	finalFlushTimeout     = 10 * time.Second
+	finalRestFlushTimeout = 2 * time.Second
 	storeOpTimeout         = 30 * time.Second
 )
 
@@ -58,23 +60,40 @@ func (r *Registry) runWriter(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlushTimeout)
-			r.flush(final) // health changes first: they must be stored
-			leases, cancelLeases := context.WithTimeout(final, finalLeaseFlushTimeout)
-			r.flushLeases(leases, 0)
-			cancelLeases()
-			cancel()
+			r.finalFlush(ctx)
 			return
 		case <-ticker.C():
-			withTimeout(ctx, r.flush)
+			withTimeout(ctx, r.flushAll)
 		case <-r.flushSoon:
-			withTimeout(ctx, r.flush)
+			withTimeout(ctx, r.flushAll)
 		case <-leaseTicker.C():
 			withTimeout(ctx, func(ctx context.Context) { r.flushLeases(ctx, r.leaseBudget()) })
 		case op := <-r.updates:
 			withTimeout(ctx, func(ctx context.Context) { r.applyAll(ctx, r.drainUpdates(op)) })
 		}
 	}
+}
+
+// finalFlush stores what changed before the registry stops: health
+// changes first (they must be stored), then the rest (status reports,
+// lease renewals: an agent reports again once it has reconnected) for at
+// most finalRestFlushTimeout, and logs what it stored and what it could
+// not.
+func (r *Registry) finalFlush(ctx context.Context) {
+	started := r.clock.Now()
+	writes := r.stats.storeWrites.Load()
+	final, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlushTimeout)
+	defer cancel()
+	r.flush(final, true)
+	rest, cancelRest := context.WithTimeout(final, finalRestFlushTimeout)
+	r.flush(rest, false)
+	r.flushLeases(rest, 0)
+	cancelRest()
+	r.mu.Lock()
+	clustersLeft, leasesLeft := len(r.dirty), len(r.dirtyLeas)
+	r.mu.Unlock()
+	r.logger.Info("registry stopped: stored the last changes", "objects", r.stats.storeWrites.Load()-writes,
+		"took", r.clock.Since(started).Round(time.Millisecond), "clustersUnstored", clustersLeft, "leasesUnstored", leasesLeft)
 }
 
 // leaseBudget is how many leases one flush may write (0: all): the
@@ -91,9 +110,11 @@ func (r *Registry) leaseBudget() int {
 	return max(1, total/10, total-others)
 }
 
-// flush writes every changed cluster, and the leases of clusters whose
-// Ready changed.
-func (r *Registry) flush(ctx context.Context) {
+func (r *Registry) flushAll(ctx context.Context) { r.flush(ctx, false) }
+
+// flush writes every changed cluster (with healthOnly, those whose health
+// changed), and the leases of clusters whose Ready changed.
+func (r *Registry) flush(ctx context.Context, healthOnly bool) {
 	r.mu.Lock()
 	leases := make([]*coordinationv1.Lease, 0, len(r.urgentLeases))
 	for name := range r.urgentLeases {
@@ -104,17 +125,30 @@ func (r *Registry) flush(ctx context.Context) {
 	}
 	clear(r.urgentLeases)
 	clusters := make([]*v1alpha1.Cluster, 0, len(r.dirty))
+	health := map[string]bool{} // taken with a health change: kept so on failure
 	for name := range r.dirty {
+		if healthOnly && !r.healthDirty[name] {
+			continue
+		}
 		clusters = append(clusters, r.entries[name].obj.DeepCopy())
+		delete(r.dirty, name)
+		if r.healthDirty[name] {
+			health[name] = true
+			delete(r.healthDirty, name)
+		}
 	}
-	clear(r.dirty)
 	r.writing = len(clusters)
 	r.mu.Unlock()
 
 	r.writeLeases(ctx, leases)
 	// Each cluster's writes stay in order (taints, then status); clusters
 	// are independent.
-	inParallel(ctx, clusters, func(c *v1alpha1.Cluster) { r.writeCluster(ctx, c) }, func(c *v1alpha1.Cluster) { r.markDirty(c.Name) })
+	unstored := func(c *v1alpha1.Cluster) { r.markDirty(c.Name, health[c.Name]) }
+	inParallel(ctx, clusters, func(c *v1alpha1.Cluster) {
+		if !r.writeCluster(ctx, c) {
+			unstored(c)
+		}
+	}, unstored)
 	r.mu.Lock()
 	r.writing = 0
 	r.mu.Unlock()
@@ -161,11 +195,14 @@ func (r *Registry) writeLeases(ctx context.Context, leases []*coordinationv1.Lea
 
 // markDirty and markLeaseDirty keep a write that was not attempted for the
 // next flush.
-func (r *Registry) markDirty(cluster string) {
+func (r *Registry) markDirty(cluster string, health bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.entries[cluster]; ok {
 		r.dirty[cluster] = true
+		if health {
+			r.healthDirty[cluster] = true
+		}
 	}
 }
 
@@ -261,8 +298,9 @@ func (r *Registry) putLease(ctx context.Context, l *coordinationv1.Lease) (*coor
 // (a spec update on top of the stored spec, so operators' fields are never
 // overwritten), then its status (the status subresource; memory wins over
 // whatever is stored). Taints first: whoever sees a cluster Unknown sees
-// its unreachable taint too. The new resourceVersion goes to memory.
-func (r *Registry) writeCluster(ctx context.Context, c *v1alpha1.Cluster) {
+// its unreachable taint too. The new resourceVersion goes to memory. It
+// reports false when the write failed and should be tried again.
+func (r *Registry) writeCluster(ctx context.Context, c *v1alpha1.Cluster) bool {
 	stored, err := r.clusters.Get(ctx, c.Name, metav1.GetOptions{})
 	if err == nil && !sameTaints(managedTaints(stored.Spec.Taints), managedTaints(c.Spec.Taints)) {
 		stored, err = r.writeHealthTaints(ctx, stored, managedTaints(c.Spec.Taints))
@@ -271,21 +309,16 @@ func (r *Registry) writeCluster(ctx context.Context, c *v1alpha1.Cluster) {
 		c.ResourceVersion = stored.ResourceVersion
 		stored, err = r.writeStatus(ctx, c)
 	}
+	if err != nil && !apierrors.IsNotFound(err) { // not found: deleted through the API; Forget drops it from memory
+		r.logger.Error("write cluster", "cluster", c.Name, "err", err)
+		return false
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e, ok := r.entries[c.Name]
-	if !ok {
-		return
+	if e, ok := r.entries[c.Name]; ok && err == nil {
+		e.obj.ResourceVersion = newerVersion(e.obj.ResourceVersion, stored.ResourceVersion)
 	}
-	if err != nil {
-		if apierrors.IsNotFound(err) {
-			return // deleted through the API; Forget drops it from memory
-		}
-		r.logger.Error("write cluster", "cluster", c.Name, "err", err)
-		r.dirty[c.Name] = true
-		return
-	}
-	e.obj.ResourceVersion = newerVersion(e.obj.ResourceVersion, stored.ResourceVersion)
+	return true
 }
 
 // newerVersion returns the later of two resourceVersions. They are etcd
@@ -419,7 +452,7 @@ func (r *Registry) apply(ctx context.Context, op updateOp) (*v1alpha1.Cluster, e
 func (r *Registry) Flush(ctx context.Context) error {
 	_, err := r.submit(ctx, updateOp{run: func(ctx context.Context) {
 		r.flushLeases(ctx, 0)
-		r.flush(ctx)
+		r.flush(ctx, false)
 	}})
 	return err
 }
