@@ -58,7 +58,7 @@ type Registry struct {
 	// healthDirty are the dirty clusters whose Ready or taints changed:
 	// the final flush stores them first.
 	healthDirty map[string]bool
-	dirtyLeas map[string]bool // leases renewed since the last flush
+	dirtyLeas   map[string]bool // leases renewed since the last flush
 	// urgentLeases are written with the next cluster flush, ahead of the
 	// lease budget: those of clusters whose Ready just changed.
 	urgentLeases map[string]bool

@@ -31,7 +31,7 @@ import (
 const (
 	finalFlushTimeout     = 10 * time.Second
 	finalRestFlushTimeout = 2 * time.Second
-	storeOpTimeout         = 30 * time.Second
+	storeOpTimeout        = 30 * time.Second
 )
 
 // apiWriters is how many writes a flush has in flight at once.

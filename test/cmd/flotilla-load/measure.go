@@ -127,7 +127,7 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	return sorted[i]
 }
 
-func printReport(w io.Writer, o options, s steadyState, d detection, agentErrors int64) {
+func printReport(w io.Writer, o options, s steadyState, d *detection, agentErrors int64) {
 	fmt.Fprintf(w, "machine                 %s\n", machine())
 	fmt.Fprintf(w, "agents                  %d (connected %d, clusters %d), lease %v, grace %v, status every %v\n",
 		o.agents, s.connected, s.clusters, o.leaseDuration, o.grace, o.statusInterval)
@@ -137,10 +137,16 @@ func printReport(w io.Writer, o options, s steadyState, d detection, agentErrors
 	fmt.Fprintf(w, "status reports/s        %.0f\n", s.statusPerSec)
 	fmt.Fprintf(w, "API writes/s            %.1f objects (%.1f/s re-read after a conflict)\n", s.storeWritesPerSec, s.storeConflictsPerSec)
 	fmt.Fprintf(w, "Ready changes (steady)  %d\n", s.transitionsDuringMeasure)
+	if d != nil {
+		d.print(w)
+	}
+	fmt.Fprintf(w, "agent-side errors       %d\n", agentErrors)
+}
+
+func (d *detection) print(w io.Writer) {
 	fmt.Fprintf(w, "stopped at once         %d, detected %d, false Unknown among the rest %d\n", d.stopped, d.detected, d.falseUnknown)
 	if len(d.errors) > 0 {
 		fmt.Fprintf(w, "detection error         p50 %v  p99 %v  max %v  (Unknown time − last renewal − grace)\n",
 			percentile(d.errors, 0.50).Round(time.Microsecond), percentile(d.errors, 0.99).Round(time.Microsecond), d.errors[len(d.errors)-1].Round(time.Microsecond))
 	}
-	fmt.Fprintf(w, "agent-side errors       %d\n", agentErrors)
 }
