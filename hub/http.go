@@ -61,6 +61,7 @@ func (a *httpServer) stats(w http.ResponseWriter, _ *http.Request) {
 	clusters := len(a.registry.entries)
 	unstoredClusters := len(a.registry.dirty) + a.registry.writing
 	unstoredLeases := len(a.registry.dirtyLeas)
+	unstoredHealth := len(a.registry.healthDirty)
 	a.registry.mu.Unlock()
 	a.agents.mu.Lock()
 	connected := len(a.agents.sessions)
@@ -74,7 +75,7 @@ func (a *httpServer) stats(w http.ResponseWriter, _ *http.Request) {
 		StoreWrites: st.storeWrites.Load(), StoreConflicts: st.storeConflicts.Load(),
 		Transitions: st.transitions.Load(), UnknownTransitions: st.unknownTransitions.Load(), Events: st.eventsRecorded.Load(),
 		RejectedAgentConn: a.agents.rejected.Load(),
-		UnstoredClusters:  unstoredClusters, UnstoredLeases: unstoredLeases,
+		UnstoredClusters:  unstoredClusters, UnstoredHealth: unstoredHealth, UnstoredLeases: unstoredLeases,
 	})
 }
 

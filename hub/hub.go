@@ -462,10 +462,9 @@ func (r *replica) lead(ctx context.Context) error {
 	<-publishing
 	// Agents get a goaway while the listener still runs (serve sends it when
 	// its context ends); only then does the listener close.
-	sessions := agents.sessionCount()
 	stopAgents()
 	agentServers.Wait()
-	logger.Info("agent sessions closed: agents reconnect to the next leader or this hub restarted", "sessions", sessions)
+	logger.Info("agent sessions closed: agents reconnect to the next leader or this hub restarted")
 	ln.Close()
 	if wsLn != nil {
 		wsLn.close()

@@ -23,7 +23,9 @@ type Stats struct {
 	// UnstoredClusters and UnstoredLeases are changes held in memory, not
 	// yet in the store: what a hub crash right now would lose.
 	UnstoredClusters int `json:"unstoredClusters"`
-	UnstoredLeases   int `json:"unstoredLeases"`
+	// UnstoredHealth are those among them whose Ready or taints changed.
+	UnstoredHealth int `json:"unstoredHealth"`
+	UnstoredLeases int `json:"unstoredLeases"`
 	// WorksSent and WorkDeletesSent count Work upserts and deletions sent
 	// to agents.
 	WorksSent       int64 `json:"worksSent"`

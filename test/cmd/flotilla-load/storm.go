@@ -39,6 +39,9 @@ type storm struct {
 // lease longer, and reports how long it took and what went wrong.
 func measureStorm(ctx context.Context, h *hubProc, f *fleet, how string) (storm, error) {
 	s := storm{how: how}
+	if err := waitStored(ctx, h); err != nil {
+		return s, err
+	}
 	redialsBefore, errorsBefore := f.redials.Load(), f.errors.Load()
 	logf("restarting the hub (%s) under %d agents", how, len(f.agents))
 	stopAt := time.Now()
@@ -110,6 +113,31 @@ func measureStorm(ctx context.Context, h *hubProc, f *fleet, how string) (storm,
 		}
 	}
 	return s, nil
+}
+
+// waitStored waits until the hub has stored every cluster's health
+// changes, as in a fleet that has run for a while: a hub stopped before
+// that spends its stop storing them (the first verdicts of 10,000 clusters
+// take minutes to store on two cores). Status reports are stored at the
+// rate the API allows, so some are always waiting.
+func waitStored(ctx context.Context, h *hubProc) error {
+	deadline := time.Now().Add(stormTimeout)
+	for {
+		var st hubstats.Stats
+		if err := h.get("/debug/stats", &st); err != nil {
+			return err
+		}
+		if st.UnstoredHealth == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the hub still has %d clusters' health changes to store after %v", st.UnstoredHealth, stormTimeout)
+		}
+		logf("  waiting for the hub to store %d clusters' health changes before the restart", st.UnstoredHealth)
+		if err := sleepCtx(ctx, 5*time.Second); err != nil {
+			return err
+		}
+	}
 }
 
 func (s storm) print(w io.Writer, agents int) {
