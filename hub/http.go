@@ -61,7 +61,7 @@ func (a *httpServer) stats(w http.ResponseWriter, _ *http.Request) {
 	clusters := len(a.registry.entries)
 	unstoredClusters := len(a.registry.dirty) + a.registry.writing
 	unstoredLeases := len(a.registry.dirtyLeas)
-	unstoredHealth := len(a.registry.healthDirty)
+	unstoredHealth := len(a.registry.healthDirty) + a.registry.writingHealth
 	a.registry.mu.Unlock()
 	a.agents.mu.Lock()
 	connected := len(a.agents.sessions)

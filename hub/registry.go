@@ -58,7 +58,10 @@ type Registry struct {
 	// healthDirty are the dirty clusters whose Ready or taints changed:
 	// the final flush stores them first.
 	healthDirty map[string]bool
-	dirtyLeas   map[string]bool // leases renewed since the last flush
+	// writing and writingHealth count the cluster objects (and those with
+	// a health change) a flush has taken and not yet stored.
+	writing, writingHealth int
+	dirtyLeas              map[string]bool // leases renewed since the last flush
 	// urgentLeases are written with the next cluster flush, ahead of the
 	// lease budget: those of clusters whose Ready just changed.
 	urgentLeases map[string]bool
@@ -70,10 +73,8 @@ type Registry struct {
 	// flushSoon asks the writer to store health changes now rather than at
 	// the next tick: they are what a restarted hub must not lose.
 	flushSoon chan struct{}
-	// writing counts cluster objects taken by a flush and not yet stored.
-	writing int
-	updates chan updateOp    // registrations and flushes for the writer
-	stats   registryCounters // read by the stats endpoint and the load tool
+	updates   chan updateOp    // registrations and flushes for the writer
+	stats     registryCounters // read by the stats endpoint and the load tool
 	// clusterWrites counts Cluster writes since the last lease flush.
 	clusterWrites atomic.Int64
 	// eventLimits bound the events per cluster and reason.

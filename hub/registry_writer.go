@@ -124,20 +124,25 @@ func (r *Registry) flush(ctx context.Context, healthOnly bool) {
 		}
 	}
 	clear(r.urgentLeases)
-	clusters := make([]*v1alpha1.Cluster, 0, len(r.dirty))
+	// Health changes go first: failover acts on the stored taints, and a
+	// fleet's status reports can keep the writers busy for minutes.
+	var sick, rest []*v1alpha1.Cluster
 	health := map[string]bool{} // taken with a health change: kept so on failure
 	for name := range r.dirty {
-		if healthOnly && !r.healthDirty[name] {
+		if !r.healthDirty[name] {
+			if !healthOnly {
+				rest = append(rest, r.entries[name].obj.DeepCopy())
+				delete(r.dirty, name)
+			}
 			continue
 		}
-		clusters = append(clusters, r.entries[name].obj.DeepCopy())
+		sick = append(sick, r.entries[name].obj.DeepCopy())
 		delete(r.dirty, name)
-		if r.healthDirty[name] {
-			health[name] = true
-			delete(r.healthDirty, name)
-		}
+		health[name] = true
+		delete(r.healthDirty, name)
 	}
-	r.writing = len(clusters)
+	clusters := append(sick, rest...)
+	r.writing, r.writingHealth = len(clusters), len(sick)
 	r.mu.Unlock()
 
 	r.writeLeases(ctx, leases)
@@ -150,7 +155,7 @@ func (r *Registry) flush(ctx context.Context, healthOnly bool) {
 		}
 	}, unstored)
 	r.mu.Lock()
-	r.writing = 0
+	r.writing, r.writingHealth = 0, 0
 	r.mu.Unlock()
 }
 
