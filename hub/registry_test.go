@@ -684,3 +684,70 @@ func TestRegistryTaintsAClusterBeingDeleted(t *testing.T) {
 		t.Errorf("the terminating taint was not put back (-want +got):\n%s", diff)
 	}
 }
+
+// TestRegistryFlushHealthOnly: the final flush's first pass stores the
+// clusters whose health changed and leaves status reports for the
+// second. The registry runs without its writer, so the test drives every
+// flush itself.
+func TestRegistryFlushHealthOnly(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	api := sharedAPI(t)
+	for _, name := range []string{"sick", "busy"} {
+		if _, err := api.Flotilla.FlotillaV1alpha1().Clusters().Create(t.Context(), &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	api.Recorder = controller.StartEventRecorder(t.Context(), api.Kube)
+	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
+	cfg := RegistryConfig{Health: health.DefaultConfig(t0), FlushInterval: time.Hour, LeaseFlushInterval: time.Hour, MaxClockSkew: 2 * time.Second, HubID: "hub-test"}
+	reg, err := NewRegistry(t.Context(), api, cfg, clk, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"sick", "busy"} {
+		hello := &protocol.Hello{ProtocolVersion: protocol.Version, ClusterName: name, AgentVersion: "v-test", LeaseDurationSeconds: 40}
+		if err := reg.Connect(t.Context(), hello, "session-"+name, "192.0.2.1:4000", "quic"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := reg.Renew(name, "agent-"+name, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg.flush(t.Context(), false)
+	stored := func(name string) *v1alpha1.Cluster {
+		t.Helper()
+		c, err := api.Flotilla.FlotillaV1alpha1().Clusters().Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if got := readyOf(stored("sick")); got != metav1.ConditionTrue {
+		t.Fatalf("sick stored Ready %q before the test, want True", got)
+	}
+
+	// busy reports a new version; sick's agent stops renewing and its
+	// lease expires (past the restart grace too).
+	clk.Step(90 * time.Second)
+	if _, err := reg.Renew("busy", "agent-busy", clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Status("busy", &protocol.ClusterStatus{ObservedAt: clk.Now(), APIServerHealthy: true, KubernetesVersion: "v1.99.0"}); err != nil {
+		t.Fatal(err)
+	}
+	reg.mu.Lock()
+	reg.evaluateLocked("sick", reg.entries["sick"], clk.Now())
+	reg.mu.Unlock()
+
+	reg.flush(t.Context(), true)
+	if got := readyOf(stored("sick")); got != metav1.ConditionUnknown {
+		t.Errorf("after the health pass sick is stored Ready %q, want Unknown", got)
+	}
+	if got := stored("busy").Status.KubernetesVersion; got == "v1.99.0" {
+		t.Errorf("the health pass stored busy's status report (version %q)", got)
+	}
+	reg.flush(t.Context(), false)
+	if got := stored("busy").Status.KubernetesVersion; got != "v1.99.0" {
+		t.Errorf("after the full flush busy is stored with version %q, want v1.99.0", got)
+	}
+}
