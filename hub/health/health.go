@@ -33,9 +33,9 @@ type Config struct {
 	// not known yet.
 	DefaultLeaseDuration time.Duration
 	// HubStarted is when this hub began to serve agents as the leader
-	// (NewRegistry sets it once loaded when it is zero). Nothing goes Unknown before HubStarted + GracePeriod
-	// + lease duration, so a hub restart gives every agent time to
-	// reconnect.
+	// (NewRegistry sets it once loaded when it is zero). Nothing goes
+	// Unknown before HubStarted + GracePeriod + lease duration, so a hub
+	// restart gives every agent time to reconnect.
 	HubStarted time.Time
 }
 

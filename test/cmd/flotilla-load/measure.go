@@ -84,8 +84,8 @@ func measureDetection(ctx context.Context, h *hubProc, f *fleet, o options) (det
 	if err := sleepCtx(ctx, o.grace+3*time.Second); err != nil {
 		return detection{}, err
 	}
-	var events corev1.EventList
-	if err := h.get("/api/v1/events?fieldSelector=involvedObject.kind%3DCluster,reason%3D"+v1alpha1.ReasonLeaseExpired, &events); err != nil {
+	expiries, err := leaseExpiries(h)
+	if err != nil {
 		return detection{}, err
 	}
 	renewed := map[string]time.Time{}
@@ -97,26 +97,44 @@ func measureDetection(ctx context.Context, h *hubProc, f *fleet, o options) (det
 		stopped[a.name] = true
 	}
 	d := detection{stopped: count}
-	for _, ev := range events.Items {
-		if ev.Reason != v1alpha1.ReasonLeaseExpired {
-			continue
-		}
-		name := ev.InvolvedObject.Name
-		if !stopped[name] {
+	for _, ex := range expiries {
+		if !stopped[ex.cluster] {
 			d.falseUnknown++
 			continue
 		}
 		d.detected++
-		// A repeated event is one object: its last occurrence is the
-		// series' (microsecond) lastObservedTime.
+		d.errors = append(d.errors, ex.at.Sub(renewed[ex.cluster].Add(o.grace)))
+	}
+	sort.Slice(d.errors, func(i, j int) bool { return d.errors[i] < d.errors[j] })
+	return d, nil
+}
+
+// expiry is a cluster's last LeaseExpired event.
+type expiry struct {
+	cluster string
+	at      time.Time
+}
+
+// leaseExpiries reads the hub's LeaseExpired events. A repeated event is
+// one object: its last occurrence is the series' (microsecond)
+// lastObservedTime.
+func leaseExpiries(h *hubProc) ([]expiry, error) {
+	var events corev1.EventList
+	if err := h.get("/api/v1/events?fieldSelector=involvedObject.kind%3DCluster,reason%3D"+v1alpha1.ReasonLeaseExpired, &events); err != nil {
+		return nil, err
+	}
+	var out []expiry
+	for _, ev := range events.Items {
+		if ev.Reason != v1alpha1.ReasonLeaseExpired {
+			continue
+		}
 		at := ev.EventTime.Time
 		if ev.Series != nil && ev.Series.LastObservedTime.After(at) {
 			at = ev.Series.LastObservedTime.Time
 		}
-		d.errors = append(d.errors, at.Sub(renewed[name].Add(o.grace)))
+		out = append(out, expiry{cluster: ev.InvolvedObject.Name, at: at})
 	}
-	sort.Slice(d.errors, func(i, j int) bool { return d.errors[i] < d.errors[j] })
-	return d, nil
+	return out, nil
 }
 
 func percentile(sorted []time.Duration, p float64) time.Duration {

@@ -7,9 +7,6 @@ import (
 	"sort"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	hubstats "github.com/flotilla-io/flotilla/hub/stats"
 )
 
@@ -23,10 +20,9 @@ type storm struct {
 	stopTook, startTook time.Duration // the old hub's exit; the new one's start to answering
 	back, missing       int
 	// backAfter are the agents' welcomes, measured from the stop.
-	backAfter     []time.Duration
-	redials       int64 // sessions dialled (each agent needs at least one)
-	sessionErrors int64 // sessions that ended (expected: every agent's)
-	falseUnknown  int   // LeaseExpired events since the stop: every agent was alive
+	backAfter    []time.Duration
+	redials      int64 // sessions dialled (each agent needs at least one)
+	falseUnknown int   // LeaseExpired events since the stop: every agent was alive
 	// wentUnknown counts the new hub's Ready changes to Unknown: events
 	// may be dropped, the counter is not.
 	wentUnknown int64
@@ -42,7 +38,7 @@ func measureStorm(ctx context.Context, h *hubProc, f *fleet, how string) (storm,
 	if err := waitStored(ctx, h); err != nil {
 		return s, err
 	}
-	redialsBefore, errorsBefore := f.redials.Load(), f.errors.Load()
+	redialsBefore := f.redials.Load()
 	logf("restarting the hub (%s) under %d agents", how, len(f.agents))
 	stopAt := time.Now()
 	stop := h.proc.Stop
@@ -92,23 +88,18 @@ func measureStorm(ctx context.Context, h *hubProc, f *fleet, how string) (storm,
 		return s, err
 	}
 	s.redials = f.redials.Load() - redialsBefore
-	s.sessionErrors = f.errors.Load() - errorsBefore
 
 	var st hubstats.Stats
 	if err := h.get("/debug/stats", &st); err != nil {
 		return s, err
 	}
 	s.transitions, s.wentUnknown, s.worksSent = st.Transitions, st.UnknownTransitions, st.WorksSent
-	var events corev1.EventList
-	if err := h.get("/api/v1/events?fieldSelector=involvedObject.kind%3DCluster,reason%3D"+v1alpha1.ReasonLeaseExpired, &events); err != nil {
+	expiries, err := leaseExpiries(h)
+	if err != nil {
 		return s, err
 	}
-	for _, ev := range events.Items {
-		at := ev.EventTime.Time
-		if ev.Series != nil && ev.Series.LastObservedTime.After(at) {
-			at = ev.Series.LastObservedTime.Time
-		}
-		if at.After(stopAt) {
+	for _, ex := range expiries {
+		if ex.at.After(stopAt) {
 			s.falseUnknown++
 		}
 	}
