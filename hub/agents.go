@@ -28,7 +28,10 @@ const helloTimeout = 10 * time.Second
 // agentServer terminates agent connections: it checks identity, answers
 // hello, stamps lease renewals and passes status reports to the registry.
 type agentServer struct {
-	registry *Registry
+	// backend is the registry, or the relay to the leader's.
+	backend agentBackend
+	// health are the thresholds the granted lease follows.
+	health   health.Config
 	dispatch *dispatch.Dispatcher
 	joins    *join.Controller // join connections (protocol.JoinALPN)
 	hubID    string
@@ -72,8 +75,8 @@ type agentSession struct {
 	lastStamp time.Time
 }
 
-func newAgentServer(registry *Registry, d *dispatch.Dispatcher, joins *join.Controller, hubID string, clk clock.PassiveClock, logger *slog.Logger) *agentServer {
-	return &agentServer{registry: registry, dispatch: d, joins: joins, hubID: hubID, clock: clk, logger: logger, sessions: map[string]*agentSession{},
+func newAgentServer(backend agentBackend, healthCfg health.Config, d *dispatch.Dispatcher, joins *join.Controller, hubID string, clk clock.PassiveClock, logger *slog.Logger) *agentServer {
+	return &agentServer{backend: backend, health: healthCfg, dispatch: d, joins: joins, hubID: hubID, clock: clk, logger: logger, sessions: map[string]*agentSession{},
 		limits: defaultSessionLimits()}
 }
 
@@ -122,7 +125,7 @@ func (s *agentServer) supersede(ctx context.Context, c *v1alpha1.Cluster) {
 	go func() {
 		// The API server's Cluster, not the registry's memory, which may
 		// not have seen this change yet.
-		err := s.registry.ConfirmCertificate(ctx, sess.cluster, sess.serial)
+		err := s.backend.ConfirmCertificate(ctx, sess.cluster, sess.serial)
 		if err == nil || ctx.Err() != nil {
 			return
 		}
@@ -164,13 +167,13 @@ func (s *agentServer) handle(ctx context.Context, conn transport.Conn) {
 	var serial *big.Int
 	if err == nil {
 		serial = conn.TLS().VerifiedChains[0][0].SerialNumber
-		err = s.registry.CheckCertificate(ctx, cluster, serial)
+		err = s.backend.CheckCertificate(ctx, cluster, serial)
 	}
 	if err != nil {
 		s.reject(conn, nil, remote, protocol.CloseUnauthorized, protocol.CodeUnauthorized, err)
 		return
 	}
-	if err := s.registry.CertificateInUse(ctx, cluster, serial); err != nil {
+	if err := s.backend.CertificateInUse(ctx, cluster, serial); err != nil {
 		s.logger.Warn("cannot retire the certificate a rotation renewed", "cluster", cluster, "err", err)
 	}
 	sess, reader, err := s.greet(ctx, conn, cluster, serial, remote)
@@ -200,11 +203,11 @@ func (s *agentServer) handle(ctx context.Context, conn transport.Conn) {
 		// to this hub restarted or to the new leader, and its Connect is
 		// recorded there. A disconnect written and recorded per cluster
 		// here would hold the stop up by a fleet's worth of writes.
-		s.registry.DropSession(cluster, sess.id)
+		s.backend.DropSession(cluster, sess.id)
 		s.logger.Debug("agent session closed for the shutdown", "cluster", cluster, "remote", remote)
 		return
 	}
-	s.registry.Disconnect(cluster, sess.id, reason)
+	s.backend.Disconnect(cluster, sess.id, reason)
 	s.logger.Info("agent disconnected", "cluster", cluster, "remote", remote, "reason", reason)
 }
 
@@ -244,7 +247,7 @@ func (s *agentServer) greet(ctx context.Context, conn transport.Conn, cluster st
 		limits: s.limits.forSession()}
 	unlock := s.greeting.lock(cluster)
 	older := s.claim(sess)
-	err = s.registry.Connect(ctx, hello, sess.id, remote, string(conn.Kind()))
+	err = s.backend.Connect(ctx, hello, sess.id, remote, string(conn.Kind()))
 	if err != nil {
 		// Under the greeting lock: a newer session of the cluster may not
 		// claim in between, or the one given back would run unlisted.
@@ -258,14 +261,14 @@ func (s *agentServer) greet(ctx context.Context, conn transport.Conn, cluster st
 	if older != nil {
 		s.replace(older, sess)
 	}
-	leaseSeconds := grantedLeaseSeconds(hello.LeaseDurationSeconds, s.registry.cfg.Health)
+	leaseSeconds := grantedLeaseSeconds(hello.LeaseDurationSeconds, s.health)
 	welcome := &protocol.Welcome{
 		ProtocolVersion: protocol.Version, HubID: s.hubID, HubTime: s.clock.Now(),
 		LeaseDurationSeconds: leaseSeconds, RenewIntervalMillis: int64(leaseSeconds) * 1000 / 4,
 	}
 	if err := sess.write(welcome); err != nil {
 		s.release(sess)
-		s.registry.Disconnect(cluster, sess.id, "welcome not delivered")
+		s.backend.Disconnect(cluster, sess.id, "welcome not delivered")
 		_ = conn.CloseWithError(protocol.CloseProtocolError, "welcome not delivered")
 		return nil, nil, err
 	}
@@ -370,7 +373,7 @@ func (s *agentServer) renewLease(sess *agentSession, remote string, m *protocol.
 		s.limits.limitedRenewals.Add(1)
 		return sess.lastStamp, nil
 	}
-	hubTime, err := s.registry.Renew(sess.cluster, remote, m.AgentTime)
+	hubTime, err := s.backend.Renew(sess.cluster, remote, m.AgentTime)
 	if err == nil {
 		sess.lastStamp = hubTime
 	}

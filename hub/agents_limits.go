@@ -93,7 +93,7 @@ func (s *agentServer) applyReports(ctx context.Context, sess *agentSession, repo
 		if report == nil {
 			continue
 		}
-		if err := s.registry.Status(sess.cluster, report); err != nil {
+		if err := s.backend.Status(sess.cluster, report); err != nil {
 			s.logger.Warn("cluster status rejected", "cluster", sess.cluster, "err", err)
 		}
 	}

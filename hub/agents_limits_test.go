@@ -81,7 +81,7 @@ func TestRenewalsBeyondTheRateAreNotStamped(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
 	f.connect("edge-1")
-	s := &agentServer{registry: f.reg, limits: defaultSessionLimits()}
+	s := &agentServer{backend: f.reg, limits: defaultSessionLimits()}
 	sess := &agentSession{cluster: "edge-1", limits: s.limits.forSession()}
 	before := f.reg.stats.renewals.Load()
 	for i := range 200 {
@@ -106,7 +106,7 @@ func TestStatusReportsCoalesced(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
 	f.connect("edge-1")
-	s := &agentServer{registry: f.reg, logger: f.reg.logger, limits: defaultSessionLimits()}
+	s := &agentServer{backend: f.reg, logger: f.reg.logger, limits: defaultSessionLimits()}
 	s.limits.reports, s.limits.reportBurst = rate.Every(20*time.Millisecond), 1
 	sess := &agentSession{cluster: "edge-1", limits: s.limits.forSession()}
 	reports := newLatestReport()

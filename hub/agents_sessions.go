@@ -90,7 +90,7 @@ func (s *agentServer) replace(old, newer *agentSession) {
 	s.replaced.Add(1)
 	reason := fmt.Sprintf("replaced by a newer session of cluster %s from %s (one session per cluster)", old.cluster, newer.remote)
 	s.logger.Warn("agent session replaced", "cluster", old.cluster, "session", old.id, "remote", old.remote, "by", newer.id, "byRemote", newer.remote)
-	s.registry.SessionReplaced(old.cluster, old.remote, newer.remote)
+	s.backend.SessionReplaced(old.cluster, old.remote, newer.remote)
 	// The old agent may not read: its GoAway must not hold the new session.
 	go old.goAwayAndWait(reason, replacedGrace)
 }

@@ -13,10 +13,8 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/quic-go/quic-go"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/utils/clock"
 
@@ -28,10 +26,8 @@ import (
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/dashboard"
 	"github.com/flotilla-io/flotilla/hub/detector"
-	"github.com/flotilla-io/flotilla/hub/dispatch"
 	"github.com/flotilla-io/flotilla/hub/failover"
 	"github.com/flotilla-io/flotilla/hub/health"
-	"github.com/flotilla-io/flotilla/hub/join"
 	"github.com/flotilla-io/flotilla/hub/karmada"
 	"github.com/flotilla-io/flotilla/hub/podlabel"
 	"github.com/flotilla-io/flotilla/hub/purge"
@@ -41,9 +37,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/status"
 	"github.com/flotilla-io/flotilla/hub/templates"
 	"github.com/flotilla-io/flotilla/internal/pki"
-	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/store"
-	"github.com/flotilla-io/flotilla/transport"
 )
 
 // Config is everything the hub needs to run.
@@ -265,6 +259,10 @@ type replica struct {
 	// sessions, if set, its part in the gossip.
 	identity string
 	sessions *sessionGossip
+	// front and relay, with gossip, serve agents whether this replica
+	// leads or stands by (serveAgents); without, lead opens the listeners.
+	front *agentFront
+	relay *sessionRelay
 }
 
 // agentsReceiveBuffer is the receive buffer asked for the agents' UDP
@@ -274,14 +272,13 @@ type replica struct {
 // thousands in the bursts of a steady fleet.
 const agentsReceiveBuffer = 32 << 20
 
-// lead runs the controllers, the registry and the agent listeners until
-// ctx ends, then says goodbye to the agents and stores what changed.
+// lead runs the controllers and the registry until ctx ends, then says
+// goodbye to the agents and stores what changed. It opens the agent
+// listeners too, unless the replica serves agents anyway (r.front): its
+// sessions then go to the registry from now on (r.relay), and so do what
+// the other replicas relay about theirs.
 func (r *replica) lead(ctx context.Context) error {
 	cfg, s, api, hubCA, logger := r.cfg, r.store, r.api, r.ca, r.cfg.Logger
-	cert, err := ca.ServingCertificate(hubCA, cfg.TLSSANs)
-	if err != nil {
-		return fmt.Errorf("hub serving certificate: %w", err)
-	}
 	cfg.Health.HubStarted = time.Time{} // the registry sets it once loaded
 	metrics := newHubMetrics()
 	hubConfig := metrics.instrument(api.HubConfig)
@@ -322,69 +319,26 @@ func (r *replica) lead(ctx context.Context) error {
 		registry.Observe(cur)
 	})
 
-	resetKey, err := ca.LoadStatelessResetKey(cfg.DataDir)
-	if err != nil {
-		return err
+	// Every controller adds its handlers to the shared informers before
+	// they start.
+	front := r.front
+	if front == nil {
+		if front, err = openAgentFront(ctx, cfg, hubCA, clients, informers, recorder, registry); err != nil {
+			return err
+		}
+		defer front.close()
 	}
-	udpAddr, err := net.ResolveUDPAddr("udp", cfg.QUICAddr)
-	if err != nil {
-		return fmt.Errorf("--quic-addr %q: %w", cfg.QUICAddr, err)
-	}
-	udpConn, err := net.ListenUDP("udp", udpAddr)
-	if err != nil {
-		return fmt.Errorf("listen for agents on %s (UDP): %w", cfg.QUICAddr, err)
-	}
-	defer udpConn.Close()
-	if granted, err := growReceiveBuffer(udpConn, agentsReceiveBuffer); err != nil || granted < agentsReceiveBuffer {
-		logger.Warn("the agents' UDP socket got a smaller receive buffer than asked: packets may be dropped while thousands of agents reconnect (raise net.core.rmem_max)",
-			"asked", agentsReceiveBuffer, "granted", granted, "err", err)
-	}
-	if err := publishJoinInfo(ctx, clients.Kube, cfg.AgentAddress, udpConn.LocalAddr(), hubCA.Cert); err != nil {
-		return err
-	}
-	quicTransport := &quic.Transport{Conn: udpConn, StatelessResetKey: resetKey}
-	defer quicTransport.Close()
-	quicConf := protocol.QUICConfig()
-	// An agent needs a control and a status stream (Work streams later);
-	// a low limit bounds what one connection can make the hub buffer.
-	quicConf.MaxIncomingStreams = 8
-	quicConf.MaxIncomingUniStreams = -1
-	ln, err := quicTransport.Listen(protocol.ServerTLSConfig(cert, ca.Pool(hubCA)), quicConf)
-	if err != nil {
-		return fmt.Errorf("listen for agents on %s (UDP): %w", cfg.QUICAddr, err)
-	}
-	agentsCtx, stopAgents := context.WithCancel(ctx)
-	defer stopAgents()
-	wsLn, err := listenWebSocket(agentsCtx, cfg.WebSocketAddr, udpConn.LocalAddr(), cert, ca.Pool(hubCA), logger)
-	if err != nil {
-		ln.Close()
+	front.dispatcher.SetStoreGate(guard.AllowAgentWrite)
+	if err := publishJoinInfo(ctx, clients.Kube, cfg.AgentAddress, front.udpConn.LocalAddr(), hubCA.Cert); err != nil {
 		return err
 	}
 	profLn, err := listenProfiles(cfg.ProfilingAddr)
 	if err != nil {
-		ln.Close()
 		return err
 	}
-	// Every controller adds its handlers to the shared informers before
-	// they start.
-	dispatcher := dispatch.New(clients, informers, recorder, cfg.Clock, logger)
-	dispatcher.SetStoreGate(guard.AllowAgentWrite)
-	joins := join.New(clients, join.Config{CA: hubCA, CertTTL: cfg.AgentCertTTL, Approval: cfg.AgentCSRApproval, Wait: joinWait}, cfg.Clock, logger)
-	agents := newAgentServer(registry, dispatcher, joins, cfg.HubID, cfg.Clock, logger)
-	clusters.AddHandler(func(old, cur *v1alpha1.Cluster) {
-		switch {
-		case cur == nil:
-			agents.revoke(old.Name, "cluster deleted: its certificates are revoked")
-		case cur.DeletionTimestamp != nil:
-			agents.revoke(cur.Name, "cluster being deleted: its certificates are revoked")
-		case old == nil || old.Annotations[v1alpha1.AnnotationAgentCertificateSerial] != cur.Annotations[v1alpha1.AnnotationAgentCertificateSerial] ||
-			old.Annotations[v1alpha1.AnnotationAgentCertificatePreviousSerial] != cur.Annotations[v1alpha1.AnnotationAgentCertificatePreviousSerial]:
-			agents.supersede(ctx, cur)
-		}
-	})
 	failoverCtl := failover.New(clients, informers, recorder, cfg.Clock, logger, cfg.Failover)
 	scheduler := scheduling.New(clients, informers, recorder, cfg.Clock, logger)
-	metrics.observe(registry, dispatcher, scheduler, failoverCtl)
+	metrics.observe(registry, front.dispatcher, scheduler, failoverCtl)
 	controllers := []interface{ Run(context.Context, int) }{
 		detector.New(clients, informers, recorder, cfg.Clock, logger),
 		scheduler,
@@ -395,7 +349,7 @@ func (r *replica) lead(ctx context.Context) error {
 		purge.New(clients, informers, recorder, cfg.Clock, logger),
 		karmada.New(clients, informers, recorder, logger),
 		clusterdeletion.New(clients, informers, recorder, logger),
-		joins,
+		front.joins,
 	}
 	board := dashboard.New(dashboard.Config{
 		Clusters: informers.Clusters, Bindings: informers.Bindings, ClusterBindings: informers.ClusterBindings,
@@ -407,11 +361,9 @@ func (r *replica) lead(ctx context.Context) error {
 	})
 	templateSource.Start(registryCtx)
 	informers.Start(registryCtx)
-	var quicServing atomic.Bool
-	httpAPI := &httpServer{registry: registry, agents: agents, failover: failoverCtl, guard: guard, dashboard: board.Handler(), metrics: metrics, events: recorder, sessions: r.sessions,
-		probes: readinessProbes(s, clients.Kube, informers, &quicServing)}
+	httpAPI := &httpServer{registry: registry, agents: front.agents, failover: failoverCtl, guard: guard, dashboard: board.Handler(), metrics: metrics, events: recorder, sessions: r.sessions,
+		probes: readinessProbes(s, clients.Kube, informers, &front.serving)}
 
-	var agentServers sync.WaitGroup // one per listener
 	var wg sync.WaitGroup
 	wg.Go(func() { registry.Run(registryCtx) })
 	publishing := make(chan struct{})
@@ -422,22 +374,16 @@ func (r *replica) lead(ctx context.Context) error {
 		}
 	}()
 	wg.Go(func() { guard.Run(registryCtx) })
-	wg.Go(func() { dispatcher.Run(ctx) })
 	wg.Go(func() { board.Run(ctx) })
 	workers := cmp.Or(cfg.ControllerWorkers, DefaultControllerWorkers)
 	for _, c := range controllers {
 		wg.Go(func() { c.Run(ctx, workers) })
 	}
-	quicServing.Store(true)
-	agentServers.Go(func() {
-		agents.serve(agentsCtx, transport.QUICListener{Listener: ln})
-		quicServing.Store(false)
-	})
-	wsAddr := "off"
-	if wsLn != nil {
-		wsAddr = wsLn.Addr().String()
-		wg.Go(func() { wsLn.serve(logger) })
-		agentServers.Go(func() { agents.serve(agentsCtx, wsLn) })
+	if r.front == nil {
+		front.start(ctx)
+	} else {
+		r.relay.attach(registry)
+		wg.Go(func() { r.sessions.applyRelayed(ctx, registry) })
 	}
 	if profLn != nil {
 		wg.Go(func() { serveProfiles(ctx, profLn, logger) })
@@ -445,10 +391,10 @@ func (r *replica) lead(ctx context.Context) error {
 	r.http.set(httpAPI.handler())
 	defer r.http.set(nil)
 
-	logger.Info("hub ready", "hubID", cfg.HubID, "quic", ln.Addr().String(), "websocket", wsAddr, "http", r.httpAddr.String(), "api", api.URL, "kubeconfig", api.AdminKubeconfig,
+	logger.Info("hub ready", "hubID", cfg.HubID, "quic", front.ln.Addr().String(), "websocket", front.wsAddr(), "http", r.httpAddr.String(), "api", api.URL, "kubeconfig", api.AdminKubeconfig,
 		"gracePeriod", cfg.Health.GracePeriod, "evictionTimeout", cfg.Health.EvictionTimeout)
 	if r.ready != nil {
-		r.ready(ln.Addr(), r.httpAddr)
+		r.ready(front.ln.Addr(), r.httpAddr)
 	}
 	if r.labeler != nil { // agents may come now
 		r.labeler.Want(true)
@@ -462,13 +408,8 @@ func (r *replica) lead(ctx context.Context) error {
 	<-publishing
 	// Agents get a goaway while the listener still runs (serve sends it when
 	// its context ends); only then does the listener close.
-	stopAgents()
-	agentServers.Wait()
+	front.goodbye()
 	logger.Info("agent sessions closed: agents reconnect to the next leader or this hub restarted")
-	ln.Close()
-	if wsLn != nil {
-		wsLn.close()
-	}
 	stopRegistry() // the writer's final flush runs on its way out
 	wg.Wait()
 	return nil

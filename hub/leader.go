@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flotilla-io/flotilla/hub/controller"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
@@ -72,6 +73,13 @@ func (r *replica) runElected(ctx context.Context) error {
 			<-gossipDone
 		}()
 	}
+	if r.sessions != nil {
+		stopServing, err := r.serveAgents(ctx)
+		if err != nil {
+			return err
+		}
+		defer stopServing()
+	}
 	le := r.cfg.LeaderElection
 	e := &election{replica: r, ctx: ctx, id: id, led: make(chan error, 1),
 		log: r.cfg.Logger.With("identity", id, "lease", leaderLeaseNamespace+"/"+leaderLeaseName)}
@@ -116,6 +124,44 @@ func (r *replica) runElected(ctx context.Context) error {
 	case <-electorDone: // only a failed renewal ends the elector: it led
 		return errors.Join(ErrLostLeadership, <-e.led)
 	}
+}
+
+// serveAgents opens this replica's agent listeners for as long as it
+// runs, leading or standing by: a standby relays what its agents say to
+// the leader over the gossip group, and the leader's registry decides
+// their health. The returned stop says goodbye to the agents and sends
+// the leader the last batch.
+func (r *replica) serveAgents(ctx context.Context) (stop func(), err error) {
+	cfg := r.cfg
+	clients, err := controller.NewClients(r.api.HubConfig)
+	if err != nil {
+		return nil, err
+	}
+	frontCtx, stopFront := context.WithCancel(context.WithoutCancel(ctx))
+	informers := controller.NewAgentInformers(clients)
+	recorder := controller.StartEventRecorder(frontCtx, clients.Kube)
+	r.relay = newSessionRelay(cfg.HubID, r.identity, clients.Flotilla.FlotillaV1alpha1().Clusters(), informers.Clusters.Get, r.sessions.sendTo, cfg.Clock, cfg.Logger)
+	if r.front, err = openAgentFront(frontCtx, cfg, r.ca, clients, informers, recorder, r.relay); err != nil {
+		stopFront()
+		return nil, err
+	}
+	informers.Start(frontCtx)
+	r.front.joins.Watch(frontCtx)
+	r.front.start(frontCtx)
+	relayCtx, stopRelay := context.WithCancel(frontCtx)
+	relayDone := make(chan struct{})
+	go func() {
+		defer close(relayDone)
+		r.relay.run(relayCtx)
+	}()
+	cfg.Logger.Info("serving agents on this replica, leading or standing by", "quic", r.front.ln.Addr().String(), "websocket", r.front.wsAddr())
+	return func() {
+		r.front.goodbye()
+		stopRelay()
+		<-relayDone // the sessions the goodbyes dropped reach the leader
+		stopFront()
+		r.front.close()
+	}, nil
 }
 
 // election is one replica's part in the election.
@@ -175,6 +221,9 @@ func (e *election) stop() error {
 
 func (e *election) newLeader(identity string) {
 	e.leader.Store(&identity)
+	if e.relay != nil {
+		e.relay.setLeader(identity)
+	}
 	if identity != e.id {
 		e.log.Info("standing by: another replica leads", "leader", identity)
 	}
@@ -217,9 +266,20 @@ func standbyHandler(r *replica, leader *atomic.Pointer[string]) http.Handler {
 		return "none yet"
 	}
 	probes := []probe{storeProbe(r.store)}
-	// A labelled leader pod is what routes agents: a standby is ready to
-	// take over, which lets a StatefulSet roll it.
-	if r.labeler == nil {
+	serving := "serves the Kubernetes API (on --api-addr); agents are served by the leader"
+	switch {
+	case r.front != nil:
+		// It serves agents: ready whoever leads.
+		serving = "serves agents (their sessions relayed to the leader) and the Kubernetes API"
+		probes = append(probes, probe{name: "quic-listener", check: func(context.Context) error {
+			if !r.front.serving.Load() {
+				return errors.New("not accepting agent connections")
+			}
+			return nil
+		}})
+	case r.labeler == nil:
+		// A labelled leader pod is what routes agents: a standby is ready
+		// to take over, which lets a StatefulSet roll it.
 		probes = append(probes, probe{name: "leader", check: func(context.Context) error {
 			return fmt.Errorf("standing by: the leader is %s", leaderName())
 		}})
@@ -227,8 +287,8 @@ func standbyHandler(r *replica, leader *atomic.Pointer[string]) http.Handler {
 	mux := http.NewServeMux()
 	handleHealth(mux, probes)
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
-		http.Error(w, "this hub replica stands by: the dashboard, metrics and agent listeners run on the leader, "+leaderName()+
-			" (the Kubernetes API on --api-addr serves on every replica)", http.StatusServiceUnavailable)
+		http.Error(w, "this hub replica stands by: the dashboard and metrics are on the leader, "+leaderName()+"; this one "+serving,
+			http.StatusServiceUnavailable)
 	})
 	return mux
 }

@@ -47,7 +47,7 @@ func TestStandbyAndLeaderEndpoints(t *testing.T) {
 		{"/livez", http.StatusOK, "ok"},
 		{"/healthz", http.StatusOK, "ok"},
 		{"/readyz?verbose", http.StatusServiceUnavailable, "[+]etcd ok\n[-]leader failed: standing by: the leader is hub-0_1234\nreadyz check failed\n"},
-		{"/metrics", http.StatusServiceUnavailable, "run on the leader, hub-0_1234"},
+		{"/metrics", http.StatusServiceUnavailable, "are on the leader, hub-0_1234"},
 		{"/", http.StatusServiceUnavailable, "this hub replica stands by"},
 	}
 	for _, tt := range tests {

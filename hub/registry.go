@@ -132,6 +132,9 @@ type entry struct {
 	// connected is when it began (hub clock).
 	session   string
 	connected time.Time
+	// replica is the election identity of the hub replica whose session
+	// serves the cluster (relayed, package relay); empty for this hub's.
+	replica string
 	// clockBackSince is when the agent's clock came back within the
 	// tolerated skew while ClockSynced is False (zero otherwise).
 	clockBackSince time.Time

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	flotillav1alpha1 "github.com/flotilla-io/flotilla/api/client/clientset/versioned/typed/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
 )
@@ -37,7 +39,13 @@ func (r *Registry) CheckCertificate(ctx context.Context, cluster string, serial 
 // API server has now, never to memory: a session is cut only if that
 // refuses it too.
 func (r *Registry) ConfirmCertificate(ctx context.Context, cluster string, serial *big.Int) error {
-	c, err := r.clusters.Get(ctx, cluster, metav1.GetOptions{})
+	return confirmCertificate(ctx, r.clusters, cluster, serial)
+}
+
+// confirmCertificate applies certificateAllowed to the Cluster the API
+// server has now.
+func confirmCertificate(ctx context.Context, clusters flotillav1alpha1.ClusterInterface, cluster string, serial *big.Int) error {
+	c, err := clusters.Get(ctx, cluster, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("cluster %s is not registered (it never joined, or it was deleted, which revokes its certificates): join it with a bootstrap token (flotilla token create)", cluster)
 	}
@@ -75,6 +83,13 @@ func (r *Registry) CertificateInUse(ctx context.Context, cluster string, serial 
 	if done {
 		return nil // nothing to clear (the informer may lag: then the patch decides)
 	}
+	return retirePreviousCertificate(ctx, r.clusters, cluster, serial, r.logger)
+}
+
+// retirePreviousCertificate refuses cluster's previous certificate from
+// now on if serial is its current one, by one conditional patch.
+func retirePreviousCertificate(ctx context.Context, clusters flotillav1alpha1.ClusterInterface, cluster string, serial *big.Int, logger *slog.Logger) error {
+	hex := serial.Text(16)
 	patch, err := json.Marshal([]map[string]string{
 		{"op": "test", "path": annotationPath(v1alpha1.AnnotationAgentCertificateSerial), "value": hex},
 		{"op": "remove", "path": annotationPath(v1alpha1.AnnotationAgentCertificatePreviousSerial)},
@@ -82,10 +97,10 @@ func (r *Registry) CertificateInUse(ctx context.Context, cluster string, serial 
 	if err != nil {
 		return err
 	}
-	_, err = r.clusters.Patch(ctx, cluster, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: controller.FieldManager})
+	_, err = clusters.Patch(ctx, cluster, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: controller.FieldManager})
 	switch {
 	case err == nil:
-		r.logger.Info("agent uses its renewed certificate: the previous one is refused from now on", "cluster", cluster, "serial", hex)
+		logger.Info("agent uses its renewed certificate: the previous one is refused from now on", "cluster", cluster, "serial", hex)
 		return nil
 	case apierrors.IsNotFound(err), apierrors.IsInvalid(err):
 		return nil // not current, or no previous certificate: nothing to clear

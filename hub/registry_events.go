@@ -76,12 +76,16 @@ func (r *Registry) forgetEventsLocked(cluster string) {
 func (r *Registry) SessionReplaced(cluster, oldRemote, newRemote string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.sessionReplacedLocked(cluster, oldRemote, newRemote, r.clock.Now())
+}
+
+func (r *Registry) sessionReplacedLocked(cluster, oldRemote, newRemote string, now time.Time) {
 	e, ok := r.entries[cluster]
 	if !ok {
 		return
 	}
 	r.recordLocked(e.obj, corev1.EventTypeWarning, reasonSessionReplaced,
-		"agent session from "+oldRemote+" replaced by a newer one from "+newRemote+": one session per cluster (two agents with one certificate, or an agent that reconnected)", r.clock.Now())
+		"agent session from "+oldRemote+" replaced by a newer one from "+newRemote+": one session per cluster (two agents with one certificate, or an agent that reconnected)", now)
 }
 
 // reasonSessionReplaced is the reason of SessionReplaced events.

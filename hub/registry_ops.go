@@ -31,24 +31,39 @@ func (r *Registry) Connect(ctx context.Context, hello *protocol.Hello, session, 
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e := r.entries[hello.ClusterName]
-	now := r.clock.Now()
-	e.session, e.connected = session, now
+	r.connectLocked(hello.ClusterName, r.entries[hello.ClusterName], connection{session: session, remote: remote, transport: transport,
+		agentVersion: hello.AgentVersion, leaseSeconds: hello.LeaseDurationSeconds, hubID: r.cfg.HubID}, r.clock.Now())
+	return nil
+}
+
+// connection is a session as Connect records it: on this replica, or on
+// the replica named by replica (relayed).
+type connection struct {
+	session, remote, transport, agentVersion string
+	leaseSeconds                             int32
+	// hubID is the serving replica's --hub-id; replica its election
+	// identity, empty for a session of this hub.
+	hubID, replica string
+}
+
+// connectLocked records that c now serves e.
+func (r *Registry) connectLocked(name string, e *entry, c connection, now time.Time) {
+	e.session, e.connected, e.replica = c.session, now, c.replica
 	e.obs.NoRestartGrace = false // an agent serves it again
+	e.obs.ReplicaLostAt = time.Time{}
 	// The lease granted, not the one asked for: restart grace and renewal
 	// bookkeeping must use what the agent actually renews against.
-	e.obs.LeaseDuration = time.Duration(grantedLeaseSeconds(hello.LeaseDurationSeconds, r.cfg.Health)) * time.Second
+	e.obs.LeaseDuration = time.Duration(grantedLeaseSeconds(c.leaseSeconds, r.cfg.Health)) * time.Second
 	if e.obj.Status.Agent == nil {
 		// Registered by a join or certs issue, or here: either way this
 		// is the cluster's first agent.
 		r.recordLocked(e.obj, corev1.EventTypeNormal, "Registered", "cluster registered: its agent connected for the first time", now)
 	}
 	connectedAt := metav1.NewTime(now)
-	e.obj.Status.Agent = &v1alpha1.AgentStatus{Version: hello.AgentVersion, ConnectedTo: r.cfg.HubID, ConnectedAt: &connectedAt, Transport: transport, ClockSkew: agentSkew(e)}
-	r.recordLocked(e.obj, corev1.EventTypeNormal, "AgentConnected", fmt.Sprintf("agent %s connected from %s over %s", hello.AgentVersion, remote, transport), now)
-	r.dirty[hello.ClusterName] = true
-	r.leaseChangedLocked(hello.ClusterName)
-	return nil
+	e.obj.Status.Agent = &v1alpha1.AgentStatus{Version: c.agentVersion, ConnectedTo: c.hubID, ConnectedAt: &connectedAt, Transport: c.transport, ClockSkew: agentSkew(e)}
+	r.recordLocked(e.obj, corev1.EventTypeNormal, "AgentConnected", fmt.Sprintf("agent %s connected from %s over %s", c.agentVersion, c.remote, c.transport), now)
+	r.dirty[name] = true
+	r.leaseChangedLocked(name)
 }
 
 func agentSkew(e *entry) string {
@@ -63,11 +78,16 @@ func agentSkew(e *entry) string {
 func (r *Registry) Disconnect(cluster, session, reason string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.disconnectLocked(cluster, session, reason)
+}
+
+// disconnectLocked is Disconnect under the lock.
+func (r *Registry) disconnectLocked(cluster, session, reason string) {
 	e, ok := r.entries[cluster]
 	if !ok || e.session != session {
 		return // a newer session already took over
 	}
-	e.session = ""
+	e.session, e.replica = "", ""
 	if e.obj.Status.Agent != nil {
 		e.obj.Status.Agent.ConnectedTo = ""
 	}
@@ -83,7 +103,7 @@ func (r *Registry) DropSession(cluster, session string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e, ok := r.entries[cluster]; ok && e.session == session {
-		e.session = ""
+		e.session, e.replica = "", ""
 	}
 }
 
@@ -97,23 +117,30 @@ func (r *Registry) Renew(cluster, holder string, agentTime time.Time) (time.Time
 		return time.Time{}, fmt.Errorf("renew lease of %s: %w", cluster, ErrUnknownCluster)
 	}
 	now := r.clock.Now()
+	r.renewLocked(cluster, e, holder, agentTime, now, now)
+	return now, nil
+}
+
+// renewLocked records a renewal stamped at stamp (now, or a moment before
+// on the replica that served it).
+func (r *Registry) renewLocked(cluster string, e *entry, holder string, agentTime, stamp, now time.Time) {
 	duration := e.obs.LeaseDuration
 	if duration == 0 {
 		duration = r.cfg.Health.DefaultLeaseDuration
 	}
 	if e.lease == nil {
-		e.lease = lease.New(cluster, holder, duration, now)
+		e.lease = lease.New(cluster, holder, duration, stamp)
 	} else {
-		lease.Renew(e.lease, holder, duration, now)
+		lease.Renew(e.lease, holder, duration, stamp)
 	}
-	e.obs.LastRenewal = now
-	e.renewals.add(now)
+	e.obs.LastRenewal = stamp
+	e.obs.ReplicaLostAt = time.Time{}
+	e.renewals.add(stamp)
 	r.leaseChangedLocked(cluster)
 	r.dirtyLeas[cluster] = true
-	r.observeSkewLocked(cluster, e, agentTime.Sub(now), now)
+	r.observeSkewLocked(cluster, e, agentTime.Sub(stamp), now)
 	r.evaluateLocked(cluster, e, now)
 	r.stats.renewals.Add(1)
-	return now, nil
 }
 
 // clockSyncedHold is how long an agent's clock must stay within the
@@ -187,7 +214,12 @@ func (r *Registry) Status(cluster string, report *protocol.ClusterStatus) error 
 	if !ok {
 		return fmt.Errorf("status of %s: %w", cluster, ErrUnknownCluster)
 	}
-	now := r.clock.Now()
+	r.statusLocked(cluster, e, report, allocatable, allocated, r.clock.Now())
+	return nil
+}
+
+// statusLocked applies a report whose resources parsed.
+func (r *Registry) statusLocked(cluster string, e *entry, report *protocol.ClusterStatus, allocatable, allocated corev1.ResourceList, now time.Time) {
 	if !e.obs.ProbeReported || e.obs.ProbeHealthy != report.APIServerHealthy {
 		e.obs.ProbeSince = now
 	}
@@ -232,7 +264,6 @@ func (r *Registry) Status(cluster string, report *protocol.ClusterStatus) error 
 	}
 	r.stats.statusReports.Add(1)
 	r.evaluateLocked(cluster, e, now)
-	return nil
 }
 
 // apiEnablements converts the agent's served APIs to the Cluster's form.

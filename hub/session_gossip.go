@@ -14,6 +14,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/ca"
 	"github.com/flotilla-io/flotilla/hub/gossip"
 	"github.com/flotilla-io/flotilla/hub/handover"
+	"github.com/flotilla-io/flotilla/hub/relay"
 )
 
 // Gossip configures the replicas' memberlist group (with leader election
@@ -54,7 +55,20 @@ type sessionGossip struct {
 	// decodeFailures counts tables received that did not decode;
 	// lastDecodeWarning (Unix nanoseconds) rate-limits their warning.
 	decodeFailures, lastDecodeWarning atomic.Int64
+
+	// relayed carries, to the leader's registry, the batches the other
+	// replicas relay about their agent sessions (relay.Batch) and the
+	// names of replicas that died or left (lost); received counts the
+	// batches, overflow those dropped because the registry fell behind
+	// (the sender's next full batch makes good).
+	relayed            chan *relay.Batch
+	lost               chan string
+	received, overflow atomic.Int64
 }
+
+// relayQueue bounds the batches waiting for the leader's registry: at a
+// batch per replica every relayInterval, seconds of them.
+const relayQueue = 256
 
 // startSessionGossip joins the replicas' group as identity. The group's
 // key is derived from the stateless reset key every replica shares
@@ -68,9 +82,9 @@ func startSessionGossip(cfg Config, identity string) (*sessionGossip, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gossip key: %w", err)
 	}
-	s := &sessionGossip{interval: cfg.Gossip.Interval, logger: cfg.Logger}
+	s := &sessionGossip{interval: cfg.Gossip.Interval, logger: cfg.Logger, relayed: make(chan *relay.Batch, relayQueue), lost: make(chan string, relayQueue)}
 	s.group, err = gossip.Start(gossip.Config{Name: identity, BindAddr: cfg.Gossip.Addr, AdvertiseAddr: cfg.Gossip.AdvertiseAddr, Join: cfg.Gossip.Join,
-		JoinRetry: 2 * time.Second, Key: key, Label: gossipLabel, SendTimeout: max(cfg.Gossip.Interval, 2*time.Second), Receive: s.receive, Logger: cfg.Logger})
+		JoinRetry: 2 * time.Second, Key: key, Label: gossipLabel, SendTimeout: max(cfg.Gossip.Interval, 2*time.Second), Receive: s.receive, Left: s.left, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("--gossip-addr: %w", err)
 	}
@@ -78,14 +92,16 @@ func startSessionGossip(cfg Config, identity string) (*sessionGossip, error) {
 	return s, nil
 }
 
-// receive keeps a leader's table, if it is newer than the one kept.
+// receive hands a relayed batch to the leader's registry, and keeps a
+// leader's table if it is newer than the one kept.
 func (s *sessionGossip) receive(msg []byte) {
+	if relay.IsBatch(msg) {
+		s.receiveBatch(msg)
+		return
+	}
 	t, err := handover.Decode(msg)
 	if err != nil {
-		s.decodeFailures.Add(1)
-		if last := s.lastDecodeWarning.Load(); time.Since(time.Unix(0, last)) >= 30*time.Second && s.lastDecodeWarning.CompareAndSwap(last, time.Now().UnixNano()) {
-			s.logger.Warn("gossip: a hub replica sent a session table that does not decode; ignored (warned at most every 30 s)", "err", err, "failures", s.decodeFailures.Load())
-		}
+		s.decodeFailed("session table", err)
 		return
 	}
 	if s.leading.Load() {
@@ -103,6 +119,69 @@ func (s *sessionGossip) receive(msg []byte) {
 		}
 	}
 }
+
+// decodeFailed counts a message that did not decode and warns, at most
+// every 30 s.
+func (s *sessionGossip) decodeFailed(what string, err error) {
+	s.decodeFailures.Add(1)
+	if last := s.lastDecodeWarning.Load(); time.Since(time.Unix(0, last)) >= 30*time.Second && s.lastDecodeWarning.CompareAndSwap(last, time.Now().UnixNano()) {
+		s.logger.Warn("gossip: a hub replica sent a "+what+" that does not decode; ignored (warned at most every 30 s)", "err", err, "failures", s.decodeFailures.Load())
+	}
+}
+
+// receiveBatch queues a relayed batch for the registry, while this
+// replica leads; memberlist's goroutine never waits for it.
+func (s *sessionGossip) receiveBatch(msg []byte) {
+	if !s.leading.Load() {
+		return // sent to a leader that just stepped down: the sender finds the next
+	}
+	b, err := relay.Decode(msg)
+	if err != nil {
+		s.decodeFailed("relay batch", err)
+		return
+	}
+	s.received.Add(1)
+	select {
+	case s.relayed <- b:
+	default:
+		s.overflow.Add(1)
+	}
+}
+
+// left queues the name of a replica that died or left, while this one
+// leads.
+func (s *sessionGossip) left(name string) {
+	if !s.leading.Load() {
+		return
+	}
+	select {
+	case s.lost <- name:
+	default:
+		s.logger.Warn("gossip: a lost replica's sessions get no reconnect grace: the registry fell behind", "replica", name)
+	}
+}
+
+// applyRelayed gives registry the batches the other replicas relay and
+// the replicas lost, until ctx ends.
+func (s *sessionGossip) applyRelayed(ctx context.Context, registry *Registry) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case b := <-s.relayed:
+			if unknown := registry.ApplyRelayed(b); unknown > 0 {
+				s.logger.Debug("relayed sessions of clusters not known yet", "replica", b.Replica, "clusters", unknown)
+			}
+		case name := <-s.lost:
+			if n := registry.ReplicaLost(name); n > 0 {
+				s.logger.Warn("a hub replica serving agents died or left: its clusters get a grace to reconnect", "replica", name, "clusters", n)
+			}
+		}
+	}
+}
+
+// sendTo sends msg to the replica named name.
+func (s *sessionGossip) sendTo(name string, msg []byte) error { return s.group.SendTo(name, msg) }
 
 // takeOver returns the last leader's table for a replica starting to lead
 // at now, if it is at most maxAge old; this replica sends its own from now

@@ -105,5 +105,17 @@ func NewInformers(clients *Clients, templates Source[*unstructured.Unstructured]
 	}, nil
 }
 
+// NewAgentInformers creates only what serving agents needs, Clusters and
+// Works: a hub replica that stands by watches nothing else.
+func NewAgentInformers(clients *Clients) *Informers {
+	f := flotillainformers.NewSharedInformerFactory(clients.Flotilla, 0)
+	v1 := f.Flotilla().V1alpha1()
+	return &Informers{
+		factory:  f,
+		Clusters: NewShared[*v1alpha1.Cluster](v1.Clusters().Informer()),
+		Works:    NewShared[*v1alpha1.Work](v1.Works().Informer()),
+	}
+}
+
 // Start runs every informer created so far until ctx ends.
 func (i *Informers) Start(ctx context.Context) { i.factory.Start(ctx.Done()) }

@@ -52,13 +52,20 @@ type Dispatcher struct {
 	limits         limitCounters
 	// allowWrite, if set, says whether the store takes agent-driven
 	// writes now (store.Guard).
-	allowWrite func() bool
+	allowWrite atomic.Pointer[func() bool]
 }
 
 // SetStoreGate makes the dispatcher drop the agents' status reports (not
 // their answers to what it sent) while allow says the store is too full.
-// Call it before Run.
-func (d *Dispatcher) SetStoreGate(allow func() bool) { d.allowWrite = allow }
+// A hub replica sets it when it starts to lead (its store guard runs
+// there), while its dispatcher already serves.
+func (d *Dispatcher) SetStoreGate(allow func() bool) { d.allowWrite.Store(&allow) }
+
+// storeFull says whether the store gate refuses agent-driven writes now.
+func (d *Dispatcher) storeFull() bool {
+	allow := d.allowWrite.Load()
+	return allow != nil && !(*allow)()
+}
 
 // SetLatencyObserver sets what is told each Work change's dispatch
 // latency; call it before Run.

@@ -188,7 +188,7 @@ func (s *session) queue(ctx context.Context, name string, m protocol.Message) {
 // writeQueued writes queued reports while the session's pace allows, and
 // arms retry for the rest.
 func (s *session) writeQueued(ctx context.Context) {
-	if len(s.queued) > 0 && s.d.allowWrite != nil && !s.d.allowWrite() {
+	if len(s.queued) > 0 && s.d.storeFull() {
 		s.d.limits.dropped.Add(int64(len(s.queued)))
 		clear(s.queued) // the store is too full for what agents report
 		return

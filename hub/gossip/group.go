@@ -45,7 +45,9 @@ type Config struct {
 	// Receive is given every message another member sent; it must not
 	// keep the slice.
 	Receive func(msg []byte)
-	Logger  *slog.Logger
+	// Left, if set, is told the name of a member that died or left.
+	Left   func(name string)
+	Logger *slog.Logger
 }
 
 // Group is this process's membership.
@@ -75,7 +77,7 @@ func Start(cfg Config) (*Group, error) {
 	}
 	g := &Group{cfg: cfg, logger: cfg.Logger.With("gossip", cfg.Name)}
 	mc.Delegate = delegate{receive: cfg.Receive}
-	mc.Events = events{logger: g.logger}
+	mc.Events = events{logger: g.logger, left: cfg.Left}
 	mc.Logger = log.New(levelWriter{logger: g.logger}, "", 0)
 	if g.ml, err = memberlist.Create(mc); err != nil {
 		return nil, fmt.Errorf("gossip on %s: %w", cfg.BindAddr, err)
@@ -174,6 +176,19 @@ func (g *Group) SendToOthers(msg []byte) (int, error) {
 	return sent, errors.Join(errs...)
 }
 
+// SendTo sends msg to the live member named name, within SendTimeout.
+func (g *Group) SendTo(name string, msg []byte) error {
+	for _, n := range g.ml.Members() {
+		if n.Name == name {
+			if err := g.ml.SendReliable(n, msg); err != nil {
+				return fmt.Errorf("to %s (%s): %w", n.Name, n.Address(), err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("%s is not a live member of the group", name)
+}
+
 // delegate hands messages to Receive; the group carries no node metadata,
 // broadcasts or push/pull state.
 type delegate struct{ receive func([]byte) }
@@ -188,14 +203,20 @@ func (d delegate) NotifyMsg(msg []byte) {
 	}
 }
 
-// events logs who joins and leaves.
-type events struct{ logger *slog.Logger }
+// events logs who joins and leaves, and tells left who left.
+type events struct {
+	logger *slog.Logger
+	left   func(name string)
+}
 
 func (e events) NotifyJoin(n *memberlist.Node) {
 	e.logger.Info("gossip: hub replica joined", "member", n.Name, "addr", n.Address())
 }
 func (e events) NotifyLeave(n *memberlist.Node) {
 	e.logger.Info("gossip: hub replica left or died", "member", n.Name, "addr", n.Address())
+	if e.left != nil {
+		e.left(n.Name)
+	}
 }
 func (e events) NotifyUpdate(*memberlist.Node) {}
 

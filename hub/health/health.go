@@ -76,6 +76,12 @@ type Observations struct {
 	// handover), so its lease expires on time, without the grace a
 	// restart gives agents to reconnect.
 	NoRestartGrace bool
+	// ReplicaLostAt is when the hub replica serving the cluster's agent
+	// died or left, if it did since the agent's last renewal: the lease
+	// does not expire before a grace period and a lease duration after
+	// it, the time the agent has to notice and reconnect to another
+	// replica (as after a restart).
+	ReplicaLostAt time.Time
 }
 
 // State is what an evaluation remembers for the next one.
@@ -183,24 +189,30 @@ func readiness(cfg Config, obs Observations, prev State, now time.Time) (status 
 // leaseExpiry is when the lease counts as expired: the grace period after
 // the last renewal (or the startup grace after registration), but never
 // before the restart grace has passed, unless the cluster had no session
-// to lose.
+// to lose, nor before the reconnect grace of a lost replica.
 func leaseExpiry(cfg Config, obs Observations) time.Time {
 	expiry := obs.LastRenewal.Add(cfg.GracePeriod)
 	if obs.LastRenewal.IsZero() {
 		expiry = obs.Registered.Add(cfg.StartupGracePeriod)
 	}
-	if obs.NoRestartGrace {
-		return expiry
-	}
 	leaseDuration := obs.LeaseDuration
 	if leaseDuration == 0 {
 		leaseDuration = cfg.DefaultLeaseDuration
 	}
-	restartGrace := cfg.HubStarted.Add(cfg.GracePeriod + leaseDuration)
-	if expiry.Before(restartGrace) {
-		return restartGrace
+	if !obs.ReplicaLostAt.IsZero() {
+		expiry = latest(expiry, obs.ReplicaLostAt.Add(cfg.GracePeriod+leaseDuration))
 	}
-	return expiry
+	if obs.NoRestartGrace {
+		return expiry
+	}
+	return latest(expiry, cfg.HubStarted.Add(cfg.GracePeriod+leaseDuration))
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func earliest(a, b time.Time) time.Time {

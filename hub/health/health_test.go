@@ -62,6 +62,12 @@ func noSession(obs Observations) Observations {
 	return obs
 }
 
+// replicaLost marks obs as a cluster whose serving replica was lost at d.
+func replicaLost(obs Observations, d time.Duration) Observations {
+	obs.ReplicaLostAt = at(d)
+	return obs
+}
+
 // restoredUnknown is the state of a cluster that was Unknown when the hub restarted.
 var restoredUnknown = State{Ready: metav1.ConditionUnknown, Reason: v1alpha1.ReasonLeaseExpired, Since: at(-time.Minute), NotReadySince: at(-time.Minute)}
 
@@ -114,6 +120,15 @@ func TestEvaluateScenarios(t *testing.T) {
 		}},
 		{"after a takeover, a cluster without a session whose lease already expired is Unknown at once", t0, State{Ready: metav1.ConditionTrue, Reason: v1alpha1.ReasonClusterReady}, []step{
 			{at(0), noSession(renewedAt(-50 * s)), metav1.ConditionUnknown, v1alpha1.ReasonLeaseExpired, []corev1.Taint{unreachableNoSchedule}, at(5 * m)},
+		}},
+		{"a cluster whose serving replica was lost gets grace + lease duration from the loss, also without the restart grace", longAgo, State{}, []step{
+			// Last renewal t0; the replica died at t0+30s: expiry t0+30s+80s
+			// rather than t0+40s.
+			{at(30 * s), replicaLost(noSession(renewedAt(0)), 30*s), metav1.ConditionTrue, v1alpha1.ReasonClusterReady, nil, at(110 * s)},
+			{at(110 * s), replicaLost(noSession(renewedAt(0)), 30*s), metav1.ConditionUnknown, v1alpha1.ReasonLeaseExpired, []corev1.Taint{unreachableNoSchedule}, at(110*s + 5*m)},
+		}},
+		{"a replica lost long before the last renewal changes nothing", longAgo, State{}, []step{
+			{at(200 * s), replicaLost(renewedAt(200*s), 0), metav1.ConditionTrue, v1alpha1.ReasonClusterReady, nil, at(240 * s)},
 		}},
 		{"an Unknown cluster stays Unknown through a hub restart until it renews", t0, restoredUnknown, []step{
 			// Restored state: Unknown since t0-1m, last renewal t0-2m; the

@@ -116,6 +116,12 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	c.queue.Run(ctx, workers)
 }
 
+// Watch starts the watch of the requests without reconciling them, so
+// that joins and renewals served here wait for the requests the leader
+// approves and signs (its Run reconciles); Run may follow on the same
+// controller.
+func (c *Controller) Watch(ctx context.Context) { c.factory.Start(ctx.Done()) }
+
 // changeOf returns a channel closed at the next change of request name.
 func (c *Controller) changeOf(name string) <-chan struct{} {
 	ch := make(chan struct{})

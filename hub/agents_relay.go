@@ -1,0 +1,315 @@
+package hub
+
+import (
+	"context"
+	"log/slog"
+	"math/big"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	flotillav1alpha1 "github.com/flotilla-io/flotilla/api/client/clientset/versioned/typed/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub/relay"
+	"github.com/flotilla-io/flotilla/protocol"
+)
+
+// agentBackend is what the agent server asks about clusters and tells
+// about their sessions: the registry of the hub it runs in, or a
+// sessionRelay on a hub replica that serves agents for a leader.
+type agentBackend interface {
+	CheckCertificate(ctx context.Context, cluster string, serial *big.Int) error
+	ConfirmCertificate(ctx context.Context, cluster string, serial *big.Int) error
+	CertificateInUse(ctx context.Context, cluster string, serial *big.Int) error
+	Connect(ctx context.Context, hello *protocol.Hello, session, remote, transport string) error
+	Disconnect(cluster, session, reason string)
+	DropSession(cluster, session string)
+	Renew(cluster, holder string, agentTime time.Time) (time.Time, error)
+	Status(cluster string, report *protocol.ClusterStatus) error
+	SessionReplaced(cluster, oldRemote, newRemote string)
+}
+
+// relayInterval is how often a replica sends the leader what changed in
+// its sessions. Renewals carry the serving replica's stamp, so the wait
+// does not move any deadline; it only delays decisions by this much when
+// a lease is about to expire anyway.
+const relayInterval = 100 * time.Millisecond
+
+// relayFullInterval is how often a replica sends all its sessions, so a
+// batch the leader lost (or a cluster it did not know yet) is made good.
+const relayFullInterval = 30 * time.Second
+
+// sessionRelay sits between a replica's agent server and the registry
+// that decides health. While the replica leads, that is its own registry
+// (attach), and every call goes straight to it. While it stands by, the
+// relay stamps renewals itself, keeps each session's newest state and
+// sends what changed to the leader every relayInterval over the gossip
+// group (package relay); the leader applies it (Registry.ApplyRelayed).
+type sessionRelay struct {
+	hubID, identity string
+	// clusters answers certificate checks while the replica stands by;
+	// known is the Clusters informer's copy, tried first.
+	clusters flotillav1alpha1.ClusterInterface
+	known    func(name string) *v1alpha1.Cluster
+	clock    clock.WithTicker
+	logger   *slog.Logger
+	// send delivers an encoded batch to the replica named to.
+	send func(to string, msg []byte) error
+
+	mu sync.Mutex
+	// local is this replica's registry while it leads.
+	local *Registry
+	// leader is the election identity of the leader, "" while unknown.
+	leader string
+	live   map[string]*relay.Session // this replica's sessions, by cluster
+	dirty  map[string]bool           // clusters whose session changed since the last batch
+	ended  []relay.Session           // sessions ended since the last batch
+	// full: the next batch lists every session (a new leader, a lost batch).
+	full     bool
+	lastFull time.Time
+
+	sent, failed atomic.Int64 // batches
+}
+
+func newSessionRelay(hubID, identity string, clusters flotillav1alpha1.ClusterInterface, known func(string) *v1alpha1.Cluster,
+	send func(string, []byte) error, clk clock.WithTicker, logger *slog.Logger) *sessionRelay {
+	return &sessionRelay{hubID: hubID, identity: identity, clusters: clusters, known: known, send: send, clock: clk,
+		logger: logger.With("component", "relay"), live: map[string]*relay.Session{}, dirty: map[string]bool{}, full: true}
+}
+
+// registry is the local registry, nil while the replica stands by.
+func (s *sessionRelay) registry() *Registry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.local
+}
+
+func (s *sessionRelay) CheckCertificate(ctx context.Context, cluster string, serial *big.Int) error {
+	if reg := s.registry(); reg != nil {
+		return reg.CheckCertificate(ctx, cluster, serial)
+	}
+	if c := s.known(cluster); c != nil && certificateAllowed(c, serial) == nil {
+		return nil
+	}
+	return confirmCertificate(ctx, s.clusters, cluster, serial)
+}
+
+func (s *sessionRelay) ConfirmCertificate(ctx context.Context, cluster string, serial *big.Int) error {
+	return confirmCertificate(ctx, s.clusters, cluster, serial)
+}
+
+func (s *sessionRelay) CertificateInUse(ctx context.Context, cluster string, serial *big.Int) error {
+	if reg := s.registry(); reg != nil {
+		return reg.CertificateInUse(ctx, cluster, serial)
+	}
+	if c := s.known(cluster); c != nil && c.Annotations[v1alpha1.AnnotationAgentCertificateSerial] == serial.Text(16) &&
+		c.Annotations[v1alpha1.AnnotationAgentCertificatePreviousSerial] == "" {
+		return nil
+	}
+	return retirePreviousCertificate(ctx, s.clusters, cluster, serial, s.logger)
+}
+
+func (s *sessionRelay) Connect(ctx context.Context, hello *protocol.Hello, session, remote, transport string) error {
+	s.mu.Lock()
+	s.live[hello.ClusterName] = &relay.Session{Cluster: hello.ClusterName, Session: session, Remote: remote, Transport: transport,
+		AgentVersion: hello.AgentVersion, LeaseSeconds: hello.LeaseDurationSeconds, ConnectedAt: s.clock.Now()}
+	s.dirty[hello.ClusterName] = true
+	local := s.local
+	s.mu.Unlock()
+	if local == nil {
+		return nil
+	}
+	err := local.Connect(ctx, hello, session, remote, transport)
+	if err != nil {
+		s.mu.Lock()
+		if cur := s.live[hello.ClusterName]; cur != nil && cur.Session == session {
+			delete(s.live, hello.ClusterName)
+		}
+		s.mu.Unlock()
+	}
+	return err
+}
+
+func (s *sessionRelay) Disconnect(cluster, session, reason string) {
+	if s.end(relay.Session{Cluster: cluster, Session: session, Ended: reason}) {
+		s.registry().Disconnect(cluster, session, reason)
+	}
+}
+
+func (s *sessionRelay) DropSession(cluster, session string) {
+	if s.end(relay.Session{Cluster: cluster, Session: session, Dropped: true}) {
+		s.registry().DropSession(cluster, session)
+	}
+}
+
+// end removes an ended session and reports whether the local registry
+// takes it; otherwise it goes to the leader with the next batch.
+func (s *sessionRelay) end(ended relay.Session) (local bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur := s.live[ended.Cluster]; cur != nil && cur.Session == ended.Session {
+		delete(s.live, ended.Cluster)
+		delete(s.dirty, ended.Cluster)
+	}
+	if s.local != nil {
+		return true
+	}
+	s.ended = append(s.ended, ended)
+	return false
+}
+
+func (s *sessionRelay) Renew(cluster, holder string, agentTime time.Time) (time.Time, error) {
+	s.mu.Lock()
+	local := s.local
+	sess := s.live[cluster]
+	if local == nil {
+		now := s.clock.Now()
+		if sess != nil {
+			sess.LastRenewal, sess.AgentTime = now, agentTime
+			s.dirty[cluster] = true
+		}
+		s.mu.Unlock()
+		return now, nil
+	}
+	s.mu.Unlock()
+	stamp, err := local.Renew(cluster, holder, agentTime)
+	if err == nil && sess != nil {
+		s.mu.Lock()
+		sess.LastRenewal, sess.AgentTime = stamp, agentTime
+		s.mu.Unlock()
+	}
+	return stamp, err
+}
+
+func (s *sessionRelay) Status(cluster string, report *protocol.ClusterStatus) error {
+	s.mu.Lock()
+	local := s.local
+	if local == nil {
+		if sess := s.live[cluster]; sess != nil {
+			sess.Status = report // only the newest waits
+			s.dirty[cluster] = true
+		}
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.Unlock()
+	return local.Status(cluster, report)
+}
+
+func (s *sessionRelay) SessionReplaced(cluster, oldRemote, newRemote string) {
+	s.mu.Lock()
+	local := s.local
+	if local == nil {
+		if sess := s.live[cluster]; sess != nil {
+			sess.Replaced = oldRemote
+		}
+	}
+	s.mu.Unlock()
+	if local != nil {
+		local.SessionReplaced(cluster, oldRemote, newRemote)
+	}
+}
+
+// setLeader is told who leads now: the next batch goes to it and lists
+// every session.
+func (s *sessionRelay) setLeader(identity string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.leader != identity {
+		s.leader, s.full = identity, true
+	}
+}
+
+// attach makes reg, this replica's registry now that it leads, take every
+// session: those already live are connected to it with their last renewal
+// and newest report, and every call from now on goes straight to it.
+func (s *sessionRelay) attach(reg *Registry) {
+	s.mu.Lock()
+	s.local = reg
+	b := s.batchLocked(true)
+	s.ended = nil
+	s.mu.Unlock()
+	if unknown := reg.ApplyRelayed(b); unknown > 0 {
+		s.logger.Warn("sessions of clusters the registry does not know were not taken over; their agents renew into a fresh session", "clusters", unknown)
+	}
+	s.logger.Info("this replica leads: its agent sessions go to its own registry", "sessions", len(b.Sessions))
+}
+
+// batchLocked takes what changed (or everything) into a batch from this
+// replica, clearing the pending state.
+func (s *sessionRelay) batchLocked(full bool) *relay.Batch {
+	b := &relay.Batch{Replica: s.identity, HubID: s.hubID, Full: full}
+	b.Sessions = append(b.Sessions, s.ended...)
+	for name, sess := range s.live {
+		if !full && !s.dirty[name] {
+			continue
+		}
+		b.Sessions = append(b.Sessions, *sess)
+		sess.Status, sess.Replaced = nil, ""
+	}
+	clear(s.dirty)
+	s.ended = s.ended[:0]
+	return b
+}
+
+// run sends the leader what changed every relayInterval until ctx ends,
+// then what is left (the sessions its shutdown dropped), once.
+func (s *sessionRelay) run(ctx context.Context) {
+	tick := s.clock.NewTicker(relayInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.flush()
+			return
+		case <-tick.C():
+			s.flush()
+		}
+	}
+}
+
+// flush sends one batch to the leader, if there is one to send to and
+// something to say. A batch that could not be sent is made good by the
+// next one, which lists every session.
+func (s *sessionRelay) flush() {
+	s.mu.Lock()
+	if s.local != nil || s.leader == "" || s.leader == s.identity {
+		// Leading (or about to): attach takes the sessions.
+		s.mu.Unlock()
+		return
+	}
+	now := s.clock.Now()
+	full := s.full || now.Sub(s.lastFull) >= relayFullInterval
+	if !full && len(s.dirty) == 0 && len(s.ended) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	leader := s.leader
+	b := s.batchLocked(full)
+	if full {
+		s.full, s.lastFull = false, now
+	}
+	s.mu.Unlock()
+	msg, err := relay.Encode(b)
+	if err == nil {
+		err = s.send(leader, msg)
+	}
+	if err != nil {
+		s.failed.Add(1)
+		s.mu.Lock()
+		s.full = true
+		s.mu.Unlock()
+		s.logger.Debug("relay batch not delivered to the leader; the next one lists every session", "leader", leader, "sessions", len(b.Sessions), "err", err)
+		return
+	}
+	s.sent.Add(1)
+}
+
+// sessionCount is how many sessions the replica serves.
+func (s *sessionRelay) sessionCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.live)
+}

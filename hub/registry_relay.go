@@ -1,0 +1,121 @@
+package hub
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/flotilla-io/flotilla/hub/relay"
+)
+
+// ApplyRelayed applies what another hub replica says about the agent
+// sessions it serves (package relay), as if they were this hub's: ended
+// sessions first, then each live one's connect, last renewal (stamped by
+// that replica, never later than now) and newest status report. A session
+// older than the one the registry already has for its cluster is the
+// agent's past (it moved) and is ignored. A full batch also ends the
+// sessions the registry attributes to that replica and the batch no
+// longer lists. It returns how many sessions named a cluster the
+// registry does not know (yet): the replica's next full batch retries
+// them.
+func (r *Registry) ApplyRelayed(b *relay.Batch) (unknown int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.clock.Now()
+	listed := make(map[string]bool, len(b.Sessions))
+	for i := range b.Sessions {
+		s := &b.Sessions[i]
+		if !s.Over() {
+			listed[s.Cluster] = true
+			continue
+		}
+		if s.Dropped {
+			if e, ok := r.entries[s.Cluster]; ok && e.session == s.Session {
+				e.session, e.replica = "", ""
+			}
+			continue
+		}
+		r.disconnectLocked(s.Cluster, s.Session, s.Ended+" (on hub replica "+b.HubID+")")
+	}
+	for i := range b.Sessions {
+		s := &b.Sessions[i]
+		if s.Over() {
+			continue
+		}
+		e, ok := r.entries[s.Cluster]
+		if !ok {
+			unknown++
+			continue
+		}
+		r.applyRelayedLocked(b, s, e, now)
+	}
+	if b.Full {
+		for name, e := range r.entries {
+			if e.replica == b.Replica && e.session != "" && !listed[name] {
+				r.disconnectLocked(name, e.session, "session no longer listed by hub replica "+b.HubID)
+			}
+		}
+	}
+	return unknown
+}
+
+// applyRelayedLocked applies one live session of a batch.
+func (r *Registry) applyRelayedLocked(b *relay.Batch, s *relay.Session, e *entry, now time.Time) {
+	if e.session != s.Session {
+		if e.session != "" && e.connected.After(s.ConnectedAt) {
+			return // the cluster's newer session is elsewhere
+		}
+		if s.Replaced != "" {
+			r.sessionReplacedLocked(s.Cluster, s.Replaced, s.Remote, now)
+		}
+		r.connectLocked(s.Cluster, e, connection{session: s.Session, remote: s.Remote, transport: s.Transport, agentVersion: s.AgentVersion,
+			leaseSeconds: s.LeaseSeconds, hubID: b.HubID, replica: b.Replica}, now)
+		e.connected = earliestOf(s.ConnectedAt, now)
+	}
+	if !s.LastRenewal.IsZero() && s.LastRenewal.After(e.obs.LastRenewal) {
+		r.renewLocked(s.Cluster, e, s.Remote, s.AgentTime, earliestOf(s.LastRenewal, now), now)
+	}
+	if s.Status != nil {
+		allocatable, errA := resourceList(s.Status.Allocatable)
+		allocated, errB := resourceList(s.Status.Allocated)
+		if errA != nil || errB != nil {
+			r.logger.Warn("relayed cluster status rejected", "cluster", s.Cluster, "replica", b.Replica, "err", fmt.Sprint(errA, errB))
+			return
+		}
+		r.statusLocked(s.Cluster, e, s.Status, allocatable, allocated, now)
+	}
+}
+
+func earliestOf(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// ReplicaLost: the hub replica named replica (its election identity)
+// died or left the group. The clusters its sessions served have lost
+// them; each gets a grace period and a lease duration from now to
+// reconnect to another replica before its lease can expire.
+func (r *Registry) ReplicaLost(replica string) (clusters int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.clock.Now()
+	for name, e := range r.entries {
+		if e.replica != replica || e.session == "" {
+			continue
+		}
+		clusters++
+		e.session, e.replica = "", ""
+		e.obs.ReplicaLostAt = now
+		if e.obj.Status.Agent != nil {
+			e.obj.Status.Agent.ConnectedTo = ""
+		}
+		r.recordLocked(e.obj, corev1.EventTypeWarning, "AgentDisconnected", "agent disconnected: its hub replica "+replica+" died or left; it may reconnect to another one", now)
+		r.dirty[name] = true
+		r.leaseChangedLocked(name)
+		r.evaluateLocked(name, e, now)
+	}
+	return clusters
+}
