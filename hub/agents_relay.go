@@ -37,6 +37,15 @@ type agentBackend interface {
 // a lease is about to expire anyway.
 const relayInterval = 100 * time.Millisecond
 
+// relayHeartbeat is the longest a replica stays silent: with nothing to
+// say, it sends an empty batch, so the leader tells a replica that died
+// (relaySilence) long before the gossip group notices.
+const relayHeartbeat = 250 * time.Millisecond
+
+// relaySilence is how long the leader hears nothing from a replica before
+// its sessions count as lost (Registry.ReplicaLost).
+const relaySilence = time.Second
+
 // relayFullInterval is how often a replica sends all its sessions, so a
 // batch the leader lost (or a cluster it did not know yet) is made good.
 const relayFullInterval = 30 * time.Second
@@ -69,6 +78,7 @@ type sessionRelay struct {
 	// full: the next batch lists every session (a new leader, a lost batch).
 	full     bool
 	lastFull time.Time
+	lastSent time.Time
 
 	sent, failed atomic.Int64 // batches
 }
@@ -271,7 +281,7 @@ func (s *sessionRelay) run(ctx context.Context) {
 }
 
 // flush sends one batch to the leader, if there is one to send to and
-// something to say. A batch that could not be sent is made good by the
+// something to say or a heartbeat is due. A batch that could not be sent is made good by the
 // next one, which lists every session.
 func (s *sessionRelay) flush() {
 	s.mu.Lock()
@@ -282,10 +292,11 @@ func (s *sessionRelay) flush() {
 	}
 	now := s.clock.Now()
 	full := s.full || now.Sub(s.lastFull) >= relayFullInterval
-	if !full && len(s.dirty) == 0 && len(s.ended) == 0 {
+	if !full && len(s.dirty) == 0 && len(s.ended) == 0 && now.Sub(s.lastSent) < relayHeartbeat {
 		s.mu.Unlock()
 		return
 	}
+	s.lastSent = now
 	leader := s.leader
 	b := s.batchLocked(full)
 	if full {

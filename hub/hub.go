@@ -383,7 +383,7 @@ func (r *replica) lead(ctx context.Context) error {
 		front.start(ctx)
 	} else {
 		r.relay.attach(registry)
-		wg.Go(func() { r.sessions.applyRelayed(ctx, registry) })
+		wg.Go(func() { r.sessions.applyRelayed(ctx, registry, cfg.Clock) })
 	}
 	if profLn != nil {
 		wg.Go(func() { serveProfiles(ctx, profLn, logger) })

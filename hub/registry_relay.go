@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-io/flotilla/hub/relay"
 )
@@ -71,7 +72,11 @@ func (r *Registry) applyRelayedLocked(b *relay.Batch, s *relay.Session, e *entry
 		}
 		r.connectLocked(s.Cluster, e, connection{session: s.Session, remote: s.Remote, transport: s.Transport, agentVersion: s.AgentVersion,
 			leaseSeconds: s.LeaseSeconds, hubID: b.HubID, replica: b.Replica}, now)
+		// When the session began, on the replica serving it: a leader
+		// taking over shows the session its agent still holds.
 		e.connected = earliestOf(s.ConnectedAt, now)
+		connectedAt := metav1.NewTime(e.connected)
+		e.obj.Status.Agent.ConnectedAt = &connectedAt
 	}
 	if !s.LastRenewal.IsZero() && s.LastRenewal.After(e.obs.LastRenewal) {
 		r.renewLocked(s.Cluster, e, s.Remote, s.AgentTime, earliestOf(s.LastRenewal, now), now)
@@ -95,24 +100,27 @@ func earliestOf(a, b time.Time) time.Time {
 }
 
 // ReplicaLost: the hub replica named replica (its election identity)
-// died or left the group. The clusters its sessions served have lost
-// them; each gets a grace period and a lease duration from now to
-// reconnect to another replica before its lease can expire.
-func (r *Registry) ReplicaLost(replica string) (clusters int) {
+// was last heard of at lastHeard and has died, left the group or fallen
+// silent. The clusters its sessions served have lost them; each gets a
+// grace period and a lease duration from lastHeard to reconnect to
+// another replica before its lease can expire. A replica that comes back
+// relays its sessions again, which connects them anew.
+func (r *Registry) ReplicaLost(replica string, lastHeard time.Time) (clusters int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.clock.Now()
+	lastHeard = earliestOf(lastHeard, now)
 	for name, e := range r.entries {
 		if e.replica != replica || e.session == "" {
 			continue
 		}
 		clusters++
 		e.session, e.replica = "", ""
-		e.obs.ReplicaLostAt = now
+		e.obs.ReplicaLostAt = lastHeard
 		if e.obj.Status.Agent != nil {
 			e.obj.Status.Agent.ConnectedTo = ""
 		}
-		r.recordLocked(e.obj, corev1.EventTypeWarning, "AgentDisconnected", "agent disconnected: its hub replica "+replica+" died or left; it may reconnect to another one", now)
+		r.recordLocked(e.obj, corev1.EventTypeWarning, "AgentDisconnected", "agent disconnected: its hub replica "+replica+" died, left or fell silent; it may reconnect to another one", now)
 		r.dirty[name] = true
 		r.leaseChangedLocked(name)
 		r.evaluateLocked(name, e, now)

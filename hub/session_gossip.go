@@ -161,20 +161,41 @@ func (s *sessionGossip) left(name string) {
 	}
 }
 
-// applyRelayed gives registry the batches the other replicas relay and
-// the replicas lost, until ctx ends.
-func (s *sessionGossip) applyRelayed(ctx context.Context, registry *Registry) {
+// applyRelayed gives registry the batches the other replicas relay, and
+// tells it of a replica lost: one the group says died or left, or one
+// silent for relaySilence (replicas send at least every relayHeartbeat;
+// the group takes seconds to notice a death), until ctx ends.
+func (s *sessionGossip) applyRelayed(ctx context.Context, registry *Registry, clk clock.WithTicker) {
+	heard := map[string]time.Time{} // replica → when its last batch came
+	lose := func(name string, lastHeard time.Time, why string) {
+		delete(heard, name)
+		if n := registry.ReplicaLost(name, lastHeard); n > 0 {
+			s.logger.Warn("a hub replica serving agents is lost: its clusters get a grace to reconnect", "replica", name, "why", why, "lastHeard", lastHeard, "clusters", n)
+		}
+	}
+	tick := clk.NewTicker(relayHeartbeat)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case b := <-s.relayed:
+			heard[b.Replica] = clk.Now()
 			if unknown := registry.ApplyRelayed(b); unknown > 0 {
 				s.logger.Debug("relayed sessions of clusters not known yet", "replica", b.Replica, "clusters", unknown)
 			}
 		case name := <-s.lost:
-			if n := registry.ReplicaLost(name); n > 0 {
-				s.logger.Warn("a hub replica serving agents died or left: its clusters get a grace to reconnect", "replica", name, "clusters", n)
+			at, ok := heard[name]
+			if !ok {
+				at = clk.Now()
+			}
+			lose(name, at, "the gossip group lost it")
+		case <-tick.C():
+			now := clk.Now()
+			for name, at := range heard {
+				if now.Sub(at) > relaySilence {
+					lose(name, at, "silent for "+now.Sub(at).Round(time.Millisecond).String())
+				}
 			}
 		}
 	}

@@ -144,9 +144,10 @@ func startReplica(t *testing.T, e *etcdCluster, id string, flags ...string) *hub
 	return h
 }
 
-// leads says whether the replica's /readyz passes: only the leader's does.
+// leads says whether the replica leads: only the leader serves
+// /debug/stats (a standby answers 503, naming the leader).
 func (h *hub) leads() (bool, string) {
-	code, body := httpGet("http://" + h.httpAddr + "/readyz?verbose")
+	code, body := httpGet("http://" + h.httpAddr + "/debug/stats")
 	return code == http.StatusOK, body
 }
 
@@ -155,22 +156,39 @@ func (h *hub) leads() (bool, string) {
 // leads.
 func startReplicas(t *testing.T, flags ...string) (etcd *etcdCluster, first, second *hub) {
 	t.Helper()
-	etcd = startEtcdCluster(t, 3)
+	r := startGossipingReplicas(t, flags...)
+	return r.etcd, r.first, r.second
+}
+
+// gossipingReplicas are two hub replicas and what it takes to restart one.
+type gossipingReplicas struct {
+	etcd          *etcdCluster
+	first, second *hub
+	// flagsA and flagsB start e2e-hub-a and e2e-hub-b again.
+	flagsA, flagsB []string
+}
+
+// startGossipingReplicas is startReplicas, keeping each replica's flags.
+func startGossipingReplicas(t *testing.T, flags ...string) *gossipingReplicas {
+	t.Helper()
+	r := &gossipingReplicas{etcd: startEtcdCluster(t, 3)}
 	gossipA := "127.0.0.1:" + strconv.Itoa(freePort(t, freeport.TCPAndUDP))
 	gossipB := "127.0.0.1:" + strconv.Itoa(freePort(t, freeport.TCPAndUDP))
 	gossip := func(addr, join string) []string {
 		return append([]string{"--gossip-addr=" + addr, "--gossip-join=" + join, "--gossip-interval=" + testGossipInterval.String()}, flags...)
 	}
-	first = startReplica(t, etcd, "e2e-hub-a", gossip(gossipA, gossipB)...)
-	waitFor(t, 30*time.Second, "the first replica leads", first.leads)
-	second = startReplica(t, etcd, "e2e-hub-b", gossip(gossipB, gossipA)...)
-	return etcd, first, second
+	r.flagsA, r.flagsB = gossip(gossipA, gossipB), gossip(gossipB, gossipA)
+	r.first = startReplica(t, r.etcd, "e2e-hub-a", r.flagsA...)
+	waitFor(t, 30*time.Second, "the first replica leads", r.first.leads)
+	r.second = startReplica(t, r.etcd, "e2e-hub-b", r.flagsB...)
+	return r
 }
 
 // testGossipInterval is how often the leader sends its session table.
 const testGossipInterval = 250 * time.Millisecond
 
-// startReplicasAgent runs an agent for member that knows both replicas.
+// startReplicasAgent runs an agent for member that knows both replicas,
+// first tried first.
 func startReplicasAgent(t *testing.T, first, second *hub, member *membercluster.Cluster) *agent {
 	t.Helper()
 	certDir := first.issueCert(t, member.Name)
@@ -186,9 +204,14 @@ func startReplicasAgent(t *testing.T, first, second *hub, member *membercluster.
 // within 10 s, and its cluster is never seen other than Ready.
 func TestHubReplicas(t *testing.T) {
 	_, first, second := startReplicas(t)
-	if ok, body := second.leads(); ok || !strings.Contains(body, "standing by") {
-		t.Errorf("the second replica's /readyz: ready %v, %q; want a standby", ok, body)
+	if ok, body := second.leads(); ok || !strings.Contains(body, "stands by") {
+		t.Errorf("the second replica's /debug/stats: %v, %q; want a standby", ok, body)
 	}
+	// It serves agents too, so it is ready.
+	waitFor(t, 20*time.Second, "the standby's /readyz passes", func() (bool, string) {
+		code, body := httpGet("http://" + second.httpAddr + "/readyz?verbose")
+		return code == http.StatusOK, body
+	})
 	t.Run("the replicas share the CA and keys", func(t *testing.T) {
 		for _, f := range []string{"pki/ca.crt", "pki/ca.key", "pki/stateless-reset.key", "apiserver/service-account.key"} {
 			a, errA := os.ReadFile(filepath.Join(first.dataDir, f))
@@ -510,5 +533,100 @@ func waitHeld(f *fleet, want map[string]int32) {
 			ok = ok && d != nil && *d.Spec.Replicas == replicas
 		}
 		return ok, strings.Join(states, "; ")
+	})
+}
+
+// TestHubStandbyServesAgents: every replica serves agents; a standby
+// relays what its agents say to the leader over the gossip group.
+//   - member-1's agent tries the standby first and stays there: the
+//     leader shows it connected to the standby, Ready, with its node
+//     counts, and its Works arrive through the standby.
+//   - SIGKILL of the leader: the standby leads and member-1's session
+//     stays as it was (same connectedAt); member-2 moves to it; neither
+//     is ever seen other than Ready.
+//   - The killed replica comes back as a standby and member-3's agent,
+//     which tries it first, is served there. SIGKILL of that standby:
+//     member-3 reconnects to the leader within 10 s and is never Unknown
+//     (the leader gives a lost replica's clusters a grace to reconnect).
+func TestHubStandbyServesAgents(t *testing.T) {
+	r := startGossipingReplicas(t)
+	first, second := r.first, r.second
+	env := membercluster.StartForTest(t, membercluster.Specs(3)...)
+	members := env.Clusters()
+	f := &fleet{t: t, env: env, hub: first, agents: map[string]*agent{}, clients: map[string]kubernetes.Interface{}, dir: t.TempDir()}
+	for _, c := range members {
+		client, err := c.Clientset()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.clients[c.Name] = client
+	}
+	f.agents["member-1"] = startReplicasAgent(t, second, first, members[0])
+	f.agents["member-2"] = startReplicasAgent(t, first, second, members[1])
+	for _, name := range []string{"member-1", "member-2"} {
+		waitReady(t, first, name, 60*time.Second)
+	}
+	waitConnectedTo(t, first, "e2e-hub-b", "member-1")
+	waitConnectedTo(t, first, "e2e-hub-a", "member-2")
+	waitFor(t, 20*time.Second, "member-1's node counts relayed", func() (bool, string) {
+		c := first.cluster(t, "member-1")
+		return c.Status.NodeSummary != nil && c.Status.NodeSummary.TotalNum > 0, describe(c)
+	})
+	held := strings.Replace(variantYAML("held", ""), "    spec:\n      containers:", "    spec:\n      nodeSelector: {flotilla.io/e2e-no-such-node: \"true\"}\n      containers:", 1)
+	f.apply("held.yaml", held)
+	waitHeld(f, map[string]int32{"member-1": 1, "member-2": 2})
+
+	t.Run("the leader dies: the standby's sessions stay", func(t *testing.T) {
+		before := second.cluster(t, "member-1").Status.Agent.ConnectedAt
+		monitor := monitorReady(t, second, "member-1", "member-2")
+		killed := time.Now()
+		if err := first.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 20*time.Second, "the standby leads", second.leads)
+		t.Logf("the standby led %v after the SIGKILL of the leader", time.Since(killed).Round(time.Millisecond))
+		waitConnectedTo(t, second, "e2e-hub-b", "member-2")
+		if after := second.cluster(t, "member-1").Status.Agent.ConnectedAt; after == nil || before == nil || !after.Equal(before) {
+			t.Errorf("member-1's session: connected at %v before the takeover, %v after; want the same session", before, after)
+		}
+		deadline := time.Now().Add(testGrace + 2*time.Second)
+		waitFor(t, testGrace+5*time.Second, "a grace period on the new leader", func() (bool, string) {
+			return time.Now().After(deadline), fmt.Sprint(time.Until(deadline))
+		})
+		monitor.stop(t)
+	})
+
+	t.Run("a standby serving an agent dies: the agent moves and its cluster stays Ready", func(t *testing.T) {
+		first = startReplica(t, r.etcd, "e2e-hub-a", r.flagsA...)
+		waitFor(t, 30*time.Second, "the restarted replica serves agents", func() (bool, string) {
+			code, body := httpGet("http://" + first.httpAddr + "/readyz?verbose")
+			return code == http.StatusOK, body
+		})
+		f.agents["member-3"] = startReplicasAgent(t, first, second, members[2])
+		waitReady(t, second, "member-3", 60*time.Second)
+		waitConnectedTo(t, second, "e2e-hub-a", "member-3")
+		monitor := monitorReady(t, second, "member-1", "member-2", "member-3")
+		killed := time.Now()
+		if err := first.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		waitConnectedTo(t, second, "e2e-hub-b", "member-3")
+		moved := time.Since(killed)
+		t.Logf("member-3 was connected to the leader %v after the SIGKILL of its replica", moved.Round(time.Millisecond))
+		if moved > 10*time.Second {
+			t.Errorf("member-3 reconnected %v after its replica died, want within 10s", moved)
+		}
+		// The leader noticed the replica's silence and gave member-3 the
+		// reconnect grace (recorded as a disconnect).
+		waitFor(t, 10*time.Second, "an AgentDisconnected event on member-3 (the leader noticed its replica was lost)", func() (bool, string) {
+			n := eventCount(t, second, "Cluster", "default", "member-3", "AgentDisconnected")
+			return n >= 1, fmt.Sprint(n, " events")
+		})
+		deadline := time.Now().Add(testGrace + 2*time.Second)
+		waitFor(t, testGrace+5*time.Second, "a grace period more", func() (bool, string) {
+			return time.Now().After(deadline), fmt.Sprint(time.Until(deadline))
+		})
+		monitor.stop(t)
+		waitHeld(f, map[string]int32{"member-1": 1, "member-2": 2})
 	})
 }
