@@ -214,6 +214,7 @@ func (s *sessionRelay) SessionReplaced(cluster, oldRemote, newRemote string) {
 	if local == nil {
 		if sess := s.live[cluster]; sess != nil {
 			sess.Replaced = oldRemote
+			s.dirty[cluster] = true
 		}
 	}
 	s.mu.Unlock()
@@ -264,6 +265,32 @@ func (s *sessionRelay) batchLocked(full bool) *relay.Batch {
 	return b
 }
 
+// requeueLocked puts back what a batch that was not delivered took: the
+// ended sessions, and the reports and replacements of sessions still
+// live (unless newer ones came meanwhile). The next batch lists every
+// session.
+func (s *sessionRelay) requeueLocked(b *relay.Batch) {
+	s.full = true
+	var ended []relay.Session
+	for _, sess := range b.Sessions {
+		if sess.Over() {
+			ended = append(ended, sess)
+			continue
+		}
+		cur := s.live[sess.Cluster]
+		if cur == nil || cur.Session != sess.Session {
+			continue
+		}
+		if cur.Status == nil {
+			cur.Status = sess.Status
+		}
+		if cur.Replaced == "" {
+			cur.Replaced = sess.Replaced
+		}
+	}
+	s.ended = append(ended, s.ended...)
+}
+
 // run sends the leader what changed every relayInterval until ctx ends,
 // then what is left (the sessions its shutdown dropped), once.
 func (s *sessionRelay) run(ctx context.Context) {
@@ -310,7 +337,7 @@ func (s *sessionRelay) flush() {
 	if err != nil {
 		s.failed.Add(1)
 		s.mu.Lock()
-		s.full = true
+		s.requeueLocked(b)
 		s.mu.Unlock()
 		s.logger.Debug("relay batch not delivered to the leader; the next one lists every session", "leader", leader, "sessions", len(b.Sessions), "err", err)
 		return

@@ -67,9 +67,6 @@ func (r *Registry) applyRelayedLocked(b *relay.Batch, s *relay.Session, e *entry
 		if e.session != "" && e.connected.After(s.ConnectedAt) {
 			return // the cluster's newer session is elsewhere
 		}
-		if s.Replaced != "" {
-			r.sessionReplacedLocked(s.Cluster, s.Replaced, s.Remote, now)
-		}
 		r.connectLocked(s.Cluster, e, connection{session: s.Session, remote: s.Remote, transport: s.Transport, agentVersion: s.AgentVersion,
 			leaseSeconds: s.LeaseSeconds, hubID: b.HubID, replica: b.Replica}, now)
 		// When the session began, on the replica serving it: a leader
@@ -77,6 +74,9 @@ func (r *Registry) applyRelayedLocked(b *relay.Batch, s *relay.Session, e *entry
 		e.connected = earliestOf(s.ConnectedAt, now)
 		connectedAt := metav1.NewTime(e.connected)
 		e.obj.Status.Agent.ConnectedAt = &connectedAt
+	}
+	if s.Replaced != "" { // sent once, with the session or after it
+		r.sessionReplacedLocked(s.Cluster, s.Replaced, s.Remote, now)
 	}
 	if !s.LastRenewal.IsZero() && s.LastRenewal.After(e.obs.LastRenewal) {
 		r.renewLocked(s.Cluster, e, s.Remote, s.AgentTime, earliestOf(s.LastRenewal, now), now)
