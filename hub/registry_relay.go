@@ -127,3 +127,16 @@ func (r *Registry) ReplicaLost(replica string, lastHeard time.Time) (clusters in
 	}
 	return clusters
 }
+
+// relayedSessions counts the clusters served by another replica's session.
+func (r *Registry) relayedSessions() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.entries {
+		if e.replica != "" && e.session != "" {
+			n++
+		}
+	}
+	return n
+}

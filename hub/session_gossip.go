@@ -64,6 +64,9 @@ type sessionGossip struct {
 	relayed            chan *relay.Batch
 	lost               chan string
 	received, overflow atomic.Int64
+	// lostReplicas counts the replicas the leader counted lost while
+	// they served agents.
+	lostReplicas atomic.Int64
 }
 
 // relayQueue bounds the batches waiting for the leader's registry: at a
@@ -170,6 +173,7 @@ func (s *sessionGossip) applyRelayed(ctx context.Context, registry *Registry, cl
 	lose := func(name string, lastHeard time.Time, why string) {
 		delete(heard, name)
 		if n := registry.ReplicaLost(name, lastHeard); n > 0 {
+			s.lostReplicas.Add(1)
 			s.logger.Warn("a hub replica serving agents is lost: its clusters get a grace to reconnect", "replica", name, "why", why, "lastHeard", lastHeard, "clusters", n)
 		}
 	}

@@ -568,6 +568,10 @@ func TestHubStandbyServesAgents(t *testing.T) {
 	}
 	waitConnectedTo(t, first, "e2e-hub-b", "member-1")
 	waitConnectedTo(t, first, "e2e-hub-a", "member-2")
+	waitFor(t, 10*time.Second, "the leader's metrics show member-1's session relayed", func() (bool, string) {
+		body := first.metrics(t)
+		return strings.Contains(body, "\nflotilla_hub_relayed_sessions 1\n") && !strings.Contains(body, "\nflotilla_hub_relay_batches_received_total 0\n"), body
+	})
 	waitFor(t, 20*time.Second, "member-1's node counts relayed", func() (bool, string) {
 		c := first.cluster(t, "member-1")
 		return c.Status.NodeSummary != nil && c.Status.NodeSummary.TotalNum > 0, describe(c)
@@ -618,6 +622,9 @@ func TestHubStandbyServesAgents(t *testing.T) {
 		}
 		// The leader noticed the replica's silence and gave member-3 the
 		// reconnect grace (recorded as a disconnect).
+		if body := second.metrics(t); !strings.Contains(body, "\nflotilla_hub_replicas_lost_total 1\n") {
+			t.Errorf("the leader's metrics do not count one lost replica:\n%s", body)
+		}
 		waitFor(t, 10*time.Second, "an AgentDisconnected event on member-3 (the leader noticed its replica was lost)", func() (bool, string) {
 			n := eventCount(t, second, "Cluster", "default", "member-3", "AgentDisconnected")
 			return n >= 1, fmt.Sprint(n, " events")
