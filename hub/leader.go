@@ -145,6 +145,12 @@ func (r *replica) serveAgents(ctx context.Context) (stop func(), err error) {
 		stopFront()
 		return nil, err
 	}
+	// The store gate holds for Work status written here too; the leader's
+	// guard, which also recovers the store, takes over when this one leads.
+	watchCfg := cfg.Store
+	watchCfg.WatchOnly = true
+	guard := r.store.NewGuard(watchCfg, nil)
+	r.front.dispatcher.SetStoreGate(guard.AllowAgentWrite)
 	informers.Start(frontCtx)
 	r.front.joins.Watch(frontCtx)
 	r.front.start(frontCtx)
@@ -154,12 +160,18 @@ func (r *replica) serveAgents(ctx context.Context) (stop func(), err error) {
 		defer close(relayDone)
 		r.relay.run(relayCtx)
 	}()
+	guardDone := make(chan struct{})
+	go func() {
+		defer close(guardDone)
+		guard.Run(frontCtx)
+	}()
 	cfg.Logger.Info("serving agents on this replica, leading or standing by", "quic", r.front.ln.Addr().String(), "websocket", r.front.wsAddr())
 	return func() {
 		r.front.goodbye()
 		stopRelay()
 		<-relayDone // the sessions the goodbyes dropped reach the leader
 		stopFront()
+		<-guardDone
 		r.front.close()
 	}, nil
 }

@@ -55,6 +55,9 @@ type GuardConfig struct {
 	// MinDefragBetween.
 	MinDefragFree    int64
 	MinDefragBetween time.Duration
+	// WatchOnly: decide whether agents may write, but never defragment
+	// nor disarm (a hub replica standing by: the leader's guard does).
+	WatchOnly bool
 }
 
 func (c GuardConfig) withDefaults() GuardConfig {
@@ -185,6 +188,7 @@ func (g *Guard) check(ctx context.Context) error {
 	limit := int64(float64(g.cfg.Quota) * g.cfg.AgentThreshold)
 	fits := inUse < limit
 	switch {
+	case g.cfg.WatchOnly:
 	case len(noSpace) > 0 && fits:
 		// Decide on the alarms still raised after the disarm, so the check
 		// that clears NOSPACE also lets agents write again.

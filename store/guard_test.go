@@ -27,6 +27,15 @@ func TestGuardRefusesAndRecovers(t *testing.T) {
 	var changes []bool
 	g := s.NewGuard(GuardConfig{Quota: quota, AgentThreshold: 0.5, Interval: time.Minute, MinDefragFree: 1 << 20, MinDefragBetween: time.Nanosecond},
 		func(refusing bool, _ string) { changes = append(changes, refusing) })
+	// A standby's guard watches the same store and never acts.
+	watcher := s.NewGuard(GuardConfig{Quota: quota, AgentThreshold: 0.5, Interval: time.Minute, MinDefragFree: 1 << 20, MinDefragBetween: time.Nanosecond, WatchOnly: true}, nil)
+	watch := func(what string) GuardStats {
+		t.Helper()
+		if err := watcher.check(t.Context()); err != nil {
+			t.Fatalf("%s: watch-only check: %v", what, err)
+		}
+		return watcher.Stats()
+	}
 	check := func(what string) GuardStats {
 		t.Helper()
 		if err := g.check(t.Context()); err != nil {
@@ -68,8 +77,17 @@ func TestGuardRefusesAndRecovers(t *testing.T) {
 	if _, err := s.Client().Compact(t.Context(), rev+1, clientv3.WithCompactPhysical()); err != nil {
 		t.Fatalf("compact: %v", err)
 	}
+	if st := watch("full"); !st.Refusing || !st.NoSpace || watcher.AllowAgentWrite() {
+		t.Errorf("the watch-only guard on a full store: %+v; want refusing", st)
+	}
+	if st := watch("deleted and compacted"); !st.NoSpace || st.Disarms != 0 || st.Defrags != 0 {
+		t.Errorf("the watch-only guard acted: %+v; want the alarm left to the other guard", st)
+	}
 	check("deleted and compacted")
 	st = check("again")
+	if st := watch("recovered"); st.Refusing || !watcher.AllowAgentWrite() {
+		t.Errorf("the watch-only guard after the recovery: %+v; want allowed", st)
+	}
 	if st.Refusing || st.NoSpace || st.Disarms == 0 || st.Defrags == 0 || !g.AllowAgentWrite() {
 		t.Errorf("after the recovery: %+v; want allowed, no alarm, a disarm and a defragmentation", st)
 	}
