@@ -95,6 +95,19 @@ func (s *agentServer) replace(old, newer *agentSession) {
 	go old.goAwayAndWait(reason, replacedGrace)
 }
 
+// endSession ends cluster's session id, if it is still the live one here,
+// as a newer one on this replica would: a newer session of the cluster
+// serves it on another replica.
+func (s *agentServer) endSession(cluster, id, reason string) {
+	sess := s.session(cluster)
+	if sess == nil || sess.id != id {
+		return
+	}
+	s.replaced.Add(1)
+	s.logger.Warn("agent session replaced on another hub replica", "cluster", cluster, "session", id, "remote", sess.remote, "reason", reason)
+	go sess.goAwayAndWait(reason, replacedGrace)
+}
+
 // replacedGrace is how long a replaced session has to read its GoAway
 // before its connection closes (the close carries the reason too).
 const replacedGrace = time.Second

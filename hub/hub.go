@@ -32,6 +32,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/podlabel"
 	"github.com/flotilla-io/flotilla/hub/purge"
 	"github.com/flotilla-io/flotilla/hub/rebalancer"
+	"github.com/flotilla-io/flotilla/hub/relay"
 	"github.com/flotilla-io/flotilla/hub/scheduling"
 	"github.com/flotilla-io/flotilla/hub/sharedfiles"
 	"github.com/flotilla-io/flotilla/hub/status"
@@ -379,6 +380,15 @@ func (r *replica) lead(ctx context.Context) error {
 	for _, c := range controllers {
 		wg.Go(func() { c.Run(ctx, workers) })
 	}
+	// One session per cluster across the replicas: the registry ends the
+	// older of two, here or on the replica holding it.
+	registry.SetSupersede(func(cluster, session, replica, reason string) {
+		if replica == "" {
+			front.agents.endSession(cluster, session, reason)
+		} else if r.sessions != nil {
+			r.sessions.sendEnd(replica, relay.End{Cluster: cluster, Session: session, Reason: reason})
+		}
+	})
 	if r.front == nil {
 		front.start(ctx)
 	} else {

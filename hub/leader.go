@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/hub/relay"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
@@ -151,6 +152,8 @@ func (r *replica) serveAgents(ctx context.Context) (stop func(), err error) {
 	watchCfg.WatchOnly = true
 	guard := r.store.NewGuard(watchCfg, nil)
 	r.front.dispatcher.SetStoreGate(guard.AllowAgentWrite)
+	end := func(e relay.End) { r.front.agents.endSession(e.Cluster, e.Session, e.Reason) }
+	r.sessions.endSession.Store(&end)
 	informers.Start(frontCtx)
 	r.front.joins.Watch(frontCtx)
 	r.front.start(frontCtx)

@@ -87,6 +87,9 @@ type Registry struct {
 	// detected, if set, is told each lease expiry's detection delay
 	// (registry_metrics.go).
 	detected func(delay time.Duration)
+	// supersede, if set, ends a session a newer one on another replica
+	// replaced (registry_relay.go).
+	supersede func(cluster, session, replica, reason string)
 }
 
 // RegistryConfig tunes the registry.

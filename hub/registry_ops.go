@@ -48,6 +48,10 @@ type connection struct {
 
 // connectLocked records that c now serves e.
 func (r *Registry) connectLocked(name string, e *entry, c connection, now time.Time) {
+	if e.session != "" && e.session != c.session && e.replica != c.replica {
+		// A replica replaces its own sessions itself (agentServer.claim).
+		r.supersedeLocked(e.obj, name, e.session, e.replica, c, now)
+	}
 	e.session, e.connected, e.replica = c.session, now, c.replica
 	e.obs.NoRestartGrace = false // an agent serves it again
 	e.obs.ReplicaLostAt = time.Time{}

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/relay"
 )
 
@@ -65,7 +66,10 @@ func (r *Registry) ApplyRelayed(b *relay.Batch) (unknown int) {
 func (r *Registry) applyRelayedLocked(b *relay.Batch, s *relay.Session, e *entry, now time.Time) {
 	if e.session != s.Session {
 		if e.session != "" && e.connected.After(s.ConnectedAt) {
-			return // the cluster's newer session is elsewhere
+			// The cluster's newer session is elsewhere: this one is the
+			// agent's past, or a second agent with its certificate.
+			r.supersedeLocked(e.obj, s.Cluster, s.Session, b.Replica, connection{session: e.session, replica: e.replica, hubID: hubIDOf(e)}, now)
+			return
 		}
 		r.connectLocked(s.Cluster, e, connection{session: s.Session, remote: s.Remote, transport: s.Transport, agentVersion: s.AgentVersion,
 			leaseSeconds: s.LeaseSeconds, hubID: b.HubID, replica: b.Replica}, now)
@@ -139,4 +143,41 @@ func (r *Registry) relayedSessions() int {
 		}
 	}
 	return n
+}
+
+// SetSupersede sets what ends a session that a newer one of its cluster on
+// another replica replaced (one session per cluster across the replicas):
+// called without the registry's lock, in a goroutine of its own, with the
+// replica's election identity ("" for this hub's own session) and why.
+func (r *Registry) SetSupersede(fn func(cluster, session, replica, reason string)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.supersede = fn
+}
+
+// supersedeLocked ends session (on replica) of cluster, which newer
+// replaced, and records it on the Cluster.
+func (r *Registry) supersedeLocked(c *v1alpha1.Cluster, cluster, session, replica string, newer connection, now time.Time) {
+	where := func(replica, hubID string) string {
+		if replica == "" {
+			return "hub replica " + r.cfg.HubID
+		}
+		if hubID == "" {
+			return "hub replica " + replica
+		}
+		return "hub replica " + hubID
+	}
+	reason := fmt.Sprintf("replaced by a newer session of cluster %s on %s (one session per cluster)", cluster, where(newer.replica, newer.hubID))
+	r.recordLocked(c, corev1.EventTypeWarning, reasonSessionReplaced, "agent session "+session+" on "+where(replica, "")+" "+reason, now)
+	if fn := r.supersede; fn != nil {
+		go fn(cluster, session, replica, reason)
+	}
+}
+
+// hubIDOf is the hub ID the cluster's status shows it connected to.
+func hubIDOf(e *entry) string {
+	if e.obj.Status.Agent == nil {
+		return ""
+	}
+	return e.obj.Status.Agent.ConnectedTo
 }

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -413,5 +414,61 @@ func TestRegistryRelayedUnknownClusters(t *testing.T) {
 				t.Errorf("a relayed session registered an unknown cluster")
 			}
 		})
+	}
+}
+
+// TestRegistrySupersedesAcrossReplicas: one session per cluster across
+// the replicas. A relayed session newer than the local one ends the
+// local one; a relayed session older than the current one is itself
+// ended on its replica; a local session replacing a local one is the
+// agent server's business, not the registry's.
+func TestRegistrySupersedesAcrossReplicas(t *testing.T) {
+	type ended struct{ cluster, session, replica string }
+	clk := clocktesting.NewFakeClock(t0)
+	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))
+	ends := make(chan ended, 8)
+	f.reg.SetSupersede(func(cluster, session, replica, reason string) {
+		if !strings.Contains(reason, "one session per cluster") {
+			t.Errorf("reason %q", reason)
+		}
+		ends <- ended{cluster, session, replica}
+	})
+	next := func(what string) ended {
+		t.Helper()
+		select {
+		case e := <-ends:
+			return e
+		case <-t.Context().Done():
+			t.Fatalf("%s: no session ended", what)
+			return ended{}
+		}
+	}
+
+	f.connect("edge-1") // session-edge-1, on this hub
+	clk.Step(time.Second)
+	relayApply(f, &relay.Batch{Replica: "replica-b", HubID: "hub-b", Sessions: []relay.Session{relaySession("edge-1", "hub-b/1", clk.Now(), time.Time{})}})
+	if got, want := next("a newer relayed session"), (ended{"edge-1", "session-edge-1", ""}); got != want {
+		t.Errorf("ended %+v, want %+v", got, want)
+	}
+
+	// An older session of replica-c shows up: it is the one to end.
+	relayApply(f, &relay.Batch{Replica: "replica-c", HubID: "hub-c", Sessions: []relay.Session{relaySession("edge-1", "hub-c/9", t0, time.Time{})}})
+	if got, want := next("an older relayed session"), (ended{"edge-1", "hub-c/9", "replica-c"}); got != want {
+		t.Errorf("ended %+v, want %+v", got, want)
+	}
+	if session, replica := relayEntrySession(f, "edge-1"); session != "hub-b/1" || replica != "replica-b" {
+		t.Errorf("edge-1 served by %s on %q, want hub-b/1 on replica-b", session, replica)
+	}
+
+	// Local replacing local: nothing from the registry.
+	f.connect("edge-2")
+	hello := &protocol.Hello{ProtocolVersion: protocol.Version, ClusterName: "edge-2", AgentVersion: "v-test", LeaseDurationSeconds: 40}
+	if err := f.reg.Connect(t.Context(), hello, "session-edge-2-again", "192.0.2.2:4000", "quic"); err != nil {
+		t.Fatal(err)
+	}
+	// A marker that must come next if the local replacement ended nothing.
+	relayApply(f, &relay.Batch{Replica: "replica-d", HubID: "hub-d", Sessions: []relay.Session{relaySession("edge-1", "hub-d/1", t0, time.Time{})}})
+	if got, want := next("the marker"), (ended{"edge-1", "hub-d/1", "replica-d"}); got != want {
+		t.Errorf("ended %+v, want the marker %+v: a local replacement ended a session", got, want)
 	}
 }

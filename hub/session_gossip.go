@@ -67,6 +67,9 @@ type sessionGossip struct {
 	// lostReplicas counts the replicas the leader counted lost while
 	// they served agents.
 	lostReplicas atomic.Int64
+	// endSession, if set, ends a session of this replica the leader says
+	// a newer one replaced elsewhere (relay.End).
+	endSession atomic.Pointer[func(relay.End)]
 }
 
 // relayQueue bounds the batches waiting for the leader's registry: at a
@@ -100,6 +103,17 @@ func startSessionGossip(cfg Config, identity string) (*sessionGossip, error) {
 func (s *sessionGossip) receive(msg []byte) {
 	if relay.IsBatch(msg) {
 		s.receiveBatch(msg)
+		return
+	}
+	if relay.IsEnd(msg) {
+		e, err := relay.DecodeEnd(msg)
+		if err != nil {
+			s.decodeFailed("session end", err)
+			return
+		}
+		if end := s.endSession.Load(); end != nil {
+			(*end)(e)
+		}
 		return
 	}
 	t, err := handover.Decode(msg)
@@ -202,6 +216,18 @@ func (s *sessionGossip) applyRelayed(ctx context.Context, registry *Registry, cl
 				}
 			}
 		}
+	}
+}
+
+// sendEnd tells replica to end one of its sessions; a replica that
+// cannot be reached has lost its sessions anyway.
+func (s *sessionGossip) sendEnd(replica string, e relay.End) {
+	msg, err := relay.EncodeEnd(e)
+	if err == nil {
+		err = s.group.SendTo(replica, msg)
+	}
+	if err != nil {
+		s.logger.Debug("gossip: a replaced session's end not delivered", "replica", replica, "cluster", e.Cluster, "err", err)
 	}
 }
 

@@ -96,3 +96,52 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestEndRoundTripAndRefusals(t *testing.T) {
+	want := End{Cluster: "member-1", Session: "hub-b/7", Reason: "replaced by a newer session"}
+	msg, err := EncodeEnd(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !IsEnd(msg) || IsBatch(msg) {
+		t.Fatalf("an encoded End: IsEnd %v, IsBatch %v", IsEnd(msg), IsBatch(msg))
+	}
+	got, err := DecodeEnd(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+	for name, bad := range map[string]string{
+		"no cluster":  `{"session":"s"}`,
+		"no session":  `{"cluster":"c"}`,
+		"long reason": `{"cluster":"c","session":"s","reason":"` + strings.Repeat("x", 1100) + `"}`,
+		"not JSON":    `{`,
+	} {
+		if _, err := DecodeEnd(append([]byte("FLE1"), bad...)); err == nil {
+			t.Errorf("%s: decoded", name)
+		}
+	}
+}
+
+func FuzzDecodeEnd(f *testing.F) {
+	msg, err := EncodeEnd(End{Cluster: "member-1", Session: "hub-b/7", Reason: "r"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(msg)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, err := DecodeEnd(data)
+		if err != nil {
+			return
+		}
+		again, err := EncodeEnd(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := DecodeEnd(again); err != nil {
+			t.Fatalf("a decoded End does not decode again: %v", err)
+		}
+	})
+}

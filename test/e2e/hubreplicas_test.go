@@ -405,6 +405,9 @@ func waitConnectedTo(t *testing.T, h *hub, id string, clusters ...string) {
 	for _, name := range clusters {
 		waitFor(t, 20*time.Second, name+" connected to "+id, func() (bool, string) {
 			c := h.cluster(t, name)
+			if c.Status.Agent == nil {
+				return false, describe(c) + ", never connected"
+			}
 			return c.Status.Agent.ConnectedTo == id, describe(c) + " connected to " + c.Status.Agent.ConnectedTo
 		})
 	}
@@ -579,6 +582,35 @@ func TestHubStandbyServesAgents(t *testing.T) {
 	held := strings.Replace(variantYAML("held", ""), "    spec:\n      containers:", "    spec:\n      nodeSelector: {flotilla.io/e2e-no-such-node: \"true\"}\n      containers:", 1)
 	f.apply("held.yaml", held)
 	waitHeld(f, map[string]int32{"member-1": 1, "member-2": 2})
+
+	t.Run("one session per cluster across the replicas", func(t *testing.T) {
+		rogueTLS := loadClientTLS(t, first.issueCert(t, "rogue"), "127.0.0.1")
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		onStandby := dialRogue(t, t, second.quicAddr, rogueTLS, "rogue")
+		go onStandby.keepRenewing(ctx)
+		waitConnectedTo(t, first, "e2e-hub-b", "rogue")
+		// A newer session on the leader ends the standby's (the leader
+		// tells it over the gossip group)...
+		onLeader := dialRogue(t, t, first.quicAddr, rogueTLS, "rogue")
+		go onLeader.keepRenewing(ctx)
+		waitFor(t, 10*time.Second, "the standby's session ended", func() (bool, string) {
+			reason := onStandby.endReason()
+			return strings.Contains(reason, "one session per cluster"), reason
+		})
+		waitConnectedTo(t, first, "e2e-hub-a", "rogue")
+		// ...and a newer one on the standby ends the leader's own.
+		again := dialRogue(t, t, second.quicAddr, rogueTLS, "rogue")
+		go again.keepRenewing(ctx)
+		waitFor(t, 10*time.Second, "the leader's session ended", func() (bool, string) {
+			reason := onLeader.endReason()
+			return strings.Contains(reason, "one session per cluster"), reason
+		})
+		waitConnectedTo(t, first, "e2e-hub-b", "rogue")
+		if reason := again.endReason(); reason != "" {
+			t.Errorf("the newest session ended: %s", reason)
+		}
+	})
 
 	t.Run("the leader dies: the standby's sessions stay", func(t *testing.T) {
 		before := second.cluster(t, "member-1").Status.Agent.ConnectedAt
