@@ -380,7 +380,7 @@ func benchRegistry(n int) (*Registry, *clocktesting.FakeClock, []string) {
 		cfg:   RegistryConfig{Health: health.DefaultConfig(t0.Add(-time.Hour)), MaxClockSkew: 2 * time.Second, HubID: "bench"},
 		clock: clk, logger: slog.New(slog.DiscardHandler), recorder: controller.DiscardRecorder{},
 		entries: map[string]*entry{}, deadlines: lease.NewDeadlines(),
-		dirty: map[string]bool{}, dirtyLeas: map[string]bool{}, urgentLeases: map[string]bool{}, wake: make(chan struct{}, 1),
+		dirty: map[string]bool{}, healthDirty: map[string]bool{}, dirtyLeas: map[string]bool{}, urgentLeases: map[string]bool{}, wake: make(chan struct{}, 1),
 	}
 	apis := []v1alpha1.APIEnablement{
 		{GroupVersion: "v1", Resources: []v1alpha1.APIResource{{Name: "configmaps", Kind: "ConfigMap"}, {Name: "services", Kind: "Service"}, {Name: "secrets", Kind: "Secret"}}},
