@@ -46,7 +46,7 @@ type agentFront struct {
 // openAgentFront listens for agents. Its dispatcher and its handlers on
 // informers' Clusters are added before they start; start serves.
 func openAgentFront(ctx context.Context, cfg Config, hubCA *pki.CA, clients *controller.Clients, informers *controller.Informers,
-	recorder controller.Recorder, backend agentBackend) (f *agentFront, err error) {
+	recorder controller.Recorder, backend agentBackend) (*agentFront, error) {
 	logger := cfg.Logger
 	cert, err := ca.ServingCertificate(hubCA, cfg.TLSSANs)
 	if err != nil {
@@ -60,12 +60,13 @@ func openAgentFront(ctx context.Context, cfg Config, hubCA *pki.CA, clients *con
 	if err != nil {
 		return nil, fmt.Errorf("--quic-addr %q: %w", cfg.QUICAddr, err)
 	}
-	f = &agentFront{}
+	f := &agentFront{}
 	if f.udpConn, err = net.ListenUDP("udp", udpAddr); err != nil {
 		return nil, fmt.Errorf("listen for agents on %s (UDP): %w", cfg.QUICAddr, err)
 	}
+	opened := false
 	defer func() {
-		if err != nil {
+		if !opened {
 			f.close()
 		}
 	}()
@@ -101,6 +102,7 @@ func openAgentFront(ctx context.Context, cfg Config, hubCA *pki.CA, clients *con
 			f.agents.supersede(agentsCtx, cur)
 		}
 	})
+	opened = true
 	return f, nil
 }
 

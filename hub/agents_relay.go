@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/big"
 	"sync"
@@ -43,8 +44,16 @@ const relayInterval = 100 * time.Millisecond
 const relayHeartbeat = 250 * time.Millisecond
 
 // relaySilence is how long the leader hears nothing from a replica before
-// its sessions count as lost (Registry.ReplicaLost).
-const relaySilence = time.Second
+// its sessions count as lost (Registry.ReplicaLost): longer than one
+// send may block (the gossip group's 2 s timeout), far shorter than the
+// group takes to notice a death.
+const relaySilence = 2500 * time.Millisecond
+
+// maxEnded bounds the ended sessions kept for the next batch (an agent
+// reconnecting in a loop while no leader is reachable); beyond it they
+// go, and the next batch lists every session instead, which ends the
+// unlisted ones on the leader.
+const maxEnded = 10000
 
 // relayFullInterval is how often a replica sends all its sessions, so a
 // batch the leader lost (or a cluster it did not know yet) is made good.
@@ -70,15 +79,22 @@ type sessionRelay struct {
 	mu sync.Mutex
 	// local is this replica's registry while it leads.
 	local *Registry
-	// leader is the election identity of the leader, "" while unknown.
-	leader string
-	live   map[string]*relay.Session // this replica's sessions, by cluster
-	dirty  map[string]bool           // clusters whose session changed since the last batch
-	ended  []relay.Session           // sessions ended since the last batch
+	// leader is the election identity of the leader, "" while unknown;
+	// leaderOf, if set, says who leads now (the elector, whose OnNewLeader
+	// calls may arrive out of order); target is where the last batch went.
+	leader   string
+	leaderOf atomic.Pointer[func() string]
+	target   string
+	seq      uint64
+	live     map[string]*relay.Session // this replica's sessions, by cluster
+	dirty    map[string]bool           // clusters whose session changed since the last batch
+	ended    []relay.Session           // sessions ended since the last batch
 	// full: the next batch lists every session (a new leader, a lost batch).
 	full     bool
 	lastFull time.Time
 	lastSent time.Time
+	// lastTooLarge rate-limits the warning about batches too large.
+	lastTooLarge time.Time
 
 	sent, failed atomic.Int64 // batches
 }
@@ -166,6 +182,9 @@ func (s *sessionRelay) end(ended relay.Session) (local bool) {
 	if s.local != nil {
 		return true
 	}
+	if len(s.ended) >= maxEnded {
+		s.ended, s.full = s.ended[:0], true
+	}
 	s.ended = append(s.ended, ended)
 	return false
 }
@@ -198,7 +217,14 @@ func (s *sessionRelay) Status(cluster string, report *protocol.ClusterStatus) er
 	local := s.local
 	if local == nil {
 		if sess := s.live[cluster]; sess != nil {
-			sess.Status = report // only the newest waits
+			// Only the newest waits; the kinds served come only when they
+			// change, so a newer report without them keeps them.
+			if report.ServedAPIs == nil && sess.Status != nil && sess.Status.ServedAPIs != nil {
+				withAPIs := *report
+				withAPIs.ServedAPIs = sess.Status.ServedAPIs
+				report = &withAPIs
+			}
+			sess.Status = report
 			s.dirty[cluster] = true
 		}
 		s.mu.Unlock()
@@ -233,16 +259,28 @@ func (s *sessionRelay) setLeader(identity string) {
 	}
 }
 
+// requestFull: the leader asks for every session with the next batch.
+func (s *sessionRelay) requestFull() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.full = true
+}
+
 // attach makes reg, this replica's registry now that it leads, take every
 // session: those already live are connected to it with their last renewal
 // and newest report, and every call from now on goes straight to it.
 func (s *sessionRelay) attach(reg *Registry) {
+	// Under the relay's lock, so no session connects, ends or renews
+	// between the snapshot and the registry taking it (the registry never
+	// calls back in the same goroutine).
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.local = reg
 	b := s.batchLocked(true)
+	b.Full = false
 	s.ended = nil
-	s.mu.Unlock()
-	if unknown := reg.ApplyRelayed(b); unknown > 0 {
+	unknown := reg.applyLocalSessions(b)
+	if unknown > 0 {
 		s.logger.Warn("sessions of clusters the registry does not know were not taken over; their agents renew into a fresh session", "clusters", unknown)
 	}
 	s.logger.Info("this replica leads: its agent sessions go to its own registry", "sessions", len(b.Sessions))
@@ -251,7 +289,8 @@ func (s *sessionRelay) attach(reg *Registry) {
 // batchLocked takes what changed (or everything) into a batch from this
 // replica, clearing the pending state.
 func (s *sessionRelay) batchLocked(full bool) *relay.Batch {
-	b := &relay.Batch{Replica: s.identity, HubID: s.hubID, Full: full}
+	s.seq++
+	b := &relay.Batch{Replica: s.identity, HubID: s.hubID, Full: full, Seq: s.seq}
 	b.Sessions = append(b.Sessions, s.ended...)
 	for name, sess := range s.live {
 		if !full && !s.dirty[name] {
@@ -312,10 +351,17 @@ func (s *sessionRelay) run(ctx context.Context) {
 // next one, which lists every session.
 func (s *sessionRelay) flush() {
 	s.mu.Lock()
-	if s.local != nil || s.leader == "" || s.leader == s.identity {
+	leader := s.leader
+	if leaderOf := s.leaderOf.Load(); leaderOf != nil {
+		leader = (*leaderOf)()
+	}
+	if s.local != nil || leader == "" || leader == s.identity {
 		// Leading (or about to): attach takes the sessions.
 		s.mu.Unlock()
 		return
+	}
+	if leader != s.target {
+		s.target, s.full = leader, true // a new leader gets everything
 	}
 	now := s.clock.Now()
 	full := s.full || now.Sub(s.lastFull) >= relayFullInterval
@@ -324,13 +370,19 @@ func (s *sessionRelay) flush() {
 		return
 	}
 	s.lastSent = now
-	leader := s.leader
 	b := s.batchLocked(full)
 	if full {
 		s.full, s.lastFull = false, now
 	}
 	s.mu.Unlock()
 	msg, err := relay.Encode(b)
+	if err == nil && len(msg) > relay.MaxBatchBytes {
+		err = fmt.Errorf("batch of %d sessions is %d bytes, more than the %d the gossip group carries", len(b.Sessions), len(msg), relay.MaxBatchBytes)
+		if now.Sub(s.lastTooLarge) >= 30*time.Second {
+			s.lastTooLarge = now
+			s.logger.Warn("relay batch too large: this replica serves too many agents for one batch (warned at most every 30 s)", "err", err)
+		}
+	}
 	if err == nil {
 		err = s.send(leader, msg)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -109,6 +110,55 @@ func (f *relayFixture) flushNone() {
 	}
 }
 
+// ignoreSeq leaves batch numbers to TestSessionRelayNumbersBatches.
+var ignoreSeq = cmpopts.IgnoreFields(relay.Batch{}, "Seq")
+
+// TestSessionRelayNumbersBatches: every batch sent, heartbeats and failed
+// ones included, has the next number.
+func TestSessionRelayNumbersBatches(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f := newRelayFixture(t, clk)
+	f.relay.setLeader("leader-x")
+	f.connect("edge-1")
+	var seqs []uint64
+	seqs = append(seqs, f.flushOne("leader-x").Seq)
+	f.fail = errors.New("down")
+	clk.Step(relayHeartbeat)
+	seqs = append(seqs, f.flushOne("leader-x").Seq)
+	f.fail = nil
+	clk.Step(relayInterval)
+	seqs = append(seqs, f.flushOne("leader-x").Seq)
+	if diff := cmp.Diff([]uint64{1, 2, 3}, seqs); diff != "" {
+		t.Errorf("batch numbers (-want +got):\n%s", diff)
+	}
+}
+
+// TestSessionRelayFollowsTheElector: the elector's view of the leader,
+// not the order of its notifications, says where batches go; a new
+// leader gets every session.
+func TestSessionRelayFollowsTheElector(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f := newRelayFixture(t, clk)
+	leader := "leader-y"
+	leaderOf := func() string { return leader }
+	f.relay.leaderOf.Store(&leaderOf)
+	f.relay.setLeader("leader-x") // a late notification
+	f.connect("edge-1")
+	if b := f.flushOne("leader-y"); !b.Full {
+		t.Errorf("first batch to leader-y not full")
+	}
+	leader = "leader-z"
+	clk.Step(relayInterval)
+	if b := f.flushOne("leader-z"); !b.Full {
+		t.Errorf("first batch to leader-z not full")
+	}
+	f.relay.requestFull()
+	clk.Step(relayInterval)
+	if b := f.flushOne("leader-z"); !b.Full {
+		t.Errorf("batch after a resync request not full")
+	}
+}
+
 // relayLive is a session of the fixture as the relay lists it, connected
 // at connectedAt.
 func relayLive(name string, connectedAt time.Time) relay.Session {
@@ -138,7 +188,7 @@ func TestSessionRelayStandingBy(t *testing.T) {
 	edge1 := relayLive("edge-1", t0)
 	edge1.LastRenewal, edge1.AgentTime, edge1.Status = stamp, stamp.Add(300*time.Millisecond), report
 	want := &relay.Batch{Replica: "replica-a", HubID: "hub-a", Full: true, Sessions: []relay.Session{edge1, relayLive("edge-2", t0)}}
-	if diff := cmp.Diff(want, f.flushOne("leader-x")); diff != "" {
+	if diff := cmp.Diff(want, f.flushOne("leader-x"), ignoreSeq); diff != "" {
 		t.Errorf("first batch (-want +got):\n%s", diff)
 	}
 
@@ -148,7 +198,7 @@ func TestSessionRelayStandingBy(t *testing.T) {
 	stamp = f.renew("edge-1", 0)
 	edge1.LastRenewal, edge1.AgentTime, edge1.Status = stamp, stamp, nil // the report was sent
 	want = &relay.Batch{Replica: "replica-a", HubID: "hub-a", Sessions: []relay.Session{edge1}}
-	if diff := cmp.Diff(want, f.flushOne("leader-x")); diff != "" {
+	if diff := cmp.Diff(want, f.flushOne("leader-x"), ignoreSeq); diff != "" {
 		t.Errorf("batch after a renewal (-want +got):\n%s", diff)
 	}
 	f.flushNone()
@@ -156,7 +206,7 @@ func TestSessionRelayStandingBy(t *testing.T) {
 	// Silent for relayHeartbeat, it says so.
 	clk.Step(relayHeartbeat)
 	want = &relay.Batch{Replica: "replica-a", HubID: "hub-a", Sessions: nil}
-	if diff := cmp.Diff(want, f.flushOne("leader-x")); diff != "" {
+	if diff := cmp.Diff(want, f.flushOne("leader-x"), ignoreSeq); diff != "" {
 		t.Errorf("heartbeat batch (-want +got):\n%s", diff)
 	}
 	f.flushNone()
@@ -164,7 +214,7 @@ func TestSessionRelayStandingBy(t *testing.T) {
 	// Every relayFullInterval, all sessions again.
 	clk.Step(relayFullInterval)
 	want = &relay.Batch{Replica: "replica-a", HubID: "hub-a", Full: true, Sessions: []relay.Session{edge1, relayLive("edge-2", t0)}}
-	if diff := cmp.Diff(want, f.flushOne("leader-x")); diff != "" {
+	if diff := cmp.Diff(want, f.flushOne("leader-x"), ignoreSeq); diff != "" {
 		t.Errorf("batch after the full interval (-want +got):\n%s", diff)
 	}
 	if got := f.relay.sent.Load(); got != 4 {
@@ -198,14 +248,14 @@ func TestSessionRelayEndStandingBy(t *testing.T) {
 				t.Errorf("%d live sessions after the end, want 1", got)
 			}
 			want := &relay.Batch{Replica: "replica-a", HubID: "hub-a", Sessions: []relay.Session{tt.ended}}
-			if diff := cmp.Diff(want, f.flushOne("leader-x")); diff != "" {
+			if diff := cmp.Diff(want, f.flushOne("leader-x"), ignoreSeq); diff != "" {
 				t.Errorf("batch after the end (-want +got):\n%s", diff)
 			}
 			f.flushNone()
 			// And the next full batch no longer lists it.
 			clk.Step(relayFullInterval)
 			want = &relay.Batch{Replica: "replica-a", HubID: "hub-a", Full: true, Sessions: []relay.Session{relayLive("edge-2", t0)}}
-			if diff := cmp.Diff(want, f.flushOne("leader-x")); diff != "" {
+			if diff := cmp.Diff(want, f.flushOne("leader-x"), ignoreSeq); diff != "" {
 				t.Errorf("full batch after the end (-want +got):\n%s", diff)
 			}
 		})
@@ -271,7 +321,7 @@ func TestSessionRelaySendError(t *testing.T) {
 	edge1.LastRenewal, edge1.AgentTime, edge1.Status = stamp, stamp, report
 	dropped := relay.Session{Cluster: "edge-2", Session: "hub-a-edge-2", Dropped: true}
 	want := &relay.Batch{Replica: "replica-a", HubID: "hub-a", Full: true, Sessions: []relay.Session{edge1, dropped}}
-	if diff := cmp.Diff(want, f.flushOne("leader-x")); diff != "" {
+	if diff := cmp.Diff(want, f.flushOne("leader-x"), ignoreSeq); diff != "" {
 		t.Errorf("batch after a failed one (-want +got):\n%s", diff)
 	}
 	f.flushNone()

@@ -381,12 +381,28 @@ func (r *replica) lead(ctx context.Context) error {
 		wg.Go(func() { c.Run(ctx, workers) })
 	}
 	// One session per cluster across the replicas: the registry ends the
-	// older of two, here or on the replica holding it.
+	// older of two, here or on the replica holding it, through a bounded
+	// queue (a peer relaying many stale sessions costs no goroutines).
+	supersedes := make(chan supersession, supersedeQueue)
 	registry.SetSupersede(func(cluster, session, replica, reason string) {
-		if replica == "" {
-			front.agents.endSession(cluster, session, reason)
-		} else if r.sessions != nil {
-			r.sessions.sendEnd(replica, relay.End{Cluster: cluster, Session: session, Reason: reason})
+		select {
+		case supersedes <- supersession{replica: replica, end: relay.End{Cluster: cluster, Session: session, Reason: reason}}:
+		default:
+			logger.Warn("a replaced agent session is left to end by itself: too many at once", "cluster", cluster, "session", session, "replica", replica)
+		}
+	})
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case s := <-supersedes:
+				if s.replica == "" {
+					front.agents.endSession(s.end.Cluster, s.end.Session, s.end.Reason)
+				} else if r.sessions != nil {
+					r.sessions.sendEnd(s.replica, s.end)
+				}
+			}
 		}
 	})
 	if r.front == nil {
@@ -424,3 +440,13 @@ func (r *replica) lead(ctx context.Context) error {
 	wg.Wait()
 	return nil
 }
+
+// supersession is a session to end because a newer one of its cluster
+// serves it on another replica.
+type supersession struct {
+	replica string // "" for this hub's own session
+	end     relay.End
+}
+
+// supersedeQueue bounds the sessions waiting to be ended.
+const supersedeQueue = 1024

@@ -63,7 +63,9 @@ func (r *replica) runElected(ctx context.Context) error {
 		if r.sessions, err = startSessionGossip(r.cfg, id); err != nil {
 			return err
 		}
-		gossipCtx, stopGossip := context.WithCancel(ctx)
+		// The gossip outlives the agents' goodbyes: the leader hears of
+		// the sessions they ended before this replica leaves the group.
+		gossipCtx, stopGossip := context.WithCancel(context.WithoutCancel(ctx))
 		gossipDone := make(chan struct{})
 		go func() {
 			defer close(gossipDone)
@@ -101,6 +103,11 @@ func (r *replica) runElected(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("hub leader election: %w", err)
+	}
+	if r.relay != nil {
+		// The elector's view, not the order its OnNewLeader calls arrive.
+		leaderOf := elector.GetLeader
+		r.relay.leaderOf.Store(&leaderOf)
 	}
 	r.http.setStandby(standbyHandler(r, &e.leader))
 	e.log.Info("standing for leader election", "leaseDuration", le.LeaseDuration, "renewDeadline", le.RenewDeadline, "retryPeriod", le.RetryPeriod)
@@ -154,6 +161,8 @@ func (r *replica) serveAgents(ctx context.Context) (stop func(), err error) {
 	r.front.dispatcher.SetStoreGate(guard.AllowAgentWrite)
 	end := func(e relay.End) { r.front.agents.endSession(e.Cluster, e.Session, e.Reason) }
 	r.sessions.endSession.Store(&end)
+	resync := r.relay.requestFull
+	r.sessions.resync.Store(&resync)
 	informers.Start(frontCtx)
 	r.front.joins.Watch(frontCtx)
 	r.front.start(frontCtx)

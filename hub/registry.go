@@ -137,7 +137,10 @@ type entry struct {
 	connected time.Time
 	// replica is the election identity of the hub replica whose session
 	// serves the cluster (relayed, package relay); empty for this hub's.
-	replica string
+	// relayedStamp is that replica's last renewal stamp as it sent it
+	// (one ahead of this hub's clock is applied once, as now).
+	replica      string
+	relayedStamp time.Time
 	// clockBackSince is when the agent's clock came back within the
 	// tolerated skew while ClockSynced is False (zero otherwise).
 	clockBackSince time.Time

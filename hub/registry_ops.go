@@ -52,7 +52,7 @@ func (r *Registry) connectLocked(name string, e *entry, c connection, now time.T
 		// A replica replaces its own sessions itself (agentServer.claim).
 		r.supersedeLocked(e.obj, name, e.session, e.replica, c, now)
 	}
-	e.session, e.connected, e.replica = c.session, now, c.replica
+	e.session, e.connected, e.replica, e.relayedStamp = c.session, now, c.replica, time.Time{}
 	e.obs.NoRestartGrace = false // an agent serves it again
 	e.obs.ReplicaLostAt = time.Time{}
 	// The lease granted, not the one asked for: restart grace and renewal

@@ -22,6 +22,18 @@ import (
 // registry does not know (yet): the replica's next full batch retries
 // them.
 func (r *Registry) ApplyRelayed(b *relay.Batch) (unknown int) {
+	return r.applyBatch(b, b.Replica)
+}
+
+// applyLocalSessions takes the sessions this replica served while it
+// stood by (sessionRelay.attach): they are this hub's own from now on.
+func (r *Registry) applyLocalSessions(b *relay.Batch) (unknown int) {
+	return r.applyBatch(b, "")
+}
+
+// applyBatch applies b, attributing its sessions to replica ("" for this
+// hub's).
+func (r *Registry) applyBatch(b *relay.Batch, replica string) (unknown int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.clock.Now()
@@ -50,11 +62,11 @@ func (r *Registry) ApplyRelayed(b *relay.Batch) (unknown int) {
 			unknown++
 			continue
 		}
-		r.applyRelayedLocked(b, s, e, now)
+		r.applyRelayedLocked(b, replica, s, e, now)
 	}
-	if b.Full {
+	if b.Full && replica != "" {
 		for name, e := range r.entries {
-			if e.replica == b.Replica && e.session != "" && !listed[name] {
+			if e.replica == replica && e.session != "" && !listed[name] {
 				r.disconnectLocked(name, e.session, "session no longer listed by hub replica "+b.HubID)
 			}
 		}
@@ -63,16 +75,16 @@ func (r *Registry) ApplyRelayed(b *relay.Batch) (unknown int) {
 }
 
 // applyRelayedLocked applies one live session of a batch.
-func (r *Registry) applyRelayedLocked(b *relay.Batch, s *relay.Session, e *entry, now time.Time) {
+func (r *Registry) applyRelayedLocked(b *relay.Batch, replica string, s *relay.Session, e *entry, now time.Time) {
 	if e.session != s.Session {
 		if e.session != "" && e.connected.After(s.ConnectedAt) {
 			// The cluster's newer session is elsewhere: this one is the
 			// agent's past, or a second agent with its certificate.
-			r.supersedeLocked(e.obj, s.Cluster, s.Session, b.Replica, connection{session: e.session, replica: e.replica, hubID: hubIDOf(e)}, now)
+			r.supersedeLocked(e.obj, s.Cluster, s.Session, replica, connection{session: e.session, replica: e.replica, hubID: hubIDOf(e)}, now)
 			return
 		}
 		r.connectLocked(s.Cluster, e, connection{session: s.Session, remote: s.Remote, transport: s.Transport, agentVersion: s.AgentVersion,
-			leaseSeconds: s.LeaseSeconds, hubID: b.HubID, replica: b.Replica}, now)
+			leaseSeconds: s.LeaseSeconds, hubID: b.HubID, replica: replica}, now)
 		// When the session began, on the replica serving it: a leader
 		// taking over shows the session its agent still holds.
 		e.connected = earliestOf(s.ConnectedAt, now)
@@ -82,8 +94,11 @@ func (r *Registry) applyRelayedLocked(b *relay.Batch, s *relay.Session, e *entry
 	if s.Replaced != "" { // sent once, with the session or after it
 		r.sessionReplacedLocked(s.Cluster, s.Replaced, s.Remote, now)
 	}
-	if !s.LastRenewal.IsZero() && s.LastRenewal.After(e.obs.LastRenewal) {
-		r.renewLocked(s.Cluster, e, s.Remote, s.AgentTime, earliestOf(s.LastRenewal, now), now)
+	if !s.LastRenewal.IsZero() && s.LastRenewal.After(e.relayedStamp) {
+		e.relayedStamp = s.LastRenewal
+		if stamp := earliestOf(s.LastRenewal, now); stamp.After(e.obs.LastRenewal) {
+			r.renewLocked(s.Cluster, e, s.Remote, s.AgentTime, stamp, now)
+		}
 	}
 	if s.Status != nil {
 		allocatable, errA := resourceList(s.Status.Allocatable)
@@ -120,7 +135,12 @@ func (r *Registry) ReplicaLost(replica string, lastHeard time.Time) (clusters in
 		}
 		clusters++
 		e.session, e.replica = "", ""
-		e.obs.ReplicaLostAt = lastHeard
+		// Only an agent that was renewing lost its hub with the replica:
+		// one that had stopped (its session outlives it by QUIC's idle
+		// timeout) expires on time.
+		if renewingAt(e, lastHeard, r.cfg.Health.DefaultLeaseDuration) {
+			e.obs.ReplicaLostAt = lastHeard
+		}
 		if e.obj.Status.Agent != nil {
 			e.obj.Status.Agent.ConnectedTo = ""
 		}
@@ -147,8 +167,9 @@ func (r *Registry) relayedSessions() int {
 
 // SetSupersede sets what ends a session that a newer one of its cluster on
 // another replica replaced (one session per cluster across the replicas):
-// called without the registry's lock, in a goroutine of its own, with the
-// replica's election identity ("" for this hub's own session) and why.
+// called under the registry's lock (fn must only hand the work on, never
+// wait), with the replica's election identity ("" for this hub's own
+// session) and why.
 func (r *Registry) SetSupersede(fn func(cluster, session, replica, reason string)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -170,7 +191,7 @@ func (r *Registry) supersedeLocked(c *v1alpha1.Cluster, cluster, session, replic
 	reason := fmt.Sprintf("replaced by a newer session of cluster %s on %s (one session per cluster)", cluster, where(newer.replica, newer.hubID))
 	r.recordLocked(c, corev1.EventTypeWarning, reasonSessionReplaced, "agent session "+session+" on "+where(replica, "")+" "+reason, now)
 	if fn := r.supersede; fn != nil {
-		go fn(cluster, session, replica, reason)
+		fn(cluster, session, replica, reason)
 	}
 }
 
@@ -180,4 +201,16 @@ func hubIDOf(e *entry) string {
 		return ""
 	}
 	return e.obj.Status.Agent.ConnectedTo
+}
+
+// renewingAt reports whether e's agent was renewing at t: a renewal, or
+// the session's start, within half a lease before it (two renewal
+// intervals), as Sessions judges for the handover.
+func renewingAt(e *entry, t time.Time, defaultLease time.Duration) bool {
+	leaseDuration := e.obs.LeaseDuration
+	if leaseDuration == 0 {
+		leaseDuration = defaultLease
+	}
+	recent := func(at time.Time) bool { return !at.IsZero() && t.Sub(at) <= leaseDuration/2 }
+	return recent(e.obs.LastRenewal) || recent(e.connected)
 }

@@ -61,20 +61,40 @@ type sessionGossip struct {
 	// names of replicas that died or left (lost); received counts the
 	// batches, overflow those dropped because the registry fell behind
 	// (the sender's next full batch makes good).
-	relayed            chan *relay.Batch
+	relayed            chan receivedBatch
 	lost               chan string
 	received, overflow atomic.Int64
+	// queuedBytes bounds the batches waiting (maxQueuedBytes).
+	queuedBytes atomic.Int64
+	// stale counts batches dropped for arriving after a newer one.
+	stale atomic.Int64
+	clock clock.WithTicker
+	// send delivers a message to one replica (the group's SendTo).
+	send func(name string, msg []byte) error
 	// lostReplicas counts the replicas the leader counted lost while
 	// they served agents.
 	lostReplicas atomic.Int64
 	// endSession, if set, ends a session of this replica the leader says
-	// a newer one replaced elsewhere (relay.End).
+	// a newer one replaced elsewhere (relay.End); resync, if set, makes
+	// the relay's next batch full (relay.Resync).
 	endSession atomic.Pointer[func(relay.End)]
+	resync     atomic.Pointer[func()]
 }
 
-// relayQueue bounds the batches waiting for the leader's registry: at a
-// batch per replica every relayInterval, seconds of them.
-const relayQueue = 256
+// relayQueue and maxQueuedBytes bound the batches waiting for the
+// leader's registry: at a batch per replica every relayInterval, seconds
+// of them.
+const (
+	relayQueue     = 256
+	maxQueuedBytes = 64 << 20
+)
+
+// receivedBatch is a batch and when it arrived.
+type receivedBatch struct {
+	batch *relay.Batch
+	at    time.Time
+	bytes int64
+}
 
 // startSessionGossip joins the replicas' group as identity. The group's
 // key is derived from the stateless reset key every replica shares
@@ -88,12 +108,14 @@ func startSessionGossip(cfg Config, identity string) (*sessionGossip, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gossip key: %w", err)
 	}
-	s := &sessionGossip{interval: cfg.Gossip.Interval, logger: cfg.Logger, relayed: make(chan *relay.Batch, relayQueue), lost: make(chan string, relayQueue)}
+	s := &sessionGossip{interval: cfg.Gossip.Interval, logger: cfg.Logger, relayed: make(chan receivedBatch, relayQueue), lost: make(chan string, relayQueue),
+		clock: cfg.Clock}
 	s.group, err = gossip.Start(gossip.Config{Name: identity, BindAddr: cfg.Gossip.Addr, AdvertiseAddr: cfg.Gossip.AdvertiseAddr, Join: cfg.Gossip.Join,
 		JoinRetry: 2 * time.Second, Key: key, Label: gossipLabel, SendTimeout: max(cfg.Gossip.Interval, 2*time.Second), Receive: s.receive, Left: s.left, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("--gossip-addr: %w", err)
 	}
+	s.send = s.group.SendTo
 	cfg.Logger.Info("gossiping with the other hub replicas", "addr", s.group.Addr(), "join", cfg.Gossip.Join, "interval", cfg.Gossip.Interval)
 	return s, nil
 }
@@ -103,6 +125,12 @@ func startSessionGossip(cfg Config, identity string) (*sessionGossip, error) {
 func (s *sessionGossip) receive(msg []byte) {
 	if relay.IsBatch(msg) {
 		s.receiveBatch(msg)
+		return
+	}
+	if relay.IsResync(msg) {
+		if full := s.resync.Load(); full != nil {
+			(*full)()
+		}
 		return
 	}
 	if relay.IsEnd(msg) {
@@ -152,15 +180,23 @@ func (s *sessionGossip) receiveBatch(msg []byte) {
 	if !s.leading.Load() {
 		return // sent to a leader that just stepped down: the sender finds the next
 	}
+	size := int64(len(msg))
+	if s.queuedBytes.Add(size) > maxQueuedBytes {
+		s.queuedBytes.Add(-size)
+		s.overflow.Add(1)
+		return
+	}
 	b, err := relay.Decode(msg)
 	if err != nil {
+		s.queuedBytes.Add(-size)
 		s.decodeFailed("relay batch", err)
 		return
 	}
 	s.received.Add(1)
 	select {
-	case s.relayed <- b:
+	case s.relayed <- receivedBatch{batch: b, at: s.clock.Now(), bytes: size}:
 	default:
+		s.queuedBytes.Add(-size)
 		s.overflow.Add(1)
 	}
 }
@@ -181,11 +217,27 @@ func (s *sessionGossip) left(name string) {
 // applyRelayed gives registry the batches the other replicas relay, and
 // tells it of a replica lost: one the group says died or left, or one
 // silent for relaySilence (replicas send at least every relayHeartbeat;
-// the group takes seconds to notice a death), until ctx ends.
+// the group takes seconds to notice a death), until ctx ends. A batch
+// older than one applied from its replica is dropped, and so is
+// anything before a full batch from a replica new to this leader: the
+// replica is asked for a full one (relay.Resync).
 func (s *sessionGossip) applyRelayed(ctx context.Context, registry *Registry, clk clock.WithTicker) {
-	heard := map[string]time.Time{} // replica → when its last batch came
+	in := newRelayIntake()
+	apply := func(rb receivedBatch) {
+		s.queuedBytes.Add(-rb.bytes)
+		ok, resync := in.admit(rb.batch, rb.at)
+		if resync {
+			go s.requestResync(rb.batch.Replica)
+		}
+		if !ok {
+			s.stale.Add(1)
+			return
+		}
+		if unknown := registry.ApplyRelayed(rb.batch); unknown > 0 {
+			s.logger.Debug("relayed sessions of clusters not known yet", "replica", rb.batch.Replica, "clusters", unknown)
+		}
+	}
 	lose := func(name string, lastHeard time.Time, why string) {
-		delete(heard, name)
 		if n := registry.ReplicaLost(name, lastHeard); n > 0 {
 			s.lostReplicas.Add(1)
 			s.logger.Warn("a hub replica serving agents is lost: its clusters get a grace to reconnect", "replica", name, "why", why, "lastHeard", lastHeard, "clusters", n)
@@ -197,26 +249,99 @@ func (s *sessionGossip) applyRelayed(ctx context.Context, registry *Registry, cl
 		select {
 		case <-ctx.Done():
 			return
-		case b := <-s.relayed:
-			heard[b.Replica] = clk.Now()
-			if unknown := registry.ApplyRelayed(b); unknown > 0 {
-				s.logger.Debug("relayed sessions of clusters not known yet", "replica", b.Replica, "clusters", unknown)
-			}
+		case rb := <-s.relayed:
+			apply(rb)
 		case name := <-s.lost:
-			at, ok := heard[name]
-			if !ok {
-				at = clk.Now()
-			}
-			lose(name, at, "the gossip group lost it")
+			lose(name, in.forget(name, clk.Now()), "the gossip group lost it")
 		case <-tick.C():
-			now := clk.Now()
-			for name, at := range heard {
-				if now.Sub(at) > relaySilence {
-					lose(name, at, "silent for "+now.Sub(at).Round(time.Millisecond).String())
+			// What already arrived counts before anyone is called silent.
+			for drained := false; !drained; {
+				select {
+				case rb := <-s.relayed:
+					apply(rb)
+				default:
+					drained = true
 				}
+			}
+			now := clk.Now()
+			for name, heard := range in.silent(now) {
+				lose(name, heard, "silent for "+now.Sub(heard).Round(time.Millisecond).String())
 			}
 		}
 	}
+}
+
+// requestResync asks replica for a full batch.
+func (s *sessionGossip) requestResync(replica string) {
+	if err := s.send(replica, relay.Resync()); err != nil {
+		s.logger.Debug("gossip: resync request not delivered", "replica", replica, "err", err)
+	}
+}
+
+// relayIntake is the leader's bookkeeping of the replicas relaying to it:
+// when each was last heard, the number of its last batch applied, and
+// when it was last asked for a full batch. One goroutine owns it.
+type relayIntake struct {
+	replicas map[string]*relayReplica
+}
+
+type relayReplica struct {
+	heard    time.Time
+	seq      uint64
+	resynced time.Time
+}
+
+// resyncEvery bounds the full batches asked of one replica.
+const resyncEvery = time.Second
+
+func newRelayIntake() *relayIntake { return &relayIntake{replicas: map[string]*relayReplica{}} }
+
+// admit says whether b, arrived at at, is applied (not older than a batch
+// applied from its replica) and whether its replica is to be asked for a
+// full batch: it sent a stale one, or a partial one first (its sessions
+// from before are unknown here).
+func (in *relayIntake) admit(b *relay.Batch, at time.Time) (apply, resync bool) {
+	r, known := in.replicas[b.Replica]
+	if !known {
+		r = &relayReplica{}
+		in.replicas[b.Replica] = r
+	}
+	r.heard = at
+	apply = !known || b.Seq > r.seq
+	if apply {
+		r.seq = b.Seq
+	}
+	if (!apply || !known && !b.Full) && at.Sub(r.resynced) >= resyncEvery {
+		r.resynced, resync = at, true
+	}
+	return apply, resync
+}
+
+// silent removes and returns the replicas not heard from for longer than
+// relaySilence at now, with when each was last heard.
+func (in *relayIntake) silent(now time.Time) map[string]time.Time {
+	var out map[string]time.Time
+	for name, r := range in.replicas {
+		if now.Sub(r.heard) > relaySilence {
+			if out == nil {
+				out = map[string]time.Time{}
+			}
+			out[name] = r.heard
+			delete(in.replicas, name)
+		}
+	}
+	return out
+}
+
+// forget removes a replica the group lost and returns when it was last
+// heard (now if never).
+func (in *relayIntake) forget(name string, now time.Time) time.Time {
+	r, ok := in.replicas[name]
+	if !ok {
+		return now
+	}
+	delete(in.replicas, name)
+	return r.heard
 }
 
 // sendEnd tells replica to end one of its sessions; a replica that
@@ -224,7 +349,7 @@ func (s *sessionGossip) applyRelayed(ctx context.Context, registry *Registry, cl
 func (s *sessionGossip) sendEnd(replica string, e relay.End) {
 	msg, err := relay.EncodeEnd(e)
 	if err == nil {
-		err = s.group.SendTo(replica, msg)
+		err = s.send(replica, msg)
 	}
 	if err != nil {
 		s.logger.Debug("gossip: a replaced session's end not delivered", "replica", replica, "cluster", e.Cluster, "err", err)
@@ -232,7 +357,7 @@ func (s *sessionGossip) sendEnd(replica string, e relay.End) {
 }
 
 // sendTo sends msg to the replica named name.
-func (s *sessionGossip) sendTo(name string, msg []byte) error { return s.group.SendTo(name, msg) }
+func (s *sessionGossip) sendTo(name string, msg []byte) error { return s.send(name, msg) }
 
 // takeOver returns the last leader's table for a replica starting to lead
 // at now, if it is at most maxAge old; this replica sends its own from now

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/flotilla-io/flotilla/hub/handover"
+	"github.com/flotilla-io/flotilla/hub/relay"
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestSessionGossipKeepsTheNewestFreshTable(t *testing.T) {
@@ -48,4 +50,74 @@ func TestSessionGossipKeepsTheNewestFreshTable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRelayIntake: the leader applies a replica's batches in order, asks
+// for a full batch when one arrives late or a replica's first is partial
+// (at most once a second), and calls a replica silent after
+// relaySilence without a batch.
+func TestRelayIntake(t *testing.T) {
+	batch := func(replica string, seq uint64, full bool) *relay.Batch {
+		return &relay.Batch{Replica: replica, HubID: "hub", Seq: seq, Full: full}
+	}
+	type step struct {
+		b                   *relay.Batch
+		at                  time.Duration
+		wantApply, wantSync bool
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"in order, full first", []step{
+			{batch("b", 1, true), 0, true, false},
+			{batch("b", 2, false), 100 * time.Millisecond, true, false},
+		}},
+		{"partial first: applied, full asked for", []step{
+			{batch("b", 7, false), 0, true, true},
+			{batch("b", 8, true), 100 * time.Millisecond, true, false},
+		}},
+		{"a late batch: dropped, full asked for once a second", []step{
+			{batch("b", 1, true), 0, true, false},
+			{batch("b", 3, false), 100 * time.Millisecond, true, false},
+			{batch("b", 2, false), 150 * time.Millisecond, false, true},
+			{batch("b", 3, true), 200 * time.Millisecond, false, false},
+			{batch("b", 1, true), 1200 * time.Millisecond, false, true},
+			{batch("b", 4, true), 1300 * time.Millisecond, true, false},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := newRelayIntake()
+			for i, st := range tc.steps {
+				apply, sync := in.admit(st.b, t0.Add(st.at))
+				if apply != st.wantApply || sync != st.wantSync {
+					t.Errorf("step %d (seq %d): apply %v, resync %v; want %v, %v", i, st.b.Seq, apply, sync, st.wantApply, st.wantSync)
+				}
+			}
+		})
+	}
+
+	t.Run("silence and loss", func(t *testing.T) {
+		in := newRelayIntake()
+		in.admit(batch("b", 1, true), t0)
+		in.admit(batch("c", 1, true), t0.Add(time.Second))
+		if got := in.silent(t0.Add(relaySilence)); len(got) != 0 {
+			t.Errorf("silent after exactly relaySilence: %v", got)
+		}
+		got := in.silent(t0.Add(relaySilence + time.Millisecond))
+		if diff := cmp.Diff(map[string]time.Time{"b": t0}, got); diff != "" {
+			t.Errorf("silent replicas (-want +got):\n%s", diff)
+		}
+		if heard := in.forget("c", t0.Add(time.Hour)); !heard.Equal(t0.Add(time.Second)) {
+			t.Errorf("forget c: last heard %v, want t0+1s", heard)
+		}
+		if heard := in.forget("c", t0.Add(time.Hour)); !heard.Equal(t0.Add(time.Hour)) {
+			t.Errorf("forget c again: %v, want now", heard)
+		}
+		// A replica back after it was lost starts over: its first partial
+		// batch asks for a full one.
+		if apply, sync := in.admit(batch("b", 2, false), t0.Add(time.Minute)); !apply || !sync {
+			t.Errorf("b back: apply %v, resync %v; want both", apply, sync)
+		}
+	})
 }

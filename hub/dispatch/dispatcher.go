@@ -48,7 +48,7 @@ type Dispatcher struct {
 	// observeLatency, if set, is told how long each Work change waited
 	// from the informer's notification to being written on its agent's
 	// stream, by operation (upsert, delete).
-	observeLatency func(op string, d time.Duration)
+	observeLatency atomic.Pointer[func(op string, d time.Duration)]
 	limits         limitCounters
 	// allowWrite, if set, says whether the store takes agent-driven
 	// writes now (store.Guard).
@@ -68,8 +68,10 @@ func (d *Dispatcher) storeFull() bool {
 }
 
 // SetLatencyObserver sets what is told each Work change's dispatch
-// latency; call it before Run.
-func (d *Dispatcher) SetLatencyObserver(fn func(op string, d time.Duration)) { d.observeLatency = fn }
+// latency.
+// A hub replica sets it when it starts to lead, while its dispatcher
+// already serves.
+func (d *Dispatcher) SetLatencyObserver(fn func(op string, d time.Duration)) { d.observeLatency.Store(&fn) }
 
 // Counts are what the dispatcher has sent since the hub started.
 type Counts struct {

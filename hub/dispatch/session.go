@@ -281,12 +281,14 @@ func (s *session) sendPending(ctx context.Context) error {
 		if err := s.sync(ctx, name, w); err != nil {
 			return err
 		}
-		if after, ok := s.sent[name]; ok && (!held || after != before) && s.d.observeLatency != nil {
-			op := "upsert"
-			if after == deleteSent {
-				op = "delete"
+		if observe := s.d.observeLatency.Load(); observe != nil {
+			if after, ok := s.sent[name]; ok && (!held || after != before) {
+				op := "upsert"
+				if after == deleteSent {
+					op = "delete"
+				}
+				(*observe)(op, s.d.clock.Since(since))
 			}
-			s.d.observeLatency(op, s.d.clock.Since(since))
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -68,6 +69,8 @@ type Controller struct {
 
 	mu      sync.Mutex
 	waiters map[string][]chan struct{} // by request name: closed on any change
+	// watching: Watch started the informers, for as long as its context.
+	watching atomic.Bool
 }
 
 // New builds the controller; Run starts its watch of the requests of
@@ -109,7 +112,11 @@ func (c *Controller) changed(obj any) {
 // Run watches and reconciles until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	c.factory.Start(ctx.Done())
-	defer c.factory.Shutdown()
+	if !c.watching.Load() {
+		// Watch's context, not this one, ends a watch it started:
+		// Shutdown would wait for it.
+		defer c.factory.Shutdown()
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
 		return
 	}
@@ -120,7 +127,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 // that joins and renewals served here wait for the requests the leader
 // approves and signs (its Run reconciles); Run may follow on the same
 // controller.
-func (c *Controller) Watch(ctx context.Context) { c.factory.Start(ctx.Done()) }
+func (c *Controller) Watch(ctx context.Context) {
+	c.watching.Store(true)
+	c.factory.Start(ctx.Done())
+}
 
 // changeOf returns a channel closed at the next change of request name.
 func (c *Controller) changeOf(name string) <-chan struct{} {

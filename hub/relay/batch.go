@@ -52,6 +52,10 @@ type Batch struct {
 	// group); HubID its --hub-id, which Clusters show as connectedTo.
 	Replica string `json:"replica"`
 	HubID   string `json:"hubID"`
+	// Seq numbers the sender's batches from 1: the leader drops one older
+	// than a batch it applied (memberlist may deliver them out of order)
+	// and asks for a full batch (Resync).
+	Seq uint64 `json:"seq"`
 	// Full: Sessions lists every live session of the sender, so a session
 	// the leader attributes to it and does not find here has ended.
 	Full     bool      `json:"full,omitempty"`

@@ -9,11 +9,12 @@ import (
 
 // Limits on what Decode accepts.
 const (
-	// MaxBatchBytes is the largest encoded batch (a full batch of 20,000
-	// sessions with their status reports is far below it).
-	MaxBatchBytes = 64 << 20
+	// MaxBatchBytes is the largest encoded batch: memberlist refuses
+	// messages over 20 MB (a full batch of 10,000 sessions is about
+	// 2.5 MB).
+	MaxBatchBytes = 20 << 20
 	// MaxSessions is the most sessions one batch may list.
-	MaxSessions = 1 << 20
+	MaxSessions = 1 << 18
 	// MaxNameBytes bounds names (a DNS subdomain is at most 253 bytes).
 	MaxNameBytes = 253
 	// maxTextBytes bounds the other strings.
@@ -66,10 +67,19 @@ func (b *Batch) check() error {
 	if len(b.Sessions) > MaxSessions {
 		return fmt.Errorf("%d sessions, at most %d", len(b.Sessions), MaxSessions)
 	}
+	live := make(map[string]bool, len(b.Sessions))
 	for i := range b.Sessions {
-		if err := b.Sessions[i].check(); err != nil {
+		s := &b.Sessions[i]
+		if err := s.check(); err != nil {
 			return fmt.Errorf("session %d: %w", i, err)
 		}
+		if s.Over() {
+			continue // a cluster's sessions may end several times over
+		}
+		if live[s.Cluster] {
+			return fmt.Errorf("session %d: a second live session of cluster %s", i, s.Cluster)
+		}
+		live[s.Cluster] = true
 	}
 	return nil
 }

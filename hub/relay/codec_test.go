@@ -63,6 +63,7 @@ func TestDecodeRefuses(t *testing.T) {
 		{"a long reason", encode(func(b *Batch) { b.Sessions[1].Ended = strings.Repeat("x", 2000) }), "ended of 2000 bytes"},
 		{"a negative lease", encode(func(b *Batch) { b.Sessions[0].LeaseSeconds = -1 }), "negative lease"},
 		{"an invalid status", encode(func(b *Batch) { b.Sessions[0].Status.NodesReady = 9 }), "status"},
+		{"two live sessions of a cluster", encode(func(b *Batch) { b.Sessions[2].Cluster, b.Sessions[2].Dropped = "member-1", false }), "a second live session of cluster member-1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Decode(tc.msg)

@@ -57,3 +57,14 @@ func DecodeEnd(msg []byte) (End, error) {
 	}
 	return e, nil
 }
+
+// resyncMagic is the whole of a Resync request: the leader asks a
+// replica for a full batch (it dropped one of its batches, or has not had
+// a full one from it since it began to lead).
+var resyncMagic = []byte("FLQ1")
+
+// Resync is the encoded request for a full batch.
+func Resync() []byte { return bytes.Clone(resyncMagic) }
+
+// IsResync reports whether msg is a Resync request.
+func IsResync(msg []byte) bool { return bytes.Equal(msg, resyncMagic) }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -620,8 +621,15 @@ func TestHubStandbyServesAgents(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, 20*time.Second, "the standby leads", second.leads)
-		t.Logf("the standby led %v after the SIGKILL of the leader", time.Since(killed).Round(time.Millisecond))
+		led := time.Now()
+		t.Logf("the standby led %v after the SIGKILL of the leader", led.Sub(killed).Round(time.Millisecond))
 		waitConnectedTo(t, second, "e2e-hub-b", "member-2")
+		// The new leader's registry took member-1's session: its renewals
+		// reach the lease.
+		waitFor(t, 15*time.Second, "a renewal of member-1 stored after the takeover", func() (bool, string) {
+			l := second.lease(t, "member-1")
+			return l.Spec.RenewTime != nil && l.Spec.RenewTime.After(led), fmt.Sprint("renewed ", l.Spec.RenewTime)
+		})
 		if after := second.cluster(t, "member-1").Status.Agent.ConnectedAt; after == nil || before == nil || !after.Equal(before) {
 			t.Errorf("member-1's session: connected at %v before the takeover, %v after; want the same session", before, after)
 		}
@@ -654,8 +662,8 @@ func TestHubStandbyServesAgents(t *testing.T) {
 		}
 		// The leader noticed the replica's silence and gave member-3 the
 		// reconnect grace (recorded as a disconnect).
-		if body := second.metrics(t); !strings.Contains(body, "\nflotilla_hub_replicas_lost_total 1\n") {
-			t.Errorf("the leader's metrics do not count one lost replica:\n%s", body)
+		if body := second.metrics(t); !strings.Contains(body, "\nflotilla_hub_replicas_lost_total ") || strings.Contains(body, "\nflotilla_hub_replicas_lost_total 0\n") {
+			t.Errorf("the leader's metrics count no lost replica:\n%s", grepMetrics(body, "flotilla_hub_replicas_lost_total"))
 		}
 		waitFor(t, 10*time.Second, "an AgentDisconnected event on member-3 (the leader noticed its replica was lost)", func() (bool, string) {
 			n := eventCount(t, second, "Cluster", "default", "member-3", "AgentDisconnected")
@@ -667,5 +675,18 @@ func TestHubStandbyServesAgents(t *testing.T) {
 		})
 		monitor.stop(t)
 		waitHeld(f, map[string]int32{"member-1": 1, "member-2": 2})
+	})
+
+	t.Run("the leader stops on SIGTERM", func(t *testing.T) {
+		stopping := time.Now()
+		if err := syscall.Kill(second.Pid(), syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-second.Exited():
+			t.Logf("the leader stopped %v after SIGTERM", time.Since(stopping).Round(time.Millisecond))
+		case <-time.After(20 * time.Second):
+			t.Fatal("the leader did not stop within 20 s of SIGTERM")
+		}
 	})
 }
