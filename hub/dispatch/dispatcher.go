@@ -71,7 +71,9 @@ func (d *Dispatcher) storeFull() bool {
 // latency.
 // A hub replica sets it when it starts to lead, while its dispatcher
 // already serves.
-func (d *Dispatcher) SetLatencyObserver(fn func(op string, d time.Duration)) { d.observeLatency.Store(&fn) }
+func (d *Dispatcher) SetLatencyObserver(fn func(op string, d time.Duration)) {
+	d.observeLatency.Store(&fn)
+}
 
 // Counts are what the dispatcher has sent since the hub started.
 type Counts struct {
