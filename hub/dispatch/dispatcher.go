@@ -68,9 +68,8 @@ func (d *Dispatcher) storeFull() bool {
 }
 
 // SetLatencyObserver sets what is told each Work change's dispatch
-// latency.
-// A hub replica sets it when it starts to lead, while its dispatcher
-// already serves.
+// latency. A hub replica sets it when it starts to lead, while its
+// dispatcher already serves.
 func (d *Dispatcher) SetLatencyObserver(fn func(op string, d time.Duration)) {
 	d.observeLatency.Store(&fn)
 }
