@@ -73,7 +73,7 @@ func (a *httpServer) metricsHandler() http.Handler {
 		counter("flotilla_hub_session_tables_failed_total", "Session tables this leader could not send: to a replica it counted alive, or over 20 MB.", func() float64 { return float64(a.sessions.failed.Load()) })
 		counter("flotilla_hub_relay_batches_received_total", "Batches of agent sessions other replicas relayed to this leader.", func() float64 { return float64(a.sessions.received.Load()) })
 		counter("flotilla_hub_relay_batches_dropped_total", "Relayed batches dropped because the registry fell behind (the sender's next full batch makes good).", func() float64 { return float64(a.sessions.overflow.Load()) })
-		counter("flotilla_hub_replicas_lost_total", "Replicas serving agents this leader counted lost (silent for 1 s, dead or gone): their clusters got a grace to reconnect.", func() float64 { return float64(a.sessions.lostReplicas.Load()) })
+		counter("flotilla_hub_replicas_lost_total", "Replicas serving agents this leader counted lost (silent for 2.5 s, dead or gone): their clusters got a grace to reconnect.", func() float64 { return float64(a.sessions.lostReplicas.Load()) })
 		gauge("flotilla_hub_relayed_sessions", "Agent sessions served by other replicas and relayed to this leader.", func() float64 { return float64(a.registry.relayedSessions()) })
 	}
 	gauge("flotilla_connected_agents", "Agents connected to this hub.", func() float64 {
