@@ -457,11 +457,12 @@ func (s *agentServer) serveStream(ctx context.Context, sess *agentSession, strea
 		s.serveWorkStream(ctx, sess, stream)
 		return
 	}
-	reports := newLatestReport()
-	applyCtx, stopApplying := context.WithCancel(ctx)
-	applied := make(chan struct{})
-	go func() { defer close(applied); s.applyReports(applyCtx, sess, reports) }()
-	defer func() { stopApplying(); <-applied }()
+	reports := newReportPacer(sess.limits.reports, func(report *protocol.ClusterStatus) {
+		if err := s.backend.Status(sess.cluster, report); err != nil {
+			s.logger.Warn("cluster status rejected", "cluster", sess.cluster, "err", err)
+		}
+	})
+	defer reports.stop()
 	reader := protocol.NewAgentReader(stream)
 	for {
 		msg, err := reader.ReadMessage()

@@ -1,9 +1,9 @@
 package hub
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/time/rate"
 
@@ -45,56 +45,68 @@ func (l *sessionLimits) forSession() sessionLimiters {
 	return sessionLimiters{renewals: rate.NewLimiter(l.renewals, l.renewalBurst), reports: rate.NewLimiter(l.reports, l.reportBurst)}
 }
 
-// latestReport holds the newest status report not yet applied: reports
-// that arrive faster than they may be applied replace each other.
-type latestReport struct {
-	mu     sync.Mutex
-	report *protocol.ClusterStatus
-	ready  chan struct{} // a report is waiting
+// reportPacer applies a session's status reports at the session's rate
+// without a goroutine of its own: a report within the rate is applied at
+// once by the stream's reader; one beyond it waits for its turn on a timer
+// (time.AfterFunc holds no goroutine while it waits), replaced by any
+// newer one. At 10,000 agents a waiting goroutine per session cost tens
+// of megabytes of stacks.
+type reportPacer struct {
+	limiter *rate.Limiter
+	apply   func(*protocol.ClusterStatus)
+
+	mu      sync.Mutex // held while applying: reports apply in order
+	pending *protocol.ClusterStatus
+	timer   *time.Timer // set while a report waits for its turn
+	stopped bool
 }
 
-func newLatestReport() *latestReport { return &latestReport{ready: make(chan struct{}, 1)} }
+func newReportPacer(limiter *rate.Limiter, apply func(*protocol.ClusterStatus)) *reportPacer {
+	return &reportPacer{limiter: limiter, apply: apply}
+}
 
-// put stores report, replacing (and returning true for) one not applied.
-func (l *latestReport) put(report *protocol.ClusterStatus) (replaced bool) {
-	l.mu.Lock()
-	replaced = l.report != nil
-	l.report = report
-	l.mu.Unlock()
-	select {
-	case l.ready <- struct{}{}:
-	default:
+// put applies report now, or keeps it until its turn; it reports whether
+// it replaced one still waiting.
+func (p *reportPacer) put(report *protocol.ClusterStatus) (replaced bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.stopped:
+		return false
+	case p.timer != nil:
+		replaced = p.pending != nil
+		p.pending = report
+		return replaced
 	}
-	return replaced
+	if wait := p.limiter.Reserve().Delay(); wait > 0 {
+		p.pending = report
+		p.timer = time.AfterFunc(wait, p.fire) // a rate in real time, as the limiter's
+		return false
+	}
+	p.apply(report)
+	return false
 }
 
-// take returns the waiting report, nil if none.
-func (l *latestReport) take() *protocol.ClusterStatus {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	r := l.report
-	l.report = nil
-	return r
+// fire applies the report waiting for its turn.
+func (p *reportPacer) fire() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.timer = nil
+	report := p.pending
+	p.pending = nil
+	if p.stopped || report == nil {
+		return
+	}
+	p.apply(report)
 }
 
-// applyReports applies the session's status reports at the session's
-// rate until ctx ends.
-func (s *agentServer) applyReports(ctx context.Context, sess *agentSession, reports *latestReport) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-reports.ready:
-		}
-		if err := sess.limits.reports.Wait(ctx); err != nil {
-			return
-		}
-		report := reports.take()
-		if report == nil {
-			continue
-		}
-		if err := s.backend.Status(sess.cluster, report); err != nil {
-			s.logger.Warn("cluster status rejected", "cluster", sess.cluster, "err", err)
-		}
+// stop drops a waiting report: the session's status stream ended.
+func (p *reportPacer) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopped, p.pending = true, nil
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
 	}
 }

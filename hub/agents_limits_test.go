@@ -109,11 +109,12 @@ func TestStatusReportsCoalesced(t *testing.T) {
 	s := &agentServer{backend: f.reg, logger: f.reg.logger, limits: defaultSessionLimits()}
 	s.limits.reports, s.limits.reportBurst = rate.Every(20*time.Millisecond), 1
 	sess := &agentSession{cluster: "edge-1", limits: s.limits.forSession()}
-	reports := newLatestReport()
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { defer close(done); s.applyReports(ctx, sess, reports) }()
-	t.Cleanup(func() { cancel(); <-done })
+	reports := newReportPacer(sess.limits.reports, func(report *protocol.ClusterStatus) {
+		if err := s.backend.Status(sess.cluster, report); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Cleanup(reports.stop)
 
 	before := f.reg.stats.statusReports.Load()
 	replaced := 0
@@ -131,5 +132,23 @@ func TestStatusReportsCoalesced(t *testing.T) {
 	applied := f.reg.stats.statusReports.Load() - before
 	if applied+int64(replaced) != 100 || applied > 50 {
 		t.Errorf("%d reports applied, %d replaced; want them to add up to 100, most replaced", applied, replaced)
+	}
+}
+
+// TestReportPacerStop: a report waiting for its turn is dropped when the
+// status stream ends, and nothing is applied after.
+func TestReportPacerStop(t *testing.T) {
+	var applied []string
+	p := newReportPacer(rate.NewLimiter(rate.Every(time.Hour), 1), func(r *protocol.ClusterStatus) { applied = append(applied, r.KubernetesVersion) })
+	for _, v := range []string{"v1.1", "v1.2", "v1.3"} {
+		p.put(&protocol.ClusterStatus{KubernetesVersion: v})
+	}
+	p.stop()
+	if p.put(&protocol.ClusterStatus{KubernetesVersion: "v1.4"}) {
+		t.Error("a put after stop replaced a report")
+	}
+	p.fire() // a timer that fired as it was stopped
+	if diff := cmp.Diff([]string{"v1.1"}, applied); diff != "" {
+		t.Errorf("applied (-want +got):\n%s", diff)
 	}
 }
