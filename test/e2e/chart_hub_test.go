@@ -79,6 +79,13 @@ func TestHubChartRender(t *testing.T) {
 			}
 		}},
 		{name: "replicas on external etcd", sets: []string{"replicas=3", "etcd.endpoints={https://etcd-0:2379,https://etcd-1:2379}"}, check: checkHubReplicas},
+		{name: "replicas, agents on every replica", sets: []string{"replicas=3", "etcd.endpoints={https://etcd-0:2379}", "agentService.everyReplica=true"}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			var agents corev1.Service
+			findObject(t, objs, "Service", "flotilla-hub-agents", &agents)
+			if _, ok := agents.Spec.Selector["flotilla.io/hub-leader"]; ok {
+				t.Errorf("the agents Service selects %v, want every replica", agents.Spec.Selector)
+			}
+		}},
 		{name: "replicas on the embedded etcd", sets: []string{"replicas=2"}, wantErr: []string{"replicas > 1 needs etcd.endpoints"}},
 		{name: "no replicas", sets: []string{"replicas=0"}, wantErr: []string{"/replicas"}},
 		{name: "bad CSR approval mode", sets: []string{"hub.agentCSRApproval=sometimes"}, wantErr: []string{"/hub/agentCSRApproval"}},
