@@ -368,8 +368,8 @@ func TestSessionRelayAttach(t *testing.T) {
 	if got := relayConnectedTo(relayStored(reg, "edge-2")); got != "hub-a" {
 		t.Errorf("edge-2 connectedTo = %q after attach, want hub-a", got)
 	}
-	if session, _ := relayEntrySession(reg, "edge-2"); session != "hub-a-edge-2" {
-		t.Errorf("edge-2 registry session %q, want hub-a-edge-2", session)
+	if session, replica := relayEntrySession(reg, "edge-2"); session != "hub-a-edge-2" || replica != "" {
+		t.Errorf("edge-2 registry session %q on replica %q, want hub-a-edge-2 as this hub's own", session, replica)
 	}
 
 	clk.Step(time.Second)
