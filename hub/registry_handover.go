@@ -20,12 +20,7 @@ func (r *Registry) Sessions(leader string) *handover.Table {
 	now := r.clock.Now()
 	t := &handover.Table{Leader: leader, TakenAt: now, Sessions: make([]handover.Session, 0, len(r.entries))}
 	for name, e := range r.entries {
-		leaseDuration := e.obs.LeaseDuration
-		if leaseDuration == 0 {
-			leaseDuration = r.cfg.Health.DefaultLeaseDuration
-		}
-		recent := func(at time.Time) bool { return !at.IsZero() && now.Sub(at) <= leaseDuration/2 }
-		renewing := recent(e.obs.LastRenewal) || e.session != "" && recent(e.connected)
+		renewing := renewingAt(e, now, r.cfg.Health.DefaultLeaseDuration)
 		t.Sessions = append(t.Sessions, handover.Session{Cluster: name, Renewing: renewing, LastRenewal: e.obs.LastRenewal})
 	}
 	return t

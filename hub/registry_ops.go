@@ -204,13 +204,9 @@ const clockSkewShown = time.Minute
 
 // Status applies a cluster status report from the agent.
 func (r *Registry) Status(cluster string, report *protocol.ClusterStatus) error {
-	allocatable, err := resourceList(report.Allocatable)
+	allocatable, allocated, err := reportResources(report)
 	if err != nil {
-		return fmt.Errorf("status of %s: allocatable: %w", cluster, err)
-	}
-	allocated, err := resourceList(report.Allocated)
-	if err != nil {
-		return fmt.Errorf("status of %s: allocated: %w", cluster, err)
+		return fmt.Errorf("status of %s: %w", cluster, err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -280,6 +276,17 @@ func apiEnablements(apis *protocol.ServedAPIs) []v1alpha1.APIEnablement {
 		}
 	}
 	return out
+}
+
+// reportResources parses a report's allocatable and allocated resources.
+func reportResources(report *protocol.ClusterStatus) (allocatable, allocated corev1.ResourceList, err error) {
+	if allocatable, err = resourceList(report.Allocatable); err != nil {
+		return nil, nil, fmt.Errorf("allocatable: %w", err)
+	}
+	if allocated, err = resourceList(report.Allocated); err != nil {
+		return nil, nil, fmt.Errorf("allocated: %w", err)
+	}
+	return allocatable, allocated, nil
 }
 
 func resourceList(in map[string]string) (corev1.ResourceList, error) {

@@ -101,10 +101,9 @@ func (r *Registry) applyRelayedLocked(b *relay.Batch, replica string, s *relay.S
 		}
 	}
 	if s.Status != nil {
-		allocatable, errA := resourceList(s.Status.Allocatable)
-		allocated, errB := resourceList(s.Status.Allocated)
-		if errA != nil || errB != nil {
-			r.logger.Warn("relayed cluster status rejected", "cluster", s.Cluster, "replica", b.Replica, "err", fmt.Sprint(errA, errB))
+		allocatable, allocated, err := reportResources(s.Status)
+		if err != nil {
+			r.logger.Warn("relayed cluster status rejected", "cluster", s.Cluster, "replica", b.Replica, "err", err)
 			return
 		}
 		r.statusLocked(s.Cluster, e, s.Status, allocatable, allocated, now)
@@ -134,13 +133,13 @@ func (r *Registry) ReplicaLost(replica string, lastHeard time.Time) (clusters in
 			continue
 		}
 		clusters++
-		e.session, e.replica = "", ""
 		// Only an agent that was renewing lost its hub with the replica:
 		// one that had stopped (its session outlives it by QUIC's idle
 		// timeout) expires on time.
 		if renewingAt(e, lastHeard, r.cfg.Health.DefaultLeaseDuration) {
 			e.obs.ReplicaLostAt = lastHeard
 		}
+		e.session, e.replica = "", ""
 		if e.obj.Status.Agent != nil {
 			e.obj.Status.Agent.ConnectedTo = ""
 		}
@@ -204,13 +203,13 @@ func hubIDOf(e *entry) string {
 }
 
 // renewingAt reports whether e's agent was renewing at t: a renewal, or
-// the session's start, within half a lease before it (two renewal
-// intervals), as Sessions judges for the handover.
+// the start of the session it holds, within half a lease before it (two
+// renewal intervals). Sessions (the handover) and ReplicaLost judge by it.
 func renewingAt(e *entry, t time.Time, defaultLease time.Duration) bool {
 	leaseDuration := e.obs.LeaseDuration
 	if leaseDuration == 0 {
 		leaseDuration = defaultLease
 	}
 	recent := func(at time.Time) bool { return !at.IsZero() && t.Sub(at) <= leaseDuration/2 }
-	return recent(e.obs.LastRenewal) || recent(e.connected)
+	return recent(e.obs.LastRenewal) || e.session != "" && recent(e.connected)
 }
