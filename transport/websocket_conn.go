@@ -175,7 +175,9 @@ func (c *wsConn) translate(err error) error {
 	if err == nil {
 		return nil
 	}
-	if c.ctx.Err() != nil || c.mux.IsClosed() {
+	// A failed write to the connection ends the session, but yamux
+	// hands the error to the writer before it marks itself closed.
+	if c.ctx.Err() != nil || c.mux.IsClosed() || c.raw.writeFailed.Load() {
 		if ce := c.closed.Load(); ce != nil {
 			return ce
 		}
@@ -232,11 +234,22 @@ type countingConn struct {
 	// a keep-alive timeout or a protocol error): the reads fail then
 	// because of it, not because of the peer.
 	closing atomic.Bool
+	// writeFailed is set once a write to the connection fails: yamux
+	// ends the session then.
+	writeFailed atomic.Bool
 }
 
 func (c *countingConn) Close() error {
 	c.closing.Store(true)
 	return c.Conn.Close()
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if err != nil {
+		c.writeFailed.Store(true)
+	}
+	return n, err
 }
 
 func (c *countingConn) Read(b []byte) (int, error) {
