@@ -75,7 +75,7 @@ func parseFlags(args []string, stdout io.Writer) (agent.Config, slog.Level, erro
 	fs.StringVar(&cfg.Zone, "cluster-zone", "", "the cluster's zone, for the Cluster the hub registers when it joins")
 	labels := fs.String("cluster-labels", "", "labels for the Cluster the hub registers when it joins, KEY=VALUE,KEY2=VALUE2")
 	fs.DurationVar(&cfg.LeaseDuration, "lease-duration", agent.DefaultLeaseDuration, "cluster lease duration to ask the hub for (1s to 1h)")
-	fs.DurationVar(&cfg.StatusInterval, "status-interval", agent.DefaultStatusInterval, "how often to report cluster health and capacity")
+	fs.DurationVar(&cfg.StatusInterval, "status-interval", agent.DefaultStatusInterval, "how often to collect cluster health and capacity; a report goes to the hub when it changed, else every "+agent.UnchangedReportEvery.String())
 	fs.StringVar(&cfg.SystemNamespace, "system-namespace", work.DefaultSystemNamespace,
 		"namespace of the member cluster where the agent records the Works it applied (created if missing)")
 	fs.Float32Var(&cfg.KubeQPS, "kube-api-qps", agent.DefaultKubeQPS, "requests per second to the member cluster's API server (each of the agent's three clients: typed, dynamic, and the node and pod watches)")
