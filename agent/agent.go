@@ -200,7 +200,12 @@ func (a *Agent) Run(ctx context.Context) error {
 			b.Reset()
 			continue // at once: the lease must not lapse
 		}
-		delay := retryDelay(b, welcomedAt, a.clock.Now())
+		var delay time.Duration
+		if HubBusy(err) {
+			delay = b.Busy()
+		} else {
+			delay = retryDelay(b, welcomedAt, a.clock.Now(), RefusedByHub(err))
+		}
 		a.logSessionEnd(err, !welcomedAt.IsZero(), delay)
 		if !a.sleep(ctx, delay) {
 			a.log.Info("agent stopped")
@@ -210,13 +215,17 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // retryDelay is the wait before redialing after a session that ended at now;
-// welcomedAt is when the hub welcomed it, zero if it never did. A session
-// that ran stably starts the backoff over.
-func retryDelay(b *backoff, welcomedAt, now time.Time) time.Duration {
+// welcomedAt is when the hub welcomed it, zero if it never did; refused
+// says whether the hub refused this agent. A session that ran stably
+// starts the backoff over.
+func retryDelay(b *backoff, welcomedAt, now time.Time, refused bool) time.Duration {
 	if !welcomedAt.IsZero() && now.Sub(welcomedAt) >= stableSession {
 		b.Reset()
 	}
-	return b.Next()
+	if refused {
+		return b.Next()
+	}
+	return b.Capped(backoffMaxUnreachable)
 }
 
 // logSessionEnd says why a session ended and when the agent retries.
@@ -224,6 +233,8 @@ func (a *Agent) logSessionEnd(err error, welcomed bool, delay time.Duration) {
 	var goAway *goAwayError
 	var peerErr *protocol.Error
 	switch {
+	case HubBusy(err):
+		a.log.Info("the hub is busy with other agents' handshakes, dialling again soon", "retryIn", delay)
 	case errors.As(err, &goAway):
 		a.log.Info("hub sent GoAway, reconnecting", "reason", goAway.reason, "retryIn", delay)
 	case errors.As(err, &peerErr):

@@ -1,11 +1,15 @@
 package agent
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/quic-go/quic-go"
+
+	"github.com/flotilla-io/flotilla/protocol"
 )
 
 // fixedSource always yields the same number, so the jitter factor is fixed:
@@ -84,6 +88,7 @@ func TestRetryDelay(t *testing.T) {
 	type session struct {
 		welcomed bool
 		lasted   time.Duration
+		refused  bool // by the hub
 	}
 	for _, tc := range []struct {
 		name     string
@@ -106,6 +111,16 @@ func TestRetryDelay(t *testing.T) {
 			want:     []time.Duration{time.Second, 2 * time.Second, time.Second, 2 * time.Second},
 		},
 		{
+			name:     "a hub gone or unreachable is dialled at least every 8 s",
+			sessions: []session{{}, {}, {}, {}, {}, {}},
+			want:     []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second, 8 * time.Second},
+		},
+		{
+			name:     "a hub that refuses the agent is dialled up to every 30 s",
+			sessions: []session{{refused: true}, {refused: true}, {refused: true}, {refused: true}, {refused: true}, {refused: true}},
+			want:     []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second},
+		},
+		{
 			name:     "a long unwelcomed attempt does not reset",
 			sessions: []session{{}, {lasted: time.Minute}},
 			want:     []time.Duration{time.Second, 2 * time.Second},
@@ -119,11 +134,66 @@ func TestRetryDelay(t *testing.T) {
 				if s.welcomed {
 					welcomedAt = t0
 				}
-				got = append(got, roundMillis(retryDelay(b, welcomedAt, t0.Add(s.lasted))))
+				got = append(got, roundMillis(retryDelay(b, welcomedAt, t0.Add(s.lasted), s.refused)))
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("delays (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A busy hub is dialled again within BusyRetryMin..+BusyRetrySpread, and
+// the back-off it had built up stays as it was.
+func TestBackoffBusy(t *testing.T) {
+	b := newBackoff(time.Second, 30*time.Second, rand.NewPCG(1, 2))
+	for range 3 {
+		b.Next() // 1, 2, 4 s: the next base is 8 s
+	}
+	for range 1000 {
+		if d := b.Busy(); d < BusyRetryMin || d >= BusyRetryMin+BusyRetrySpread {
+			t.Fatalf("Busy() = %v, want within [%v, %v)", d, BusyRetryMin, BusyRetryMin+BusyRetrySpread)
+		}
+	}
+	if b.next != 8*time.Second {
+		t.Errorf("the back-off's next base after busy retries = %v, want 8s as before", b.next)
+	}
+}
+
+func TestHubBusy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"refused by the hub", &quic.TransportError{Remote: true, ErrorCode: quic.ConnectionRefused}, true},
+		{"refused, wrapped", fmt.Errorf("dial hub: %w", &quic.TransportError{Remote: true, ErrorCode: quic.ConnectionRefused}), true},
+		{"refused here", &quic.TransportError{ErrorCode: quic.ConnectionRefused}, false},
+		{"another error of the hub", &quic.TransportError{Remote: true, ErrorCode: quic.ProtocolViolation}, false},
+		{"timeout", &quic.IdleTimeoutError{}, false},
+		{"none", nil, false},
+	} {
+		if got := HubBusy(tc.err); got != tc.want {
+			t.Errorf("%s: HubBusy = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestRefusedByHub(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"unauthorized", fmt.Errorf("session: %w", &protocol.Error{Code: protocol.CodeUnauthorized}), true},
+		{"a TLS alert of the hub", &quic.TransportError{Remote: true, ErrorCode: quic.TransportErrorCode(0x100 + 42)}, true},
+		{"a TLS failure here", &quic.TransportError{ErrorCode: quic.TransportErrorCode(0x100 + 42)}, false},
+		{"busy", &quic.TransportError{Remote: true, ErrorCode: quic.ConnectionRefused}, false},
+		{"timeout", &quic.IdleTimeoutError{}, false},
+		{"GoAway", &goAwayError{reason: "hub shutting down"}, false},
+	} {
+		if got := RefusedByHub(tc.err); got != tc.want {
+			t.Errorf("%s: RefusedByHub = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -59,10 +59,14 @@ func TestAgentWithMemberCluster(t *testing.T) {
 	if hello.ClusterName != cluster.Name {
 		t.Errorf("Hello names cluster %q, want %q", hello.ClusterName, cluster.Name)
 	}
-	checkRenewals(t, hub, 3)
-
-	up := hub.waitFor(t, "a healthy ClusterStatus", clusterWait, isStatus(true)).status
+	// Status is reported when it changes (the first report of a session
+	// may come before the node watch has synced): wait for the one with
+	// the nodes, then for renewals, which keep coming.
 	want := statusFacts{Healthy: true, Version: "v1.37.2", Nodes: 3, Ready: 3, CPU: "24"}
+	up := hub.waitFor(t, "a healthy ClusterStatus with the nodes", clusterWait, func(e hubEvent) bool {
+		return isStatus(true)(e) && factsOf(e.status) == want
+	}).status
+	checkRenewals(t, hub, 3)
 	if diff := cmp.Diff(want, factsOf(up)); diff != "" {
 		t.Errorf("status of a healthy cluster (-want +got):\n%s", diff)
 	}

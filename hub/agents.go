@@ -34,10 +34,12 @@ type agentServer struct {
 	health   health.Config
 	dispatch *dispatch.Dispatcher
 	joins    *join.Controller // join connections (protocol.JoinALPN)
-	hubID    string
-	clock    clock.PassiveClock
-	logger   *slog.Logger
-	nextID   atomic.Uint64
+	// handshakes bounds the QUIC handshakes in flight (openAgentFront's).
+	handshakes *handshakeGate
+	hubID      string
+	clock      clock.PassiveClock
+	logger     *slog.Logger
+	nextID     atomic.Uint64
 
 	mu       sync.Mutex
 	sessions map[string]*agentSession // the live session of each cluster
@@ -77,7 +79,7 @@ type agentSession struct {
 
 func newAgentServer(backend agentBackend, healthCfg health.Config, d *dispatch.Dispatcher, joins *join.Controller, hubID string, clk clock.PassiveClock, logger *slog.Logger) *agentServer {
 	return &agentServer{backend: backend, health: healthCfg, dispatch: d, joins: joins, hubID: hubID, clock: clk, logger: logger, sessions: map[string]*agentSession{},
-		limits: defaultSessionLimits()}
+		limits: defaultSessionLimits(), handshakes: newHandshakeGate(0)}
 }
 
 // acceptor hands out agent connections: a QUIC listener's, or the

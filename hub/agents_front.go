@@ -74,7 +74,8 @@ func openAgentFront(ctx context.Context, cfg Config, hubCA *pki.CA, clients *con
 		logger.Warn("the agents' UDP socket got a smaller receive buffer than asked: packets may be dropped while thousands of agents reconnect (raise net.core.rmem_max)",
 			"asked", agentsReceiveBuffer, "granted", granted, "err", err)
 	}
-	f.quic = &quic.Transport{Conn: f.udpConn, StatelessResetKey: resetKey}
+	handshakes := newHandshakeGate(cfg.MaxHandshakes)
+	f.quic = &quic.Transport{Conn: f.udpConn, StatelessResetKey: resetKey, ConnContext: handshakes.admit}
 	quicConf := protocol.QUICConfig()
 	// An agent needs a control and a status stream (Work streams later);
 	// a low limit bounds what one connection can make the hub buffer.
@@ -91,6 +92,7 @@ func openAgentFront(ctx context.Context, cfg Config, hubCA *pki.CA, clients *con
 	f.dispatcher = dispatch.New(clients, informers, recorder, cfg.Clock, logger)
 	f.joins = join.New(clients, join.Config{CA: hubCA, CertTTL: cfg.AgentCertTTL, Approval: cfg.AgentCSRApproval, Wait: joinWait}, cfg.Clock, logger)
 	f.agents = newAgentServer(backend, cfg.Health, f.dispatcher, f.joins, cfg.HubID, cfg.Clock, logger)
+	f.agents.handshakes = handshakes
 	informers.Clusters.AddHandler(func(old, cur *v1alpha1.Cluster) {
 		switch {
 		case cur == nil:
@@ -113,7 +115,7 @@ func (f *agentFront) start(ctx context.Context) {
 	agentsCtx := f.agentsCtx
 	f.serving.Store(true)
 	f.servers.Go(func() {
-		f.agents.serve(agentsCtx, transport.QUICListener{Listener: f.ln})
+		f.agents.serve(agentsCtx, gatedListener{transport.QUICListener{Listener: f.ln}})
 		f.serving.Store(false)
 	})
 	if f.ws != nil {

@@ -95,6 +95,10 @@ type Config struct {
 	AgentCertTTL time.Duration
 	// AgentCSRApproval is join.ApprovalAuto or join.ApprovalManual.
 	AgentCSRApproval string
+	// MaxHandshakes bounds the agents' QUIC handshakes in flight; beyond
+	// it a connection is refused at once and the agent dials again soon.
+	// 0: DefaultMaxHandshakes.
+	MaxHandshakes int
 	// ControllerWorkers is how many bindings (or Works, templates...)
 	// each controller reconciles at once; 0: DefaultControllerWorkers.
 	ControllerWorkers int

@@ -8,12 +8,14 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/flotilla-io/flotilla/agent"
 	flotillaclient "github.com/flotilla-io/flotilla/api/client/clientset/versioned"
 	"github.com/flotilla-io/flotilla/hub/join"
 	"github.com/flotilla-io/flotilla/internal/pki"
@@ -39,20 +41,22 @@ type simAgent struct {
 
 // fleet is the set of simulated agents, spread over a few UDP sockets.
 type fleet struct {
-	hubAddr        string
-	transports     []*quic.Transport
-	agents         []*simAgent
-	statusInterval time.Duration
-	leaseDuration  time.Duration
-	errors         atomic.Int64
+	hubAddr       string
+	transports    []*quic.Transport
+	agents        []*simAgent
+	statusChange  time.Duration // how often an agent's status changes
+	leaseDuration time.Duration
+	errors        atomic.Int64
 	// handshakeRetries counts handshakes that failed and were tried again.
 	handshakeRetries atomic.Int64
 	// redials counts sessions dialled again after a welcomed one ended.
 	redials atomic.Int64
+	// busy counts dials the hub refused as busy (too many handshakes).
+	busy atomic.Int64
 }
 
-func newFleet(hubAddr string, ca *pki.CA, count, sockets int, leaseDuration, statusInterval time.Duration) (*fleet, error) {
-	f := &fleet{hubAddr: hubAddr, leaseDuration: leaseDuration, statusInterval: statusInterval}
+func newFleet(hubAddr string, ca *pki.CA, count, sockets int, leaseDuration, statusChange time.Duration) (*fleet, error) {
+	f := &fleet{hubAddr: hubAddr, leaseDuration: leaseDuration, statusChange: statusChange}
 	for range sockets {
 		conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 		if err != nil {
@@ -145,11 +149,15 @@ func (f *fleet) connectOne(ctx context.Context, a *simAgent, tr *quic.Transport)
 }
 
 // Reconnecting as real agents do (agent/backoff.go): after a welcomed
-// session ends, wait 1 s, doubling up to 30 s, each wait jittered by ±20 %;
-// a session that lasted 30 s starts the back-off over.
+// session ends, wait 1 s, doubling up to 8 s (the hub never refuses these
+// agents, which would raise the ceiling to 30 s), each wait jittered by
+// ±20 %;
+// a session that lasted 30 s starts the back-off over; a hub that refused
+// the dial as busy is dialled again after agent.BusyRetryMin plus up to
+// agent.BusyRetrySpread, the back-off left as it was.
 const (
 	redialInitial = time.Second
-	redialMax     = 30 * time.Second
+	redialMax     = 8 * time.Second
 	redialStable  = 30 * time.Second
 )
 
@@ -157,19 +165,28 @@ const (
 // ends: what a fleet does when its hub restarts.
 func (f *fleet) redial(ctx context.Context, a *simAgent, tr *quic.Transport) {
 	next := redialInitial
+	busy := false
 	for {
 		if time.Since(time.Unix(0, a.welcomedAt.Load())) >= redialStable {
 			next = redialInitial
 		}
 		wait := time.Duration(float64(next) * (0.8 + 0.4*rand.Float64()))
-		next = min(2*next, redialMax)
+		if busy {
+			wait = agent.BusyRetryMin + rand.N(agent.BusyRetrySpread)
+		} else {
+			next = min(2*next, redialMax)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
 		}
 		f.redials.Add(1)
-		f.run(ctx, a, tr, make(chan error, 1))
+		dialed := make(chan error, 1)
+		busy = !f.run(ctx, a, tr, dialed) && agent.HubBusy(<-dialed)
+		if busy {
+			f.busy.Add(1)
+		}
 	}
 }
 
@@ -251,12 +268,20 @@ func (f *fleet) run(ctx context.Context, a *simAgent, tr *quic.Transport, welcom
 
 // loop renews and reports on jittered tickers, like real agents whose
 // start times are spread out, until ctx or the connection (connCtx) ends.
+// As real agents, it reports status at the start of a session and then
+// when the status changed (every statusChange here, never if 0), or when
+// it has been the same for agent.UnchangedReportEvery.
 func (f *fleet) loop(ctx, connCtx context.Context, a *simAgent, renewOn func(*protocol.LeaseRenew) error, status *quic.Stream, renewEvery time.Duration) {
 	renew := time.NewTimer(time.Duration(rand.Int64N(int64(renewEvery))))
 	defer renew.Stop()
 	report := time.NewTimer(0)
 	defer report.Stop()
+	reportEvery, change := agent.UnchangedReportEvery, 0
+	if f.statusChange > 0 {
+		reportEvery, change = min(f.statusChange, agent.UnchangedReportEvery), 1
+	}
 	var seq uint64
+	var reports int
 	for {
 		select {
 		case <-ctx.Done():
@@ -272,21 +297,27 @@ func (f *fleet) loop(ctx, connCtx context.Context, a *simAgent, renewOn func(*pr
 			}
 			renew.Reset(renewEvery)
 		case <-report.C:
-			if err := protocol.WriteMessage(status, syntheticStatus()); err != nil {
+			if err := protocol.WriteMessage(status, syntheticStatus(reports*change)); err != nil {
 				f.errors.Add(1)
 				return
 			}
-			report.Reset(f.statusInterval)
+			next := reportEvery
+			if reports == 0 { // spread the fleet's reports out
+				next = time.Duration(rand.Int64N(int64(reportEvery))) + 1
+			}
+			reports++
+			report.Reset(next)
 		}
 	}
 }
 
-func syntheticStatus() *protocol.ClusterStatus {
+// syntheticStatus is an agent's n-th report: a pod more or fewer each time.
+func syntheticStatus(n int) *protocol.ClusterStatus {
 	return &protocol.ClusterStatus{
 		ObservedAt: time.Now(), KubernetesVersion: "v1.37.2", APIServerHealthy: true, HealthMessage: "ok",
 		NodesTotal: 3, NodesReady: 3,
 		Allocatable: map[string]string{"cpu": "24", "memory": "96Gi", "pods": "330"},
-		Allocated:   map[string]string{"cpu": "3", "memory": "8Gi", "pods": "12"},
+		Allocated:   map[string]string{"cpu": "3", "memory": "8Gi", "pods": strconv.Itoa(12 + n%2)},
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/flotilla-io/flotilla/agent"
 	flotillaclient "github.com/flotilla-io/flotilla/api/client/clientset/versioned"
 	hubca "github.com/flotilla-io/flotilla/hub/ca"
 	hubstats "github.com/flotilla-io/flotilla/hub/stats"
@@ -33,18 +34,18 @@ import (
 )
 
 type options struct {
-	agents         int
-	leaseDuration  time.Duration
-	grace          time.Duration
-	statusInterval time.Duration
-	measure        time.Duration
-	stopFraction   float64
-	sockets        int
-	parallel       int
-	hubBin         string
-	hubExtraArgs   []string
-	dir            string
-	restartHub     string
+	agents        int
+	leaseDuration time.Duration
+	grace         time.Duration
+	statusChange  time.Duration
+	measure       time.Duration
+	stopFraction  float64
+	sockets       int
+	parallel      int
+	hubBin        string
+	hubExtraArgs  []string
+	dir           string
+	restartHub    string
 }
 
 func main() {
@@ -53,7 +54,7 @@ func main() {
 	flags.IntVar(&o.agents, "agents", 1000, "number of simulated agents")
 	flags.DurationVar(&o.leaseDuration, "lease-duration", 40*time.Second, "agents' lease duration; they renew every quarter of it")
 	flags.DurationVar(&o.grace, "grace", 40*time.Second, "hub --cluster-monitor-grace-period")
-	flags.DurationVar(&o.statusInterval, "status-interval", 10*time.Second, "how often each agent reports status")
+	flags.DurationVar(&o.statusChange, "status-change", 0, "how often each agent's cluster status changes (a pod starts or ends), each change a Cluster write on the hub; 0: never, as in a steady fleet. Agents report a status when it changed, else every "+agent.UnchangedReportEvery.String()+" (10s makes every 10-second collection a change: the worst case)")
 	flags.DurationVar(&o.measure, "measure", 30*time.Second, "length of the steady-state measurement window")
 	flags.Float64Var(&o.stopFraction, "stop-fraction", 0.1, "fraction of agents stopped at once for the detection measurement")
 	flags.IntVar(&o.sockets, "sockets", 0, "client UDP sockets the agents share (default: one per 250 agents)")
@@ -110,7 +111,7 @@ func run(ctx context.Context, o options) error {
 	}
 	defer h.proc.Stop()
 
-	f, err := newFleet(h.quicAddr, ca, o.agents, o.sockets, o.leaseDuration, o.statusInterval)
+	f, err := newFleet(h.quicAddr, ca, o.agents, o.sockets, o.leaseDuration, o.statusChange)
 	if err != nil {
 		return err
 	}

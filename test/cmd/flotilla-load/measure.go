@@ -147,8 +147,8 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 
 func printReport(w io.Writer, o options, s steadyState, d *detection, agentErrors int64) {
 	fmt.Fprintf(w, "machine                 %s\n", machine())
-	fmt.Fprintf(w, "agents                  %d (connected %d, clusters %d), lease %v, grace %v, status every %v\n",
-		o.agents, s.connected, s.clusters, o.leaseDuration, o.grace, o.statusInterval)
+	fmt.Fprintf(w, "agents                  %d (connected %d, clusters %d), lease %v, grace %v, status changes every %v (0: never)\n",
+		o.agents, s.connected, s.clusters, o.leaseDuration, o.grace, o.statusChange)
 	fmt.Fprintf(w, "hub CPU                 %.1f %% of one core (over %v)\n", s.cpuPercent, s.window.Round(time.Second))
 	fmt.Fprintf(w, "hub RSS                 %.0f MiB (peak %.0f MiB)\n", s.rssMiB, s.peakRSSMiB)
 	fmt.Fprintf(w, "heartbeats/s            %.0f\n", s.heartbeatsPerSec)

@@ -22,6 +22,7 @@ type storm struct {
 	// backAfter are the agents' welcomes, measured from the stop.
 	backAfter    []time.Duration
 	redials      int64 // sessions dialled (each agent needs at least one)
+	busy         int64 // dials the hub refused as busy
 	falseUnknown int   // LeaseExpired events since the stop: every agent was alive
 	// wentUnknown counts the new hub's Ready changes to Unknown: events
 	// may be dropped, the counter is not.
@@ -38,7 +39,7 @@ func measureStorm(ctx context.Context, h *hubProc, f *fleet, how string) (storm,
 	if err := waitStored(ctx, h); err != nil {
 		return s, err
 	}
-	redialsBefore := f.redials.Load()
+	redialsBefore, busyBefore := f.redials.Load(), f.busy.Load()
 	logf("restarting the hub (%s) under %d agents", how, len(f.agents))
 	stopAt := time.Now()
 	stop := h.proc.Stop
@@ -87,7 +88,7 @@ func measureStorm(ctx context.Context, h *hubProc, f *fleet, how string) (storm,
 	if err := sleepCtx(ctx, f.leaseDuration); err != nil {
 		return s, err
 	}
-	s.redials = f.redials.Load() - redialsBefore
+	s.redials, s.busy = f.redials.Load()-redialsBefore, f.busy.Load()-busyBefore
 
 	var st hubstats.Stats
 	if err := h.get("/debug/stats", &st); err != nil {
@@ -139,7 +140,7 @@ func (s storm) print(w io.Writer, agents int) {
 			percentile(s.backAfter, 0.99).Round(time.Millisecond), s.backAfter[len(s.backAfter)-1].Round(time.Millisecond))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "dials after the stop    %d (%.2f per agent)\n", s.redials, float64(s.redials)/float64(agents))
+	fmt.Fprintf(w, "dials after the stop    %d (%.2f per agent; %d refused by the hub as busy)\n", s.redials, float64(s.redials)/float64(agents), s.busy)
 	fmt.Fprintf(w, "false Unknown (restart) %d changes to Unknown on the new hub (%d LeaseExpired events kept; %d Ready changes in all, first verdicts included)\n", s.wentUnknown, s.falseUnknown, s.transitions)
 	fmt.Fprintf(w, "Works sent (restart)    %d\n", s.worksSent)
 }

@@ -1,0 +1,123 @@
+package hub
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/flotilla-io/flotilla/agent"
+	"github.com/flotilla-io/flotilla/internal/pki"
+	"github.com/flotilla-io/flotilla/protocol"
+	"github.com/flotilla-io/flotilla/transport"
+)
+
+// gateTestTLS returns the hub's and an agent's TLS configurations.
+func gateTestTLS(t *testing.T) (hub, agentConf *tls.Config) {
+	t.Helper()
+	ca, err := pki.NewCA("test CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issue := func(req pki.Request) tls.Certificate {
+		kp, err := ca.Issue(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cert
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	serving := issue(pki.Request{CommonName: "hub", IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, Usage: pki.ServerAuth, ValidFor: time.Hour})
+	client := issue(pki.Request{CommonName: protocol.ClusterCommonName("edge-1"), Usage: pki.ClientAuth, ValidFor: time.Hour})
+	return protocol.ServerTLSConfig(serving, pool), protocol.ClientTLSConfig(client, pool, "127.0.0.1")
+}
+
+// TestHandshakeGateRefusesBeyondTheLimit: with one handshake allowed, a
+// connection whose handshake is done but not yet accepted holds the gate,
+// so the next is refused at once with what agents read as "hub busy"; once
+// the hub accepts the first, a new one gets in.
+func TestHandshakeGateRefusesBeyondTheLimit(t *testing.T) {
+	hubTLS, agentTLS := gateTestTLS(t)
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := newHandshakeGate(1)
+	tr := &quic.Transport{Conn: udp, ConnContext: gate.admit}
+	t.Cleanup(func() { tr.Close(); udp.Close() })
+	ln, err := tr.Listen(hubTLS, protocol.QUICConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	accept := gatedListener{transport.QUICListener{Listener: ln}}
+	dial := func() (*quic.Conn, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		return quic.DialAddr(ctx, udp.LocalAddr().String(), agentTLS, protocol.QUICConfig())
+	}
+
+	first, err := dial()
+	if err != nil {
+		t.Fatalf("first dial: %v", err)
+	}
+	defer first.CloseWithError(0, "")
+	_, err = dial()
+	if !agent.HubBusy(err) {
+		t.Fatalf("second dial while the first is not accepted: %v, want the hub busy", err)
+	}
+	// The agent's first flight may take two packets, each refused.
+	if got := gate.refused.Load(); got < 1 {
+		t.Errorf("refused = %d, want at least 1", got)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := accept.Accept(ctx); err != nil {
+		t.Fatal(err)
+	}
+	third, err := dial()
+	if err != nil {
+		t.Fatalf("dial after the first was accepted: %v", err)
+	}
+	defer third.CloseWithError(0, "")
+	if _, err := accept.Accept(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := gate.inFlight.Load(); got != 0 {
+		t.Errorf("in flight after both were accepted = %d, want 0", got)
+	}
+}
+
+// A connection that ends before the hub accepts it gives its place back.
+func TestHandshakeGateReleasesAnEndedConnection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := newHandshakeGate(1)
+		ctx, cancel := context.WithCancel(t.Context())
+		connCtx, err := gate.admit(ctx, &quic.ClientInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := gate.admit(t.Context(), &quic.ClientInfo{}); err == nil {
+			t.Fatal("a second handshake was admitted beyond the limit of 1")
+		}
+		cancel()
+		synctest.Wait() // context.AfterFunc releases on a goroutine of its own
+		if got := gate.inFlight.Load(); got != 0 {
+			t.Fatalf("in flight = %d after the connection ended, want 0", got)
+		}
+		// Released twice (ended, then accepted late) counts once.
+		connCtx.Value(ticketKey{}).(*ticket).release()
+		if got := gate.inFlight.Load(); got != 0 {
+			t.Errorf("in flight = %d after a second release, want 0", got)
+		}
+	})
+}
