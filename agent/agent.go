@@ -200,18 +200,22 @@ func (a *Agent) Run(ctx context.Context) error {
 			b.Reset()
 			continue // at once: the lease must not lapse
 		}
-		var delay time.Duration
-		if HubBusy(err) {
-			delay = b.Busy()
-		} else {
-			delay = retryDelay(b, welcomedAt, a.clock.Now(), RefusedByHub(err))
-		}
+		delay := reconnectDelay(b, err, welcomedAt, a.clock.Now())
 		a.logSessionEnd(err, !welcomedAt.IsZero(), delay)
 		if !a.sleep(ctx, delay) {
 			a.log.Info("agent stopped")
 			return nil
 		}
 	}
+}
+
+// reconnectDelay is the wait before redialing after a session that ended
+// at now with err: short for a busy hub, else retryDelay.
+func reconnectDelay(b *backoff, err error, welcomedAt, now time.Time) time.Duration {
+	if HubBusy(err) {
+		return b.Busy()
+	}
+	return retryDelay(b, welcomedAt, now, RefusedByHub(err))
 }
 
 // retryDelay is the wait before redialing after a session that ended at now;

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -195,5 +197,36 @@ func TestRefusedByHub(t *testing.T) {
 		if got := RefusedByHub(tc.err); got != tc.want {
 			t.Errorf("%s: RefusedByHub = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestAgentReadsABusyHub: a hub refusing the agent's dial at its first
+// packet (too many handshakes in flight) is read as busy through the
+// agent's own dial (no fallback to the WebSocket: the hub answered), and
+// the agent comes back in 1-3 s without growing its back-off.
+func TestAgentReadsABusyHub(t *testing.T) {
+	p := newTestPKI(t)
+	hub := startTestHub(t, p.hubTLS(t), nil, func(h *testHub) {
+		h.admit = func(context.Context, *quic.ClientInfo) (context.Context, error) {
+			return nil, errors.New("too many handshakes in flight")
+		}
+	})
+	a := newTestAgent(t, p, hub.addr(), fakeCluster(1), healthy)
+	_, release, err := a.dialHub(t.Context())
+	if err == nil {
+		release()
+		t.Fatal("the dial of a refusing hub succeeded")
+	}
+	if !HubBusy(err) || RefusedByHub(err) {
+		t.Fatalf("dial error %q: want it read as the hub busy, not as a refusal of this agent", err)
+	}
+	b := newBackoff(backoffInitial, backoffMax, fixedSource(1<<52))
+	b.Next()
+	b.Next() // the next base is 4 s
+	if d := reconnectDelay(b, err, time.Time{}, time.Now()); d < BusyRetryMin || d >= BusyRetryMin+BusyRetrySpread {
+		t.Errorf("wait before dialling the busy hub again = %v, want within [%v, %v)", d, BusyRetryMin, BusyRetryMin+BusyRetrySpread)
+	}
+	if b.next != 4*time.Second {
+		t.Errorf("back-off base after the busy hub = %v, want 4s as before", b.next)
 	}
 }

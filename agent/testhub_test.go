@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -45,6 +46,9 @@ type testHub struct {
 	// noDatagrams makes the hub a peer without QUIC datagrams: renewals
 	// come on the control stream.
 	noDatagrams bool
+	// admit, if set, is the listener's quic.Transport ConnContext: it may
+	// refuse a connection at its first packet, as a busy hub does.
+	admit func(context.Context, *quic.ClientInfo) (context.Context, error)
 
 	// join answers the nth join request (from 1); nil refuses join streams.
 	join  func(n int, req *protocol.JoinRequest) protocol.Message
@@ -110,7 +114,13 @@ func startTestHub(t *testing.T, tlsConf *tls.Config, answer func(*protocol.Hello
 	}
 	config := protocol.QUICConfig()
 	config.EnableDatagrams = !h.noDatagrams
-	ln, err := quic.ListenAddr("127.0.0.1:0", tlsConf, config)
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatalf("test hub: listen: %v", err)
+	}
+	tr := &quic.Transport{Conn: udp, ConnContext: h.admit}
+	t.Cleanup(func() { tr.Close(); udp.Close() })
+	ln, err := tr.Listen(tlsConf, config)
 	if err != nil {
 		t.Fatalf("test hub: listen: %v", err)
 	}
