@@ -50,7 +50,7 @@ func (p *testPKI) issue(t *testing.T, req pki.Request) *pki.KeyPair {
 func (p *testPKI) tlsCertificate(t *testing.T, req pki.Request) tls.Certificate {
 	t.Helper()
 	kp := p.issue(t, req)
-	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+	cert, err := kp.TLSCertificate()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package hub
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"net"
 	"testing"
 	"testing/synctest"
@@ -12,34 +11,33 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/flotilla-io/flotilla/agent"
+	"github.com/flotilla-io/flotilla/hub/ca"
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/transport"
 )
 
-// gateTestTLS returns the hub's and an agent's TLS configurations.
+// gateTestTLS returns the hub's TLS configuration, made as the hub makes
+// it, and an agent's.
 func gateTestTLS(t *testing.T) (hub, agentConf *tls.Config) {
 	t.Helper()
-	ca, err := pki.NewCA("test CA", time.Hour)
+	hubCA, err := pki.NewCA("test CA", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	issue := func(req pki.Request) tls.Certificate {
-		kp, err := ca.Issue(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cert
+	serving, err := ca.ServingCertificate(hubCA, []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.Cert)
-	serving := issue(pki.Request{CommonName: "hub", IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, Usage: pki.ServerAuth, ValidFor: time.Hour})
-	client := issue(pki.Request{CommonName: protocol.ClusterCommonName("edge-1"), Usage: pki.ClientAuth, ValidFor: time.Hour})
-	return protocol.ServerTLSConfig(serving, pool), protocol.ClientTLSConfig(client, pool, "127.0.0.1")
+	kp, err := hubCA.Issue(pki.Request{CommonName: protocol.ClusterCommonName("edge-1"), Usage: pki.ClientAuth, ValidFor: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := kp.TLSCertificate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return protocol.ServerTLSConfig(serving, ca.Pool(hubCA)), protocol.ClientTLSConfig(client, ca.Pool(hubCA), "127.0.0.1")
 }
 
 // TestHandshakeGateRefusesBeyondTheLimit: with one handshake allowed, a

@@ -95,7 +95,7 @@ func (p *testPKI) issue(t *testing.T, commonName string, usage pki.Usage) tls.Ce
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+	cert, err := kp.TLSCertificate()
 	if err != nil {
 		t.Fatal(err)
 	}

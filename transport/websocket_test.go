@@ -55,7 +55,7 @@ func issue(t testing.TB, ca *pki.CA, req pki.Request) tls.Certificate {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+	cert, err := kp.TLSCertificate()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,7 +100,7 @@ func ServingCertificate(ca *pki.CA, sans []string) (tls.Certificate, error) {
 	if err != nil {
 		return tls.Certificate{}, err
 	}
-	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+	cert, err := kp.TLSCertificate()
 	if err != nil {
 		return tls.Certificate{}, err
 	}

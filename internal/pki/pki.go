@@ -9,6 +9,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -136,6 +137,12 @@ func (kp *KeyPair) Certificate() (*x509.Certificate, error) {
 		return nil, errors.New("key pair: certificate is not PEM")
 	}
 	return x509.ParseCertificate(block.Bytes)
+}
+
+// TLSCertificate returns the key pair as a certificate to serve or present
+// over TLS.
+func (kp *KeyPair) TLSCertificate() (tls.Certificate, error) {
+	return tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
 }
 
 // CertPEM returns the CA certificate as PEM.

@@ -133,3 +133,24 @@ func writeFile(t *testing.T, path string, data []byte) {
 		t.Fatal(err)
 	}
 }
+
+func TestKeyPairAsTLSCertificate(t *testing.T) {
+	ca, err := NewCA("test-ca", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := ca.Issue(Request{CommonName: "edge-1", Usage: ClientAuth, ValidFor: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := kp.TLSCertificate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cert.Leaf == nil || cert.Leaf.Subject.CommonName != "edge-1" || cert.PrivateKey == nil {
+		t.Errorf("TLS certificate = leaf %v, key %T; want edge-1's certificate with its key", cert.Leaf, cert.PrivateKey)
+	}
+	if _, err := (&KeyPair{CertPEM: kp.CertPEM, KeyPEM: []byte("not a key")}).TLSCertificate(); err == nil {
+		t.Error("a key pair with a broken key loaded")
+	}
+}

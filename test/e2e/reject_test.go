@@ -161,7 +161,7 @@ func unknownCATLS(t *testing.T, h *hub) *tls.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+	cert, err := kp.TLSCertificate()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,7 @@ func newFleet(hubAddr string, ca *pki.CA, count, sockets int, leaseDuration, sta
 		if err != nil {
 			return nil, err
 		}
-		cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+		cert, err := kp.TLSCertificate()
 		if err != nil {
 			return nil, err
 		}
