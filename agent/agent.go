@@ -209,6 +209,24 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 }
 
+// Redialer tells how long to wait before dialling the hub again after a
+// session or dial ended, as the agent does (reconnectDelay); the load
+// tool's simulated agents use it to come back as agents do. It is not
+// safe for concurrent use.
+type Redialer struct{ backoff *backoff }
+
+// NewRedialer returns a Redialer drawing its jitter from src.
+func NewRedialer(src rand.Source) *Redialer {
+	return &Redialer{backoff: newBackoff(backoffInitial, backoffMax, src)}
+}
+
+// Delay is the wait before the next dial after a session that ended at now
+// with err (nil after a session the hub welcomed and then ended without
+// error), welcomed at welcomedAt (zero if it never was).
+func (r *Redialer) Delay(err error, welcomedAt, now time.Time) time.Duration {
+	return reconnectDelay(r.backoff, err, welcomedAt, now)
+}
+
 // reconnectDelay is the wait before redialing after a session that ended
 // at now with err: short for a busy hub, else retryDelay.
 func reconnectDelay(b *backoff, err error, welcomedAt, now time.Time) time.Duration {

@@ -148,43 +148,27 @@ func (f *fleet) connectOne(ctx context.Context, a *simAgent, tr *quic.Transport)
 	}
 }
 
-// Reconnecting as real agents do (agent/backoff.go): after a welcomed
-// session ends, wait 1 s, doubling up to 8 s (the hub never refuses these
-// agents, which would raise the ceiling to 30 s), each wait jittered by
-// ±20 %;
-// a session that lasted 30 s starts the back-off over; a hub that refused
-// the dial as busy is dialled again after agent.BusyRetryMin plus up to
-// agent.BusyRetrySpread, the back-off left as it was.
-const (
-	redialInitial = time.Second
-	redialMax     = 8 * time.Second
-	redialStable  = 30 * time.Second
-)
-
 // redial keeps a's sessions going after its first one ended, until ctx
-// ends: what a fleet does when its hub restarts.
+// ends: what a fleet does when its hub restarts. It waits between dials as
+// real agents do (agent.Redialer).
 func (f *fleet) redial(ctx context.Context, a *simAgent, tr *quic.Transport) {
-	next := redialInitial
-	busy := false
+	r := agent.NewRedialer(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	var err error // why the last dial failed; nil after a welcomed session
+	welcomedAt := time.Unix(0, a.welcomedAt.Load())
 	for {
-		if time.Since(time.Unix(0, a.welcomedAt.Load())) >= redialStable {
-			next = redialInitial
-		}
-		wait := time.Duration(float64(next) * (0.8 + 0.4*rand.Float64()))
-		if busy {
-			wait = agent.BusyRetryMin + rand.N(agent.BusyRetrySpread)
-		} else {
-			next = min(2*next, redialMax)
-		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
+		case <-time.After(r.Delay(err, welcomedAt, time.Now())):
 		}
 		f.redials.Add(1)
 		dialed := make(chan error, 1)
-		busy = !f.run(ctx, a, tr, dialed) && agent.HubBusy(<-dialed)
-		if busy {
+		if f.run(ctx, a, tr, dialed) {
+			err, welcomedAt = nil, time.Unix(0, a.welcomedAt.Load())
+			continue
+		}
+		err, welcomedAt = <-dialed, time.Time{}
+		if agent.HubBusy(err) {
 			f.busy.Add(1)
 		}
 	}
