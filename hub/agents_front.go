@@ -86,7 +86,7 @@ func openAgentFront(ctx context.Context, cfg Config, hubCA *pki.CA, clients *con
 	}
 	agentsCtx, stopAgents := context.WithCancel(ctx)
 	f.agentsCtx, f.stopAgents = agentsCtx, stopAgents
-	if f.ws, err = listenWebSocket(agentsCtx, cfg.WebSocketAddr, f.udpConn.LocalAddr(), cert, ca.Pool(hubCA), logger); err != nil {
+	if f.ws, err = listenWebSocket(agentsCtx, cfg.WebSocketAddr, f.udpConn.LocalAddr(), cert, ca.Pool(hubCA), handshakes, logger); err != nil {
 		return nil, err
 	}
 	f.dispatcher = dispatch.New(clients, informers, recorder, cfg.Clock, logger)

@@ -31,7 +31,7 @@ type webSocketListener struct {
 // to (udp), on TCP, and then a failure to listen is a warning (the hub
 // runs without the fallback), not an error. It returns nil when addr is
 // WebSocketOff or the default cannot be had.
-func listenWebSocket(ctx context.Context, addr string, udp net.Addr, cert tls.Certificate, clientCAs *x509.CertPool, logger *slog.Logger) (*webSocketListener, error) {
+func listenWebSocket(ctx context.Context, addr string, udp net.Addr, cert tls.Certificate, clientCAs *x509.CertPool, handshakes *handshakeGate, logger *slog.Logger) (*webSocketListener, error) {
 	if addr == WebSocketOff {
 		return nil, nil
 	}
@@ -65,8 +65,9 @@ func listenWebSocket(ctx context.Context, addr string, udp net.Addr, cert tls.Ce
 		// TLS handshake errors of scanners would otherwise go to stderr.
 		ErrorLog:    slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 		BaseContext: func(net.Listener) context.Context { return ctx },
+		ConnState:   releaseOnState,
 	}
-	return &webSocketListener{WebSocketServer: ws, ln: ln, server: server}, nil
+	return &webSocketListener{WebSocketServer: ws, ln: gatedTCPListener{Listener: ln, gate: handshakes, ctx: ctx}, server: server}, nil
 }
 
 // Addr is where the fallback listens.
@@ -74,7 +75,7 @@ func (l *webSocketListener) Addr() net.Addr { return l.ln.Addr() }
 
 // serve serves TLS until close.
 func (l *webSocketListener) serve(logger *slog.Logger) {
-	if err := l.server.ServeTLS(l.ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := l.server.ServeTLS(l.ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 		logger.Error("WebSocket listener for agents stopped", "err", err)
 	}
 }

@@ -2,7 +2,11 @@ package hub
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
 	"sync/atomic"
 
 	"github.com/quic-go/quic-go"
@@ -19,16 +23,21 @@ const DefaultMaxHandshakes = 256
 // errHubBusy refuses a connection beyond the handshake limit.
 var errHubBusy = errors.New("too many handshakes in flight")
 
-// handshakeGate bounds the QUIC handshakes in flight. After a hub restart
-// a whole fleet dials at once; handshakes beyond what the cores finish in
-// time would all be slow, many would time out, and their agents would
-// back off for longer. Beyond the limit a new connection is refused at its
-// first packet (quic-go answers CONNECTION_REFUSED, no key exchange), and
-// the agent dials again a second or two later (agent.BusyRetryDelay).
+// handshakeGate bounds the agents' handshakes in flight, QUIC and TLS on
+// TCP (the WebSocket fallback) together: they share the cores. After a hub
+// restart a whole fleet dials at once; handshakes beyond what the cores
+// finish in time would all be slow, many would time out, and their agents
+// would back off for longer. Beyond the limit a new QUIC connection is
+// refused at its first packet (quic-go answers CONNECTION_REFUSED, no key
+// exchange), and the agent dials again a second or two later
+// (agent.BusyRetryDelay); a TCP connection waits in the kernel's accept
+// queue instead (gatedTCPListener).
 type handshakeGate struct {
 	limit    int64
 	inFlight atomic.Int64
 	refused  atomic.Int64
+	// freed wakes the TCP listener waiting for a place (it alone waits).
+	freed chan struct{}
 }
 
 // ticket is one admitted handshake; it is released once, when the hub
@@ -44,7 +53,7 @@ func newHandshakeGate(limit int) *handshakeGate {
 	if limit <= 0 {
 		limit = DefaultMaxHandshakes
 	}
-	return &handshakeGate{limit: int64(limit)}
+	return &handshakeGate{limit: int64(limit), freed: make(chan struct{}, 1)}
 }
 
 // admit is the QUIC transport's ConnContext: it lets a connection start
@@ -61,9 +70,29 @@ func (g *handshakeGate) admit(ctx context.Context, _ *quic.ClientInfo) (context.
 	return context.WithValue(ctx, ticketKey{}, t), nil
 }
 
+// wait takes a place for a handshake, waiting while the gate is full,
+// until ctx ends. One goroutine waits at a time.
+func (g *handshakeGate) wait(ctx context.Context) (*ticket, error) {
+	for {
+		if g.inFlight.Add(1) <= g.limit {
+			return &ticket{gate: g}, nil
+		}
+		g.inFlight.Add(-1)
+		select {
+		case <-g.freed:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+}
+
 func (t *ticket) release() {
 	if t.released.CompareAndSwap(false, true) {
 		t.gate.inFlight.Add(-1)
+		select {
+		case t.gate.freed <- struct{}{}:
+		default: // a wake-up is pending already
+		}
 	}
 }
 
@@ -80,4 +109,48 @@ func (l gatedListener) Accept(ctx context.Context) (transport.Conn, error) {
 		t.release()
 	}
 	return c, nil
+}
+
+// gatedTCPListener hands the WebSocket server a TCP connection only once
+// the gate has a place for its TLS handshake; the connections behind it
+// wait in the kernel's accept queue. The place is released when the
+// server reports the connection active (its handshake is over) or closed
+// (releaseOnState).
+type gatedTCPListener struct {
+	net.Listener
+	gate *handshakeGate
+	ctx  context.Context // ends the wait; the server closes the listener too
+}
+
+// gatedConn carries its handshake's place to the server's ConnState hook.
+type gatedConn struct {
+	net.Conn
+	ticket *ticket
+}
+
+func (l gatedTCPListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	t, err := l.gate.wait(l.ctx)
+	if err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("wait for a handshake place: %w (%w)", err, net.ErrClosed)
+	}
+	return &gatedConn{Conn: c, ticket: t}, nil
+}
+
+// releaseOnState is the WebSocket server's ConnState hook: a connection
+// past its TLS handshake, or closed, gives its place back.
+func releaseOnState(c net.Conn, state http.ConnState) {
+	if state == http.StateNew {
+		return
+	}
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if gc, ok := c.(*gatedConn); ok {
+		gc.ticket.release()
+	}
 }

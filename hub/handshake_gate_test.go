@@ -3,12 +3,15 @@ package hub
 import (
 	"context"
 	"crypto/tls"
+	"io"
+	"log/slog"
 	"net"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/quic-go/quic-go"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/flotilla-io/flotilla/agent"
 	"github.com/flotilla-io/flotilla/hub/ca"
@@ -118,4 +121,83 @@ func TestHandshakeGateReleasesAnEndedConnection(t *testing.T) {
 			t.Errorf("in flight = %d after a second release, want 0", got)
 		}
 	})
+}
+
+// TestHandshakeGateHoldsBackTCP: the WebSocket fallback shares the gate.
+// With one handshake allowed, a TCP connection that sends nothing holds
+// the place, so the next TLS handshake waits (its connection is not even
+// accepted); once the silent one closes, the waiting handshake completes,
+// and its first request gives the place back.
+func TestHandshakeGateHoldsBackTCP(t *testing.T) {
+	hubTLS, agentTLS := gateTestTLS(t)
+	gate := newHandshakeGate(1)
+	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
+	ws, err := listenWebSocket(t.Context(), "127.0.0.1:0", nil, hubTLS.Certificates[0], hubTLS.ClientCAs, gate, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { defer close(served); ws.serve(logger) }()
+	t.Cleanup(func() { ws.close(); <-served })
+	addr := ws.Addr().String()
+
+	silent, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	waitInFlight(t, gate, 1)
+
+	agentTLS = agentTLS.Clone()
+	agentTLS.NextProtos = []string{"http/1.1"}
+	handshaken := make(chan *tls.Conn, 1)
+	failed := make(chan error, 1)
+	go func() {
+		dialer := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 10 * time.Second}, Config: agentTLS}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		c, err := dialer.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			failed <- err
+			return
+		}
+		handshaken <- c.(*tls.Conn)
+	}()
+	// A window to see the wait: a handshake let through too early
+	// completes in milliseconds here.
+	select {
+	case c := <-handshaken:
+		c.Close()
+		t.Fatal("a TLS handshake completed while the only place was held")
+	case err := <-failed:
+		t.Fatalf("TLS dial while the place was held: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	silent.Close() // its handshake fails: the place is free
+	var c *tls.Conn
+	select {
+	case c = <-handshaken:
+	case err := <-failed:
+		t.Fatalf("TLS dial after the place was freed: %v", err)
+	}
+	defer c.Close()
+	if got := gate.inFlight.Load(); got != 1 {
+		t.Errorf("in flight after the handshake, before its first request = %d, want 1", got)
+	}
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: hub\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitInFlight(t, gate, 0)
+}
+
+// waitInFlight waits up to 10 s for the gate to hold want handshakes.
+func waitInFlight(t *testing.T, gate *handshakeGate, want int64) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return gate.inFlight.Load() == want, nil
+	})
+	if err != nil {
+		t.Fatalf("in flight = %d after 10 s, want %d", gate.inFlight.Load(), want)
+	}
 }

@@ -66,7 +66,7 @@ func (a *httpServer) metricsHandler() http.Handler {
 	counter("flotilla_store_defragmentations_total", "Defragmentations the store guard ran.", func() float64 { return float64(a.guard.Stats().Defrags) })
 	counter("flotilla_store_alarms_disarmed_total", "NOSPACE alarms the store guard disarmed after the data fit again.", func() float64 { return float64(a.guard.Stats().Disarms) })
 	counter("flotilla_quic_handshakes_refused_total", "Agents' first QUIC packets refused because --max-handshakes were in flight (a dial may send two; the agent dials again in 1-3 s).", func() float64 { return float64(a.agents.handshakes.refused.Load()) })
-	gauge("flotilla_quic_handshakes_in_flight", "Agent QUIC handshakes under way (admitted, not yet accepted).", func() float64 { return float64(a.agents.handshakes.inFlight.Load()) })
+	gauge("flotilla_agent_handshakes_in_flight", "Agents' handshakes under way, QUIC and TLS on TCP (the WebSocket fallback) together, bounded by --max-handshakes.", func() float64 { return float64(a.agents.handshakes.inFlight.Load()) })
 	counter("flotilla_join_attempts_limited_total", "Join connections refused because their source address tried too often.", func() float64 { return float64(a.agents.joinLimit.limitedCount()) })
 	counter("flotilla_served_apis_coalesced_total", "Lists of served APIs replaced by a newer one before they were stored (beyond a cluster's pace).", func() float64 { return float64(a.registry.stats.apisCoalesced.Load()) })
 	if a.sessions != nil {
