@@ -44,6 +44,7 @@ type options struct {
 	parallel      int
 	hubBin        string
 	hubExtraArgs  []string
+	hubEnv        []string
 	dir           string
 	restartHub    string
 }
@@ -60,6 +61,7 @@ func main() {
 	flags.IntVar(&o.sockets, "sockets", 0, "client UDP sockets the agents share (default: one per 250 agents)")
 	flags.IntVar(&o.parallel, "parallel", 32, "handshakes in flight while connecting")
 	flags.StringVar(&o.hubBin, "hub-bin", "", "flotilla-hub binary (default: built from this checkout)")
+	flags.StringArrayVar(&o.hubEnv, "hub-env", nil, "one more KEY=VALUE in the hub's environment only (repeat it; e.g. --hub-env=GOMEMLIMIT=2GiB)")
 	flags.StringArrayVar(&o.hubExtraArgs, "hub-arg", nil, "one more hub flag, after the tool's own (repeat it; e.g. --hub-arg=--enable-profiling to profile the hub on 127.0.0.1:7081)")
 	flags.StringVar(&o.dir, "dir", "", "working folder for the hub's data and log (default: a temporary folder)")
 	flags.StringVar(&o.restartHub, "restart-hub", "", `after the steady state, restart the hub under the fleet and measure the reconnect storm instead of the detection: "term" (SIGTERM, as an upgrade does) or "kill" (SIGKILL, a crash); the agents redial as real ones do`)
@@ -185,7 +187,7 @@ func startHub(o options, dir, dataDir string) (*hubProc, error) {
 	h := &hubProc{quicAddr: "127.0.0.1:" + strconv.Itoa(quicPort), httpAddr: "127.0.0.1:" + strconv.Itoa(httpPort)}
 	h.proc = &process.Process{
 		Name: "flotilla-hub", Binary: o.hubBin, LogPath: filepath.Join(dir, "hub.log"),
-		Env: []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"},
+		Env: append([]string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"}, o.hubEnv...),
 		Args: []string{"--data-dir=" + dataDir, "--quic-addr=" + h.quicAddr, "--http-addr=" + h.httpAddr, "--api-addr=127.0.0.1:" + strconv.Itoa(apiPort),
 			"--cluster-monitor-grace-period=" + o.grace.String(), "--cluster-startup-grace-period=" + (2 * o.grace).String(),
 			"--failover-eviction-timeout=1h", "--log-level=warn"},

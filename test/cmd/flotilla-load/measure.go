@@ -26,6 +26,37 @@ type steadyState struct {
 	connected, clusters       int
 	transitionsDuringMeasure  int64
 	rejectedDuringMeasurement int64
+	goMemory                  goMemory
+}
+
+// goMemory is where the hub's memory goes, from its Go metrics at the end
+// of the window.
+type goMemory struct {
+	heapInUse, nextGC, stacks, goroutines float64
+}
+
+func readGoMemory(ctx context.Context, h *hubProc) (goMemory, error) {
+	families, err := h.api.Metrics(ctx)
+	if err != nil {
+		return goMemory{}, err
+	}
+	value := func(name string) float64 {
+		f, ok := families[name]
+		if !ok || len(f.GetMetric()) == 0 {
+			return 0
+		}
+		m := f.GetMetric()[0]
+		return m.GetGauge().GetValue() + m.GetUntyped().GetValue()
+	}
+	return goMemory{heapInUse: value("go_memstats_heap_inuse_bytes"), nextGC: value("go_memstats_next_gc_bytes"),
+		stacks: value("go_memstats_stack_inuse_bytes"), goroutines: value("go_goroutines")}, nil
+}
+
+func (m goMemory) print(w io.Writer, agents int) {
+	const mib, kib = 1 << 20, 1 << 10
+	perAgent := float64(max(agents, 1))
+	fmt.Fprintf(w, "hub Go memory           heap in use %.0f MiB (next GC at %.0f MiB), stacks %.0f MiB, %.0f goroutines; per agent %.1f KiB heap, %.1f KiB stacks, %.1f goroutines\n",
+		m.heapInUse/mib, m.nextGC/mib, m.stacks/mib, m.goroutines, m.heapInUse/kib/perAgent, m.stacks/kib/perAgent, m.goroutines/perAgent)
 }
 
 func measureSteadyState(ctx context.Context, h *hubProc, window time.Duration) (steadyState, error) {
@@ -54,6 +85,10 @@ func measureSteadyState(ctx context.Context, h *hubProc, window time.Duration) (
 	if err != nil {
 		return steadyState{}, err
 	}
+	mem, err := readGoMemory(ctx, h)
+	if err != nil {
+		return steadyState{}, fmt.Errorf("read the hub's Go memory: %w", err)
+	}
 	rate := func(a, b int64) float64 { return float64(b-a) / elapsed }
 	return steadyState{
 		window:                   time.Since(start),
@@ -67,6 +102,7 @@ func measureSteadyState(ctx context.Context, h *hubProc, window time.Duration) (
 		connected:                after.ConnectedAgents,
 		clusters:                 after.Clusters,
 		transitionsDuringMeasure: after.Transitions - before.Transitions,
+		goMemory:                 mem,
 	}, nil
 }
 
@@ -151,6 +187,7 @@ func printReport(w io.Writer, o options, s steadyState, d *detection, agentError
 		o.agents, s.connected, s.clusters, o.leaseDuration, o.grace, o.statusChange)
 	fmt.Fprintf(w, "hub CPU                 %.1f %% of one core (over %v)\n", s.cpuPercent, s.window.Round(time.Second))
 	fmt.Fprintf(w, "hub RSS                 %.0f MiB (peak %.0f MiB)\n", s.rssMiB, s.peakRSSMiB)
+	s.goMemory.print(w, s.connected)
 	fmt.Fprintf(w, "heartbeats/s            %.0f\n", s.heartbeatsPerSec)
 	fmt.Fprintf(w, "status reports/s        %.0f\n", s.statusPerSec)
 	fmt.Fprintf(w, "API writes/s            %.1f objects (%.1f/s re-read after a conflict)\n", s.storeWritesPerSec, s.storeConflictsPerSec)
