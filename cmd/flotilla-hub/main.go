@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/spf13/pflag"
 
 	"github.com/flotilla-io/flotilla/hub"
@@ -137,7 +138,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			"signed for them. The hub serves a Kubernetes API (an embedded kube-apiserver) on --api-addr,\n"+
 			"with an admin kubeconfig in DATA/admin.kubeconfig, which kubectl and flotilla use;\n"+
 			"--http-addr serves the dashboard, /livez, /readyz and /metrics; --enable-profiling serves\n"+
-			"/debug/pprof/ on --profiling-addr.\n\nFlags:\n")
+			"/debug/pprof/ on --profiling-addr. Go's memory limit is 90 %% of the container's (cgroup)\n"+
+			"memory limit unless GOMEMLIMIT or AUTOMEMLIMIT (off, or a ratio) is set.\n\nFlags:\n")
 		flags.PrintDefaults()
 	}
 	if err := flags.Parse(args); err != nil {
@@ -177,6 +179,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg.Logger = logger
+	setMemoryLimit(logger, memlimit.FromCgroup)
 	return hub.Run(ctx, cfg, nil)
 }
 
