@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -41,8 +42,11 @@ type Agent struct {
 	transports transportChooser
 	// lastHub is, per transport, the hub replica address of the last
 	// connection: the next dial tries it first.
-	hubMu   sync.Mutex
-	lastHub map[transport.Kind]string
+	// lookupIP resolves hub names; nil is net.DefaultResolver's (tests
+	// give a name several addresses).
+	lookupIP func(ctx context.Context, network, host string) ([]netip.Addr, error)
+	hubMu    sync.Mutex
+	lastHub  map[transport.Kind]string
 }
 
 // New checks cfg, makes the member cluster clients, reads the credentials

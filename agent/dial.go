@@ -90,11 +90,42 @@ func (a *Agent) dialOne(ctx context.Context, kind transport.Kind, addr string, t
 // to complete handshakes (thousands of agents reconnecting after a
 // restart) gets QUIC's whole handshake timeout, so that a busy hub does
 // not push its fleet onto the fallback.
-func (a *Agent) dialQUIC(ctx context.Context, hub string, tlsConf *tls.Config, explain func(error) error, silentFor time.Duration) (conn *quic.Conn, release func(), err error) {
-	addr, err := resolveUDP(ctx, hub)
+func (a *Agent) dialQUIC(ctx context.Context, hub string, tlsConf *tls.Config, explain func(error) error, silentFor time.Duration) (*quic.Conn, func(), error) {
+	addrs, err := resolveUDP(ctx, hub, a.lookupIP)
 	if err != nil {
 		return nil, nil, err
 	}
+	// A name that resolves to several addresses (hub replicas behind one
+	// DNS name) is raced like a list of replicas: a dead one costs a
+	// stagger, not QUIC's timeout or the fallback transport.
+	candidates := make([]string, len(addrs))
+	byCandidate := make(map[string]*net.UDPAddr, len(addrs))
+	for i, addr := range addrs {
+		candidates[i] = addr.String()
+		byCandidate[candidates[i]] = addr
+	}
+	dial := func(ctx context.Context, candidate string) (*quic.Conn, func(), error) {
+		conn, release, err := dialQUICAddr(ctx, byCandidate[candidate], tlsConf, silentFor)
+		if err != nil {
+			where := hub
+			if len(addrs) > 1 {
+				where = hub + " (" + candidate + ")"
+			}
+			return nil, nil, fmt.Errorf("dial hub %s over QUIC: %w", where, explain(err))
+		}
+		return conn, release, nil
+	}
+	closeConn := func(c *quic.Conn) {
+		_ = c.CloseWithError(quic.ApplicationErrorCode(protocol.CloseNormal), "another hub address answered first")
+	}
+	_, conn, release, err := raceDials(ctx, candidates, dial, closeConn)
+	return conn, release, err
+}
+
+// dialQUICAddr connects over QUIC to one address from a UDP socket of the
+// session's own (see dialQUIC).
+func dialQUICAddr(ctx context.Context, addr *net.UDPAddr, tlsConf *tls.Config, silentFor time.Duration) (conn *quic.Conn, release func(), err error) {
+	// The wildcard address gives a dual-stack socket: IPv6 hubs too.
 	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4zero})
 	if err != nil {
 		return nil, nil, fmt.Errorf("open UDP socket: %w", err)
@@ -125,7 +156,7 @@ func (a *Agent) dialQUIC(ctx context.Context, hub string, tlsConf *tls.Config, e
 		if watch.gaveUp.Load() && ctx.Err() == nil {
 			err = fmt.Errorf("no answer over QUIC within %v: %w", silentFor, err)
 		}
-		return nil, nil, fmt.Errorf("dial hub %s over QUIC: %w", hub, explain(err))
+		return nil, nil, err
 	}
 	return conn, release, nil
 }
@@ -146,9 +177,10 @@ func (w *answerWatch) RecordEvent(e qlogwriter.Event) {
 // packetReceived is the name of qlog's packet_received event.
 const packetReceived = "transport:packet_received"
 
-// resolveUDP resolves a host:port, preferring IPv4 as net.ResolveUDPAddr
-// does.
-func resolveUDP(ctx context.Context, hostport string) (*net.UDPAddr, error) {
+// resolveUDP resolves a host:port to every address of the host, IPv4
+// first (as net.ResolveUDPAddr prefers it), each in the resolver's order;
+// lookup is net.DefaultResolver's LookupNetIP when nil.
+func resolveUDP(ctx context.Context, hostport string, lookup func(ctx context.Context, network, host string) ([]netip.Addr, error)) ([]*net.UDPAddr, error) {
 	host, portText, err := net.SplitHostPort(hostport)
 	if err != nil {
 		return nil, fmt.Errorf("hub address %q: %w", hostport, err)
@@ -157,19 +189,23 @@ func resolveUDP(ctx context.Context, hostport string) (*net.UDPAddr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hub address %q: port: %w", hostport, err)
 	}
-	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if lookup == nil {
+		lookup = net.DefaultResolver.LookupNetIP
+	}
+	ips, err := lookup(ctx, "ip", host)
 	if err != nil {
 		return nil, fmt.Errorf("resolve hub host %q: %w", host, err)
 	}
 	if len(ips) == 0 {
 		return nil, errors.New("resolve hub host " + strconv.Quote(host) + ": no addresses")
 	}
-	ip := ips[0]
-	for _, candidate := range ips {
-		if candidate.Unmap().Is4() {
-			ip = candidate
-			break
+	addrs := make([]*net.UDPAddr, 0, len(ips))
+	for _, want4 := range []bool{true, false} {
+		for _, ip := range ips {
+			if ip.Unmap().Is4() == want4 {
+				addrs = append(addrs, net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip.Unmap(), uint16(port))))
+			}
 		}
 	}
-	return net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip.Unmap(), uint16(port))), nil
+	return addrs, nil
 }

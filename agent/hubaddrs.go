@@ -61,25 +61,56 @@ func (a *Agent) lastHubAddr(kind transport.Kind) string {
 }
 
 // dialAny connects over kind to the first hub replica that completes a
-// handshake: the preferred one at once, each next one hubStagger later or
-// as soon as the one before failed. Connections that complete after the
-// first are closed.
+// handshake (raceDials), and prefers that replica on the next dial.
 func (a *Agent) dialAny(ctx context.Context, kind transport.Kind, tlsConf *tls.Config, explain func(error) error, silentFor time.Duration) (transport.Conn, func(), error) {
 	addrs := a.hubAddrs(kind)
-	if len(addrs) == 1 {
-		return a.dialOne(ctx, kind, addrs[0], tlsConf, explain, silentFor)
+	dial := func(ctx context.Context, addr string) (transport.Conn, func(), error) {
+		return a.dialOne(ctx, kind, addr, tlsConf, explain, silentFor)
+	}
+	closeConn := func(c transport.Conn) { c.CloseWithError(protocol.CloseNormal, "another hub replica answered first") }
+	addr, conn, release, err := raceDials(ctx, addrs, dial, closeConn)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(addrs) > 1 {
+		a.hubMu.Lock()
+		if a.lastHub == nil {
+			a.lastHub = map[transport.Kind]string{}
+		}
+		a.lastHub[kind] = addr
+		a.hubMu.Unlock()
+	}
+	return conn, release, nil
+}
+
+// raceDials dials the candidates (hub replicas, or the addresses one name
+// resolves to) in order: the first at once, each next one hubStagger later
+// or as soon as the one before failed. The first to connect wins; the
+// connections that complete after it are closed with closeConn and
+// released. Without a winner the error joins every dial's.
+func raceDials[C any](ctx context.Context, candidates []string, dial func(context.Context, string) (C, func(), error), closeConn func(C)) (string, C, func(), error) {
+	var none C
+	if len(candidates) == 1 {
+		conn, release, err := dial(ctx, candidates[0])
+		return candidates[0], conn, release, err
 	}
 	raceCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	results := make(chan dialResult, len(addrs))
+	type result struct {
+		candidate string
+		conn      C
+		release   func()
+		err       error
+	}
+	results := make(chan result, len(candidates))
 	var started, pending int
 	start := func() {
-		addr := addrs[started]
+		candidate := candidates[started]
 		started++
 		pending++
 		go func() {
-			conn, release, err := a.dialOne(raceCtx, kind, addr, tlsConf, explain, silentFor)
-			results <- dialResult{addr, conn, release, err}
+			conn, release, err := dial(raceCtx, candidate)
+			results <- result{candidate, conn, release, err}
 		}()
 	}
 	start()
@@ -91,48 +122,30 @@ func (a *Agent) dialAny(ctx context.Context, kind transport.Kind, tlsConf *tls.C
 		case r := <-results:
 			pending--
 			if r.err == nil {
-				a.hubMu.Lock()
-				if a.lastHub == nil {
-					a.lastHub = map[transport.Kind]string{}
-				}
-				a.lastHub[kind] = r.addr
-				a.hubMu.Unlock()
 				cancel()
-				go closeLosers(results, pending)
-				return r.conn, r.release, nil
+				go func() { // the losers that connected anyway
+					for range pending {
+						if late := <-results; late.err == nil {
+							closeConn(late.conn)
+							late.release()
+						}
+					}
+				}()
+				return r.candidate, r.conn, r.release, nil
 			}
 			errs = append(errs, r.err)
-			if started < len(addrs) {
+			if started < len(candidates) {
 				start()
 				stagger.Reset(hubStagger)
 			}
 		case <-stagger.C:
-			if started < len(addrs) {
+			if started < len(candidates) {
 				start()
 				stagger.Reset(hubStagger)
 			}
 		}
 	}
-	return nil, nil, errors.Join(errs...)
-}
-
-// dialResult is the outcome of one dial of a race.
-type dialResult struct {
-	addr    string
-	conn    transport.Conn
-	release func()
-	err     error
-}
-
-// closeLosers closes the connections of a race's other dials that
-// completed anyway.
-func closeLosers(results <-chan dialResult, pending int) {
-	for range pending {
-		if r := <-results; r.err == nil {
-			r.conn.CloseWithError(protocol.CloseNormal, "another hub replica answered first")
-			r.release()
-		}
-	}
+	return "", none, nil, errors.Join(errs...)
 }
 
 // withServerName returns tlsConf for dialing addr: a hub replica's

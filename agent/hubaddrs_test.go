@@ -1,12 +1,16 @@
 package agent
 
 import (
+	"context"
+	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/quic-go/quic-go"
 
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/protocol"
@@ -76,4 +80,108 @@ func TestDialAnyReportsEveryFailure(t *testing.T) {
 	if !unanswered(t.Context(), err) {
 		t.Errorf("no replica answered, but the error does not say so: %v", err)
 	}
+}
+
+// TestDialQUICRacesTheAddressesOfOneName: hub replicas behind one name
+// that resolves to several addresses are raced like a list, so a dead
+// first address costs the stagger, and the error of a failed dial names
+// every address.
+func TestDialQUICRacesTheAddressesOfOneName(t *testing.T) {
+	t.Setenv("QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING", "true")
+	p := newTestPKI(t)
+	live := startTestHub(t, p.hubTLS(t), nil)
+	_, port, err := net.SplitHostPort(live.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The dead replica: same port, another loopback address, answers nothing.
+	dead, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.2", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	resolved := []netip.Addr{netip.MustParseAddr("::1"), netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.1")}
+	a := &Agent{lookupIP: func(_ context.Context, _, host string) ([]netip.Addr, error) {
+		if host != "localhost" {
+			return nil, fmt.Errorf("no such host %q", host)
+		}
+		return resolved, nil
+	}}
+	clientTLS := protocol.ClientTLSConfig(p.tlsCertificate(t, pki.Request{CommonName: "cluster:edge-1", Usage: pki.ClientAuth}), p.pool, "localhost")
+	explain := func(err error) error { return err }
+
+	start := time.Now()
+	conn, release, err := a.dialQUIC(t.Context(), "localhost:"+port, clientTLS, explain, 0)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	took := time.Since(start)
+	if got := conn.RemoteAddr().String(); got != live.addr() {
+		t.Errorf("connected to %s, want the live address %s", got, live.addr())
+	}
+	conn.CloseWithError(0, "")
+	release()
+	t.Logf("connected to the second address after %v", took)
+	if took < hubStagger || took > hubStagger+2*time.Second {
+		t.Errorf("connected after %v; want the stagger (%v) and a handshake", took, hubStagger)
+	}
+
+	resolved = resolved[:2] // IPv6 loopback and the dead one: no answer
+	_, _, err = a.dialQUIC(t.Context(), "localhost:"+port, clientTLS, explain, 200*time.Millisecond)
+	if err == nil {
+		t.Fatal("dial succeeded with no live address")
+	}
+	for _, addr := range []string{"127.0.0.2:" + port, "[::1]:" + port} {
+		if !strings.Contains(err.Error(), addr) {
+			t.Errorf("error %q does not name %s", err, addr)
+		}
+	}
+}
+
+// IPv4 first, each family in the resolver's order.
+func TestResolveUDPOrder(t *testing.T) {
+	lookup := func(context.Context, string, string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("::ffff:192.0.2.1"), netip.MustParseAddr("2001:db8::2")}, nil
+	}
+	addrs, err := resolveUDP(t.Context(), "hub.example:7443", lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range addrs {
+		got = append(got, a.String())
+	}
+	want := []string{"192.0.2.2:7443", "192.0.2.1:7443", "[2001:db8::1]:7443", "[2001:db8::2]:7443"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("order (-want +got):\n%s", diff)
+	}
+}
+
+// A hub reached over IPv6 gets a dial from an IPv6 socket.
+func TestDialQUICReachesAnIPv6Hub(t *testing.T) {
+	t.Setenv("QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING", "true")
+	p := newTestPKI(t)
+	ln, err := quic.ListenAddr("[::1]:0", p.hubTLS(t), protocol.QUICConfig())
+	if err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			if _, err := ln.Accept(context.Background()); err != nil {
+				return
+			}
+		}
+	}()
+	a := &Agent{lookupIP: func(context.Context, string, string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("::1")}, nil
+	}}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	clientTLS := protocol.ClientTLSConfig(p.tlsCertificate(t, pki.Request{CommonName: "cluster:edge-1", Usage: pki.ClientAuth}), p.pool, "localhost")
+	conn, release, err := a.dialQUIC(t.Context(), "localhost:"+port, clientTLS, func(err error) error { return err }, 0)
+	if err != nil {
+		t.Fatalf("dial over IPv6: %v", err)
+	}
+	conn.CloseWithError(0, "")
+	release()
 }
