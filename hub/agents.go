@@ -34,7 +34,8 @@ type agentServer struct {
 	health   health.Config
 	dispatch *dispatch.Dispatcher
 	joins    *join.Controller // join connections (protocol.JoinALPN)
-	// handshakes bounds the QUIC handshakes in flight (openAgentFront's).
+	// handshakes bounds the handshakes in flight, QUIC and TLS on TCP
+	// (openAgentFront's).
 	handshakes *handshakeGate
 	hubID      string
 	clock      clock.PassiveClock

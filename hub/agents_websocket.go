@@ -57,7 +57,13 @@ func listenWebSocket(ctx context.Context, addr string, udp net.Addr, cert tls.Ce
 	ws := transport.NewWebSocketServer(ctx, protocol.ALPN, protocol.JoinALPN)
 	mux := http.NewServeMux()
 	mux.Handle(transport.WebSocketPath, ws)
+	// HTTP/1.1 only: the WebSocket upgrade needs nothing else, and an
+	// HTTP/2 connection would hold its handshake place for its whole life
+	// (releaseOnState never hears it become active).
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
 	server := &http.Server{
+		Protocols:         protocols,
 		Handler:           mux,
 		TLSConfig:         protocol.ServerWebSocketTLSConfig(cert, clientCAs),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -14,8 +14,8 @@ import (
 	"github.com/flotilla-io/flotilla/transport"
 )
 
-// DefaultMaxHandshakes is how many QUIC handshakes a hub carries at once
-// by default: enough for a fleet a round trip away to come back at
+// DefaultMaxHandshakes is how many handshakes (QUIC and the WebSocket
+// fallback's TLS together) a hub carries at once by default: enough for a fleet a round trip away to come back at
 // hundreds a second, few enough that each completes long before the
 // agents' 10 s handshake timeout on two cores.
 const DefaultMaxHandshakes = 256
@@ -59,8 +59,7 @@ func newHandshakeGate(limit int) *handshakeGate {
 // admit is the QUIC transport's ConnContext: it lets a connection start
 // its handshake if fewer than the limit are in flight.
 func (g *handshakeGate) admit(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
-	if g.inFlight.Add(1) > g.limit {
-		g.inFlight.Add(-1)
+	if !g.take() {
 		g.refused.Add(1)
 		return nil, errHubBusy
 	}
@@ -70,14 +69,29 @@ func (g *handshakeGate) admit(ctx context.Context, _ *quic.ClientInfo) (context.
 	return context.WithValue(ctx, ticketKey{}, t), nil
 }
 
+// take takes a place if one is free. The count never goes over the
+// limit, even for a moment: a waiter woken by a release must see the
+// place free (a refused admit that counted itself in and out again could
+// hide it).
+func (g *handshakeGate) take() bool {
+	for {
+		n := g.inFlight.Load()
+		if n >= g.limit {
+			return false
+		}
+		if g.inFlight.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
 // wait takes a place for a handshake, waiting while the gate is full,
 // until ctx ends. One goroutine waits at a time.
 func (g *handshakeGate) wait(ctx context.Context) (*ticket, error) {
 	for {
-		if g.inFlight.Add(1) <= g.limit {
+		if g.take() {
 			return &ticket{gate: g}, nil
 		}
-		g.inFlight.Add(-1)
 		select {
 		case <-g.freed:
 		case <-ctx.Done():
@@ -114,8 +128,11 @@ func (l gatedListener) Accept(ctx context.Context) (transport.Conn, error) {
 // gatedTCPListener hands the WebSocket server a TCP connection only once
 // the gate has a place for its TLS handshake; the connections behind it
 // wait in the kernel's accept queue. The place is released when the
-// server reports the connection active (its handshake is over) or closed
-// (releaseOnState).
+// server reports the connection active (its handshake is over and its
+// first request came) or closed (releaseOnState): a client that stays
+// silent holds it until the server's handshake and header deadlines. The
+// server speaks HTTP/1.1 only, since HTTP/2 connections skip the active
+// state's hook.
 type gatedTCPListener struct {
 	net.Listener
 	gate *handshakeGate

@@ -201,3 +201,27 @@ func waitInFlight(t *testing.T, gate *handshakeGate, want int64) {
 		t.Fatalf("in flight = %d after 10 s, want %d", gate.inFlight.Load(), want)
 	}
 }
+
+// The WebSocket server offers HTTP/1.1 only: an HTTP/2 connection would
+// hold its handshake place for its whole life.
+func TestWebSocketListenerRefusesHTTP2(t *testing.T) {
+	hubTLS, agentTLS := gateTestTLS(t)
+	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
+	ws, err := listenWebSocket(t.Context(), "127.0.0.1:0", nil, hubTLS.Certificates[0], hubTLS.ClientCAs, newHandshakeGate(4), logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { defer close(served); ws.serve(logger) }()
+	t.Cleanup(func() { ws.close(); <-served })
+	agentTLS = agentTLS.Clone()
+	agentTLS.NextProtos = []string{"h2"} // a client that speaks nothing else
+	c, err := tls.Dial("tcp", ws.Addr().String(), agentTLS)
+	if err != nil {
+		return // refused: no protocol in common
+	}
+	defer c.Close()
+	if got := c.ConnectionState().NegotiatedProtocol; got == "h2" {
+		t.Errorf("negotiated %q, want no HTTP/2", got)
+	}
+}

@@ -95,8 +95,9 @@ type Config struct {
 	AgentCertTTL time.Duration
 	// AgentCSRApproval is join.ApprovalAuto or join.ApprovalManual.
 	AgentCSRApproval string
-	// MaxHandshakes bounds the agents' QUIC handshakes in flight; beyond
-	// it a connection is refused at once and the agent dials again soon.
+	// MaxHandshakes bounds the agents' handshakes in flight, QUIC and the
+	// WebSocket fallback's TLS together; beyond it a QUIC connection is
+	// refused at once (the agent dials again soon) and a TCP one waits.
 	// 0: DefaultMaxHandshakes.
 	MaxHandshakes int
 	// ControllerWorkers is how many bindings (or Works, templates...)
