@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"errors"
 	"math/rand/v2"
 	"time"
 
@@ -40,17 +39,15 @@ const (
 // with a protocol error such as Unauthorized): retrying soon would not
 // help, and each retry costs the hub a handshake.
 func RefusedByHub(err error) bool {
-	var te *quic.TransportError
-	var peerErr *protocol.Error
-	return errors.As(err, &peerErr) || errors.As(err, &te) && te.Remote && te.ErrorCode.IsCryptoError()
+	return inErrorTree(err, anyOf[*protocol.Error]) ||
+		inErrorTree(err, func(te *quic.TransportError) bool { return te.Remote && te.ErrorCode.IsCryptoError() })
 }
 
 // HubBusy reports whether err is a hub's refusal of a QUIC connection
 // before its handshake: QUIC's CONNECTION_REFUSED, which a hub sends when
 // --max-handshakes are in flight (or while it stops).
 func HubBusy(err error) bool {
-	var te *quic.TransportError
-	return errors.As(err, &te) && te.Remote && te.ErrorCode == quic.ConnectionRefused
+	return inErrorTree(err, func(te *quic.TransportError) bool { return te.Remote && te.ErrorCode == quic.ConnectionRefused })
 }
 
 // backoff yields jittered, exponentially growing delays. It is not safe for

@@ -174,6 +174,10 @@ func TestHubBusy(t *testing.T) {
 		{"another error of the hub", &quic.TransportError{Remote: true, ErrorCode: quic.ProtocolViolation}, false},
 		{"timeout", &quic.IdleTimeoutError{}, false},
 		{"none", nil, false},
+		// A race of dials joins their errors, in the order they failed.
+		{"raced: a local error first, then busy", errors.Join(&quic.TransportError{ErrorCode: quic.ConnectionRefused}, &quic.TransportError{Remote: true, ErrorCode: quic.ConnectionRefused}), true},
+		{"raced: busy first", errors.Join(&quic.TransportError{Remote: true, ErrorCode: quic.ConnectionRefused}, &quic.IdleTimeoutError{}), true},
+		{"raced: no busy", errors.Join(&quic.TransportError{ErrorCode: quic.ConnectionRefused}, &quic.IdleTimeoutError{}), false},
 	} {
 		if got := HubBusy(tc.err); got != tc.want {
 			t.Errorf("%s: HubBusy = %v, want %v", tc.name, got, tc.want)
@@ -193,6 +197,7 @@ func TestRefusedByHub(t *testing.T) {
 		{"busy", &quic.TransportError{Remote: true, ErrorCode: quic.ConnectionRefused}, false},
 		{"timeout", &quic.IdleTimeoutError{}, false},
 		{"GoAway", &goAwayError{reason: "hub shutting down"}, false},
+		{"raced: a local TLS failure first, then the hub's alert", errors.Join(&quic.TransportError{ErrorCode: quic.TransportErrorCode(0x100 + 42)}, &quic.TransportError{Remote: true, ErrorCode: quic.TransportErrorCode(0x100 + 42)}), true},
 	} {
 		if got := RefusedByHub(tc.err); got != tc.want {
 			t.Errorf("%s: RefusedByHub = %v, want %v", tc.name, got, tc.want)

@@ -96,8 +96,10 @@ func (a *Agent) dialQUIC(ctx context.Context, hub string, tlsConf *tls.Config, e
 		return nil, nil, err
 	}
 	// A name that resolves to several addresses (hub replicas behind one
-	// DNS name) is raced like a list of replicas: a dead one costs a
-	// stagger, not QUIC's timeout or the fallback transport.
+	// DNS name, or one hub on IPv4 and IPv6) is raced like a list of
+	// replicas: a dead address costs a stagger, not QUIC's timeout or the
+	// fallback transport. An address whose hub refused the agent, busy or
+	// for good, ends the race: the other addresses may be the same hub.
 	candidates := make([]string, len(addrs))
 	byCandidate := make(map[string]*net.UDPAddr, len(addrs))
 	for i, addr := range addrs {
@@ -118,7 +120,8 @@ func (a *Agent) dialQUIC(ctx context.Context, hub string, tlsConf *tls.Config, e
 	closeConn := func(c *quic.Conn) {
 		_ = c.CloseWithError(quic.ApplicationErrorCode(protocol.CloseNormal), "another hub address answered first")
 	}
-	_, conn, release, err := raceDials(ctx, candidates, dial, closeConn)
+	refused := func(err error) bool { return HubBusy(err) || RefusedByHub(err) }
+	_, conn, release, err := raceDials(ctx, candidates, dial, closeConn, refused)
 	return conn, release, err
 }
 
@@ -177,8 +180,9 @@ func (w *answerWatch) RecordEvent(e qlogwriter.Event) {
 // packetReceived is the name of qlog's packet_received event.
 const packetReceived = "transport:packet_received"
 
-// resolveUDP resolves a host:port to every address of the host, IPv4
-// first (as net.ResolveUDPAddr prefers it), each in the resolver's order;
+// resolveUDP resolves a host:port to every address of the host, once
+// each, IPv4 first (as net.ResolveUDPAddr prefers it), each family in the
+// resolver's order;
 // lookup is net.DefaultResolver's LookupNetIP when nil.
 func resolveUDP(ctx context.Context, hostport string, lookup func(ctx context.Context, network, host string) ([]netip.Addr, error)) ([]*net.UDPAddr, error) {
 	host, portText, err := net.SplitHostPort(hostport)
@@ -200,10 +204,13 @@ func resolveUDP(ctx context.Context, hostport string, lookup func(ctx context.Co
 		return nil, errors.New("resolve hub host " + strconv.Quote(host) + ": no addresses")
 	}
 	addrs := make([]*net.UDPAddr, 0, len(ips))
+	seen := make(map[netip.Addr]bool, len(ips))
 	for _, want4 := range []bool{true, false} {
 		for _, ip := range ips {
-			if ip.Unmap().Is4() == want4 {
-				addrs = append(addrs, net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip.Unmap(), uint16(port))))
+			ip = ip.Unmap() // an IPv4 address given twice, once as IPv6, is dialled once
+			if ip.Is4() == want4 && !seen[ip] {
+				seen[ip] = true
+				addrs = append(addrs, net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip, uint16(port))))
 			}
 		}
 	}

@@ -68,7 +68,7 @@ func (a *Agent) dialAny(ctx context.Context, kind transport.Kind, tlsConf *tls.C
 		return a.dialOne(ctx, kind, addr, tlsConf, explain, silentFor)
 	}
 	closeConn := func(c transport.Conn) { c.CloseWithError(protocol.CloseNormal, "another hub replica answered first") }
-	addr, conn, release, err := raceDials(ctx, addrs, dial, closeConn)
+	addr, conn, release, err := raceDials(ctx, addrs, dial, closeConn, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -87,8 +87,10 @@ func (a *Agent) dialAny(ctx context.Context, kind transport.Kind, tlsConf *tls.C
 // resolves to) in order: the first at once, each next one hubStagger later
 // or as soon as the one before failed. The first to connect wins; the
 // connections that complete after it are closed with closeConn and
-// released. Without a winner the error joins every dial's.
-func raceDials[C any](ctx context.Context, candidates []string, dial func(context.Context, string) (C, func(), error), closeConn func(C)) (string, C, func(), error) {
+// released. A failure that decisive accepts ends the race with its error
+// (nil: none does); otherwise, without a winner, the error joins every
+// dial's.
+func raceDials[C any](ctx context.Context, candidates []string, dial func(context.Context, string) (C, func(), error), closeConn func(C), decisive func(error) bool) (string, C, func(), error) {
 	var none C
 	if len(candidates) == 1 {
 		conn, release, err := dial(ctx, candidates[0])
@@ -121,7 +123,7 @@ func raceDials[C any](ctx context.Context, candidates []string, dial func(contex
 		select {
 		case r := <-results:
 			pending--
-			if r.err == nil {
+			if r.err == nil || decisive != nil && decisive(r.err) {
 				cancel()
 				go func() { // the losers that connected anyway
 					for range pending {
@@ -131,6 +133,9 @@ func raceDials[C any](ctx context.Context, candidates []string, dial func(contex
 						}
 					}
 				}()
+				if r.err != nil {
+					return "", none, nil, r.err
+				}
 				return r.candidate, r.conn, r.release, nil
 			}
 			errs = append(errs, r.err)

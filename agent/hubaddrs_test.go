@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -141,7 +142,7 @@ func TestDialQUICRacesTheAddressesOfOneName(t *testing.T) {
 // IPv4 first, each family in the resolver's order.
 func TestResolveUDPOrder(t *testing.T) {
 	lookup := func(context.Context, string, string) ([]netip.Addr, error) {
-		return []netip.Addr{netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("::ffff:192.0.2.1"), netip.MustParseAddr("2001:db8::2")}, nil
+		return []netip.Addr{netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("::ffff:192.0.2.1"), netip.MustParseAddr("2001:db8::2"), netip.MustParseAddr("192.0.2.1")}, nil
 	}
 	addrs, err := resolveUDP(t.Context(), "hub.example:7443", lookup)
 	if err != nil {
@@ -184,4 +185,38 @@ func TestDialQUICReachesAnIPv6Hub(t *testing.T) {
 	}
 	conn.CloseWithError(0, "")
 	release()
+}
+
+// An address whose hub refuses the dial as busy ends the race: the other
+// addresses of the name may be the same hub, refusing as well.
+func TestDialQUICStopsAtABusyAddress(t *testing.T) {
+	p := newTestPKI(t)
+	busy := startTestHub(t, p.hubTLS(t), nil, func(h *testHub) {
+		h.admit = func(context.Context, *quic.ClientInfo) (context.Context, error) {
+			return nil, errors.New("too many handshakes in flight")
+		}
+	})
+	_, port, err := net.SplitHostPort(busy.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	silent, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.2", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	a := &Agent{lookupIP: func(context.Context, string, string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")}, nil
+	}}
+	clientTLS := protocol.ClientTLSConfig(p.tlsCertificate(t, pki.Request{CommonName: "cluster:edge-1", Usage: pki.ClientAuth}), p.pool, "localhost")
+	start := time.Now()
+	_, _, err = a.dialQUIC(t.Context(), "localhost:"+port, clientTLS, func(err error) error { return err }, 5*time.Second)
+	took := time.Since(start)
+	if !HubBusy(err) {
+		t.Fatalf("dial: %v, want the hub busy", err)
+	}
+	// The silent address would hold the race for its 5 s.
+	if took > 2*time.Second {
+		t.Errorf("the busy refusal was returned after %v, want at once", took)
+	}
 }

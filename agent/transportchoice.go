@@ -78,22 +78,12 @@ func unanswered(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
 		return false // the agent stops
 	}
-	var te *quic.TransportError
-	var ae *quic.ApplicationError
-	var ce *transport.ClosedError
-	var answered *transport.AnsweredError
-	var alert tls.AlertError
-	var verify *tls.CertificateVerificationError
-	var unknownCA x509.UnknownAuthorityError
-	var hostname x509.HostnameError
-	switch {
-	case errors.As(err, &te) && (te.Remote || te.ErrorCode.IsCryptoError()),
-		errors.As(err, &ae) && ae.Remote,
-		errors.As(err, &ce) && ce.Remote,
-		errors.As(err, &answered), errors.As(err, &alert), errors.As(err, &verify),
-		errors.As(err, &unknownCA), errors.As(err, &hostname),
-		errors.Is(err, protocol.ErrPeerIdentity):
-		return false
-	}
-	return true
+	// Any answer counts, down every branch of a race's joined errors.
+	answered := inErrorTree(err, func(te *quic.TransportError) bool { return te.Remote || te.ErrorCode.IsCryptoError() }) ||
+		inErrorTree(err, func(ae *quic.ApplicationError) bool { return ae.Remote }) ||
+		inErrorTree(err, func(ce *transport.ClosedError) bool { return ce.Remote }) ||
+		inErrorTree(err, anyOf[*transport.AnsweredError]) || inErrorTree(err, anyOf[tls.AlertError]) ||
+		inErrorTree(err, anyOf[*tls.CertificateVerificationError]) || inErrorTree(err, anyOf[x509.UnknownAuthorityError]) ||
+		inErrorTree(err, anyOf[x509.HostnameError]) || errors.Is(err, protocol.ErrPeerIdentity)
+	return !answered
 }

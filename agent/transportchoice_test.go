@@ -83,6 +83,10 @@ func TestUnanswered(t *testing.T) {
 		{name: "unknown CA over TCP", err: &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, want: false},
 		{name: "wrong pin", err: fmt.Errorf("join: %w", protocol.ErrPeerIdentity), want: false},
 		{name: "the agent stops", ctx: canceled, err: context.Canceled, want: false},
+		// A race of dials joins their errors, in the order they failed.
+		{name: "raced: a timeout, then the hub's close", err: errors.Join(&quic.IdleTimeoutError{}, &quic.ApplicationError{Remote: true}), want: false},
+		{name: "raced: a local QUIC error, then the hub's alert", err: errors.Join(&quic.TransportError{ErrorCode: quic.ConnectionRefused}, &quic.TransportError{ErrorCode: quic.TransportErrorCode(0x100 + 42), Remote: true}), want: false},
+		{name: "raced: both timed out", err: errors.Join(&quic.HandshakeTimeoutError{}, fmt.Errorf("dial: %w", context.DeadlineExceeded)), want: true},
 	}
 	for _, tt := range tests {
 		ctx := tt.ctx

@@ -58,7 +58,7 @@ func parseFlags(args []string, stdout io.Writer) (agent.Config, slog.Level, erro
 	cfg := agent.Config{Version: version.Get().Flotilla}
 	fs := pflag.NewFlagSet("flotilla-agent", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are printed once, by run
-	fs.StringVar(&cfg.Hub, "hub", "", "the hub's QUIC address, HOST:PORT (UDP); HOST must match the hub's certificate. With several hub replicas, list each (comma-separated): a dial tries the last one that served first and the next ones 300ms apart, and keeps the first that answers; a HOST with several addresses is tried the same way, address by address (IPv4 first)")
+	fs.StringVar(&cfg.Hub, "hub", "", "the hub's QUIC address, HOST:PORT (UDP); HOST must match the hub's certificate. With several hub replicas, list each (comma-separated): a dial tries the last one that served first and the next ones 300ms apart, and keeps the first that answers; a HOST with several addresses is tried address by address the same way (IPv4 first, in the resolver's order), but only a list here makes the agent prefer the last replica and leave a silent one early")
 	fs.StringVar(&cfg.Transport, "transport", agent.TransportAuto, "how to reach the hub: auto (QUIC; where QUIC gets no answer, e.g. UDP is blocked, a WebSocket over TLS on TCP, trying QUIC again every --quic-retry-interval), quic, or websocket (honours HTTPS_PROXY)")
 	fs.StringVar(&cfg.HubWebSocket, "hub-websocket", "", "the hub's TCP address for the WebSocket, HOST:PORT, comma-separated for several replicas (default --hub's, on TCP)")
 	fs.DurationVar(&cfg.QUICFallbackAfter, "quic-fallback-after", agent.DefaultQUICFallbackAfter, "with --transport=auto, how long a QUIC dial may go unanswered before the WebSocket is tried")
