@@ -100,18 +100,12 @@ func (a *Agent) dialQUIC(ctx context.Context, hub string, tlsConf *tls.Config, e
 	// replicas: a dead address costs a stagger, not QUIC's timeout or the
 	// fallback transport. An address whose hub refused the agent, busy or
 	// for good, ends the race: the other addresses may be the same hub.
-	candidates := make([]string, len(addrs))
-	byCandidate := make(map[string]*net.UDPAddr, len(addrs))
-	for i, addr := range addrs {
-		candidates[i] = addr.String()
-		byCandidate[candidates[i]] = addr
-	}
-	dial := func(ctx context.Context, candidate string) (*quic.Conn, func(), error) {
-		conn, release, err := dialQUICAddr(ctx, byCandidate[candidate], tlsConf, silentFor)
+	dial := func(ctx context.Context, addr *net.UDPAddr) (*quic.Conn, func(), error) {
+		conn, release, err := dialQUICAddr(ctx, addr, tlsConf, silentFor)
 		if err != nil {
 			where := hub
 			if len(addrs) > 1 {
-				where = hub + " (" + candidate + ")"
+				where = hub + " (" + addr.String() + ")"
 			}
 			return nil, nil, fmt.Errorf("dial hub %s over QUIC: %w", where, explain(err))
 		}
@@ -121,7 +115,7 @@ func (a *Agent) dialQUIC(ctx context.Context, hub string, tlsConf *tls.Config, e
 		_ = c.CloseWithError(quic.ApplicationErrorCode(protocol.CloseNormal), "another hub address answered first")
 	}
 	refused := func(err error) bool { return HubBusy(err) || RefusedByHub(err) }
-	_, conn, release, err := raceDials(ctx, candidates, dial, closeConn, refused)
+	_, conn, release, err := raceDials(ctx, addrs, dial, closeConn, refused)
 	return conn, release, err
 }
 
@@ -182,8 +176,7 @@ const packetReceived = "transport:packet_received"
 
 // resolveUDP resolves a host:port to every address of the host, once
 // each, IPv4 first (as net.ResolveUDPAddr prefers it), each family in the
-// resolver's order;
-// lookup is net.DefaultResolver's LookupNetIP when nil.
+// resolver's order; lookup is net.DefaultResolver's LookupNetIP when nil.
 func resolveUDP(ctx context.Context, hostport string, lookup func(ctx context.Context, network, host string) ([]netip.Addr, error)) ([]*net.UDPAddr, error) {
 	host, portText, err := net.SplitHostPort(hostport)
 	if err != nil {

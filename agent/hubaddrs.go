@@ -90,8 +90,11 @@ func (a *Agent) dialAny(ctx context.Context, kind transport.Kind, tlsConf *tls.C
 // released. A failure that decisive accepts ends the race with its error
 // (nil: none does); otherwise, without a winner, the error joins every
 // dial's.
-func raceDials[C any](ctx context.Context, candidates []string, dial func(context.Context, string) (C, func(), error), closeConn func(C), decisive func(error) bool) (string, C, func(), error) {
-	var none C
+func raceDials[A, C any](ctx context.Context, candidates []A, dial func(context.Context, A) (C, func(), error), closeConn func(C), decisive func(error) bool) (A, C, func(), error) {
+	var (
+		noCandidate A
+		none        C
+	)
 	if len(candidates) == 1 {
 		conn, release, err := dial(ctx, candidates[0])
 		return candidates[0], conn, release, err
@@ -99,7 +102,7 @@ func raceDials[C any](ctx context.Context, candidates []string, dial func(contex
 	raceCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type result struct {
-		candidate string
+		candidate A
 		conn      C
 		release   func()
 		err       error
@@ -134,7 +137,7 @@ func raceDials[C any](ctx context.Context, candidates []string, dial func(contex
 					}
 				}()
 				if r.err != nil {
-					return "", none, nil, r.err
+					return noCandidate, none, nil, r.err
 				}
 				return r.candidate, r.conn, r.release, nil
 			}
@@ -150,7 +153,7 @@ func raceDials[C any](ctx context.Context, candidates []string, dial func(contex
 			}
 		}
 	}
-	return "", none, nil, errors.Join(errs...)
+	return noCandidate, none, nil, errors.Join(errs...)
 }
 
 // withServerName returns tlsConf for dialing addr: a hub replica's

@@ -91,16 +91,7 @@ func TestDialQUICRacesTheAddressesOfOneName(t *testing.T) {
 	t.Setenv("QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING", "true")
 	p := newTestPKI(t)
 	live := startTestHub(t, p.hubTLS(t), nil)
-	_, port, err := net.SplitHostPort(live.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The dead replica: same port, another loopback address, answers nothing.
-	dead, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.2", port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dead.Close()
+	port := silentTwin(t, live.addr())
 	resolved := []netip.Addr{netip.MustParseAddr("::1"), netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.1")}
 	a := &Agent{lookupIP: func(_ context.Context, _, host string) ([]netip.Addr, error) {
 		if host != "localhost" {
@@ -196,21 +187,13 @@ func TestDialQUICStopsAtABusyAddress(t *testing.T) {
 			return nil, errors.New("too many handshakes in flight")
 		}
 	})
-	_, port, err := net.SplitHostPort(busy.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	silent, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.2", port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer silent.Close()
+	port := silentTwin(t, busy.addr())
 	a := &Agent{lookupIP: func(context.Context, string, string) ([]netip.Addr, error) {
 		return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")}, nil
 	}}
 	clientTLS := protocol.ClientTLSConfig(p.tlsCertificate(t, pki.Request{CommonName: "cluster:edge-1", Usage: pki.ClientAuth}), p.pool, "localhost")
 	start := time.Now()
-	_, _, err = a.dialQUIC(t.Context(), "localhost:"+port, clientTLS, func(err error) error { return err }, 5*time.Second)
+	_, _, err := a.dialQUIC(t.Context(), "localhost:"+port, clientTLS, func(err error) error { return err }, 5*time.Second)
 	took := time.Since(start)
 	if !HubBusy(err) {
 		t.Fatalf("dial: %v, want the hub busy", err)
@@ -219,4 +202,21 @@ func TestDialQUICStopsAtABusyAddress(t *testing.T) {
 	if took > 2*time.Second {
 		t.Errorf("the busy refusal was returned after %v, want at once", took)
 	}
+}
+
+// silentTwin opens a UDP socket that answers nothing on 127.0.0.2 and
+// hubAddr's port (a dead replica under the same name as the hub at
+// hubAddr, 127.0.0.1), until the test ends; it returns the port.
+func silentTwin(t *testing.T, hubAddr string) string {
+	t.Helper()
+	_, port, err := net.SplitHostPort(hubAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	silent, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.2", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { silent.Close() })
+	return port
 }

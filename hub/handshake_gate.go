@@ -15,9 +15,10 @@ import (
 )
 
 // DefaultMaxHandshakes is how many handshakes (QUIC and the WebSocket
-// fallback's TLS together) a hub carries at once by default: enough for a fleet a round trip away to come back at
-// hundreds a second, few enough that each completes long before the
-// agents' 10 s handshake timeout on two cores.
+// fallback's TLS together) a hub carries at once by default: enough for a
+// fleet a round trip away to come back at hundreds a second, few enough
+// that each completes long before the agents' 10 s handshake timeout on
+// two cores.
 const DefaultMaxHandshakes = 256
 
 // errHubBusy refuses a connection beyond the handshake limit.

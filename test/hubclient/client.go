@@ -64,19 +64,11 @@ func (a *Client) Kube() kubernetes.Interface { return a.kube }
 // /metrics, from its Kubernetes API for everything else.
 func (a *Client) Get(ctx context.Context, path string, v any) error {
 	if strings.HasPrefix(path, "/debug/") || strings.HasPrefix(path, "/metrics") {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a.httpAddr+path, nil)
+		body, err := a.getHTTP(ctx, path)
 		if err != nil {
 			return err
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET %s: %s", path, resp.Status)
-		}
-		return json.NewDecoder(resp.Body).Decode(v)
+		return json.Unmarshal(body, v)
 	}
 	body, err := a.kube.CoreV1().RESTClient().Get().RequestURI(path).DoRaw(ctx)
 	if err != nil {
@@ -87,7 +79,16 @@ func (a *Client) Get(ctx context.Context, path string, v any) error {
 
 // Metrics reads the hub's /metrics, by family name.
 func (a *Client) Metrics(ctx context.Context) (map[string]*dto.MetricFamily, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a.httpAddr+"/metrics", nil)
+	body, err := a.getHTTP(ctx, "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	return promcheck.Parse(body)
+}
+
+// getHTTP reads path from the hub's HTTP address.
+func (a *Client) getHTTP(ctx context.Context, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a.httpAddr+path, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -97,13 +98,13 @@ func (a *Client) Metrics(ctx context.Context) (map[string]*dto.MetricFamily, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+		return nil, fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("GET /metrics: %w", err)
+		return nil, fmt.Errorf("GET %s: %w", path, err)
 	}
-	return promcheck.Parse(body)
+	return body, nil
 }
 
 // appliers is how many server-side applies run at once.
