@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 
 	flotillav1alpha1 "github.com/flotilla-io/flotilla/api/client/clientset/versioned/typed/api/v1alpha1"
@@ -182,15 +183,30 @@ func (f *fixture) stored(t *testing.T, name string) *v1alpha1.Work {
 }
 
 // bump changes a Work's manifest: a new generation.
-func (f *fixture) bump(t *testing.T, name string) *v1alpha1.Work {
+// update changes the stored Work with change, reading it again when the
+// session's own status write got in between.
+func (f *fixture) update(t *testing.T, name string, change func(*v1alpha1.Work)) *v1alpha1.Work {
 	t.Helper()
-	w := f.stored(t, name)
-	w.Spec.Workload.Manifests = []v1alpha1.Manifest{manifest(name, w.Generation+1)}
-	w, err := f.works.Update(t.Context(), w, metav1.UpdateOptions{})
+	var w *v1alpha1.Work
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		w = f.stored(t, name)
+		change(w)
+		var err error
+		w, err = f.works.Update(t.Context(), w, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return w
+}
+
+// bump gives the Work a new generation.
+func (f *fixture) bump(t *testing.T, name string) *v1alpha1.Work {
+	t.Helper()
+	return f.update(t, name, func(w *v1alpha1.Work) {
+		w.Spec.Workload.Manifests = []v1alpha1.Manifest{manifest(name, w.Generation+1)}
+	})
 }
 
 // await polls the API until ok holds for the Work (nil once it is gone).
@@ -301,11 +317,7 @@ func TestResyncRestoresFencedWorks(t *testing.T) {
 	// Once in step, a Work at the agent's generation is not sent again: an
 	// annotation changes nothing for the agent, so the next message is
 	// the upsert of the generation after it.
-	w := f.stored(t, "same")
-	w.Annotations = map[string]string{"touched": "yes"}
-	if _, err := f.works.Update(t.Context(), w, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f.update(t, "same", func(w *v1alpha1.Work) { w.Annotations = map[string]string{"touched": "yes"} })
 	f.bump(t, "same")
 	if got := describeMsg(f.agent.next()); got != "upsert same@2" {
 		t.Errorf("after an annotation and a spec change: %s, want upsert same@2", got)
