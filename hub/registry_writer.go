@@ -278,7 +278,9 @@ func (r *Registry) writeLease(ctx context.Context, l *coordinationv1.Lease) {
 	}
 }
 
-// putLease writes l over whatever is stored: memory holds the truth.
+// putLease writes l over whatever is stored: memory holds the truth. An
+// update drops the lease's managedFields (registry_managedfields.go): the
+// hub is its only writer.
 func (r *Registry) putLease(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	if l.ResourceVersion == "" {
 		created, err := r.leases.Create(ctx, l, metav1.CreateOptions{FieldManager: controller.FieldManager})
@@ -286,6 +288,7 @@ func (r *Registry) putLease(ctx context.Context, l *coordinationv1.Lease) (*coor
 			return created, err
 		}
 	}
+	l.ManagedFields = resetManagedFields()
 	updated, err := r.leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: controller.FieldManager})
 	if !apierrors.IsConflict(err) && !(l.ResourceVersion == "" && apierrors.IsInvalid(err)) {
 		return updated, err
@@ -307,7 +310,7 @@ func (r *Registry) putLease(ctx context.Context, l *coordinationv1.Lease) (*coor
 // reports false when the write failed and should be tried again.
 func (r *Registry) writeCluster(ctx context.Context, c *v1alpha1.Cluster) bool {
 	stored, err := r.clusters.Get(ctx, c.Name, metav1.GetOptions{})
-	if err == nil && !sameTaints(managedTaints(stored.Spec.Taints), managedTaints(c.Spec.Taints)) {
+	if err == nil && (!sameTaints(managedTaints(stored.Spec.Taints), managedTaints(c.Spec.Taints)) || worthStripping(stored.ManagedFields)) {
 		stored, err = r.writeHealthTaints(ctx, stored, managedTaints(c.Spec.Taints))
 	}
 	if err == nil {
@@ -354,13 +357,17 @@ func (r *Registry) writeStatus(ctx context.Context, c *v1alpha1.Cluster) (*v1alp
 }
 
 // writeHealthTaints replaces the health taints of stored with managed,
-// keeping every other taint; a conflict re-reads and tries again.
+// keeping every other taint, and drops its managedFields if no apply owns
+// any (registry_managedfields.go); a conflict re-reads and tries again.
 func (r *Registry) writeHealthTaints(ctx context.Context, stored *v1alpha1.Cluster, managed []corev1.Taint) (*v1alpha1.Cluster, error) {
 	const attempts = 3
 	var err error
 	for range attempts {
 		next := stored.DeepCopy()
 		next.Spec.Taints = append(operatorTaints(stored.Spec.Taints), managed...)
+		if worthStripping(next.ManagedFields) {
+			next.ManagedFields = resetManagedFields()
+		}
 		var updated *v1alpha1.Cluster
 		updated, err = r.clusters.Update(ctx, next, metav1.UpdateOptions{FieldManager: controller.FieldManager})
 		if err == nil {
