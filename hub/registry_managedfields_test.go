@@ -12,24 +12,6 @@ import (
 	"github.com/flotilla-io/flotilla/protocol"
 )
 
-func TestWorthStripping(t *testing.T) {
-	update := metav1.ManagedFieldsEntry{Manager: "flotilla-hub", Operation: metav1.ManagedFieldsOperationUpdate}
-	apply := metav1.ManagedFieldsEntry{Manager: "gitops", Operation: metav1.ManagedFieldsOperationApply}
-	for _, tc := range []struct {
-		name    string
-		entries []metav1.ManagedFieldsEntry
-		want    bool
-	}{
-		{"none", nil, false},
-		{"updates only", []metav1.ManagedFieldsEntry{update, update}, true},
-		{"an apply among them", []metav1.ManagedFieldsEntry{update, apply}, false},
-	} {
-		if got := worthStripping(tc.entries); got != tc.want {
-			t.Errorf("%s: worthStripping = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
-
 // TestRegistryDropsManagedFields: once the registry has written a Cluster
 // and its Lease, neither carries managedFields, and later status writes
 // add none back; a Cluster someone applied server-side keeps them.

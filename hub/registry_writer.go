@@ -279,7 +279,7 @@ func (r *Registry) writeLease(ctx context.Context, l *coordinationv1.Lease) {
 }
 
 // putLease writes l over whatever is stored: memory holds the truth. An
-// update drops the lease's managedFields (registry_managedfields.go): the
+// update drops the lease's managedFields (controller.ResetManagedFields): the
 // hub is its only writer.
 func (r *Registry) putLease(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	if l.ResourceVersion == "" {
@@ -288,7 +288,7 @@ func (r *Registry) putLease(ctx context.Context, l *coordinationv1.Lease) (*coor
 			return created, err
 		}
 	}
-	l.ManagedFields = resetManagedFields()
+	l.ManagedFields = controller.ResetManagedFields()
 	updated, err := r.leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: controller.FieldManager})
 	if !apierrors.IsConflict(err) && !(l.ResourceVersion == "" && apierrors.IsInvalid(err)) {
 		return updated, err
@@ -310,7 +310,7 @@ func (r *Registry) putLease(ctx context.Context, l *coordinationv1.Lease) (*coor
 // reports false when the write failed and should be tried again.
 func (r *Registry) writeCluster(ctx context.Context, c *v1alpha1.Cluster) bool {
 	stored, err := r.clusters.Get(ctx, c.Name, metav1.GetOptions{})
-	if err == nil && (!sameTaints(managedTaints(stored.Spec.Taints), managedTaints(c.Spec.Taints)) || worthStripping(stored.ManagedFields)) {
+	if err == nil && (!sameTaints(managedTaints(stored.Spec.Taints), managedTaints(c.Spec.Taints)) || controller.WorthStripping(stored.ManagedFields)) {
 		stored, err = r.writeHealthTaints(ctx, stored, managedTaints(c.Spec.Taints))
 	}
 	if err == nil {
@@ -358,16 +358,14 @@ func (r *Registry) writeStatus(ctx context.Context, c *v1alpha1.Cluster) (*v1alp
 
 // writeHealthTaints replaces the health taints of stored with managed,
 // keeping every other taint, and drops its managedFields if no apply owns
-// any (registry_managedfields.go); a conflict re-reads and tries again.
+// any (controller.DropManagedFields); a conflict re-reads and tries again.
 func (r *Registry) writeHealthTaints(ctx context.Context, stored *v1alpha1.Cluster, managed []corev1.Taint) (*v1alpha1.Cluster, error) {
 	const attempts = 3
 	var err error
 	for range attempts {
 		next := stored.DeepCopy()
 		next.Spec.Taints = append(operatorTaints(stored.Spec.Taints), managed...)
-		if worthStripping(next.ManagedFields) {
-			next.ManagedFields = resetManagedFields()
-		}
+		controller.DropManagedFields(next)
 		var updated *v1alpha1.Cluster
 		updated, err = r.clusters.Update(ctx, next, metav1.UpdateOptions{FieldManager: controller.FieldManager})
 		if err == nil {

@@ -72,12 +72,16 @@ func (a BindingAPI) Get(ctx context.Context, key string) (Binding, error) {
 	return Binding{CRB: crb}, err
 }
 
-// Update writes the binding's spec and metadata.
+// Update writes the binding's spec and metadata, and drops its
+// managedFields (DropManagedFields): its later writes, status included,
+// then cost the API server no field tracking.
 func (a BindingAPI) Update(ctx context.Context, b Binding) (Binding, error) {
 	if b.RB != nil {
+		DropManagedFields(b.RB)
 		rb, err := a.Client.ResourceBindings(b.RB.Namespace).Update(ctx, b.RB, updateOptions)
 		return Binding{RB: rb}, err
 	}
+	DropManagedFields(b.CRB)
 	crb, err := a.Client.ClusterResourceBindings().Update(ctx, b.CRB, updateOptions)
 	return Binding{CRB: crb}, err
 }

@@ -1,0 +1,10 @@
+package controller_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/flotilla-io/flotilla/test/hubapi"
+)
+
+func TestMain(m *testing.M) { os.Exit(hubapi.Main(m)) }
