@@ -310,8 +310,8 @@ func (r *Registry) putLease(ctx context.Context, l *coordinationv1.Lease) (*coor
 // reports false when the write failed and should be tried again.
 func (r *Registry) writeCluster(ctx context.Context, c *v1alpha1.Cluster) bool {
 	stored, err := r.clusters.Get(ctx, c.Name, metav1.GetOptions{})
-	if err == nil && (!sameTaints(managedTaints(stored.Spec.Taints), managedTaints(c.Spec.Taints)) || controller.WorthStripping(stored.ManagedFields)) {
-		stored, err = r.writeHealthTaints(ctx, stored, managedTaints(c.Spec.Taints))
+	if err == nil {
+		stored, err = r.writeSpec(ctx, stored, managedTaints(c.Spec.Taints))
 	}
 	if err == nil {
 		c.ResourceVersion = stored.ResourceVersion
@@ -356,15 +356,39 @@ func (r *Registry) writeStatus(ctx context.Context, c *v1alpha1.Cluster) (*v1alp
 	return stored, err
 }
 
-// writeHealthTaints replaces the health taints of stored with managed,
-// keeping every other taint, and drops its managedFields if no apply owns
-// any (controller.DropManagedFields); a conflict re-reads and tries again.
-func (r *Registry) writeHealthTaints(ctx context.Context, stored *v1alpha1.Cluster, managed []corev1.Taint) (*v1alpha1.Cluster, error) {
+// writeSpec makes the spec update a cluster's write needs, if any: its
+// health taints when they changed, and the drop of its managedFields
+// (controller.DropManagedFields) with them or on its own. A drop on its own
+// that fails is logged and left for the cluster's next write: it must not
+// hold the status back.
+func (r *Registry) writeSpec(ctx context.Context, stored *v1alpha1.Cluster, managed []corev1.Taint) (*v1alpha1.Cluster, error) {
+	retaint := !sameTaints(managedTaints(stored.Spec.Taints), managed)
+	if !retaint && !controller.WorthStripping(stored.ManagedFields) {
+		return stored, nil
+	}
+	updated, err := r.writeHealthTaints(ctx, stored, managed, retaint)
+	if err != nil && !retaint && !apierrors.IsNotFound(err) {
+		r.logger.Warn("cannot drop the cluster's managedFields now; trying again at its next write", "cluster", stored.Name, "err", err)
+		return stored, nil
+	}
+	return updated, err
+}
+
+// writeHealthTaints replaces the health taints of stored with managed if
+// retaint, keeping every other taint, and drops its managedFields if no
+// apply owns any; without retaint the spec is left as stored. A conflict
+// re-reads and tries again.
+func (r *Registry) writeHealthTaints(ctx context.Context, stored *v1alpha1.Cluster, managed []corev1.Taint, retaint bool) (*v1alpha1.Cluster, error) {
 	const attempts = 3
 	var err error
 	for range attempts {
+		if !retaint && !controller.WorthStripping(stored.ManagedFields) {
+			return stored, nil // an apply came in between: its entries stay
+		}
 		next := stored.DeepCopy()
-		next.Spec.Taints = append(operatorTaints(stored.Spec.Taints), managed...)
+		if retaint {
+			next.Spec.Taints = append(operatorTaints(stored.Spec.Taints), managed...)
+		}
 		controller.DropManagedFields(next)
 		var updated *v1alpha1.Cluster
 		updated, err = r.clusters.Update(ctx, next, metav1.UpdateOptions{FieldManager: controller.FieldManager})
