@@ -99,20 +99,26 @@ func TestCLIAgainstHub(t *testing.T) {
 		})
 	})
 
+	// The hub stores renewals in batches (--lease-flush-interval 1s here)
+	// and a 2 s lease is fresh for 1 s: at a given moment the stored lease
+	// may read late, so the freshness is awaited, not sampled once.
 	t.Run("describe shows conditions, lease and events", func(t *testing.T) {
-		out := mustFlotilla(t, h, "describe", "cluster", "member-1")
-		for _, want := range []string{"member-1", "Ready", "Lease", "fresh", "AgentConnected", "Cordoned", "v1.37.2"} {
-			if !strings.Contains(out, want) {
-				t.Errorf("describe output lacks %q:\n%s", want, out)
+		waitFor(t, 10*time.Second, "describe with every part and a fresh lease", func() (bool, string) {
+			out := mustFlotilla(t, h, "describe", "cluster", "member-1")
+			for _, want := range []string{"member-1", "Ready", "Lease", "fresh", "AgentConnected", "Cordoned", "v1.37.2"} {
+				if !strings.Contains(out, want) {
+					return false, fmt.Sprintf("describe output lacks %q:\n%s", want, out)
+				}
 			}
-		}
+			return true, ""
+		})
 	})
 
 	t.Run("get leases shows freshness", func(t *testing.T) {
-		out := mustFlotilla(t, h, "get", "leases")
-		if !strings.Contains(out, "member-1") || !strings.Contains(out, "fresh") {
-			t.Errorf("get leases:\n%s", out)
-		}
+		waitFor(t, 10*time.Second, "get leases with member-1 fresh", func() (bool, string) {
+			out := mustFlotilla(t, h, "get", "leases")
+			return strings.Contains(out, "member-1") && strings.Contains(out, "fresh"), "get leases:\n" + out
+		})
 	})
 
 	t.Run("unknown cluster", func(t *testing.T) {
