@@ -363,9 +363,6 @@ func (r *Registry) writeStatus(ctx context.Context, c *v1alpha1.Cluster) (*v1alp
 // hold the status back.
 func (r *Registry) writeSpec(ctx context.Context, stored *v1alpha1.Cluster, managed []corev1.Taint) (*v1alpha1.Cluster, error) {
 	retaint := !sameTaints(managedTaints(stored.Spec.Taints), managed)
-	if !retaint && !controller.WorthStripping(stored.ManagedFields) {
-		return stored, nil
-	}
 	updated, err := r.writeHealthTaints(ctx, stored, managed, retaint)
 	if err != nil && !retaint && !apierrors.IsNotFound(err) {
 		r.logger.Warn("cannot drop the cluster's managedFields now; trying again at its next write", "cluster", stored.Name, "err", err)
@@ -383,7 +380,7 @@ func (r *Registry) writeHealthTaints(ctx context.Context, stored *v1alpha1.Clust
 	var err error
 	for range attempts {
 		if !retaint && !controller.WorthStripping(stored.ManagedFields) {
-			return stored, nil // an apply came in between: its entries stay
+			return stored, nil // nothing to write: none to drop, or an apply owns some
 		}
 		next := stored.DeepCopy()
 		if retaint {

@@ -182,7 +182,6 @@ func (f *fixture) stored(t *testing.T, name string) *v1alpha1.Work {
 	return w
 }
 
-// bump changes a Work's manifest: a new generation.
 // update changes the stored Work with change, reading it again when the
 // session's own status write got in between.
 func (f *fixture) update(t *testing.T, name string, change func(*v1alpha1.Work)) *v1alpha1.Work {
