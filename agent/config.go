@@ -100,6 +100,9 @@ type Config struct {
 	// flotilla-agent's default address, which only one of several agents
 	// on a host can have; an address given explicitly must work.
 	HTTPAddrOptional bool
+	// ProfilingAddr serves Go's profiling endpoints (/debug/pprof/);
+	// empty means none.
+	ProfilingAddr string
 	// Version is the agent's version, sent in Hello.
 	Version string
 	// Logger receives the agent's logs; nil discards them.

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/tools/leaderelection"
+
+	"github.com/flotilla-io/flotilla/internal/profiling"
 )
 
 // runner is one agent process: its HTTP endpoints, and the agent, which
@@ -65,6 +67,13 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			wg.Go(func() { r.serveHTTP(httpCtx, ln) })
 		}
+	}
+	profLn, err := profiling.Listen(cfg.ProfilingAddr)
+	if err != nil {
+		return err
+	}
+	if profLn != nil {
+		wg.Go(func() { profiling.Serve(httpCtx, profLn, r.log) })
 	}
 	if !cfg.LeaderElection.Enabled {
 		return r.lead(ctx)

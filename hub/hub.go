@@ -38,6 +38,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/status"
 	"github.com/flotilla-io/flotilla/hub/templates"
 	"github.com/flotilla-io/flotilla/internal/pki"
+	"github.com/flotilla-io/flotilla/internal/profiling"
 	"github.com/flotilla-io/flotilla/store"
 )
 
@@ -338,7 +339,7 @@ func (r *replica) lead(ctx context.Context) error {
 	if err := publishJoinInfo(ctx, clients.Kube, cfg.AgentAddress, front.udpConn.LocalAddr(), hubCA.Cert); err != nil {
 		return err
 	}
-	profLn, err := listenProfiles(cfg.ProfilingAddr)
+	profLn, err := profiling.Listen(cfg.ProfilingAddr)
 	if err != nil {
 		return err
 	}
@@ -417,7 +418,7 @@ func (r *replica) lead(ctx context.Context) error {
 		wg.Go(func() { r.sessions.applyRelayed(ctx, registry, cfg.Clock) })
 	}
 	if profLn != nil {
-		wg.Go(func() { serveProfiles(ctx, profLn, logger) })
+		wg.Go(func() { profiling.Serve(ctx, profLn, logger) })
 	}
 	r.http.set(httpAPI.handler())
 	defer r.http.set(nil)

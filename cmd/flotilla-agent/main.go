@@ -86,6 +86,8 @@ func parseFlags(args []string, stdout io.Writer) (agent.Config, slog.Level, erro
 	fs.DurationVar(&cfg.LeaderElection.RenewDeadline, "leader-elect-renew-deadline", agent.DefaultLeaderElectionRenewDeadline, "how long the leader tries to renew before it stops (shorter than the lease duration)")
 	fs.DurationVar(&cfg.LeaderElection.RetryPeriod, "leader-elect-retry-period", agent.DefaultLeaderElectionRetryPeriod, "how often replicas try to acquire or renew the Lease")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":8080", `address of the plain HTTP endpoints /healthz, /readyz and /metrics (see below); "" turns them off; if the default is taken, the agent runs without them`)
+	enableProfiling := fs.Bool("enable-profiling", false, "serve Go's profiling endpoints (/debug/pprof/) on --profiling-addr")
+	profilingAddr := fs.String("profiling-addr", "127.0.0.1:7082", "TCP address of the profiling endpoints, with --enable-profiling (keep it loopback and reach it with kubectl port-forward: profiles show what the agent holds)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() { fmt.Fprint(stdout, usage(fs)) }
@@ -115,6 +117,12 @@ func parseFlags(args []string, stdout io.Writer) (agent.Config, slog.Level, erro
 	}
 	if err := joinFlags(&cfg, *tokenFile, *labels); err != nil {
 		return cfg, 0, err
+	}
+	if *enableProfiling {
+		if *profilingAddr == "" {
+			return cfg, 0, errors.New("--enable-profiling needs a --profiling-addr")
+		}
+		cfg.ProfilingAddr = *profilingAddr
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -270,5 +278,8 @@ HTTP endpoints (--http-addr, plain HTTP, no authentication):
             flotilla_agent_quic_probes_total{result},
             rest_client_request_duration_seconds{verb,host},
             rest_client_requests_total{code,method,host}, Go and process
+
+Profiling (--enable-profiling): Go's /debug/pprof/ endpoints on
+--profiling-addr only, never on --http-addr.
 `
 }

@@ -106,6 +106,23 @@ func TestRun(t *testing.T) {
 			wantStderr: []string{"flotilla-agent: HTTP endpoints: listen tcp"},
 		},
 		{
+			name:       "profiling without an address",
+			args:       slices.Concat(good, []string{"--enable-profiling", "--profiling-addr="}),
+			wantCode:   1,
+			wantStderr: []string{"flotilla-agent: --enable-profiling needs a --profiling-addr"},
+		},
+		{
+			name:       "profiling address unusable",
+			args:       slices.Concat(good, []string{"--enable-profiling", "--profiling-addr", "256.0.0.1:1"}),
+			wantCode:   1,
+			wantStderr: []string{"flotilla-agent: listen for profiling on 256.0.0.1:1"},
+		},
+		{
+			name:     "profiling on a free port",
+			args:     slices.Concat(good, []string{"--enable-profiling", "--profiling-addr", "127.0.0.1:0"}),
+			wantCode: 0,
+		},
+		{
 			name:       "bad system namespace",
 			args:       slices.Concat(good, []string{"--system-namespace", "Flotilla"}),
 			wantCode:   1,

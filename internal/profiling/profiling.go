@@ -1,4 +1,7 @@
-package hub
+// Package profiling serves Go's profiling endpoints (net/http/pprof) on a
+// listener of their own, for the hub and the agent: never on their public
+// HTTP address, since profiles show what a process holds and cost CPU.
+package profiling
 
 import (
 	"context"
@@ -11,10 +14,8 @@ import (
 	"time"
 )
 
-// serveProfiles serves net/http/pprof's endpoints on ln until ctx ends:
-// a listener of its own (loopback by default, --profiling-addr), never
-// --http-addr, since profiles show what the hub holds and cost CPU.
-func serveProfiles(ctx context.Context, ln net.Listener, logger *slog.Logger) {
+// Serve serves net/http/pprof's endpoints on ln until ctx ends.
+func Serve(ctx context.Context, ln net.Listener, logger *slog.Logger) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index) // also heap, goroutine, allocs, block, mutex, threadcreate
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -34,8 +35,8 @@ func serveProfiles(ctx context.Context, ln net.Listener, logger *slog.Logger) {
 	}
 }
 
-// listenProfiles opens --profiling-addr; empty: profiling is off.
-func listenProfiles(addr string) (net.Listener, error) {
+// Listen opens the profiling address; empty: profiling is off (nil).
+func Listen(addr string) (net.Listener, error) {
 	if addr == "" {
 		return nil, nil
 	}
