@@ -40,6 +40,8 @@ type Cluster struct {
 // clusterEnv is what every cluster shares.
 type clusterEnv struct {
 	binDir        string
+	stages        string   // KWOK stage configuration
+	kwokArgs      []string // extra KWOK flags
 	etcdURL       string
 	apiServerOnly bool
 	apiServerArgs []string
@@ -88,12 +90,12 @@ func startCluster(ctx context.Context, env clusterEnv, spec ClusterSpec, dir str
 	c.kwok = &process.Process{
 		Name:   spec.Name + "/kwok",
 		Binary: filepath.Join(env.binDir, "kwok"),
-		Args: []string{
+		Args: append([]string{
 			"--kubeconfig=" + files.kubeconfig,
-			"--config=" + filepath.Join(env.binDir, stagesFile),
+			"--config=" + env.stages,
 			"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
 			"--cidr=10.244.0.0/16",
-		},
+		}, env.kwokArgs...),
 		LogPath: filepath.Join(dir, "kwok.log"),
 	}
 	for _, p := range []*process.Process{c.controllerManager, c.scheduler, c.kwok} {

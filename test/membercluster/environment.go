@@ -71,8 +71,19 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 	if err != nil {
 		return nil, err
 	}
+	stages, kwokArgs := filepath.Join(binDir, stagesFile), []string(nil)
+	if opts.NodeStatusPeriod > 0 && !opts.APIServerOnly {
+		if stages, err = writeStages(binDir, opts.Dir, opts.NodeStatusPeriod); err != nil {
+			return nil, err
+		}
+		// As a kubelet: the node's Lease says it is alive, so the node
+		// lifecycle controller does not wait for a status rewrite.
+		kwokArgs = []string{fmt.Sprintf("--node-lease-duration-seconds=%d", nodeLeaseSeconds)}
+	}
 	shared := clusterEnv{
 		binDir:        binDir,
+		stages:        stages,
+		kwokArgs:      kwokArgs,
 		etcdURL:       env.etcd.clientURL,
 		apiServerOnly: opts.APIServerOnly,
 		apiServerArgs: opts.APIServerArgs,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -30,6 +31,12 @@ type Options struct {
 	// APIServerArgs are extra kube-apiserver flags (--name=value) for every
 	// cluster. They come after the package's own, so they win.
 	APIServerArgs []string
+	// NodeStatusPeriod is how often, on average, KWOK rewrites a Ready
+	// node's status. Zero keeps KWOK's heartbeat stage, 20-25 s, and no
+	// node Leases. Set, KWOK also renews each node's Lease in
+	// kube-node-lease, as a kubelet does; a kubelet rewrites an unchanged
+	// status every 5 minutes (nodeStatusReportFrequency).
+	NodeStatusPeriod time.Duration
 }
 
 // binaries lists the files of BinDir the options need.
@@ -92,6 +99,9 @@ func (o Options) validate() error {
 	}
 	if len(o.Clusters) == 0 {
 		return errors.New("member clusters: no clusters requested")
+	}
+	if o.NodeStatusPeriod < 0 {
+		return fmt.Errorf("member clusters: NodeStatusPeriod %v: want 0 (KWOK's) or more", o.NodeStatusPeriod)
 	}
 	seen := map[string]bool{}
 	for i, spec := range o.Clusters {

@@ -29,6 +29,7 @@ import (
 type options struct {
 	nodes, pods, parallel int
 	window, settle, every time.Duration
+	nodeStatus            time.Duration
 	agents                []string // label=path or path
 	hubBin, dir           string
 }
@@ -41,6 +42,7 @@ func main() {
 	flags.IntVar(&o.parallel, "parallel", 16, "pod creations in flight")
 	flags.DurationVar(&o.window, "window", 2*time.Minute, "length of each measurement window")
 	flags.DurationVar(&o.settle, "settle", 30*time.Second, "wait after the agent shows the whole cluster (and after it stopped) before a window")
+	flags.DurationVar(&o.nodeStatus, "node-status-period", 0, "how often, on average, KWOK rewrites each Ready node's status; 0 keeps KWOK's heartbeat stage (every 20-25 s); 5m is a kubelet that heartbeats through its node Lease (nodeStatusReportFrequency)")
 	flags.DurationVar(&o.every, "sample", 5*time.Second, "RSS sampling period within a window")
 	flags.StringArrayVar(&o.agents, "agent-bin", []string{"bin/flotilla-agent"}, "flotilla-agent binary to measure, as PATH or LABEL=PATH; repeat to compare builds on the same cluster")
 	flags.StringVar(&o.hubBin, "hub-bin", "bin/flotilla-hub", "flotilla-hub binary")
@@ -70,6 +72,8 @@ func (o *options) validate() error {
 		return fmt.Errorf("--window %v: want at least 10s", o.window)
 	case o.every <= 0 || o.every > o.window:
 		return fmt.Errorf("--sample %v: want a positive period within --window", o.every)
+	case o.nodeStatus < 0:
+		return fmt.Errorf("--node-status-period %v: want 0 or more", o.nodeStatus)
 	case o.settle < 0:
 		return fmt.Errorf("--settle %v: want 0 or more", o.settle)
 	}
@@ -116,7 +120,7 @@ func run(ctx context.Context, o options) error {
 	spec := membercluster.ClusterSpec{Name: "member-1", Nodes: o.nodes, NodePods: fmt.Sprint(o.pods/o.nodes + 10)}
 	logf("starting a member cluster with %d KWOK nodes", o.nodes)
 	env, err := membercluster.Start(ctx, membercluster.Options{Dir: filepath.Join(dir, "clusters"),
-		Clusters: []membercluster.ClusterSpec{spec}, Logger: slog.New(slog.DiscardHandler)})
+		Clusters: []membercluster.ClusterSpec{spec}, NodeStatusPeriod: o.nodeStatus, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
 	}
@@ -158,8 +162,12 @@ func run(ctx context.Context, o options) error {
 	if err := measureBaseline("no agent (after)"); err != nil {
 		return err
 	}
-	fmt.Printf("machine: %d CPUs, %s/%s, %s; member cluster: %d KWOK nodes, %d pods; windows of %v\n",
-		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), o.nodes, o.pods, o.window)
+	heartbeat := "KWOK's heartbeat (20-25 s)"
+	if o.nodeStatus > 0 {
+		heartbeat = fmt.Sprintf("a status rewrite every %v", o.nodeStatus)
+	}
+	fmt.Printf("machine: %d CPUs, %s/%s, %s; member cluster: %d KWOK nodes (%s), %d pods; windows of %v\n",
+		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), o.nodes, heartbeat, o.pods, o.window)
 	printResults(os.Stdout, results)
 	return nil
 }
