@@ -31,7 +31,8 @@ type runner struct {
 }
 
 // Run validates cfg and runs an agent until ctx ends, serving its HTTP
-// endpoints if cfg.HTTPAddr is set. With leader election it runs the
+// endpoints if cfg.HTTPAddr is set and Go's profiles if cfg.ProfilingAddr
+// is. With leader election it runs the
 // agent only while this replica leads: it returns errLostLeadership
 // (after the agent closed its hub session) when the replica stops
 // leading, so that the process exits and restarts as a standby.

@@ -14,7 +14,7 @@ import (
 // httpServer serves the hub's own operational endpoints on --http-addr:
 // the dashboard, health, counters and metrics. Flotilla's objects are
 // served by the Kubernetes API on --api-addr; profiles, when enabled, on
-// an address of their own (profiling.go).
+// an address of their own (internal/profiling).
 type httpServer struct {
 	registry *Registry
 	agents   *agentServer

@@ -37,7 +37,7 @@ func TestRun(t *testing.T) {
 			name:     "help",
 			args:     []string{"--help"},
 			wantCode: 0,
-			wantStdout: []string{"--hub", "--cluster-name", "--kubeconfig", "--cert-dir", "--lease-duration",
+			wantStdout: []string{"--hub", "--cluster-name", "--kubeconfig", "--cert-dir", "--lease-duration", "--enable-profiling", "--profiling-addr",
 				"--status-interval", "--system-namespace", "flotilla-system", "--log-level", "ca.crt", "tls.crt", "tls.key", `"cluster:<cluster-name>"`,
 				"--bootstrap-token", "--bootstrap-token-file", "--hub-ca-hash", "--cluster-provider", "--cluster-region", "--cluster-zone",
 				"--cluster-labels", "Joining:", "flotilla token create", "kubectl certificate approve",

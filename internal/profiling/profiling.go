@@ -14,7 +14,8 @@ import (
 	"time"
 )
 
-// Serve serves net/http/pprof's endpoints on ln until ctx ends.
+// Serve serves net/http/pprof's endpoints on ln until ctx ends and the
+// server has shut down.
 func Serve(ctx context.Context, ln net.Listener, logger *slog.Logger) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index) // also heap, goroutine, allocs, block, mutex, threadcreate
@@ -23,7 +24,9 @@ func Serve(ctx context.Context, ln net.Listener, logger *slog.Logger) {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	shutDown := make(chan struct{})
 	go func() {
+		defer close(shutDown)
 		<-ctx.Done()
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
@@ -33,6 +36,7 @@ func Serve(ctx context.Context, ln net.Listener, logger *slog.Logger) {
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		logger.Error("profiling server stopped", "err", err)
 	}
+	<-shutDown // a profile being written ends (or is cut) before Serve returns
 }
 
 // Listen opens the profiling address; empty: profiling is off (nil).

@@ -64,13 +64,7 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 		return nil, fmt.Errorf("member clusters: %w", err)
 	}
 
-	started := time.Now()
-	env := &Environment{logger: opts.Logger}
-	opts.Logger.Info("starting shared etcd")
-	env.etcd, err = startEtcd(ctx, binDir, opts.Dir)
-	if err != nil {
-		return nil, err
-	}
+	// Before anything starts: a failure here leaves nothing to stop.
 	stages, kwokArgs := filepath.Join(binDir, stagesFile), []string(nil)
 	if opts.NodeStatusPeriod > 0 && !opts.APIServerOnly {
 		if stages, err = writeStages(binDir, opts.Dir, opts.NodeStatusPeriod); err != nil {
@@ -79,6 +73,14 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 		// As a kubelet: the node's Lease says it is alive, so the node
 		// lifecycle controller does not wait for a status rewrite.
 		kwokArgs = []string{fmt.Sprintf("--node-lease-duration-seconds=%d", nodeLeaseSeconds)}
+	}
+
+	started := time.Now()
+	env := &Environment{logger: opts.Logger}
+	opts.Logger.Info("starting shared etcd")
+	env.etcd, err = startEtcd(ctx, binDir, opts.Dir)
+	if err != nil {
+		return nil, err
 	}
 	shared := clusterEnv{
 		binDir:        binDir,

@@ -1,21 +1,29 @@
 package membercluster
 
 import (
+	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
 
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
-// heartbeatStage is the KWOK stage that rewrites a Ready node's status.
-const heartbeatStage = "node-heartbeat"
-
-// nodeLeaseSeconds is the node Leases' duration when KWOK renews them, a
-// kubelet's default (renewed every quarter of it).
-const nodeLeaseSeconds = 40
+const (
+	// heartbeatStage is the KWOK stage that rewrites a Ready node's status.
+	heartbeatStage = "node-heartbeat"
+	// heartbeatStagesFile is the stage configuration written with another
+	// heartbeat, in Options.Dir (never over the testbin's).
+	heartbeatStagesFile = "kwok-stages-heartbeat.yaml"
+	// nodeLeaseSeconds is the node Leases' duration when KWOK renews them,
+	// a kubelet's default (renewed every quarter of it).
+	nodeLeaseSeconds = 40
+)
 
 // writeStages writes, into dir, the KWOK stage configuration of binDir with
 // the node heartbeat's delay set so that each Ready node's status is
@@ -32,27 +40,41 @@ func writeStages(binDir, dir string, period time.Duration) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("KWOK stages %s: %w", src, err)
 	}
-	path := filepath.Join(dir, stagesFile)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("KWOK stages: %w", err)
+	}
+	path := filepath.Join(dir, heartbeatStagesFile)
 	if err := os.WriteFile(path, out, 0o644); err != nil {
 		return "", fmt.Errorf("KWOK stages: %w", err)
 	}
 	return path, nil
 }
 
-// withHeartbeatEvery returns the stages document set with the heartbeat
-// stage's delay changed; an error if it has no such stage.
+// withHeartbeatEvery returns the stage documents with the heartbeat
+// stage's delay changed (that document re-encoded, the others as they
+// were); an error if there is no such stage.
 func withHeartbeatEvery(stages []byte, period time.Duration) ([]byte, error) {
 	var out bytes.Buffer
 	found := false
-	for doc := range bytes.SplitSeq(stages, []byte("\n---\n")) {
-		// The split took the newline that ended the document's last line.
-		doc = append(bytes.TrimPrefix(bytes.TrimLeft(doc, "\n"), []byte("---\n")), '\n')
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
+	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(stages)))
+	for {
+		doc, err := docs.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
 		}
 		var stage map[string]any
 		if err := yaml.Unmarshal(doc, &stage); err != nil {
 			return nil, err
+		}
+		if stage == nil {
+			continue // an empty document
+		}
+		// The reader keeps a separator that opens the input.
+		if first, rest, ok := bytes.Cut(doc, []byte("\n")); ok && bytes.HasPrefix(first, []byte("---")) {
+			doc = rest
 		}
 		if meta, _ := stage["metadata"].(map[string]any); meta != nil && meta["name"] == heartbeatStage {
 			spec, _ := stage["spec"].(map[string]any)
@@ -64,14 +86,15 @@ func withHeartbeatEvery(stages []byte, period time.Duration) ([]byte, error) {
 				"jitterDurationMilliseconds": (period * 3 / 2).Milliseconds(),
 			}
 			found = true
-			var err error
 			if doc, err = yaml.Marshal(stage); err != nil {
 				return nil, err
 			}
 		}
 		out.WriteString("---\n")
-		out.Write(bytes.TrimRight(doc, "\n"))
-		out.WriteString("\n")
+		out.Write(doc)
+		if !bytes.HasSuffix(doc, []byte("\n")) {
+			out.WriteString("\n")
+		}
 	}
 	if !found {
 		return nil, fmt.Errorf("no stage named %s", heartbeatStage)

@@ -1,12 +1,14 @@
 package membercluster
 
 import (
+	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"sigs.k8s.io/yaml"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
 const testStages = `---
@@ -63,20 +65,44 @@ func TestWithHeartbeatEveryRefuses(t *testing.T) {
 	}
 }
 
-// splitStages parses a stage document set.
+// splitStages parses a stage document set with a decoder of its own
+// (not the reader withHeartbeatEvery splits with).
 func splitStages(t *testing.T, stages string) []map[string]any {
 	t.Helper()
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(stages), 4096)
 	var docs []map[string]any
-	for doc := range strings.SplitSeq(stages, "\n---\n") {
-		doc = strings.TrimPrefix(strings.TrimLeft(doc, "\n"), "---\n") + "\n"
-		if strings.TrimSpace(doc) == "" {
-			continue
-		}
+	for {
 		var m map[string]any
-		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+		err := dec.Decode(&m)
+		if errors.Is(err, io.EOF) {
+			return docs
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
-		docs = append(docs, m)
+		if m != nil {
+			docs = append(docs, m)
+		}
 	}
-	return docs
+}
+
+// The stages as KWOK's own files write them: a comment after a separator,
+// a block scalar that keeps its trailing newlines, CRLF line ends.
+func TestWithHeartbeatEveryKeepsOtherDocuments(t *testing.T) {
+	stages := "--- # first\nkind: Stage\nmetadata: {name: keep}\nspec:\n  text: |+\n    a\n\n---\r\nkind: Stage\r\nmetadata: {name: node-heartbeat}\r\nspec: {}\r\n"
+	out, err := withHeartbeatEvery([]byte(stages), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := splitStages(t, string(out))
+	if len(docs) != 2 || strings.Count(string(out), "---") != 2 {
+		t.Fatalf("got %d stages, want 2, each after one separator:\n%s", len(docs), out)
+	}
+	if got := docs[0]["spec"].(map[string]any)["text"]; got != "a\n\n" {
+		t.Errorf("the first stage's kept block scalar: got %q, want %q", got, "a\n\n")
+	}
+	want := map[string]any{"durationMilliseconds": float64(1000), "jitterDurationMilliseconds": float64(3000)}
+	if diff := cmp.Diff(want, docs[1]["spec"].(map[string]any)["delay"]); diff != "" {
+		t.Errorf("heartbeat delay (-want +got):\n%s", diff)
+	}
 }

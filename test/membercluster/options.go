@@ -35,7 +35,8 @@ type Options struct {
 	// node's status. Zero keeps KWOK's heartbeat stage, 20-25 s, and no
 	// node Leases. Set, KWOK also renews each node's Lease in
 	// kube-node-lease, as a kubelet does; a kubelet rewrites an unchanged
-	// status every 5 minutes (nodeStatusReportFrequency).
+	// status every 5 minutes (nodeStatusReportFrequency). At least a
+	// second; ignored with APIServerOnly (no KWOK).
 	NodeStatusPeriod time.Duration
 }
 
@@ -100,8 +101,8 @@ func (o Options) validate() error {
 	if len(o.Clusters) == 0 {
 		return errors.New("member clusters: no clusters requested")
 	}
-	if o.NodeStatusPeriod < 0 {
-		return fmt.Errorf("member clusters: NodeStatusPeriod %v: want 0 (KWOK's) or more", o.NodeStatusPeriod)
+	if o.NodeStatusPeriod != 0 && o.NodeStatusPeriod < time.Second {
+		return fmt.Errorf("member clusters: NodeStatusPeriod %v: want 0 (KWOK's heartbeat) or at least 1s", o.NodeStatusPeriod)
 	}
 	seen := map[string]bool{}
 	for i, spec := range o.Clusters {

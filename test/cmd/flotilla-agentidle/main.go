@@ -72,8 +72,8 @@ func (o *options) validate() error {
 		return fmt.Errorf("--window %v: want at least 10s", o.window)
 	case o.every <= 0 || o.every > o.window:
 		return fmt.Errorf("--sample %v: want a positive period within --window", o.every)
-	case o.nodeStatus < 0:
-		return fmt.Errorf("--node-status-period %v: want 0 or more", o.nodeStatus)
+	case o.nodeStatus != 0 && o.nodeStatus < time.Second:
+		return fmt.Errorf("--node-status-period %v: want 0 (KWOK's heartbeat) or at least 1s", o.nodeStatus)
 	case o.settle < 0:
 		return fmt.Errorf("--settle %v: want 0 or more", o.settle)
 	}
