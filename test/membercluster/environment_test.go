@@ -201,6 +201,8 @@ func TestStartRejectsBadOptions(t *testing.T) {
 		{"zero memory", Options{Dir: t.TempDir(), Clusters: []ClusterSpec{{Name: "a", NodeMemory: "0"}}}, "positive"},
 		{"missing binaries", Options{Dir: t.TempDir(), BinDir: t.TempDir(), Clusters: Specs(1)}, "make testbin"},
 		{"missing API server binaries", Options{Dir: t.TempDir(), BinDir: t.TempDir(), Clusters: Specs(1), APIServerOnly: true}, "make testbin"},
+		{"node status period under a second", Options{Dir: t.TempDir(), Clusters: Specs(1), NodeStatusPeriod: time.Millisecond}, "NodeStatusPeriod 1ms"},
+		{"stages without a heartbeat", Options{Dir: t.TempDir(), BinDir: binDirWithStages(t, "---\nkind: Stage\nmetadata: {name: other}\n"), Clusters: Specs(1), NodeStatusPeriod: time.Minute}, "no stage named node-heartbeat"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -214,6 +216,61 @@ func TestStartRejectsBadOptions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestKubeletLikeHeartbeat: with NodeStatusPeriod, KWOK accepts the
+// rewritten stages and renews each node's Lease, as a kubelet does.
+func TestKubeletLikeHeartbeat(t *testing.T) {
+	env, err := Start(t.Context(), Options{Dir: t.TempDir(), Clusters: []ClusterSpec{{Name: "leased", Nodes: 1}}, NodeStatusPeriod: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { env.Stop() })
+	client := clientset(t, env.Cluster("leased"))
+	nodes, err := client.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{})
+	if err != nil || len(nodes.Items) != 1 {
+		t.Fatalf("nodes: %v, %v", nodes, err)
+	}
+	name := nodes.Items[0].Name
+	var first time.Time
+	// KWOK renews every quarter of the 40 s duration.
+	err = wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		lease, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || lease.Spec.RenewTime == nil {
+			return false, nil
+		}
+		if first.IsZero() {
+			first = lease.Spec.RenewTime.Time
+			return false, nil
+		}
+		return lease.Spec.RenewTime.After(first), nil
+	})
+	if err != nil {
+		t.Fatalf("node %s's Lease in %s not renewed (first renewal seen: %v): %v", name, corev1.NamespaceNodeLease, first, err)
+	}
+}
+
+// binDirWithStages links the test binaries into a new folder with stages
+// as its KWOK stage file.
+func binDirWithStages(t *testing.T, stages string) string {
+	t.Helper()
+	found, err := FindBinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, name := range allBinaries {
+		if name == stagesFile {
+			continue
+		}
+		if err := os.Symlink(filepath.Join(found, name), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, stagesFile), []byte(stages), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 func clientset(t *testing.T, c *Cluster) *kubernetes.Clientset {
