@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -120,19 +121,9 @@ func TestMemberClusters(t *testing.T) {
 // alone (no other binary needed), with the extra API server flags, and
 // teardown leaves nothing behind.
 func TestAPIServerOnly(t *testing.T) {
-	binDir := t.TempDir()
-	found, err := FindBinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range apiServerBinaries {
-		if err := os.Symlink(filepath.Join(found, name), filepath.Join(binDir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	env, err := Start(t.Context(), Options{
 		Dir:           t.TempDir(),
-		BinDir:        binDir,
+		BinDir:        linkedBinDir(t, apiServerBinaries),
 		Clusters:      []ClusterSpec{{Name: "bare"}},
 		APIServerOnly: true,
 		APIServerArgs: []string{"--anonymous-auth=false"},
@@ -254,21 +245,25 @@ func TestKubeletLikeHeartbeat(t *testing.T) {
 // as its KWOK stage file.
 func binDirWithStages(t *testing.T, stages string) string {
 	t.Helper()
+	dir := linkedBinDir(t, slices.DeleteFunc(slices.Clone(allBinaries), func(name string) bool { return name == stagesFile }))
+	if err := os.WriteFile(filepath.Join(dir, stagesFile), []byte(stages), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// linkedBinDir links the named test binaries into a new folder.
+func linkedBinDir(t *testing.T, names []string) string {
+	t.Helper()
 	found, err := FindBinDir()
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	for _, name := range allBinaries {
-		if name == stagesFile {
-			continue
-		}
+	for _, name := range names {
 		if err := os.Symlink(filepath.Join(found, name), filepath.Join(dir, name)); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := os.WriteFile(filepath.Join(dir, stagesFile), []byte(stages), 0o644); err != nil {
-		t.Fatal(err)
 	}
 	return dir
 }
