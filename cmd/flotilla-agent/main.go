@@ -86,7 +86,7 @@ func parseFlags(args []string, stdout io.Writer) (agent.Config, slog.Level, erro
 	fs.DurationVar(&cfg.LeaderElection.RenewDeadline, "leader-elect-renew-deadline", agent.DefaultLeaderElectionRenewDeadline, "how long the leader tries to renew before it stops (shorter than the lease duration)")
 	fs.DurationVar(&cfg.LeaderElection.RetryPeriod, "leader-elect-retry-period", agent.DefaultLeaderElectionRetryPeriod, "how often replicas try to acquire or renew the Lease")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":8080", `address of the plain HTTP endpoints /healthz, /readyz and /metrics (see below); "" turns them off; if the default is taken, the agent runs without them`)
-	enableProfiling := fs.Bool("enable-profiling", false, "serve Go's profiling endpoints (/debug/pprof/) on --profiling-addr")
+	enableProfiling := fs.Bool("enable-profiling", false, "serve Go's profiling endpoints (/debug/pprof/) on --profiling-addr, and sample 1 in 100 mutex contentions for the mutex profile")
 	profilingAddr := fs.String("profiling-addr", "127.0.0.1:7082", "TCP address of the profiling endpoints, with --enable-profiling (keep it loopback and reach it with kubectl port-forward: profiles show what the agent holds)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	showVersion := fs.Bool("version", false, "print the version and exit")

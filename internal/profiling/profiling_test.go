@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -39,6 +40,12 @@ func TestServeUntilCanceled(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "profiling.test") {
 		t.Errorf("/debug/pprof/cmdline: %d %q", resp.StatusCode, body)
 	}
+	if got := runtime.SetMutexProfileFraction(-1); got != mutexSampling {
+		t.Errorf("mutex profile fraction while serving: %d, want %d", got, mutexSampling)
+	}
 	cancel()
 	<-done // Serve returns once its context ends
+	if got := runtime.SetMutexProfileFraction(-1); got != 0 {
+		t.Errorf("mutex profile fraction after serving: %d, want 0 (as before)", got)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -109,46 +110,104 @@ func measureSteadyState(ctx context.Context, h *hubProc, window time.Duration) (
 // detection is how exactly the hub noticed agents that stopped at once.
 type detection struct {
 	stopped, detected, falseUnknown int
-	errors                          []time.Duration // Unknown time − (last renewal + grace)
+	// errors are Unknown time − (last acknowledged renewal + grace). A
+	// renewal the hub stamped but whose acknowledgement was lost is not
+	// known here, so an error can be one renewal interval too large.
+	errors []time.Duration
+	// hubErrors are the same from the hub's own last stamp, which the
+	// event's message gives to the millisecond ("not renewed for D").
+	hubErrors []time.Duration
+	// stored is how long after the decision each event was stored (the
+	// API's creationTimestamp: whole seconds).
+	stored []time.Duration
+	// waited is how long after the stop the last event was read.
+	waited time.Duration
 }
+
+// detectionWait bounds how long the tool waits for the Unknown events of
+// the stopped agents: they are decided on time but written through the
+// API server, which a loaded hub answers late.
+const detectionWait = 3 * time.Minute
 
 func measureDetection(ctx context.Context, h *hubProc, f *fleet, o options) (detection, error) {
 	count := max(1, int(float64(len(f.agents))*o.stopFraction))
 	victims := f.agents[:count]
 	logf("stopping %d agents at once", count)
+	stopAt := time.Now()
 	stopAgents(victims)
 	if err := sleepCtx(ctx, o.grace+3*time.Second); err != nil {
 		return detection{}, err
 	}
-	expiries, err := leaseExpiries(h)
-	if err != nil {
-		return detection{}, err
-	}
-	renewed := map[string]time.Time{}
+	stopped := map[string]*simAgent{}
 	for _, a := range victims {
-		renewed[a.name] = time.Unix(0, a.lastRenewal.Load())
+		stopped[a.name] = a
 	}
-	stopped := map[string]bool{}
-	for _, a := range victims {
-		stopped[a.name] = true
+	var expiries []expiry
+	for {
+		var err error
+		expiries, err = leaseExpiries(h)
+		if err != nil {
+			return detection{}, err
+		}
+		seen := map[string]bool{}
+		for _, ex := range expiries {
+			if stopped[ex.cluster] != nil {
+				seen[ex.cluster] = true
+			}
+		}
+		if len(seen) == count || time.Since(stopAt) > o.grace+detectionWait {
+			break
+		}
+		logf("  %d of %d Unknown events in the API %v after the stop", len(seen), count, time.Since(stopAt).Round(time.Second))
+		if err := sleepCtx(ctx, 5*time.Second); err != nil {
+			return detection{}, err
+		}
 	}
-	d := detection{stopped: count}
+	d := detection{stopped: count, waited: time.Since(stopAt)}
 	for _, ex := range expiries {
-		if !stopped[ex.cluster] {
+		victim := stopped[ex.cluster]
+		if victim == nil {
 			d.falseUnknown++
 			continue
 		}
 		d.detected++
-		d.errors = append(d.errors, ex.at.Sub(renewed[ex.cluster].Add(o.grace)))
+		renewed := time.Unix(0, victim.lastRenewal.Load())
+		d.errors = append(d.errors, ex.at.Sub(renewed.Add(o.grace)))
+		if silent, ok := notRenewedFor(ex.message); ok {
+			d.hubErrors = append(d.hubErrors, silent-o.grace)
+		}
+		if !ex.created.IsZero() {
+			d.stored = append(d.stored, ex.created.Sub(ex.at.Truncate(time.Second)))
+		}
 	}
-	sort.Slice(d.errors, func(i, j int) bool { return d.errors[i] < d.errors[j] })
+	for _, ds := range [][]time.Duration{d.errors, d.hubErrors, d.stored} {
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	}
 	return d, nil
+}
+
+// notRenewedFor reads the silence the hub judged by from a LeaseExpired
+// message: "cluster lease not renewed for 40.012s (grace period 40s)".
+func notRenewedFor(message string) (time.Duration, bool) {
+	const prefix = "not renewed for "
+	i := strings.Index(message, prefix)
+	if i < 0 {
+		return 0, false
+	}
+	rest := message[i+len(prefix):]
+	if j := strings.IndexByte(rest, ' '); j >= 0 {
+		rest = rest[:j]
+	}
+	d, err := time.ParseDuration(rest)
+	return d, err == nil
 }
 
 // expiry is a cluster's last LeaseExpired event.
 type expiry struct {
 	cluster string
-	at      time.Time
+	at      time.Time // decided (the event's microsecond time)
+	created time.Time // stored (whole seconds)
+	message string
 }
 
 // leaseExpiries reads the hub's LeaseExpired events. A repeated event is
@@ -168,7 +227,7 @@ func leaseExpiries(h *hubProc) ([]expiry, error) {
 		if ev.Series != nil && ev.Series.LastObservedTime.After(at) {
 			at = ev.Series.LastObservedTime.Time
 		}
-		out = append(out, expiry{cluster: ev.InvolvedObject.Name, at: at})
+		out = append(out, expiry{cluster: ev.InvolvedObject.Name, at: at, created: ev.CreationTimestamp.Time, message: ev.Message})
 	}
 	return out, nil
 }
@@ -199,9 +258,15 @@ func printReport(w io.Writer, o options, s steadyState, d *detection, agentError
 }
 
 func (d *detection) print(w io.Writer) {
-	fmt.Fprintf(w, "stopped at once         %d, detected %d, false Unknown among the rest %d\n", d.stopped, d.detected, d.falseUnknown)
-	if len(d.errors) > 0 {
-		fmt.Fprintf(w, "detection error         p50 %v  p99 %v  max %v  (Unknown time − last renewal − grace)\n",
-			percentile(d.errors, 0.50).Round(time.Microsecond), percentile(d.errors, 0.99).Round(time.Microsecond), d.errors[len(d.errors)-1].Round(time.Microsecond))
+	fmt.Fprintf(w, "stopped at once         %d, detected %d (events read %v after the stop), false Unknown among the rest %d\n",
+		d.stopped, d.detected, d.waited.Round(time.Second), d.falseUnknown)
+	quantiles := func(label string, ds []time.Duration, unit time.Duration, what string) {
+		if len(ds) > 0 {
+			fmt.Fprintf(w, "%-23s p50 %v  p99 %v  max %v  (%s)\n", label,
+				percentile(ds, 0.50).Round(unit), percentile(ds, 0.99).Round(unit), ds[len(ds)-1].Round(unit), what)
+		}
 	}
+	quantiles("detection error", d.errors, time.Microsecond, "Unknown time − last acknowledged renewal − grace")
+	quantiles("  by the hub's stamp", d.hubErrors, time.Millisecond, "the event's \"not renewed for\" − grace: counts renewals whose ack was lost")
+	quantiles("Unknown event stored", d.stored, time.Second, "creationTimestamp − decision, whole seconds")
 }
