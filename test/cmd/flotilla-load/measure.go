@@ -122,6 +122,8 @@ type detection struct {
 	stored []time.Duration
 	// waited is how long after the stop the last event was read.
 	waited time.Duration
+	// earlier are LeaseExpired events decided before the stop (left out).
+	earlier int
 }
 
 // detectionWait bounds how long the tool waits for the Unknown events of
@@ -138,16 +140,28 @@ func measureDetection(ctx context.Context, h *hubProc, f *fleet, o options) (det
 	if err := sleepCtx(ctx, o.grace+3*time.Second); err != nil {
 		return detection{}, err
 	}
+	d := detection{stopped: count}
 	stopped := map[string]*simAgent{}
 	for _, a := range victims {
 		stopped[a.name] = a
 	}
 	var expiries []expiry
 	for {
-		var err error
-		expiries, err = leaseExpiries(h)
+		all, err := leaseExpiries(h)
 		if err != nil {
 			return detection{}, err
+		}
+		// Only what was decided after the stop: an event from before it
+		// (a cluster that went Unknown while the fleet connected) says
+		// nothing of this detection.
+		expiries = expiries[:0]
+		earlier := 0
+		for _, ex := range all {
+			if ex.at.Before(stopAt) {
+				earlier++
+				continue
+			}
+			expiries = append(expiries, ex)
 		}
 		seen := map[string]bool{}
 		for _, ex := range expiries {
@@ -156,6 +170,7 @@ func measureDetection(ctx context.Context, h *hubProc, f *fleet, o options) (det
 			}
 		}
 		if len(seen) == count || time.Since(stopAt) > o.grace+detectionWait {
+			d.earlier = earlier
 			break
 		}
 		logf("  %d of %d Unknown events in the API %v after the stop", len(seen), count, time.Since(stopAt).Round(time.Second))
@@ -163,7 +178,7 @@ func measureDetection(ctx context.Context, h *hubProc, f *fleet, o options) (det
 			return detection{}, err
 		}
 	}
-	d := detection{stopped: count, waited: time.Since(stopAt)}
+	d.waited = time.Since(stopAt)
 	for _, ex := range expiries {
 		victim := stopped[ex.cluster]
 		if victim == nil {
@@ -223,11 +238,12 @@ func leaseExpiries(h *hubProc) ([]expiry, error) {
 		if ev.Reason != v1alpha1.ReasonLeaseExpired {
 			continue
 		}
-		at := ev.EventTime.Time
+		at, created, message := ev.EventTime.Time, ev.CreationTimestamp.Time, ev.Message
 		if ev.Series != nil && ev.Series.LastObservedTime.After(at) {
-			at = ev.Series.LastObservedTime.Time
+			// The object and its message are the first occurrence's.
+			at, created, message = ev.Series.LastObservedTime.Time, time.Time{}, ""
 		}
-		out = append(out, expiry{cluster: ev.InvolvedObject.Name, at: at, created: ev.CreationTimestamp.Time, message: ev.Message})
+		out = append(out, expiry{cluster: ev.InvolvedObject.Name, at: at, created: created, message: message})
 	}
 	return out, nil
 }
@@ -258,8 +274,8 @@ func printReport(w io.Writer, o options, s steadyState, d *detection, agentError
 }
 
 func (d *detection) print(w io.Writer) {
-	fmt.Fprintf(w, "stopped at once         %d, detected %d (events read %v after the stop), false Unknown among the rest %d\n",
-		d.stopped, d.detected, d.waited.Round(time.Second), d.falseUnknown)
+	fmt.Fprintf(w, "stopped at once         %d, detected %d (events read %v after the stop), false Unknown among the rest %d; %d LeaseExpired events from before the stop left out\n",
+		d.stopped, d.detected, d.waited.Round(time.Second), d.falseUnknown, d.earlier)
 	quantiles := func(label string, ds []time.Duration, unit time.Duration, what string) {
 		if len(ds) > 0 {
 			fmt.Fprintf(w, "%-23s p50 %v  p99 %v  max %v  (%s)\n", label,
