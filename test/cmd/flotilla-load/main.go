@@ -37,6 +37,7 @@ type options struct {
 	agents        int
 	leaseDuration time.Duration
 	grace         time.Duration
+	startupGrace  time.Duration
 	statusChange  time.Duration
 	measure       time.Duration
 	stopFraction  float64
@@ -55,6 +56,7 @@ func main() {
 	flags.IntVar(&o.agents, "agents", 1000, "number of simulated agents")
 	flags.DurationVar(&o.leaseDuration, "lease-duration", 40*time.Second, "agents' lease duration; they renew every quarter of it")
 	flags.DurationVar(&o.grace, "grace", 40*time.Second, "hub --cluster-monitor-grace-period")
+	flags.DurationVar(&o.startupGrace, "startup-grace", 15*time.Minute, "hub --cluster-startup-grace-period: how long a cluster the tool registered waits for its agent's first renewal; keep it longer than the fleet takes to connect, or the clusters registered last all go Unknown at once while the rest connect")
 	flags.DurationVar(&o.statusChange, "status-change", 0, "how often each agent's cluster status changes (a pod starts or ends), each change a Cluster write on the hub; 0: never, as in a steady fleet. Agents report a status when it changed, else every "+agent.UnchangedReportEvery.String()+" (10s makes every 10-second collection a change: the worst case)")
 	flags.DurationVar(&o.measure, "measure", 30*time.Second, "length of the steady-state measurement window")
 	flags.Float64Var(&o.stopFraction, "stop-fraction", 0.1, "fraction of agents stopped at once for the detection measurement")
@@ -189,7 +191,7 @@ func startHub(o options, dir, dataDir string) (*hubProc, error) {
 		Name: "flotilla-hub", Binary: o.hubBin, LogPath: filepath.Join(dir, "hub.log"),
 		Env: append([]string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"}, o.hubEnv...),
 		Args: []string{"--data-dir=" + dataDir, "--quic-addr=" + h.quicAddr, "--http-addr=" + h.httpAddr, "--api-addr=127.0.0.1:" + strconv.Itoa(apiPort),
-			"--cluster-monitor-grace-period=" + o.grace.String(), "--cluster-startup-grace-period=" + (2 * o.grace).String(),
+			"--cluster-monitor-grace-period=" + o.grace.String(), "--cluster-startup-grace-period=" + o.startupGrace.String(),
 			"--failover-eviction-timeout=1h", "--log-level=warn"},
 	}
 	h.proc.Args = append(h.proc.Args, o.hubExtraArgs...)
