@@ -101,7 +101,8 @@ type Config struct {
 	// on a host can have; an address given explicitly must work.
 	HTTPAddrOptional bool
 	// ProfilingAddr serves Go's profiling endpoints (/debug/pprof/);
-	// empty means none.
+	// empty means none. While they serve, the process samples mutex
+	// contention (a setting of the whole process).
 	ProfilingAddr string
 	// Version is the agent's version, sent in Hello.
 	Version string

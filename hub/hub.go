@@ -62,6 +62,8 @@ type Config struct {
 	// and /debug/stats.
 	HTTPAddr string
 	// ProfilingAddr serves /debug/pprof/; empty: no profiling endpoints.
+	// While they serve, the process samples mutex contention (a setting of
+	// the whole process).
 	ProfilingAddr string
 	// APIAddr is the HTTPS address of the embedded kube-apiserver.
 	APIAddr string

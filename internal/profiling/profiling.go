@@ -16,8 +16,8 @@ import (
 )
 
 // mutexSampling is the fraction of mutex contention events sampled while
-// the endpoints serve (1 in 100): without it /debug/pprof/mutex is empty,
-// and at this rate its cost is not measurable next to the contention.
+// the endpoints serve (1 in 100 on average): without it
+// /debug/pprof/mutex is empty. Only contended locks pay for it.
 const mutexSampling = 100
 
 // Serve serves net/http/pprof's endpoints on ln until ctx ends and the
@@ -38,8 +38,9 @@ func Serve(ctx context.Context, ln net.Listener, logger *slog.Logger) {
 		defer cancel()
 		_ = srv.Shutdown(shutdownCtx)
 	}()
-	// A process setting, but profiling is one per process and the setting
-	// is put back when it stops.
+	// A setting of the whole process: one profiling server runs per
+	// process (the hub's or the agent's), and the setting is put back
+	// when it stops.
 	previous := runtime.SetMutexProfileFraction(mutexSampling)
 	defer runtime.SetMutexProfileFraction(previous)
 	logger.Info("profiling endpoints enabled", "addr", ln.Addr().String())

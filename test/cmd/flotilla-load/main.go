@@ -72,6 +72,10 @@ func main() {
 		fmt.Fprintf(os.Stderr, "flotilla-load: --restart-hub: %q is neither \"term\" nor \"kill\"\n", o.restartHub)
 		os.Exit(2)
 	}
+	if o.stopFraction <= 0 || o.stopFraction > 1 {
+		fmt.Fprintf(os.Stderr, "flotilla-load: --stop-fraction: %v is not in (0, 1]\n", o.stopFraction)
+		os.Exit(2)
+	}
 	if o.sockets == 0 {
 		o.sockets = max(1, o.agents/250)
 	}
@@ -132,8 +136,8 @@ func run(ctx context.Context, o options) error {
 	}
 	logf("all %d agents connected in %v (%d failed handshakes tried again)", o.agents, time.Since(started).Round(time.Millisecond), f.handshakeRetries.Load())
 
-	// Let the hub's start-up grace pass and every agent renew a few times
-	// (the last ones to connect too).
+	// Let the hub's restart grace (grace and one lease after its start)
+	// pass and every agent renew a few times (the last ones to connect too).
 	settle := max(time.Until(h.started.Add(o.grace+o.leaseDuration+o.leaseDuration/2)), o.leaseDuration)
 	logf("settling for %v", settle.Round(time.Second))
 	if err := sleepCtx(ctx, settle); err != nil {

@@ -109,6 +109,7 @@ func measureSteadyState(ctx context.Context, h *hubProc, window time.Duration) (
 
 // detection is how exactly the hub noticed agents that stopped at once.
 type detection struct {
+	// stopped agents; detected and falseUnknown count clusters.
 	stopped, detected, falseUnknown int
 	// errors are Unknown time − (last acknowledged renewal + grace). A
 	// renewal the hub stamped but whose acknowledgement was lost is not
@@ -131,6 +132,9 @@ type detection struct {
 // API server, which a loaded hub answers late.
 const detectionWait = 3 * time.Minute
 
+// measureDetection stops a fraction of the agents at once and measures how
+// exactly the hub noticed: from each stopped agent's LeaseExpired event,
+// and from the events of agents that were not stopped (false Unknown).
 func measureDetection(ctx context.Context, h *hubProc, f *fleet, o options) (detection, error) {
 	count := max(1, int(float64(len(f.agents))*o.stopFraction))
 	victims := f.agents[:count]
@@ -140,52 +144,23 @@ func measureDetection(ctx context.Context, h *hubProc, f *fleet, o options) (det
 	if err := sleepCtx(ctx, o.grace+3*time.Second); err != nil {
 		return detection{}, err
 	}
-	d := detection{stopped: count}
 	stopped := map[string]*simAgent{}
 	for _, a := range victims {
 		stopped[a.name] = a
 	}
-	var expiries []expiry
-	for {
-		all, err := leaseExpiries(h)
-		if err != nil {
-			return detection{}, err
-		}
-		// Only what was decided after the stop: an event from before it
-		// (a cluster that went Unknown while the fleet connected) says
-		// nothing of this detection.
-		expiries = expiries[:0]
-		earlier := 0
-		for _, ex := range all {
-			if ex.at.Before(stopAt) {
-				earlier++
-				continue
-			}
-			expiries = append(expiries, ex)
-		}
-		seen := map[string]bool{}
-		for _, ex := range expiries {
-			if stopped[ex.cluster] != nil {
-				seen[ex.cluster] = true
-			}
-		}
-		if len(seen) == count || time.Since(stopAt) > o.grace+detectionWait {
-			d.earlier = earlier
-			break
-		}
-		logf("  %d of %d Unknown events in the API %v after the stop", len(seen), count, time.Since(stopAt).Round(time.Second))
-		if err := sleepCtx(ctx, 5*time.Second); err != nil {
-			return detection{}, err
-		}
+	expiries, earlier, err := awaitExpiries(ctx, h, stopped, stopAt, stopAt.Add(o.grace+detectionWait))
+	if err != nil {
+		return detection{}, err
 	}
-	d.waited = time.Since(stopAt)
+	d := detection{stopped: count, earlier: earlier, waited: time.Since(stopAt)}
+	detected, falseUnknown := map[string]bool{}, map[string]bool{}
 	for _, ex := range expiries {
 		victim := stopped[ex.cluster]
 		if victim == nil {
-			d.falseUnknown++
+			falseUnknown[ex.cluster] = true
 			continue
 		}
-		d.detected++
+		detected[ex.cluster] = true
 		renewed := time.Unix(0, victim.lastRenewal.Load())
 		d.errors = append(d.errors, ex.at.Sub(renewed.Add(o.grace)))
 		if silent, ok := notRenewedFor(ex.message); ok {
@@ -195,14 +170,54 @@ func measureDetection(ctx context.Context, h *hubProc, f *fleet, o options) (det
 			d.stored = append(d.stored, ex.created.Sub(ex.at.Truncate(time.Second)))
 		}
 	}
+	d.detected, d.falseUnknown = len(detected), len(falseUnknown)
 	for _, ds := range [][]time.Duration{d.errors, d.hubErrors, d.stored} {
 		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	}
 	return d, nil
 }
 
+// awaitExpiries reads the LeaseExpired events decided after stopAt until
+// every stopped agent has one or deadline passes, and counts the events
+// decided before stopAt (a cluster that went Unknown while the fleet
+// connected says nothing of this detection). A failed read of a loaded
+// API server is tried again until the deadline.
+func awaitExpiries(ctx context.Context, h *hubProc, stopped map[string]*simAgent, stopAt, deadline time.Time) ([]expiry, int, error) {
+	for {
+		all, err := leaseExpiries(h)
+		var expiries []expiry
+		earlier := 0
+		seen := map[string]bool{}
+		for _, ex := range all {
+			if ex.at.Before(stopAt) {
+				earlier++
+				continue
+			}
+			expiries = append(expiries, ex)
+			if stopped[ex.cluster] != nil {
+				seen[ex.cluster] = true
+			}
+		}
+		left := time.Until(deadline)
+		switch {
+		case err == nil && (len(seen) == len(stopped) || left <= 0):
+			return expiries, earlier, nil
+		case err != nil && left <= 0:
+			return nil, 0, fmt.Errorf("read the LeaseExpired events after the stop: %w", err)
+		case err != nil:
+			logf("  reading the Unknown events failed (%v); trying again", err)
+		default:
+			logf("  %d of %d Unknown events in the API %v after the stop", len(seen), len(stopped), time.Since(stopAt).Round(time.Second))
+		}
+		if err := sleepCtx(ctx, max(time.Second, min(5*time.Second, left))); err != nil {
+			return nil, 0, err
+		}
+	}
+}
+
 // notRenewedFor reads the silence the hub judged by from a LeaseExpired
-// message: "cluster lease not renewed for 40.012s (grace period 40s)".
+// message: "Ready True → Unknown: cluster lease not renewed for 40.012s
+// (grace period 40s)".
 func notRenewedFor(message string) (time.Duration, bool) {
 	const prefix = "not renewed for "
 	i := strings.Index(message, prefix)
@@ -217,7 +232,10 @@ func notRenewedFor(message string) (time.Duration, bool) {
 	return d, err == nil
 }
 
-// expiry is a cluster's last LeaseExpired event.
+// expiry is one LeaseExpired event of a cluster. Each Unknown is an event
+// of its own: the hub's message carries the silence to the millisecond,
+// and its action a hash of the message, so only identical messages make a
+// series.
 type expiry struct {
 	cluster string
 	at      time.Time // decided (the event's microsecond time)
@@ -225,9 +243,8 @@ type expiry struct {
 	message string
 }
 
-// leaseExpiries reads the hub's LeaseExpired events. A repeated event is
-// one object: its last occurrence is the series' (microsecond)
-// lastObservedTime.
+// leaseExpiries reads the hub's LeaseExpired events. The last occurrence
+// of a series is its (microsecond) lastObservedTime.
 func leaseExpiries(h *hubProc) ([]expiry, error) {
 	var events corev1.EventList
 	if err := h.get("/api/v1/events?fieldSelector=involvedObject.kind%3DCluster,reason%3D"+v1alpha1.ReasonLeaseExpired, &events); err != nil {
@@ -238,12 +255,12 @@ func leaseExpiries(h *hubProc) ([]expiry, error) {
 		if ev.Reason != v1alpha1.ReasonLeaseExpired {
 			continue
 		}
-		at, created, message := ev.EventTime.Time, ev.CreationTimestamp.Time, ev.Message
+		at, created := ev.EventTime.Time, ev.CreationTimestamp.Time
 		if ev.Series != nil && ev.Series.LastObservedTime.After(at) {
-			// The object and its message are the first occurrence's.
-			at, created, message = ev.Series.LastObservedTime.Time, time.Time{}, ""
+			// The object was created for the first occurrence.
+			at, created = ev.Series.LastObservedTime.Time, time.Time{}
 		}
-		out = append(out, expiry{cluster: ev.InvolvedObject.Name, at: at, created: created, message: message})
+		out = append(out, expiry{cluster: ev.InvolvedObject.Name, at: at, created: created, message: ev.Message})
 	}
 	return out, nil
 }
@@ -278,8 +295,8 @@ func (d *detection) print(w io.Writer) {
 		d.stopped, d.detected, d.waited.Round(time.Second), d.falseUnknown, d.earlier)
 	quantiles := func(label string, ds []time.Duration, unit time.Duration, what string) {
 		if len(ds) > 0 {
-			fmt.Fprintf(w, "%-23s p50 %v  p99 %v  max %v  (%s)\n", label,
-				percentile(ds, 0.50).Round(unit), percentile(ds, 0.99).Round(unit), ds[len(ds)-1].Round(unit), what)
+			fmt.Fprintf(w, "%-23s p50 %v  p99 %v  max %v  (%s; %d events)\n", label,
+				percentile(ds, 0.50).Round(unit), percentile(ds, 0.99).Round(unit), ds[len(ds)-1].Round(unit), what, len(ds))
 		}
 	}
 	quantiles("detection error", d.errors, time.Microsecond, "Unknown time − last acknowledged renewal − grace")
