@@ -7,10 +7,45 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 )
 
+// handedOut are the ports this process was given. The kernel may give a
+// port that was just closed to the next bind to port 0, and a test that
+// picks several ports before it starts anything (an etcd cluster's client
+// and peer ports) must not get the same one twice. Process-wide on
+// purpose: the ports are.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// maxTries bounds the picks that return ports handed out before.
+const maxTries = 100
+
+// fresh calls pick until it returns a port this process was not given
+// before, and records it.
+func fresh(kind string, pick func() (int, error)) (int, error) {
+	for range maxTries {
+		port, err := pick()
+		if err != nil {
+			return 0, err
+		}
+		handedOut.Lock()
+		seen := handedOut.ports[port]
+		handedOut.ports[port] = true
+		handedOut.Unlock()
+		if !seen {
+			return port, nil
+		}
+	}
+	return 0, fmt.Errorf("find a free %s port: %d tries gave only ports handed out before", kind, maxTries)
+}
+
 // TCP returns a free TCP port on 127.0.0.1.
-func TCP() (int, error) {
+func TCP() (int, error) { return fresh("TCP", pickTCP) }
+
+func pickTCP() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find a free TCP port: %w", err)
@@ -20,7 +55,9 @@ func TCP() (int, error) {
 }
 
 // UDP returns a free UDP port on 127.0.0.1.
-func UDP() (int, error) {
+func UDP() (int, error) { return fresh("UDP", pickUDP) }
+
+func pickUDP() (int, error) {
 	c, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find a free UDP port: %w", err)
@@ -41,7 +78,9 @@ func TCPInUse(port int) bool {
 
 // TCPAndUDP returns a port free on 127.0.0.1 for both TCP and UDP (for a
 // server that binds both, like a memberlist member).
-func TCPAndUDP() (int, error) {
+func TCPAndUDP() (int, error) { return fresh("TCP and UDP", pickTCPAndUDP) }
+
+func pickTCPAndUDP() (int, error) {
 	for range 50 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
