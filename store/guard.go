@@ -194,9 +194,9 @@ func (g *Guard) check(ctx context.Context) error {
 		// that clears NOSPACE also lets agents write again.
 		noSpace = g.disarm(ctx, noSpace)
 	case !fits:
-		g.defragment(ctx, statuses, true)
+		g.defragment(ctx, statuses, true, len(noSpace) > 0)
 	default:
-		g.defragment(ctx, statuses, false)
+		g.defragment(ctx, statuses, false, false)
 	}
 	g.noSpace.Store(len(noSpace) > 0)
 	why := fmt.Sprintf("store holds %d MiB, agent writes stop above %d MiB (%.0f %% of the %d MiB quota) and resume below %d MiB",
@@ -240,14 +240,19 @@ func (g *Guard) setRefusing(refusing bool, why string) {
 
 // defragment defragments each member whose file is mostly free (or, when
 // urgent, has any MinDefragFree free), at most once per MinDefragBetween:
-// it blocks that member's writes while it runs.
-func (g *Guard) defragment(ctx context.Context, statuses map[string]*clientv3.StatusResponse, urgent bool) {
+// it blocks that member's writes while it runs. Under NOSPACE it
+// defragments every member whatever its figures say: etcd counts pages
+// freed by a compaction as free only at a later commit, which NOSPACE
+// prevents, so the in-use figure can stay high after the data went, and
+// only a defragmentation (which measures afresh) shows it fits again.
+// The store takes no writes then anyway.
+func (g *Guard) defragment(ctx context.Context, statuses map[string]*clientv3.StatusResponse, urgent, noSpace bool) {
 	if !g.lastDefrag.IsZero() && time.Since(g.lastDefrag) < g.cfg.MinDefragBetween {
 		return
 	}
 	for ep, st := range statuses {
 		free := st.DbSize - st.DbSizeInUse
-		if free < g.cfg.MinDefragFree || (!urgent && float64(free) < float64(st.DbSize)*defaultDefragFreeRatio) {
+		if !needsDefrag(st.DbSize, st.DbSizeInUse, g.cfg.MinDefragFree, urgent, noSpace) {
 			continue
 		}
 		g.lastDefrag = time.Now()
@@ -258,6 +263,20 @@ func (g *Guard) defragment(ctx context.Context, statuses map[string]*clientv3.St
 		}
 		g.defrags.Add(1)
 		g.logger.Info("store guard: defragmented", "endpoint", ep, "freedMiB", free>>20, "took", time.Since(start))
+	}
+}
+
+// needsDefrag decides whether a member of size bytes, inUse of them in
+// use, is defragmented (see defragment).
+func needsDefrag(size, inUse, minFree int64, urgent, noSpace bool) bool {
+	free := size - inUse
+	switch {
+	case noSpace:
+		return true
+	case free < minFree:
+		return false
+	default:
+		return urgent || float64(free) >= float64(size)*defaultDefragFreeRatio
 	}
 }
 
