@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/protocol"
+	"github.com/flotilla-io/flotilla/test/procstat"
 )
 
 // quicHub is a QUIC listener with the hub's TLS settings on loopback.
@@ -23,8 +25,20 @@ type quicHub struct {
 
 func (h *testHub) startQUIC(b *testing.B) *quicHub {
 	b.Helper()
+	return h.startQUICWith(b, h.serverTLS(b))
+}
+
+// serverTLS is the hub's QUIC TLS configuration with a serving
+// certificate of h's CA.
+func (h *testHub) serverTLS(b *testing.B) *tls.Config {
+	b.Helper()
 	serving := issue(b, h.ca, pki.Request{CommonName: "hub", IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, Usage: pki.ServerAuth, ValidFor: time.Hour})
-	ln, err := quic.ListenAddr("127.0.0.1:0", protocol.ServerTLSConfig(serving, h.pool), protocol.QUICConfig())
+	return protocol.ServerTLSConfig(serving, h.pool)
+}
+
+func (h *testHub) startQUICWith(b *testing.B, conf *tls.Config) *quicHub {
+	b.Helper()
+	ln, err := quic.ListenAddr("127.0.0.1:0", conf, protocol.QUICConfig())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -141,4 +155,86 @@ func BenchmarkConnectionMemory(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkHandshake: one agent connection over QUIC with the hub's TLS
+// settings (both ends authenticated, ECDSA P-256), from the dial to a
+// first request answered on a stream (as Hello and Welcome), then closed;
+// both ends in one process, so ns/op is the CPU a fleet reconnecting to
+// a restarted hub costs per agent on a machine it shares with the hub.
+// "resumed" measures what TLS session resumption would save: the hub
+// sends no tickets today (see protocol.ServerTLSConfig).
+func BenchmarkHandshake(b *testing.B) {
+	b.Setenv("QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING", "true")
+	h := startHub(b)
+	for _, resume := range []bool{false, true} {
+		name := "full"
+		if resume {
+			name = "resumed"
+		}
+		b.Run(name, func(b *testing.B) {
+			server, agent := h.serverTLS(b), h.agentTLS(b, "edge-1")
+			if resume {
+				server.SessionTicketsDisabled = false
+				agent.ClientSessionCache = tls.NewLRUClientSessionCache(1)
+				handshake(b, h.startQUICWith(b, server), agent) // the first ticket
+			}
+			q := h.startQUICWith(b, server)
+			resumed := 0
+			cpuBefore := cpuSeconds(b)
+			for b.Loop() {
+				if handshake(b, q, agent) {
+					resumed++
+				}
+			}
+			b.ReportMetric((cpuSeconds(b)-cpuBefore)*1e6/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64(resumed)/float64(b.N), "resumed/op")
+		})
+	}
+}
+
+// handshake connects an agent to q, answers one request on a stream,
+// closes both ends and reports whether TLS resumed a session.
+func handshake(b *testing.B, q *quicHub, conf *tls.Config) (resumed bool) {
+	b.Helper()
+	c, err := quic.DialAddr(b.Context(), q.ln.Addr().String(), conf, protocol.QUICConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.CloseWithError(0, "")
+	s := <-q.accepted
+	defer s.CloseWithError(0, "")
+	out, err := c.OpenStreamSync(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := out.Write([]byte{1}); err != nil {
+		b.Fatal(err)
+	}
+	in, err := s.AcceptStream(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 1)
+	if _, err := io.ReadFull(in, buf); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := in.Write(buf); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.ReadFull(out, buf); err != nil {
+		b.Fatal(err)
+	}
+	return s.ConnectionState().TLS.DidResume
+}
+
+// cpuSeconds is this process's CPU time (10 ms resolution: run enough
+// iterations).
+func cpuSeconds(b *testing.B) float64 {
+	b.Helper()
+	sec, err := procstat.CPUSeconds(os.Getpid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return sec
 }
