@@ -155,8 +155,11 @@ func (g *Guard) Run(ctx context.Context) {
 
 // check reads the size and alarms, decides whether agents may write, and
 // defragments or disarms when that helps.
-func (g *Guard) check(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, g.cfg.Interval)
+func (g *Guard) check(runCtx context.Context) error {
+	// A defragmentation gets its own, longer deadline (defragTimeout): a
+	// large member can take longer than a check's interval, and a deadline
+	// cut short would fail the members after it.
+	ctx, cancel := context.WithTimeout(runCtx, g.cfg.Interval)
 	defer cancel()
 	var size, inUse int64
 	var errs []error
@@ -194,9 +197,9 @@ func (g *Guard) check(ctx context.Context) error {
 		// that clears NOSPACE also lets agents write again.
 		noSpace = g.disarm(ctx, noSpace)
 	case !fits:
-		g.defragment(ctx, statuses, true, len(noSpace) > 0)
+		g.defragment(runCtx, statuses, true, len(noSpace) > 0)
 	default:
-		g.defragment(ctx, statuses, false, false)
+		g.defragment(runCtx, statuses, false, false)
 	}
 	g.noSpace.Store(len(noSpace) > 0)
 	why := fmt.Sprintf("store holds %d MiB, agent writes stop above %d MiB (%.0f %% of the %d MiB quota) and resume below %d MiB",
@@ -245,25 +248,48 @@ func (g *Guard) setRefusing(refusing bool, why string) {
 // freed by a compaction as free only at a later commit, which NOSPACE
 // prevents, so the in-use figure can stay high after the data went, and
 // only a defragmentation (which measures afresh) shows it fits again.
-// The store takes no writes then anyway.
+// The store takes no writes then anyway; the cost is a copy of each
+// member's file every MinDefragBetween while the data does not fit (the
+// member's reads wait for it), the first at the alarm itself.
 func (g *Guard) defragment(ctx context.Context, statuses map[string]*clientv3.StatusResponse, urgent, noSpace bool) {
 	if !g.lastDefrag.IsZero() && time.Since(g.lastDefrag) < g.cfg.MinDefragBetween {
 		return
 	}
 	for ep, st := range statuses {
-		free := st.DbSize - st.DbSizeInUse
 		if !needsDefrag(st.DbSize, st.DbSizeInUse, g.cfg.MinDefragFree, urgent, noSpace) {
 			continue
 		}
 		g.lastDefrag = time.Now()
 		start := time.Now()
-		if err := g.defrag(ctx, ep); err != nil {
+		if err := g.defragWithin(ctx, ep); err != nil {
 			g.logger.Warn("store guard: defragment failed", "endpoint", ep, "err", err)
 			continue
 		}
 		g.defrags.Add(1)
-		g.logger.Info("store guard: defragmented", "endpoint", ep, "freedMiB", free>>20, "took", time.Since(start))
+		// Under NOSPACE the figures before may be stale: the size after
+		// says what the defragmentation gave back.
+		attrs := []any{"endpoint", ep, "underNoSpace", noSpace, "sizeBeforeMiB", st.DbSize >> 20, "took", time.Since(start)}
+		if after, err := g.statusWithin(ctx, ep); err == nil {
+			attrs = append(attrs, "sizeAfterMiB", after.DbSize>>20, "inUseAfterMiB", after.DbSizeInUse>>20)
+		}
+		g.logger.Info("store guard: defragmented", attrs...)
 	}
+}
+
+// defragTimeout bounds one member's defragmentation (etcd copies the
+// whole file: seconds per GiB).
+const defragTimeout = 5 * time.Minute
+
+func (g *Guard) statusWithin(ctx context.Context, ep string) (*clientv3.StatusResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.Interval)
+	defer cancel()
+	return g.client.Status(ctx, ep)
+}
+
+func (g *Guard) defragWithin(ctx context.Context, ep string) error {
+	ctx, cancel := context.WithTimeout(ctx, defragTimeout)
+	defer cancel()
+	return g.defrag(ctx, ep)
 }
 
 // needsDefrag decides whether a member of size bytes, inUse of them in
