@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -448,5 +449,35 @@ func (r *replica) takeOverSessions() *handover.Table {
 		return nil
 	}
 	le := r.cfg.LeaderElection
-	return r.sessions.takeOver(r.cfg.Clock.Now(), le.LeaseDuration+2*le.RetryPeriod+3*r.cfg.Gossip.Interval)
+	now := r.cfg.Clock.Now()
+	t := r.sessions.takeOver(now, le.LeaseDuration+2*le.RetryPeriod+3*r.cfg.Gossip.Interval)
+	if t == nil || r.relay == nil {
+		return t
+	}
+	return withRenewing(t, r.relay.renewingClusters(now, r.cfg.Health.DefaultLeaseDuration))
+}
+
+// withRenewing returns a copy of t in which the clusters named are
+// renewing. They are this replica's own agents: the last leader's table
+// may predate their sessions (a leader that died within a gossip interval
+// of an agent's connect lists it as not renewing), and judged by it they
+// would go Unknown before attach hands their renewals to the new
+// registry; as renewing they get the restart grace until then.
+func withRenewing(t *handover.Table, clusters []string) *handover.Table {
+	if len(clusters) == 0 {
+		return t
+	}
+	out := &handover.Table{Leader: t.Leader, TakenAt: t.TakenAt, Sessions: slices.Clone(t.Sessions)}
+	index := make(map[string]int, len(out.Sessions))
+	for i, s := range out.Sessions {
+		index[s.Cluster] = i
+	}
+	for _, name := range clusters {
+		if i, ok := index[name]; ok {
+			out.Sessions[i].Renewing = true
+			continue
+		}
+		out.Sessions = append(out.Sessions, handover.Session{Cluster: name, Renewing: true})
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -120,4 +121,50 @@ func TestRelayIntake(t *testing.T) {
 			t.Errorf("b back: apply %v, resync %v; want both", apply, sync)
 		}
 	})
+}
+
+// TestWithRenewing: a replica taking over counts its own renewing agents
+// as renewing whatever the last leader's table says (CI: a leader killed
+// 10 ms after member-1 connected to it listed member-1 as not renewing,
+// and member-1, renewing on the new leader, went Unknown for 0.2 s).
+func TestWithRenewing(t *testing.T) {
+	table := &handover.Table{Leader: "a", TakenAt: t0, Sessions: []handover.Session{
+		{Cluster: "m1", LastRenewal: t0.Add(-time.Minute)},
+		{Cluster: "m2", Renewing: true, LastRenewal: t0},
+		{Cluster: "m3", LastRenewal: t0.Add(-time.Minute)},
+	}}
+	got := withRenewing(table, []string{"m1", "m4"})
+	want := &handover.Table{Leader: "a", TakenAt: t0, Sessions: []handover.Session{
+		{Cluster: "m1", Renewing: true, LastRenewal: t0.Add(-time.Minute)},
+		{Cluster: "m2", Renewing: true, LastRenewal: t0},
+		{Cluster: "m3", LastRenewal: t0.Add(-time.Minute)},
+		{Cluster: "m4", Renewing: true},
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("withRenewing (-want +got):\n%s", diff)
+	}
+	if table.Sessions[0].Renewing || len(table.Sessions) != 3 {
+		t.Errorf("withRenewing changed the table it was given: %+v", table.Sessions)
+	}
+	if withRenewing(table, nil) != table {
+		t.Error("withRenewing with no clusters made a copy")
+	}
+}
+
+func TestRelayRenewingClusters(t *testing.T) {
+	now := t0.Add(time.Hour)
+	s := newSessionRelay("hub-b", "replica-b", nil, nil, nil, nil, slog.New(slog.DiscardHandler))
+	s.live = map[string]*relay.Session{
+		"renewed":            {Cluster: "renewed", LeaseSeconds: 4, ConnectedAt: now.Add(-time.Minute), LastRenewal: now.Add(-2 * time.Second)},
+		"stopped renewing":   {Cluster: "stopped renewing", LeaseSeconds: 4, ConnectedAt: now.Add(-time.Minute), LastRenewal: now.Add(-2*time.Second - time.Millisecond)},
+		"just connected":     {Cluster: "just connected", LeaseSeconds: 4, ConnectedAt: now.Add(-time.Second)},
+		"default lease":      {Cluster: "default lease", ConnectedAt: now.Add(-time.Minute), LastRenewal: now.Add(-19 * time.Second)},
+		"default lease, old": {Cluster: "default lease, old", ConnectedAt: now.Add(-time.Minute), LastRenewal: now.Add(-21 * time.Second)},
+	}
+	got := s.renewingClusters(now, 40*time.Second)
+	slices.Sort(got)
+	want := []string{"default lease", "just connected", "renewed"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("renewingClusters (-want +got):\n%s", diff)
+	}
 }
