@@ -260,18 +260,13 @@ func (s *sessionRelay) setLeader(identity string) {
 }
 
 // renewingClusters names the clusters whose session on this replica
-// renewed, or began, within half its lease before now (renewingAt's rule).
+// renewed, or began, within half its lease before now (renewedWithin).
 func (s *sessionRelay) renewingClusters(now time.Time, defaultLease time.Duration) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var names []string
 	for name, sess := range s.live {
-		lease := time.Duration(sess.LeaseSeconds) * time.Second
-		if lease == 0 {
-			lease = defaultLease
-		}
-		recent := func(at time.Time) bool { return !at.IsZero() && now.Sub(at) <= lease/2 }
-		if recent(sess.LastRenewal) || recent(sess.ConnectedAt) {
+		if renewedWithin(sess.LastRenewal, sess.ConnectedAt, time.Duration(sess.LeaseSeconds)*time.Second, defaultLease, now) {
 			names = append(names, name)
 		}
 	}

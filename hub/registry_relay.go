@@ -206,10 +206,20 @@ func hubIDOf(e *entry) string {
 // the start of the session it holds, within half a lease before it (two
 // renewal intervals). Sessions (the handover) and ReplicaLost judge by it.
 func renewingAt(e *entry, t time.Time, defaultLease time.Duration) bool {
-	leaseDuration := e.obs.LeaseDuration
-	if leaseDuration == 0 {
-		leaseDuration = defaultLease
+	var sessionStart time.Time
+	if e.session != "" {
+		sessionStart = e.connected
 	}
-	recent := func(at time.Time) bool { return !at.IsZero() && t.Sub(at) <= leaseDuration/2 }
-	return recent(e.obs.LastRenewal) || e.session != "" && recent(e.connected)
+	return renewedWithin(e.obs.LastRenewal, sessionStart, e.obs.LeaseDuration, defaultLease, t)
+}
+
+// renewedWithin is the rule of renewingAt, also for a standby's own
+// sessions (sessionRelay.renewingClusters): lastRenewal or sessionStart
+// (zero: none) within half of lease (0: defaultLease) before t.
+func renewedWithin(lastRenewal, sessionStart time.Time, lease, defaultLease time.Duration, t time.Time) bool {
+	if lease == 0 {
+		lease = defaultLease
+	}
+	recent := func(at time.Time) bool { return !at.IsZero() && t.Sub(at) <= lease/2 }
+	return recent(lastRenewal) || recent(sessionStart)
 }
