@@ -178,9 +178,11 @@ func BenchmarkHandshake(b *testing.B) {
 			if resume {
 				server.SessionTicketsDisabled = false
 				agent.ClientSessionCache = tls.NewLRUClientSessionCache(1)
-				handshake(b, h.startQUICWith(b, server), agent) // the first ticket
 			}
 			q := h.startQUICWith(b, server)
+			if resume {
+				handshake(b, q, agent) // the first ticket
+			}
 			resumed := 0
 			cpuBefore := cpuSeconds(b)
 			for b.Loop() {
