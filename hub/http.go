@@ -5,8 +5,11 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/flotilla-io/flotilla/hub/agentserver"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/failover"
+	"github.com/flotilla-io/flotilla/hub/registry"
+	"github.com/flotilla-io/flotilla/hub/replicas"
 	"github.com/flotilla-io/flotilla/hub/stats"
 	"github.com/flotilla-io/flotilla/store"
 )
@@ -16,8 +19,8 @@ import (
 // served by the Kubernetes API on --api-addr; profiles, when enabled, on
 // an address of their own (internal/profiling).
 type httpServer struct {
-	registry *Registry
-	agents   *agentServer
+	registry *registry.Registry
+	agents   *agentserver.Front
 	failover *failover.Controller
 	guard    *store.Guard
 	metrics  *hubMetrics
@@ -28,7 +31,7 @@ type httpServer struct {
 	// dashboard serves the web page at "/" and its API under /dashboard/.
 	dashboard http.Handler
 	// sessions is the replica's gossip, if any.
-	sessions *sessionGossip
+	sessions *replicas.Gossip
 }
 
 func (a *httpServer) handler() http.Handler {
@@ -57,25 +60,16 @@ func handleHealth(mux *http.ServeMux, probes []probe) {
 }
 
 func (a *httpServer) stats(w http.ResponseWriter, _ *http.Request) {
-	a.registry.mu.Lock()
-	clusters := len(a.registry.entries)
-	unstoredClusters := len(a.registry.dirty) + a.registry.writing
-	unstoredLeases := len(a.registry.dirtyLeas)
-	unstoredHealth := len(a.registry.healthDirty) + a.registry.writingHealth
-	a.registry.mu.Unlock()
-	a.agents.mu.Lock()
-	connected := len(a.agents.sessions)
-	a.agents.mu.Unlock()
-	st := &a.registry.stats
-	sent := a.agents.dispatch.Counts()
+	snap, st := a.registry.Snapshot(), a.registry.Counters()
+	sent := a.agents.Dispatcher().Counts()
 	writeJSON(w, http.StatusOK, stats.Stats{
 		WorksSent: sent.Upserts, WorkDeletesSent: sent.Deletes, Failover: a.failover.Stats(),
-		Clusters: clusters, ConnectedAgents: connected,
-		Renewals: st.renewals.Load(), StatusReports: st.statusReports.Load(),
-		StoreWrites: st.storeWrites.Load(), StoreConflicts: st.storeConflicts.Load(),
-		Transitions: st.transitions.Load(), UnknownTransitions: st.unknownTransitions.Load(), Events: st.eventsRecorded.Load(),
-		RejectedAgentConn: a.agents.rejected.Load(),
-		UnstoredClusters:  unstoredClusters, UnstoredHealth: unstoredHealth, UnstoredLeases: unstoredLeases,
+		Clusters: snap.Clusters, ConnectedAgents: a.agents.Snapshot().Sessions,
+		Renewals: st.Renewals, StatusReports: st.StatusReports,
+		StoreWrites: st.StoreWrites, StoreConflicts: st.StoreConflicts,
+		Transitions: st.Transitions, UnknownTransitions: st.UnknownTransitions, Events: st.EventsRecorded,
+		RejectedAgentConn: a.agents.Counters().Rejected,
+		UnstoredClusters:  snap.UnstoredClusters, UnstoredHealth: snap.UnstoredHealth, UnstoredLeases: snap.UnstoredLeases,
 	})
 }
 

@@ -15,10 +15,12 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/utils/clock"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub/agentserver"
 	"github.com/flotilla-io/flotilla/hub/apiserver"
 	"github.com/flotilla-io/flotilla/hub/binding"
 	"github.com/flotilla-io/flotilla/hub/ca"
@@ -32,7 +34,9 @@ import (
 	"github.com/flotilla-io/flotilla/hub/podlabel"
 	"github.com/flotilla-io/flotilla/hub/purge"
 	"github.com/flotilla-io/flotilla/hub/rebalancer"
+	"github.com/flotilla-io/flotilla/hub/registry"
 	"github.com/flotilla-io/flotilla/hub/relay"
+	"github.com/flotilla-io/flotilla/hub/replicas"
 	"github.com/flotilla-io/flotilla/hub/scheduling"
 	"github.com/flotilla-io/flotilla/hub/sharedfiles"
 	"github.com/flotilla-io/flotilla/hub/status"
@@ -56,7 +60,7 @@ type Config struct {
 	AgentAddress string
 	// WebSocketAddr is the TCP address of the WebSocket fallback for
 	// agents whose UDP is blocked; empty: QUIC's port, on TCP (if free);
-	// WebSocketOff: none.
+	// agentserver.WebSocketOff: none.
 	WebSocketAddr string
 	// HTTPAddr serves the dashboard, /livez, /readyz, /healthz, /metrics
 	// and /debug/stats.
@@ -101,7 +105,7 @@ type Config struct {
 	// MaxHandshakes bounds the agents' handshakes in flight, QUIC and the
 	// WebSocket fallback's TLS together; beyond it a QUIC connection is
 	// refused at once (the agent dials again soon) and a TCP one waits.
-	// 0: DefaultMaxHandshakes.
+	// 0: agentserver.DefaultMaxHandshakes.
 	MaxHandshakes int
 	// ControllerWorkers is how many bindings (or Works, templates...)
 	// each controller reconciles at once; 0: DefaultControllerWorkers.
@@ -113,8 +117,8 @@ type Config struct {
 	LeaderElection LeaderElection
 	// Gossip among the replicas (with LeaderElection): the leader's
 	// session table, so that the next one judges each cluster as it would
-	// have.
-	Gossip Gossip
+	// have, and the sessions standbys serve, relayed to the leader.
+	Gossip replicas.GossipConfig
 	// LabelLeaderPod: while leading, label this pod (POD_NAMESPACE,
 	// POD_NAME) podlabel.Label=true in the cluster it runs in, so that a
 	// Service selects the leader for agents.
@@ -126,10 +130,6 @@ type Config struct {
 // DefaultControllerWorkers is how many keys each controller reconciles at
 // once unless Config.ControllerWorkers says otherwise.
 const DefaultControllerWorkers = 4
-
-// joinWait is how long a join waits for its certificate before the agent
-// is told to come back (its request waits for approval).
-const joinWait = 20 * time.Second
 
 // Run runs the hub until ctx ends, then says goodbye to the agents, stores
 // what changed and stops. ready, if not nil, is called with the bound
@@ -267,19 +267,12 @@ type replica struct {
 	// identity is the replica's name in the election and the gossip;
 	// sessions, if set, its part in the gossip.
 	identity string
-	sessions *sessionGossip
+	sessions *replicas.Gossip
 	// front and relay, with gossip, serve agents whether this replica
 	// leads or stands by (serveAgents); without, lead opens the listeners.
-	front *agentFront
-	relay *sessionRelay
+	front *agentserver.Front
+	relay *replicas.Relay
 }
-
-// agentsReceiveBuffer is the receive buffer asked for the agents' UDP
-// socket. quic-go asks for 7 MiB; at 10,000 agents on two cores the hub's
-// socket still dropped 4,000 packets a second while the fleet reconnected
-// after a restart (handshakes then time out and agents back off), and
-// thousands in the bursts of a steady fleet.
-const agentsReceiveBuffer = 32 << 20
 
 // lead runs the controllers and the registry until ctx ends, then says
 // goodbye to the agents and stores what changed. It opens the agent
@@ -310,7 +303,7 @@ func (r *replica) lead(ctx context.Context) error {
 	defer stopRegistry()
 	recorder := controller.StartEventRecorder(registryCtx, clients.Kube)
 	clusters := informers.Clusters
-	registry, err := NewRegistry(ctx, RegistryAPI{Flotilla: clients.Flotilla, Kube: clients.Kube, Recorder: recorder}, RegistryConfig{
+	reg, err := registry.New(ctx, registry.API{Flotilla: clients.Flotilla, Kube: clients.Kube, Recorder: recorder}, registry.Config{
 		Health: cfg.Health, FlushInterval: cfg.FlushInterval, LeaseFlushInterval: cfg.LeaseFlushInterval,
 		LeaseWritesPerSecond: cfg.LeaseWritesPerSecond, MaxClockSkew: cfg.MaxClockSkew, HubID: cfg.HubID,
 		Handover: r.takeOverSessions(),
@@ -319,26 +312,26 @@ func (r *replica) lead(ctx context.Context) error {
 		return err
 	}
 	guard := s.NewGuard(cfg.Store, func(refusing bool, why string) { recordStoreState(recorder, refusing, why) })
-	registry.SetStoreGate(guard.AllowAgentWrite)
+	reg.SetStoreGate(guard.AllowAgentWrite)
 	clusters.AddHandler(func(old, cur *v1alpha1.Cluster) {
 		if cur == nil {
-			registry.Forget(old.Name)
+			reg.Forget(old.Name)
 			return
 		}
-		registry.Observe(cur)
+		reg.Observe(cur)
 	})
 
 	// Every controller adds its handlers to the shared informers before
 	// they start.
 	front := r.front
 	if front == nil {
-		if front, err = openAgentFront(ctx, cfg, hubCA, clients, informers, recorder, registry); err != nil {
+		if front, err = agentserver.Open(ctx, cfg.agentServer(), hubCA, clients, informers, recorder, reg); err != nil {
 			return err
 		}
-		defer front.close()
+		defer front.Close()
 	}
-	front.dispatcher.SetStoreGate(guard.AllowAgentWrite)
-	if err := publishJoinInfo(ctx, clients.Kube, cfg.AgentAddress, front.udpConn.LocalAddr(), hubCA.Cert); err != nil {
+	front.Dispatcher().SetStoreGate(guard.AllowAgentWrite)
+	if err := publishJoinInfo(ctx, clients.Kube, cfg.AgentAddress, front.Addr(), hubCA.Cert); err != nil {
 		return err
 	}
 	profLn, err := profiling.Listen(cfg.ProfilingAddr)
@@ -347,7 +340,7 @@ func (r *replica) lead(ctx context.Context) error {
 	}
 	failoverCtl := failover.New(clients, informers, recorder, cfg.Clock, logger, cfg.Failover)
 	scheduler := scheduling.New(clients, informers, recorder, cfg.Clock, logger)
-	metrics.observe(registry, front.dispatcher, scheduler, failoverCtl)
+	metrics.observe(reg, front.Dispatcher(), scheduler, failoverCtl)
 	controllers := []interface{ Run(context.Context, int) }{
 		detector.New(clients, informers, recorder, cfg.Clock, logger),
 		scheduler,
@@ -358,11 +351,11 @@ func (r *replica) lead(ctx context.Context) error {
 		purge.New(clients, informers, recorder, cfg.Clock, logger),
 		karmada.New(clients, informers, recorder, logger),
 		clusterdeletion.New(clients, informers, recorder, logger),
-		front.joins,
+		front.Joins(),
 	}
 	board := dashboard.New(dashboard.Config{
 		Clusters: informers.Clusters, Bindings: informers.Bindings, ClusterBindings: informers.ClusterBindings,
-		Leases: registry, ZoneModes: func() map[string]string { return failoverCtl.Stats().ZoneModes },
+		Leases: reg, ZoneModes: func() map[string]string { return failoverCtl.Stats().ZoneModes },
 		Kube: clients.Kube, API: api.HubConfig, EvictionGrace: cfg.Failover.GracefulEvictionTimeout,
 		Settings: dashboard.Settings{HubID: cfg.HubID, GracePeriod: cfg.Health.GracePeriod.Milliseconds(),
 			DefaultLeaseDuration: cfg.Health.DefaultLeaseDuration.Milliseconds(), EvictionTimeout: cfg.Health.EvictionTimeout.Milliseconds()},
@@ -370,16 +363,16 @@ func (r *replica) lead(ctx context.Context) error {
 	})
 	templateSource.Start(registryCtx)
 	informers.Start(registryCtx)
-	httpAPI := &httpServer{registry: registry, agents: front.agents, failover: failoverCtl, guard: guard, dashboard: board.Handler(), metrics: metrics, events: recorder, sessions: r.sessions,
-		probes: readinessProbes(s, clients.Kube, informers, &front.serving)}
+	httpAPI := &httpServer{registry: reg, agents: front, failover: failoverCtl, guard: guard, dashboard: board.Handler(), metrics: metrics, events: recorder, sessions: r.sessions,
+		probes: readinessProbes(s, clients.Kube, informers, front.Serving)}
 
 	var wg sync.WaitGroup
-	wg.Go(func() { registry.Run(registryCtx) })
+	wg.Go(func() { reg.Run(registryCtx) })
 	publishing := make(chan struct{})
 	go func() {
 		defer close(publishing)
 		if r.sessions != nil {
-			r.sessions.publish(ctx, registry, r.identity, cfg.Clock)
+			r.sessions.Publish(ctx, reg, r.identity, cfg.Clock)
 		}
 	}()
 	wg.Go(func() { guard.Run(registryCtx) })
@@ -392,7 +385,7 @@ func (r *replica) lead(ctx context.Context) error {
 	// older of two, here or on the replica holding it, through a bounded
 	// queue (a peer relaying many stale sessions costs no goroutines).
 	supersedes := make(chan supersession, supersedeQueue)
-	registry.SetSupersede(func(cluster, session, replica, reason string) {
+	reg.SetSupersede(func(cluster, session, replica, reason string) {
 		select {
 		case supersedes <- supersession{replica: replica, end: relay.End{Cluster: cluster, Session: session, Reason: reason}}:
 		default:
@@ -406,18 +399,18 @@ func (r *replica) lead(ctx context.Context) error {
 				return
 			case s := <-supersedes:
 				if s.replica == "" {
-					front.agents.endSession(s.end.Cluster, s.end.Session, s.end.Reason)
+					front.EndSession(s.end.Cluster, s.end.Session, s.end.Reason)
 				} else if r.sessions != nil {
-					r.sessions.sendEnd(s.replica, s.end)
+					r.sessions.SendEnd(s.replica, s.end)
 				}
 			}
 		}
 	})
 	if r.front == nil {
-		front.start(ctx)
+		front.Start(ctx)
 	} else {
-		r.relay.attach(registry)
-		wg.Go(func() { r.sessions.applyRelayed(ctx, registry, cfg.Clock) })
+		r.relay.Attach(reg)
+		wg.Go(func() { r.sessions.ApplyRelayed(ctx, reg, cfg.Clock) })
 	}
 	if profLn != nil {
 		wg.Go(func() { profiling.Serve(ctx, profLn, logger) })
@@ -425,10 +418,10 @@ func (r *replica) lead(ctx context.Context) error {
 	r.http.set(httpAPI.handler())
 	defer r.http.set(nil)
 
-	logger.Info("hub ready", "hubID", cfg.HubID, "quic", front.ln.Addr().String(), "websocket", front.wsAddr(), "http", r.httpAddr.String(), "api", api.URL, "kubeconfig", api.AdminKubeconfig,
+	logger.Info("hub ready", "hubID", cfg.HubID, "quic", front.Addr().String(), "websocket", front.WebSocketAddr(), "http", r.httpAddr.String(), "api", api.URL, "kubeconfig", api.AdminKubeconfig,
 		"gracePeriod", cfg.Health.GracePeriod, "evictionTimeout", cfg.Health.EvictionTimeout)
 	if r.ready != nil {
-		r.ready(front.ln.Addr(), r.httpAddr)
+		r.ready(front.Addr(), r.httpAddr)
 	}
 	if r.labeler != nil { // agents may come now
 		r.labeler.Want(true)
@@ -442,7 +435,7 @@ func (r *replica) lead(ctx context.Context) error {
 	<-publishing
 	// Agents get a goaway while the listener still runs (serve sends it when
 	// its context ends); only then does the listener close.
-	front.goodbye()
+	front.Goodbye()
 	logger.Info("agent sessions closed: agents reconnect to the next leader or this hub restarted")
 	stopRegistry() // the writer's final flush runs on its way out
 	wg.Wait()
@@ -458,3 +451,21 @@ type supersession struct {
 
 // supersedeQueue bounds the sessions waiting to be ended.
 const supersedeQueue = 1024
+
+// recordStoreState records on the hub's lease namespace that the store
+// guard started or stopped refusing agent-driven writes.
+func recordStoreState(recorder controller.Recorder, refusing bool, why string) {
+	ref := corev1.ObjectReference{APIVersion: "v1", Kind: "Namespace", Name: v1alpha1.LeaseNamespace}
+	if refusing {
+		recorder.Event(ref, corev1.EventTypeWarning, "StoreFull", "agent-driven writes (Work status reports, events about agents) are refused until the store shrinks; health changes are still stored: "+why)
+		return
+	}
+	recorder.Event(ref, corev1.EventTypeNormal, "StoreRecovered", "agent-driven writes are stored again: "+why)
+}
+
+// agentServer is the part of cfg the agents' front needs.
+func (cfg Config) agentServer() agentserver.Config {
+	return agentserver.Config{QUICAddr: cfg.QUICAddr, WebSocketAddr: cfg.WebSocketAddr, DataDir: cfg.DataDir, TLSSANs: cfg.TLSSANs,
+		MaxHandshakes: cfg.MaxHandshakes, AgentCertTTL: cfg.AgentCertTTL, AgentCSRApproval: cfg.AgentCSRApproval,
+		Health: cfg.Health, HubID: cfg.HubID, Clock: cfg.Clock, Logger: cfg.Logger}
+}

@@ -12,8 +12,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flotilla-io/flotilla/hub/agentserver"
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/hub/handover"
 	"github.com/flotilla-io/flotilla/hub/relay"
+	"github.com/flotilla-io/flotilla/hub/replicas"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
@@ -60,7 +63,7 @@ func (r *replica) runElected(ctx context.Context) error {
 	}
 	r.identity = id
 	if r.cfg.Gossip.Addr != "" {
-		if r.sessions, err = startSessionGossip(r.cfg, id); err != nil {
+		if r.sessions, err = replicas.StartGossip(r.cfg.Gossip, r.cfg.DataDir, id, r.cfg.Clock, r.cfg.Logger); err != nil {
 			return err
 		}
 		// The gossip outlives the agents' goodbyes: the leader hears of
@@ -69,7 +72,7 @@ func (r *replica) runElected(ctx context.Context) error {
 		gossipDone := make(chan struct{})
 		go func() {
 			defer close(gossipDone)
-			r.sessions.run(gossipCtx)
+			r.sessions.Run(gossipCtx)
 		}()
 		defer func() {
 			stopGossip()
@@ -106,8 +109,7 @@ func (r *replica) runElected(ctx context.Context) error {
 	}
 	if r.relay != nil {
 		// The elector's view, not the order its OnNewLeader calls arrive.
-		leaderOf := elector.GetLeader
-		r.relay.leaderOf.Store(&leaderOf)
+		r.relay.FollowElector(elector.GetLeader)
 	}
 	r.http.setStandby(standbyHandler(r, &e.leader))
 	e.log.Info("standing for leader election", "leaseDuration", le.LeaseDuration, "renewDeadline", le.RenewDeadline, "retryPeriod", le.RetryPeriod)
@@ -148,8 +150,8 @@ func (r *replica) serveAgents(ctx context.Context) (stop func(), err error) {
 	frontCtx, stopFront := context.WithCancel(context.WithoutCancel(ctx))
 	informers := controller.NewAgentInformers(clients)
 	recorder := controller.StartEventRecorder(frontCtx, clients.Kube)
-	r.relay = newSessionRelay(cfg.HubID, r.identity, clients.Flotilla.FlotillaV1alpha1().Clusters(), informers.Clusters.Get, r.sessions.sendTo, cfg.Clock, cfg.Logger)
-	if r.front, err = openAgentFront(frontCtx, cfg, r.ca, clients, informers, recorder, r.relay); err != nil {
+	r.relay = replicas.NewRelay(cfg.HubID, r.identity, clients.Flotilla.FlotillaV1alpha1().Clusters(), informers.Clusters.Get, r.sessions.SendTo, cfg.Clock, cfg.Logger)
+	if r.front, err = agentserver.Open(frontCtx, cfg.agentServer(), r.ca, clients, informers, recorder, r.relay); err != nil {
 		stopFront()
 		return nil, err
 	}
@@ -158,33 +160,31 @@ func (r *replica) serveAgents(ctx context.Context) (stop func(), err error) {
 	watchCfg := cfg.Store
 	watchCfg.WatchOnly = true
 	guard := r.store.NewGuard(watchCfg, nil)
-	r.front.dispatcher.SetStoreGate(guard.AllowAgentWrite)
-	end := func(e relay.End) { r.front.agents.endSession(e.Cluster, e.Session, e.Reason) }
-	r.sessions.endSession.Store(&end)
-	resync := r.relay.requestFull
-	r.sessions.resync.Store(&resync)
+	r.front.Dispatcher().SetStoreGate(guard.AllowAgentWrite)
+	r.sessions.OnEnd(func(e relay.End) { r.front.EndSession(e.Cluster, e.Session, e.Reason) })
+	r.sessions.OnResync(r.relay.RequestFull)
 	informers.Start(frontCtx)
-	r.front.joins.Watch(frontCtx)
-	r.front.start(frontCtx)
+	r.front.Joins().Watch(frontCtx)
+	r.front.Start(frontCtx)
 	relayCtx, stopRelay := context.WithCancel(frontCtx)
 	relayDone := make(chan struct{})
 	go func() {
 		defer close(relayDone)
-		r.relay.run(relayCtx)
+		r.relay.Run(relayCtx)
 	}()
 	guardDone := make(chan struct{})
 	go func() {
 		defer close(guardDone)
 		guard.Run(frontCtx)
 	}()
-	cfg.Logger.Info("serving agents on this replica, leading or standing by", "quic", r.front.ln.Addr().String(), "websocket", r.front.wsAddr())
+	cfg.Logger.Info("serving agents on this replica, leading or standing by", "quic", r.front.Addr().String(), "websocket", r.front.WebSocketAddr())
 	return func() {
-		r.front.goodbye()
+		r.front.Goodbye()
 		stopRelay()
 		<-relayDone // the sessions the goodbyes dropped reach the leader
 		stopFront()
 		<-guardDone
-		r.front.close()
+		r.front.Close()
 	}, nil
 }
 
@@ -223,7 +223,7 @@ func (e *election) lead(leadCtx context.Context) {
 	defer stop()
 	err := e.replica.lead(runCtx)
 	if e.sessions != nil {
-		e.sessions.stepDown()
+		e.sessions.StepDown()
 	}
 	e.mayRelease.Store(true)
 	e.led <- err
@@ -246,7 +246,7 @@ func (e *election) stop() error {
 func (e *election) newLeader(identity string) {
 	e.leader.Store(&identity)
 	if e.relay != nil {
-		e.relay.setLeader(identity)
+		e.relay.SetLeader(identity)
 	}
 	if identity != e.id {
 		e.log.Info("standing by: another replica leads", "leader", identity)
@@ -296,7 +296,7 @@ func standbyHandler(r *replica, leader *atomic.Pointer[string]) http.Handler {
 		// It serves agents: ready whoever leads.
 		serving = "serves agents (their sessions relayed to the leader) and the Kubernetes API"
 		probes = append(probes, probe{name: "quic-listener", check: func(context.Context) error {
-			if !r.front.serving.Load() {
+			if !r.front.Serving() {
 				return errors.New("not accepting agent connections")
 			}
 			return nil
@@ -342,4 +342,22 @@ func (h *switchHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	http.Error(w, "the hub is starting", http.StatusServiceUnavailable)
+}
+
+// takeOverSessions is the last leader's session table for this replica,
+// which starts to lead: nil without gossip, or if none came recently
+// enough. A leader that died sent its last table at most an interval
+// before; a standby takes over at most a lease duration and a retry
+// period after its last renewal.
+func (r *replica) takeOverSessions() *handover.Table {
+	if r.sessions == nil {
+		return nil
+	}
+	le := r.cfg.LeaderElection
+	now := r.cfg.Clock.Now()
+	t := r.sessions.TakeOver(now, le.LeaseDuration+2*le.RetryPeriod+3*r.cfg.Gossip.Interval)
+	if t == nil || r.relay == nil {
+		return t
+	}
+	return replicas.WithRenewing(t, r.relay.RenewingClusters(now, r.cfg.Health.DefaultLeaseDuration))
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/flotilla-io/flotilla/eviction"
 	"github.com/flotilla-io/flotilla/internal/version"
-	"github.com/flotilla-io/flotilla/transport"
 )
 
 // zoneModes are the partition protection modes a zone can be in, each a
@@ -35,28 +34,28 @@ func (a *httpServer) metricsHandler() http.Handler {
 	gauge := func(name, help string, read func() float64) {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, read))
 	}
-	counter("flotilla_lease_renewals_total", "Lease renewals received from agents.", func() float64 { return float64(a.registry.stats.renewals.Load()) })
-	counter("flotilla_status_reports_total", "Cluster status reports received from agents.", func() float64 { return float64(a.registry.stats.statusReports.Load()) })
-	counter("flotilla_ready_transitions_total", "Changes of a cluster's Ready condition.", func() float64 { return float64(a.registry.stats.transitions.Load()) })
-	counter("flotilla_works_sent_total", "Work upserts sent to agents.", func() float64 { return float64(a.agents.dispatch.Counts().Upserts) })
-	counter("flotilla_work_deletes_sent_total", "Work deletions sent to agents.", func() float64 { return float64(a.agents.dispatch.Counts().Deletes) })
-	counter("flotilla_sessions_replaced_total", "Agent sessions ended by a newer session of their cluster (one session per cluster).", func() float64 { return float64(a.agents.replaced.Load()) })
-	counter("flotilla_agent_connections_rejected_total", "Agent connections refused: identity, hello or frames.", func() float64 { return float64(a.agents.rejected.Load()) })
-	counter("flotilla_lease_renewal_datagrams_total", "Lease renewals received as QUIC datagrams (the rest came on control streams).", func() float64 { return float64(a.agents.renewalDatagrams.Load()) })
-	counter("flotilla_lease_renewals_limited_total", "Lease renewals beyond a session's rate: acknowledged, not stamped again.", func() float64 { return float64(a.agents.limits.limitedRenewals.Load()) })
-	counter("flotilla_status_reports_coalesced_total", "Cluster status reports replaced by a newer one before they were applied (beyond a session's rate).", func() float64 { return float64(a.agents.limits.coalescedReports.Load()) })
-	counter("flotilla_work_reports_coalesced_total", "Work status reports replaced by a newer one of the same Work before they were written.", func() float64 { return float64(a.agents.dispatch.Limits().Coalesced) })
-	counter("flotilla_work_reports_truncated_total", "Work status reports stored in part (too many manifests or bytes).", func() float64 { return float64(a.agents.dispatch.Limits().Truncated) })
-	counter("flotilla_events_suppressed_total", "Events about clusters left out beyond the bound per cluster and reason.", func() float64 { return float64(a.registry.stats.eventsSuppressed.Load()) })
+	counter("flotilla_lease_renewals_total", "Lease renewals received from agents.", func() float64 { return float64(a.registry.Counters().Renewals) })
+	counter("flotilla_status_reports_total", "Cluster status reports received from agents.", func() float64 { return float64(a.registry.Counters().StatusReports) })
+	counter("flotilla_ready_transitions_total", "Changes of a cluster's Ready condition.", func() float64 { return float64(a.registry.Counters().Transitions) })
+	counter("flotilla_works_sent_total", "Work upserts sent to agents.", func() float64 { return float64(a.agents.Dispatcher().Counts().Upserts) })
+	counter("flotilla_work_deletes_sent_total", "Work deletions sent to agents.", func() float64 { return float64(a.agents.Dispatcher().Counts().Deletes) })
+	counter("flotilla_sessions_replaced_total", "Agent sessions ended by a newer session of their cluster (one session per cluster).", func() float64 { return float64(a.agents.Counters().Replaced) })
+	counter("flotilla_agent_connections_rejected_total", "Agent connections refused: identity, hello or frames.", func() float64 { return float64(a.agents.Counters().Rejected) })
+	counter("flotilla_lease_renewal_datagrams_total", "Lease renewals received as QUIC datagrams (the rest came on control streams).", func() float64 { return float64(a.agents.Counters().RenewalDatagrams) })
+	counter("flotilla_lease_renewals_limited_total", "Lease renewals beyond a session's rate: acknowledged, not stamped again.", func() float64 { return float64(a.agents.Counters().LimitedRenewals) })
+	counter("flotilla_status_reports_coalesced_total", "Cluster status reports replaced by a newer one before they were applied (beyond a session's rate).", func() float64 { return float64(a.agents.Counters().CoalescedReports) })
+	counter("flotilla_work_reports_coalesced_total", "Work status reports replaced by a newer one of the same Work before they were written.", func() float64 { return float64(a.agents.Dispatcher().Limits().Coalesced) })
+	counter("flotilla_work_reports_truncated_total", "Work status reports stored in part (too many manifests or bytes).", func() float64 { return float64(a.agents.Dispatcher().Limits().Truncated) })
+	counter("flotilla_events_suppressed_total", "Events about clusters left out beyond the bound per cluster and reason.", func() float64 { return float64(a.registry.Counters().EventsSuppressed) })
 	counter("flotilla_events_dropped_total", "Events not recorded because too many event writes were waiting for the API server.", func() float64 {
 		if a.events == nil {
 			return 0
 		}
 		return float64(a.events.Dropped())
 	})
-	counter("flotilla_work_reports_dropped_total", "Work status reports not written because the store was too full.", func() float64 { return float64(a.agents.dispatch.Limits().Dropped) })
-	counter("flotilla_registry_store_writes_total", "Cluster and lease objects the registry wrote to the API server.", func() float64 { return float64(a.registry.stats.storeWrites.Load()) })
-	counter("flotilla_registry_store_conflicts_total", "Registry writes that met a conflict and were retried.", func() float64 { return float64(a.registry.stats.storeConflicts.Load()) })
+	counter("flotilla_work_reports_dropped_total", "Work status reports not written because the store was too full.", func() float64 { return float64(a.agents.Dispatcher().Limits().Dropped) })
+	counter("flotilla_registry_store_writes_total", "Cluster and lease objects the registry wrote to the API server.", func() float64 { return float64(a.registry.Counters().StoreWrites) })
+	counter("flotilla_registry_store_conflicts_total", "Registry writes that met a conflict and were retried.", func() float64 { return float64(a.registry.Counters().StoreConflicts) })
 	gauge("flotilla_store_db_size_bytes", "Size of etcd's database (the largest member), as of the store guard's last check.", func() float64 { return float64(a.guard.Stats().Size) })
 	gauge("flotilla_store_db_in_use_bytes", "Bytes of etcd's database in use (what defragmentation would leave).", func() float64 { return float64(a.guard.Stats().InUse) })
 	gauge("flotilla_store_quota_bytes", "etcd's backend quota the store guard works with.", func() float64 { return float64(a.guard.Stats().Quota) })
@@ -65,40 +64,28 @@ func (a *httpServer) metricsHandler() http.Handler {
 	counter("flotilla_store_agent_writes_refused_total", "Agent-driven writes (Work reports, events about agents) refused because the store was too full.", func() float64 { return float64(a.guard.Stats().Refused) })
 	counter("flotilla_store_defragmentations_total", "Defragmentations the store guard ran.", func() float64 { return float64(a.guard.Stats().Defrags) })
 	counter("flotilla_store_alarms_disarmed_total", "NOSPACE alarms the store guard disarmed after the data fit again.", func() float64 { return float64(a.guard.Stats().Disarms) })
-	counter("flotilla_quic_handshakes_refused_total", "Agents' first QUIC packets refused because --max-handshakes were in flight (a dial may send two; the agent dials again in 1-3 s).", func() float64 { return float64(a.agents.handshakes.refused.Load()) })
-	gauge("flotilla_agent_handshakes_in_flight", "Agents' handshakes under way, QUIC and TLS on TCP (the WebSocket fallback) together, bounded by --max-handshakes.", func() float64 { return float64(a.agents.handshakes.inFlight.Load()) })
-	counter("flotilla_join_attempts_limited_total", "Join connections refused because their source address tried too often.", func() float64 { return float64(a.agents.joinLimit.limitedCount()) })
-	counter("flotilla_served_apis_coalesced_total", "Lists of served APIs replaced by a newer one before they were stored (beyond a cluster's pace).", func() float64 { return float64(a.registry.stats.apisCoalesced.Load()) })
+	counter("flotilla_quic_handshakes_refused_total", "Agents' first QUIC packets refused because --max-handshakes were in flight (a dial may send two; the agent dials again in 1-3 s).", func() float64 { return float64(a.agents.Counters().HandshakesRefused) })
+	gauge("flotilla_agent_handshakes_in_flight", "Agents' handshakes under way, QUIC and TLS on TCP (the WebSocket fallback) together, bounded by --max-handshakes.", func() float64 { return float64(a.agents.Snapshot().HandshakesInFlight) })
+	counter("flotilla_join_attempts_limited_total", "Join connections refused because their source address tried too often.", func() float64 { return float64(a.agents.Counters().JoinsLimited) })
+	counter("flotilla_served_apis_coalesced_total", "Lists of served APIs replaced by a newer one before they were stored (beyond a cluster's pace).", func() float64 { return float64(a.registry.Counters().APIsCoalesced) })
 	if a.sessions != nil {
-		gauge("flotilla_hub_gossip_members", "Hub replicas alive in the gossip group, this one included.", func() float64 { return float64(a.sessions.members()) })
-		counter("flotilla_hub_session_tables_sent_total", "Session tables this leader wrote to a standby replica's stream (not acknowledged).", func() float64 { return float64(a.sessions.sent.Load()) })
-		counter("flotilla_hub_session_tables_failed_total", "Session tables this leader could not send: to a replica it counted alive, or over 20 MB.", func() float64 { return float64(a.sessions.failed.Load()) })
-		counter("flotilla_hub_relay_batches_received_total", "Batches of agent sessions other replicas relayed to this leader.", func() float64 { return float64(a.sessions.received.Load()) })
-		counter("flotilla_hub_relay_batches_dropped_total", "Relayed batches dropped because the registry fell behind (the sender's next full batch makes good).", func() float64 { return float64(a.sessions.overflow.Load()) })
-		counter("flotilla_hub_replicas_lost_total", "Replicas serving agents this leader counted lost (silent for 2.5 s, dead or gone): their clusters got a grace to reconnect.", func() float64 { return float64(a.sessions.lostReplicas.Load()) })
-		gauge("flotilla_hub_relayed_sessions", "Agent sessions served by other replicas and relayed to this leader.", func() float64 { return float64(a.registry.relayedSessions()) })
+		gauge("flotilla_hub_gossip_members", "Hub replicas alive in the gossip group, this one included.", func() float64 { return float64(a.sessions.Members()) })
+		counter("flotilla_hub_session_tables_sent_total", "Session tables this leader wrote to a standby replica's stream (not acknowledged).", func() float64 { return float64(a.sessions.Counters().TablesSent) })
+		counter("flotilla_hub_session_tables_failed_total", "Session tables this leader could not send: to a replica it counted alive, or over 20 MB.", func() float64 { return float64(a.sessions.Counters().TablesFailed) })
+		counter("flotilla_hub_relay_batches_received_total", "Batches of agent sessions other replicas relayed to this leader.", func() float64 { return float64(a.sessions.Counters().BatchesReceived) })
+		counter("flotilla_hub_relay_batches_dropped_total", "Relayed batches dropped because the registry fell behind (the sender's next full batch makes good).", func() float64 { return float64(a.sessions.Counters().BatchesDropped) })
+		counter("flotilla_hub_replicas_lost_total", "Replicas serving agents this leader counted lost (silent for 2.5 s, dead or gone): their clusters got a grace to reconnect.", func() float64 { return float64(a.sessions.Counters().ReplicasLost) })
+		gauge("flotilla_hub_relayed_sessions", "Agent sessions served by other replicas and relayed to this leader.", func() float64 { return float64(a.registry.RelayedSessions()) })
 	}
-	gauge("flotilla_connected_agents", "Agents connected to this hub.", func() float64 {
-		a.agents.mu.Lock()
-		defer a.agents.mu.Unlock()
-		return float64(len(a.agents.sessions))
-	})
+	gauge("flotilla_connected_agents", "Agents connected to this hub.", func() float64 { return float64(a.agents.Snapshot().Sessions) })
 	gauge("flotilla_connected_agents_websocket", "Agents connected over the WebSocket fallback (TLS on TCP): QUIC got no answer on their way, UDP is likely blocked (counted in flotilla_connected_agents too).", func() float64 {
-		a.agents.mu.Lock()
-		defer a.agents.mu.Unlock()
-		n := 0
-		for _, sess := range a.agents.sessions {
-			if sess.conn.Kind() == transport.WebSocket {
-				n++
-			}
-		}
-		return float64(n)
+		return float64(a.agents.Snapshot().WebSocketSessions)
 	})
 	v := version.Get()
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "flotilla_build_info",
 		Help:        "Always 1: the hub's version, the Kubernetes release it embeds and the Go version it was built with.",
 		ConstLabels: prometheus.Labels{"version": v.Flotilla, "kubernetes": v.Kubernetes, "goversion": v.GoVersion}}, func() float64 { return 1 }))
-	reg.MustRegister(zoneCollector{a}, clusterCollector{a.registry},
+	reg.MustRegister(zoneCollector{a}, a.registry.Collector(),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return promhttp.HandlerFor(prometheus.Gatherers{reg, workqueueGatherer{}}, promhttp.HandlerOpts{})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/hub/dispatch"
 	"github.com/flotilla-io/flotilla/hub/failover"
+	"github.com/flotilla-io/flotilla/hub/registry"
 	"github.com/flotilla-io/flotilla/hub/scheduling"
 )
 
@@ -58,7 +59,7 @@ func newHubMetrics() *hubMetrics {
 }
 
 // observe hooks the instruments into the parts of the hub that observe.
-func (m *hubMetrics) observe(r *Registry, d *dispatch.Dispatcher, s *scheduling.Controller, f *failover.Controller) {
+func (m *hubMetrics) observe(r *registry.Registry, d *dispatch.Dispatcher, s *scheduling.Controller, f *failover.Controller) {
 	r.SetDetectionObserver(func(delay time.Duration) { m.detectionDelay.Observe(delay.Seconds()) })
 	d.SetLatencyObserver(func(op string, took time.Duration) { m.dispatchLatency.WithLabelValues(op).Observe(took.Seconds()) })
 	s.SetLatencyObserver(func(result string, took time.Duration) {

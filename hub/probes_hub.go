@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/client-go/kubernetes"
@@ -19,7 +18,7 @@ import (
 // readinessProbes are the hub's /readyz checks: it can serve agents and
 // operators only with its store reachable, its API server ready, its
 // informers synced and its QUIC listener accepting.
-func readinessProbes(s *store.Store, kube kubernetes.Interface, informers *controller.Informers, quicServing *atomic.Bool) []probe {
+func readinessProbes(s *store.Store, kube kubernetes.Interface, informers *controller.Informers, quicServing func() bool) []probe {
 	synced := map[string]cache.InformerSynced{
 		"clusters": informers.Clusters.Informer().HasSynced, "bindings": informers.Bindings.Informer().HasSynced,
 		"clusterbindings": informers.ClusterBindings.Informer().HasSynced, "works": informers.Works.Informer().HasSynced,
@@ -48,7 +47,7 @@ func readinessProbes(s *store.Store, kube kubernetes.Interface, informers *contr
 			return nil
 		}},
 		{name: "quic-listener", check: func(context.Context) error {
-			if !quicServing.Load() {
+			if !quicServing() {
 				return errors.New("not accepting agent connections")
 			}
 			return nil

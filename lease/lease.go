@@ -72,3 +72,16 @@ func Freshness(l *coordinationv1.Lease, now time.Time) State {
 		return Expired
 	}
 }
+
+// RenewedWithin says whether an agent was renewing at t: lastRenewal or
+// sessionStart (zero: none) within half of duration (0: defaultDuration)
+// before t, that is within two renewal intervals of a quarter lease each.
+// The leader's registry judges its clusters by it, and so does a standby
+// its own sessions when it takes over.
+func RenewedWithin(lastRenewal, sessionStart time.Time, duration, defaultDuration time.Duration, t time.Time) bool {
+	if duration == 0 {
+		duration = defaultDuration
+	}
+	recent := func(at time.Time) bool { return !at.IsZero() && t.Sub(at) <= duration/2 }
+	return recent(lastRenewal) || recent(sessionStart)
+}

@@ -102,3 +102,27 @@ func BenchmarkDeadlinesRenew(b *testing.B) {
 		d.Set(fmt.Sprintf("c%d", i%clusters), t0.Add(time.Duration(clusters+i)*time.Millisecond))
 	}
 }
+
+func TestRenewedWithin(t *testing.T) {
+	var never time.Time
+	tests := []struct {
+		name                      string
+		lastRenewal, sessionStart time.Time
+		duration                  time.Duration
+		want                      bool
+	}{
+		{name: "renewed within half the lease", lastRenewal: t0.Add(-20 * time.Second), duration: 40 * time.Second, want: true},
+		{name: "renewed longer ago", lastRenewal: t0.Add(-21 * time.Second), duration: 40 * time.Second},
+		{name: "a session that just began", lastRenewal: t0.Add(-time.Hour), sessionStart: t0.Add(-time.Second), duration: 40 * time.Second, want: true},
+		{name: "never renewed, no session", lastRenewal: never, duration: 40 * time.Second},
+		{name: "no lease yet: the default", lastRenewal: t0.Add(-9 * time.Second), want: true},
+		{name: "no lease yet: beyond half the default", lastRenewal: t0.Add(-11 * time.Second)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := RenewedWithin(tt.lastRenewal, tt.sessionStart, tt.duration, 20*time.Second, t0); got != tt.want {
+				t.Errorf("RenewedWithin = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/flotilla-io/flotilla/hub"
+	"github.com/flotilla-io/flotilla/hub/agentserver"
 	"github.com/flotilla-io/flotilla/hub/failover"
 	"github.com/flotilla-io/flotilla/hub/health"
 	"github.com/flotilla-io/flotilla/hub/join"
@@ -93,7 +94,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags.DurationVar(&cfg.LeaseFlushInterval, "lease-flush-interval", 10*time.Second, "how often renewed leases are written to the store in batches: each lease at most once per interval, whatever the heartbeat rate")
 	flags.DurationVar(&cfg.EventTTL, "event-ttl", time.Hour, "how long events are kept (the API server's --event-ttl)")
 	flags.Float64Var(&cfg.LeaseWritesPerSecond, "lease-writes-per-second", 100, "most writes per second of the cluster registry to the API server (0: no limit): leases get what Cluster writes leave (at least a tenth); with more clusters than this times --lease-flush-interval, each stored lease is refreshed less often (health changes are never held back, and health is decided in memory)")
-	flags.IntVar(&cfg.MaxHandshakes, "max-handshakes", hub.DefaultMaxHandshakes, "agents' handshakes the hub carries at once, QUIC and the WebSocket fallback's TLS together; beyond it a QUIC connection is refused at its first packet and the agent dials again in 1-3 s, a TCP connection waits to be accepted (after a restart the whole fleet dials at once: handshakes beyond what the cores finish would all be slow and time out)")
+	flags.IntVar(&cfg.MaxHandshakes, "max-handshakes", agentserver.DefaultMaxHandshakes, "agents' handshakes the hub carries at once, QUIC and the WebSocket fallback's TLS together; beyond it a QUIC connection is refused at its first packet and the agent dials again in 1-3 s, a TCP connection waits to be accepted (after a restart the whole fleet dials at once: handshakes beyond what the cores finish would all be slow and time out)")
 	flags.IntVar(&cfg.ControllerWorkers, "controller-workers", hub.DefaultControllerWorkers, "bindings (and Works, templates...) each controller reconciles at once: each waits for its writes to the API server, so more workers help when those answers are slow and cores are free")
 	flags.Int64Var(&cfg.Store.Quota, "store-quota-bytes", store.DefaultQuota, "etcd's backend quota: set on the embedded etcd; with --etcd-endpoints, give the external etcd's --quota-backend-bytes")
 	flags.Float64Var(&cfg.Store.AgentThreshold, "store-agent-write-threshold", store.DefaultAgentThreshold, "fraction of --store-quota-bytes in use above which what agents drive (Work status reports, events about agents) is no longer stored, so health changes always have room (stored again below 80 % of it)")
@@ -225,7 +226,7 @@ func setAPIServer(cfg *hub.Config) error {
 	case cfg.Store.Interval <= 0:
 		return fmt.Errorf("--store-check-interval %v: want a positive duration", cfg.Store.Interval)
 	}
-	if cfg.WebSocketAddr != "" && cfg.WebSocketAddr != hub.WebSocketOff {
+	if cfg.WebSocketAddr != "" && cfg.WebSocketAddr != agentserver.WebSocketOff {
 		if _, _, err := net.SplitHostPort(cfg.WebSocketAddr); err != nil {
 			return fmt.Errorf("--websocket-addr %q: want HOST:PORT, :PORT or off: %w", cfg.WebSocketAddr, err)
 		}

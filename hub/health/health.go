@@ -33,7 +33,7 @@ type Config struct {
 	// not known yet.
 	DefaultLeaseDuration time.Duration
 	// HubStarted is when this hub began to serve agents as the leader
-	// (NewRegistry sets it once loaded when it is zero). Nothing goes
+	// (registry.New sets it once loaded when it is zero). Nothing goes
 	// Unknown before HubStarted + GracePeriod + lease duration, so a hub
 	// restart gives every agent time to reconnect.
 	HubStarted time.Time
@@ -220,4 +220,16 @@ func earliest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// GrantedLeaseSeconds is the lease the hub grants: what the agent asked for
+// (or the default), but never longer than the grace period, or an agent
+// renewing every quarter of a long lease would expire between renewals.
+func GrantedLeaseSeconds(requested int32, cfg Config) int32 {
+	lease := time.Duration(requested) * time.Second
+	if lease == 0 {
+		lease = cfg.DefaultLeaseDuration
+	}
+	lease = min(lease, cfg.GracePeriod)
+	return max(1, int32(lease/time.Second))
 }

@@ -215,3 +215,12 @@ func TestMergeTaints(t *testing.T) {
 		t.Errorf("removed (-want +got):\n%s", diff)
 	}
 }
+
+func TestGrantedLease(t *testing.T) {
+	cfg := DefaultConfig(t0)
+	for _, tt := range []struct{ requested, want int32 }{{0, 40}, {10, 10}, {40, 40}, {300, 40}} {
+		if got := GrantedLeaseSeconds(tt.requested, cfg); got != tt.want {
+			t.Errorf("GrantedLeaseSeconds(%d) = %d, want %d", tt.requested, got, tt.want)
+		}
+	}
+}

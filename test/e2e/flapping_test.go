@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/internal/promcheck"
 	"github.com/flotilla-io/flotilla/test/netbed"
 )
 
@@ -269,7 +270,7 @@ func TestFlappingLinks(t *testing.T) {
 			continue
 		}
 		timer.take()
-		datagrams := sample(scrapeHub(t, f.hub), "flotilla_lease_renewal_datagrams_total", nil)
+		datagrams := promcheck.Value(scrapeHub(t, f.hub), "flotilla_lease_renewal_datagrams_total", nil)
 		phaseCtx, stop := context.WithTimeout(ctx, phase)
 		longest := im.run(phaseCtx, t, f.bed, relay)
 		stop()
@@ -282,7 +283,7 @@ func TestFlappingLinks(t *testing.T) {
 		notReady, episodes, polls := timer.take()
 		// Both agents renew once a second; member-1 adds fresh renewals
 		// while its renewals go unacknowledged.
-		received := sample(scrapeHub(t, f.hub), "flotilla_lease_renewal_datagrams_total", nil) - datagrams
+		received := promcheck.Value(scrapeHub(t, f.hub), "flotilla_lease_renewal_datagrams_total", nil) - datagrams
 		// A renewal could get through in every grace period only if the
 		// outages, as they really lasted, left room for one.
 		judged := im.loss > 0 || longest+judgeHeadroom <= testGrace

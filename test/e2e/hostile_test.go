@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/internal/promcheck"
 	"github.com/flotilla-io/flotilla/protocol"
 )
 
@@ -199,7 +200,7 @@ func TestHostileAgent(t *testing.T) {
 		if !r.conn.ConnectionState().SupportsDatagrams.Remote {
 			t.Fatal("the hub does not take QUIC datagrams")
 		}
-		before := sample(scrapeHub(t, h), "flotilla_lease_renewals_limited_total", nil)
+		before := promcheck.Value(scrapeHub(t, h), "flotilla_lease_renewals_limited_total", nil)
 		const flood = 2000
 		for i := range flood {
 			if err := protocol.SendDatagram(r.conn, &protocol.LeaseRenew{Seq: uint64(i + 1), AgentTime: time.Now()}); err != nil {
@@ -218,7 +219,7 @@ func TestHostileAgent(t *testing.T) {
 		// Datagrams beyond QUIC's queues are dropped; those the hub read
 		// beyond the session's rate were acknowledged, not stamped.
 		waitFor(t, 10*time.Second, "the flood counted as limited renewals", func() (bool, string) {
-			limited := sample(scrapeHub(t, h), "flotilla_lease_renewals_limited_total", nil) - before
+			limited := promcheck.Value(scrapeHub(t, h), "flotilla_lease_renewals_limited_total", nil) - before
 			return limited > 0, fmt.Sprintf("%v limited", limited)
 		})
 		honestReady(t, "after a flood of renewal datagrams")

@@ -74,14 +74,14 @@ func TestHubObservability(t *testing.T) {
 			{"go_goroutines", nil},
 			{"process_resident_memory_bytes", nil},
 		} {
-			if v := sample(m, c.name, c.labels); math.IsNaN(v) {
+			if v := promcheck.Value(m, c.name, c.labels); math.IsNaN(v) {
 				t.Errorf("no series %s%v", c.name, c.labels)
 			}
 		}
-		if v := sample(m, "flotilla_cluster_ready", map[string]string{"cluster": "member-1", "status": "True"}); v != 1 {
+		if v := promcheck.Value(m, "flotilla_cluster_ready", map[string]string{"cluster": "member-1", "status": "True"}); v != 1 {
 			t.Errorf("flotilla_cluster_ready{member-1,True} = %v, want 1", v)
 		}
-		if age := sample(m, "flotilla_cluster_lease_age_seconds", map[string]string{"cluster": "member-1"}); age > testGrace.Seconds() {
+		if age := promcheck.Value(m, "flotilla_cluster_lease_age_seconds", map[string]string{"cluster": "member-1"}); age > testGrace.Seconds() {
 			t.Errorf("lease age of a renewing agent = %v s", age)
 		}
 	})
@@ -99,14 +99,14 @@ func TestHubObservability(t *testing.T) {
 		var m map[string]*dto.MetricFamily
 		waitFor(t, testGrace+15*time.Second, "member-1 Unknown in the metrics", func() (bool, string) {
 			m = scrapeHub(t, h)
-			v := sample(m, "flotilla_cluster_ready", map[string]string{"cluster": "member-1", "status": "Unknown"})
+			v := promcheck.Value(m, "flotilla_cluster_ready", map[string]string{"cluster": "member-1", "status": "Unknown"})
 			return v == 1, "ready{Unknown} " + strconv.FormatFloat(v, 'g', -1, 64)
 		})
-		age := sample(m, "flotilla_cluster_lease_age_seconds", member)
+		age := promcheck.Value(m, "flotilla_cluster_lease_age_seconds", member)
 		if age < testGrace.Seconds() {
 			t.Errorf("lease age at Unknown = %v s, want at least the grace period %v", age, testGrace)
 		}
-		if n := sample(m, "flotilla_cluster_detection_delay_seconds", nil); n != 1 {
+		if n := promcheck.Value(m, "flotilla_cluster_detection_delay_seconds", nil); n != 1 {
 			t.Errorf("detection delays observed = %v, want 1", n)
 		}
 		delay := m["flotilla_cluster_detection_delay_seconds"].GetMetric()[0].GetHistogram().GetSampleSum()
@@ -114,11 +114,11 @@ func TestHubObservability(t *testing.T) {
 		if delay > detectionSlack.Seconds() {
 			t.Errorf("detection delay %v s, more than %v", delay, detectionSlack)
 		}
-		if v := sample(m, "flotilla_cluster_taint", map[string]string{"cluster": "member-1", "key": "cluster.flotilla.io/unreachable", "effect": "NoSchedule"}); v != 1 {
+		if v := promcheck.Value(m, "flotilla_cluster_taint", map[string]string{"cluster": "member-1", "key": "cluster.flotilla.io/unreachable", "effect": "NoSchedule"}); v != 1 {
 			t.Errorf("unreachable:NoSchedule taint series = %v, want 1", v)
 		}
 		waitFor(t, 10*time.Second, "the lease age to grow", func() (bool, string) {
-			later := sample(scrapeHub(t, h), "flotilla_cluster_lease_age_seconds", member)
+			later := promcheck.Value(scrapeHub(t, h), "flotilla_cluster_lease_age_seconds", member)
 			return later >= age+1, strconv.FormatFloat(later, 'f', 3, 64)
 		})
 	})
@@ -179,30 +179,4 @@ func scrapeHub(t *testing.T, h *hub) map[string]*dto.MetricFamily {
 		t.Fatal(err)
 	}
 	return families
-}
-
-// sample is the value of the first series of name whose labels include
-// want (a histogram's sample count), NaN when there is none.
-func sample(families map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
-next:
-	for _, m := range families[name].GetMetric() {
-		labels := map[string]string{}
-		for _, l := range m.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
-		for k, v := range want {
-			if labels[k] != v {
-				continue next
-			}
-		}
-		switch {
-		case m.Gauge != nil:
-			return m.Gauge.GetValue()
-		case m.Counter != nil:
-			return m.Counter.GetValue()
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount())
-		}
-	}
-	return math.NaN()
 }
