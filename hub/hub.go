@@ -5,44 +5,25 @@
 package hub
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/utils/clock"
 
-	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/agentserver"
 	"github.com/flotilla-io/flotilla/hub/apiserver"
-	"github.com/flotilla-io/flotilla/hub/binding"
 	"github.com/flotilla-io/flotilla/hub/ca"
-	"github.com/flotilla-io/flotilla/hub/clusterdeletion"
-	"github.com/flotilla-io/flotilla/hub/controller"
-	"github.com/flotilla-io/flotilla/hub/dashboard"
-	"github.com/flotilla-io/flotilla/hub/detector"
 	"github.com/flotilla-io/flotilla/hub/failover"
 	"github.com/flotilla-io/flotilla/hub/health"
-	"github.com/flotilla-io/flotilla/hub/karmada"
 	"github.com/flotilla-io/flotilla/hub/podlabel"
-	"github.com/flotilla-io/flotilla/hub/purge"
-	"github.com/flotilla-io/flotilla/hub/rebalancer"
-	"github.com/flotilla-io/flotilla/hub/registry"
-	"github.com/flotilla-io/flotilla/hub/relay"
 	"github.com/flotilla-io/flotilla/hub/replicas"
-	"github.com/flotilla-io/flotilla/hub/scheduling"
 	"github.com/flotilla-io/flotilla/hub/sharedfiles"
-	"github.com/flotilla-io/flotilla/hub/status"
-	"github.com/flotilla-io/flotilla/hub/templates"
 	"github.com/flotilla-io/flotilla/internal/pki"
-	"github.com/flotilla-io/flotilla/internal/profiling"
 	"github.com/flotilla-io/flotilla/store"
 )
 
@@ -272,200 +253,4 @@ type replica struct {
 	// leads or stands by (serveAgents); without, lead opens the listeners.
 	front *agentserver.Front
 	relay *replicas.Relay
-}
-
-// lead runs the controllers and the registry until ctx ends, then says
-// goodbye to the agents and stores what changed. It opens the agent
-// listeners too, unless the replica serves agents anyway (r.front): its
-// sessions then go to the registry from now on (r.relay), and so do what
-// the other replicas relay about theirs.
-func (r *replica) lead(ctx context.Context) error {
-	cfg, s, api, hubCA, logger := r.cfg, r.store, r.api, r.ca, r.cfg.Logger
-	cfg.Health.HubStarted = time.Time{} // the registry sets it once loaded
-	metrics := newHubMetrics()
-	hubConfig := metrics.instrument(api.HubConfig)
-	clients, err := controller.NewClients(hubConfig)
-	if err != nil {
-		return err
-	}
-	crdClient, err := apiextensionsclient.NewForConfig(hubConfig)
-	if err != nil {
-		return err
-	}
-	templateSource := templates.New(clients, crdClient, logger)
-	informers, err := controller.NewInformers(clients, templateSource)
-	if err != nil {
-		return err
-	}
-	// Events and the registry's writes outlive the controllers: the final
-	// flush runs after everything else has stopped.
-	registryCtx, stopRegistry := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopRegistry()
-	recorder := controller.StartEventRecorder(registryCtx, clients.Kube)
-	clusters := informers.Clusters
-	reg, err := registry.New(ctx, registry.API{Flotilla: clients.Flotilla, Kube: clients.Kube, Recorder: recorder}, registry.Config{
-		Health: cfg.Health, FlushInterval: cfg.FlushInterval, LeaseFlushInterval: cfg.LeaseFlushInterval,
-		LeaseWritesPerSecond: cfg.LeaseWritesPerSecond, MaxClockSkew: cfg.MaxClockSkew, HubID: cfg.HubID,
-		Handover: r.takeOverSessions(),
-	}, cfg.Clock, logger)
-	if err != nil {
-		return err
-	}
-	guard := s.NewGuard(cfg.Store, func(refusing bool, why string) { recordStoreState(recorder, refusing, why) })
-	reg.SetStoreGate(guard.AllowAgentWrite)
-	clusters.AddHandler(func(old, cur *v1alpha1.Cluster) {
-		if cur == nil {
-			reg.Forget(old.Name)
-			return
-		}
-		reg.Observe(cur)
-	})
-
-	// Every controller adds its handlers to the shared informers before
-	// they start.
-	front := r.front
-	if front == nil {
-		if front, err = agentserver.Open(ctx, cfg.agentServer(), hubCA, clients, informers, recorder, reg); err != nil {
-			return err
-		}
-		defer front.Close()
-	}
-	front.Dispatcher().SetStoreGate(guard.AllowAgentWrite)
-	if err := publishJoinInfo(ctx, clients.Kube, cfg.AgentAddress, front.Addr(), hubCA.Cert); err != nil {
-		return err
-	}
-	profLn, err := profiling.Listen(cfg.ProfilingAddr)
-	if err != nil {
-		return err
-	}
-	failoverCtl := failover.New(clients, informers, recorder, cfg.Clock, logger, cfg.Failover)
-	scheduler := scheduling.New(clients, informers, recorder, cfg.Clock, logger)
-	metrics.observe(reg, front.Dispatcher(), scheduler, failoverCtl)
-	controllers := []interface{ Run(context.Context, int) }{
-		detector.New(clients, informers, recorder, cfg.Clock, logger),
-		scheduler,
-		binding.New(clients, informers, recorder, cfg.Clock, logger),
-		status.New(clients, informers, recorder, cfg.Clock, logger),
-		failoverCtl,
-		rebalancer.New(clients, informers, recorder, cfg.Clock, logger),
-		purge.New(clients, informers, recorder, cfg.Clock, logger),
-		karmada.New(clients, informers, recorder, logger),
-		clusterdeletion.New(clients, informers, recorder, logger),
-		front.Joins(),
-	}
-	board := dashboard.New(dashboard.Config{
-		Clusters: informers.Clusters, Bindings: informers.Bindings, ClusterBindings: informers.ClusterBindings,
-		Leases: reg, ZoneModes: func() map[string]string { return failoverCtl.Stats().ZoneModes },
-		Kube: clients.Kube, API: api.HubConfig, EvictionGrace: cfg.Failover.GracefulEvictionTimeout,
-		Settings: dashboard.Settings{HubID: cfg.HubID, GracePeriod: cfg.Health.GracePeriod.Milliseconds(),
-			DefaultLeaseDuration: cfg.Health.DefaultLeaseDuration.Milliseconds(), EvictionTimeout: cfg.Health.EvictionTimeout.Milliseconds()},
-		Clock: cfg.Clock, Logger: logger,
-	})
-	templateSource.Start(registryCtx)
-	informers.Start(registryCtx)
-	httpAPI := &httpServer{registry: reg, agents: front, failover: failoverCtl, guard: guard, dashboard: board.Handler(), metrics: metrics, events: recorder, sessions: r.sessions,
-		probes: readinessProbes(s, clients.Kube, informers, front.Serving)}
-
-	var wg sync.WaitGroup
-	wg.Go(func() { reg.Run(registryCtx) })
-	publishing := make(chan struct{})
-	go func() {
-		defer close(publishing)
-		if r.sessions != nil {
-			r.sessions.Publish(ctx, reg, r.identity, cfg.Clock)
-		}
-	}()
-	wg.Go(func() { guard.Run(registryCtx) })
-	wg.Go(func() { board.Run(ctx) })
-	workers := cmp.Or(cfg.ControllerWorkers, DefaultControllerWorkers)
-	for _, c := range controllers {
-		wg.Go(func() { c.Run(ctx, workers) })
-	}
-	// One session per cluster across the replicas: the registry ends the
-	// older of two, here or on the replica holding it, through a bounded
-	// queue (a peer relaying many stale sessions costs no goroutines).
-	supersedes := make(chan supersession, supersedeQueue)
-	reg.SetSupersede(func(cluster, session, replica, reason string) {
-		select {
-		case supersedes <- supersession{replica: replica, end: relay.End{Cluster: cluster, Session: session, Reason: reason}}:
-		default:
-			logger.Warn("a replaced agent session is left to end by itself: too many at once", "cluster", cluster, "session", session, "replica", replica)
-		}
-	})
-	wg.Go(func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case s := <-supersedes:
-				if s.replica == "" {
-					front.EndSession(s.end.Cluster, s.end.Session, s.end.Reason)
-				} else if r.sessions != nil {
-					r.sessions.SendEnd(s.replica, s.end)
-				}
-			}
-		}
-	})
-	if r.front == nil {
-		front.Start(ctx)
-	} else {
-		r.relay.Attach(reg)
-		wg.Go(func() { r.sessions.ApplyRelayed(ctx, reg, cfg.Clock) })
-	}
-	if profLn != nil {
-		wg.Go(func() { profiling.Serve(ctx, profLn, logger) })
-	}
-	r.http.set(httpAPI.handler())
-	defer r.http.set(nil)
-
-	logger.Info("hub ready", "hubID", cfg.HubID, "quic", front.Addr().String(), "websocket", front.WebSocketAddr(), "http", r.httpAddr.String(), "api", api.URL, "kubeconfig", api.AdminKubeconfig,
-		"gracePeriod", cfg.Health.GracePeriod, "evictionTimeout", cfg.Health.EvictionTimeout)
-	if r.ready != nil {
-		r.ready(front.Addr(), r.httpAddr)
-	}
-	if r.labeler != nil { // agents may come now
-		r.labeler.Want(true)
-		defer r.labeler.Want(false)
-	}
-	<-ctx.Done()
-	logger.Info("hub shutting down", "why", context.Cause(ctx))
-	// No table goes out once the leader stops: publish drops one taken
-	// after ctx ended, when the goodbyes (which start with it) may have
-	// ended sessions.
-	<-publishing
-	// Agents get a goaway while the listener still runs (serve sends it when
-	// its context ends); only then does the listener close.
-	front.Goodbye()
-	logger.Info("agent sessions closed: agents reconnect to the next leader or this hub restarted")
-	stopRegistry() // the writer's final flush runs on its way out
-	wg.Wait()
-	return nil
-}
-
-// supersession is a session to end because a newer one of its cluster
-// serves it on another replica.
-type supersession struct {
-	replica string // "" for this hub's own session
-	end     relay.End
-}
-
-// supersedeQueue bounds the sessions waiting to be ended.
-const supersedeQueue = 1024
-
-// recordStoreState records on the hub's lease namespace that the store
-// guard started or stopped refusing agent-driven writes.
-func recordStoreState(recorder controller.Recorder, refusing bool, why string) {
-	ref := corev1.ObjectReference{APIVersion: "v1", Kind: "Namespace", Name: v1alpha1.LeaseNamespace}
-	if refusing {
-		recorder.Event(ref, corev1.EventTypeWarning, "StoreFull", "agent-driven writes (Work status reports, events about agents) are refused until the store shrinks; health changes are still stored: "+why)
-		return
-	}
-	recorder.Event(ref, corev1.EventTypeNormal, "StoreRecovered", "agent-driven writes are stored again: "+why)
-}
-
-// agentServer is the part of cfg the agents' front needs.
-func (cfg Config) agentServer() agentserver.Config {
-	return agentserver.Config{QUICAddr: cfg.QUICAddr, WebSocketAddr: cfg.WebSocketAddr, DataDir: cfg.DataDir, TLSSANs: cfg.TLSSANs,
-		MaxHandshakes: cfg.MaxHandshakes, AgentCertTTL: cfg.AgentCertTTL, AgentCSRApproval: cfg.AgentCSRApproval,
-		Health: cfg.Health, HubID: cfg.HubID, Clock: cfg.Clock, Logger: cfg.Logger}
 }
