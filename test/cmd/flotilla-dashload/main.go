@@ -4,7 +4,7 @@
 // every row drawn, the delay from an API change to the page's state, and
 // the page's long main-thread tasks while renewals stream in. Run it against
 // a hub with many agents, e.g. one started by flotilla-load (which prints
-// the hub's kubeconfig and HTTP address); see README "Dashboard".
+// the hub's kubeconfig and HTTP address); see docs/operations.md, "The dashboard".
 package main
 
 import (

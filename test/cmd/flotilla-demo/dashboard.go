@@ -20,7 +20,7 @@ import (
 )
 
 // The dashboard's demo user: a ServiceAccount bound to flotilla-operator,
-// as the README's Dashboard section has users make one.
+// as docs/operations.md ("The dashboard") has users make one.
 const (
 	dashboardNamespace = "dashboard-users"
 	dashboardUser      = "demo-operator"
