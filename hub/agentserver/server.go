@@ -79,8 +79,8 @@ type agentSession struct {
 	lastStamp time.Time
 }
 
-func newAgentServer(backend Backend, healthCfg health.Config, d *dispatch.Dispatcher, joins *join.Controller, hubID string, clk clock.PassiveClock, logger *slog.Logger) *agentServer {
-	return &agentServer{backend: backend, health: healthCfg, dispatch: d, joins: joins, hubID: hubID, clock: clk, logger: logger, sessions: map[string]*agentSession{},
+func newAgentServer(cfg Config, backend Backend, d *dispatch.Dispatcher, joins *join.Controller) *agentServer {
+	return &agentServer{backend: backend, health: cfg.Health, dispatch: d, joins: joins, hubID: cfg.HubID, clock: cfg.Clock, logger: cfg.Logger, sessions: map[string]*agentSession{},
 		limits: defaultSessionLimits(), handshakes: newHandshakeGate(0)}
 }
 
