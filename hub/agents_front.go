@@ -14,6 +14,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/dispatch"
 	"github.com/flotilla-io/flotilla/hub/join"
+	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/transport"
@@ -45,7 +46,7 @@ type agentFront struct {
 
 // openAgentFront listens for agents. Its dispatcher and its handlers on
 // informers' Clusters are added before they start; start serves.
-func openAgentFront(ctx context.Context, cfg Config, hubCA *pki.CA, clients *controller.Clients, informers *controller.Informers,
+func openAgentFront(ctx context.Context, cfg Config, hubCA *pki.CA, clients *kube.Clients, informers *controller.Informers,
 	recorder controller.Recorder, backend agentBackend) (*agentFront, error) {
 	logger := cfg.Logger
 	cert, err := ca.ServingCertificate(hubCA, cfg.TLSSANs)

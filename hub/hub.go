@@ -37,6 +37,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/sharedfiles"
 	"github.com/flotilla-io/flotilla/hub/status"
 	"github.com/flotilla-io/flotilla/hub/templates"
+	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/internal/profiling"
 	"github.com/flotilla-io/flotilla/store"
@@ -291,7 +292,7 @@ func (r *replica) lead(ctx context.Context) error {
 	cfg.Health.HubStarted = time.Time{} // the registry sets it once loaded
 	metrics := newHubMetrics()
 	hubConfig := metrics.instrument(api.HubConfig)
-	clients, err := controller.NewClients(hubConfig)
+	clients, err := kube.NewClients(hubConfig)
 	if err != nil {
 		return err
 	}

@@ -34,11 +34,12 @@ import (
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/detector"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // Controller renders Works.
 type Controller struct {
-	clients         *controller.Clients
+	clients         *kube.Clients
 	recorder        controller.Recorder
 	logger          *slog.Logger
 	bindings        controller.Source[*v1alpha1.ResourceBinding]
@@ -61,7 +62,7 @@ type Controller struct {
 // Works from informers and writes Works (and their namespaces) through
 // clients. It adds its handlers to the shared informers; Run starts it.
 // The clock is not used: the API server stamps deletions.
-func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, _ clock.PassiveClock, logger *slog.Logger) *Controller {
+func New(clients *kube.Clients, informers *controller.Informers, recorder controller.Recorder, _ clock.PassiveClock, logger *slog.Logger) *Controller {
 	c := &Controller{clients: clients, recorder: recorder, logger: logger.With("controller", "binding"),
 		bindings: informers.Bindings, clusterBindings: informers.ClusterBindings, templates: informers.Templates, works: informers.Works,
 		written: map[string]*v1alpha1.Work{}}

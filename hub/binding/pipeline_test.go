@@ -27,6 +27,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/detector"
 	"github.com/flotilla-io/flotilla/hub/scheduling"
 	"github.com/flotilla-io/flotilla/hub/templates"
+	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/test/hubapi"
 )
 
@@ -60,7 +61,7 @@ func startPipeline(tb testing.TB, clusters ...string) *pipeline {
 	tb.Cleanup(p.deleteWorks)
 
 	logger := slog.New(slog.NewTextHandler(tb.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	clients, err := controller.NewClients(env.RESTConfig())
+	clients, err := kube.NewClients(env.RESTConfig())
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/templates"
+	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/internal/workload"
 )
 
@@ -52,7 +53,7 @@ func BindingName(name, kind string) string {
 
 // Detector is the controller.
 type Detector struct {
-	clients         *controller.Clients
+	clients         *kube.Clients
 	writer          *templates.Writer
 	recorder        controller.Recorder
 	logger          *slog.Logger
@@ -68,7 +69,7 @@ type Detector struct {
 // must be set) and adds its handlers to them; Run runs it. The clock, the
 // controllers' common argument, is unused: the detector decides nothing by
 // time, and its retries back off in real time.
-func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, _ clock.WithTicker, logger *slog.Logger) *Detector {
+func New(clients *kube.Clients, informers *controller.Informers, recorder controller.Recorder, _ clock.WithTicker, logger *slog.Logger) *Detector {
 	d := &Detector{
 		clients:         clients,
 		writer:          templates.NewWriter(clients),

@@ -29,6 +29,7 @@ import (
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/templates"
+	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/test/hubapi"
 )
 
@@ -40,7 +41,7 @@ const eventTimeout = 30 * time.Second
 type fixture struct {
 	t       *testing.T
 	env     *hubapi.Env
-	clients *controller.Clients
+	clients *kube.Clients
 	ns      string
 	// bindings delivers every change of the namespace's ResourceBindings,
 	// clusterBindings of every ClusterResourceBinding.
@@ -55,7 +56,7 @@ func newFixture(t *testing.T) *fixture {
 	env := hubapi.Start(t)
 	env.Cleanup(t)
 	ns := env.Namespace(t)
-	clients, err := controller.NewClients(env.RESTConfig())
+	clients, err := kube.NewClients(env.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	hubbinding "github.com/flotilla-io/flotilla/hub/binding"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 func TestBackOffLength(t *testing.T) {
@@ -318,7 +319,7 @@ func newAppFixture(t *testing.T) *appFixture {
 // telling the fixture each wake-up it asks for.
 func (f *appFixture) start() {
 	f.T.Helper()
-	f.Start(f.conflicts.Wrap, 1, func(clients *controller.Clients, informers *controller.Informers) controllertest.Controller {
+	f.Start(f.conflicts.Wrap, 1, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
 		f.ctl = New(clients, informers, f.Events, f.clk, controllertest.LoggerCountingRetries(f.T, &f.retries), testConfig())
 		f.ctl.waiting = f.RecordWake
 		return f.ctl

@@ -36,6 +36,7 @@ import (
 	hubbinding "github.com/flotilla-io/flotilla/hub/binding"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	hubstatus "github.com/flotilla-io/flotilla/hub/status"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // Config holds the failover settings (hub flags).
@@ -104,7 +105,7 @@ type Controller struct {
 // New returns a failover controller that reads clusters, bindings and
 // Works from the shared informers and writes bindings through clients. It
 // adds its handlers to the informers; Run starts it.
-func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.WithTicker, logger *slog.Logger, cfg Config) *Controller {
+func New(clients *kube.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.WithTicker, logger *slog.Logger, cfg Config) *Controller {
 	c := &Controller{api: controller.BindingAPI{Client: clients.Flotilla.FlotillaV1alpha1()}, recorder: recorder, clock: clk, logger: logger.With("controller", "failover"),
 		cfg: cfg, zones: eviction.NewZones(cfg.Zones), fleet: newFleetCounts(), unhealthySince: map[string]map[string]time.Time{}, held: map[string]map[string]heldEviction{}, clusterTimes: newInstants(), bindingTimes: newInstants(),
 		clusters: informers.Clusters, bindings: informers.Bindings, clusterBindings: informers.ClusterBindings, works: informers.Works}

@@ -82,6 +82,7 @@ import (
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/detector"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // Event reasons on rebalancers (and RescheduleTriggered on bindings).
@@ -113,7 +114,7 @@ type Controller struct {
 // from the shared informers and writes them through clients; clk stamps
 // finish times and measures TTLs. It adds its handler to the informers;
 // Run starts it.
-func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.WithTicker, logger *slog.Logger) *Controller {
+func New(clients *kube.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.WithTicker, logger *slog.Logger) *Controller {
 	c := &Controller{client: clients.Flotilla, recorder: recorder, clock: clk, logger: logger.With("controller", "rebalancer"),
 		rebalancers: informers.Rebalancers, bindings: informers.Bindings, clusterBindings: informers.ClusterBindings}
 	c.queue = controller.NewQueueWithClock("rebalancer", c.reconcile, logger, clk)

@@ -20,6 +20,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
 	"github.com/flotilla-io/flotilla/hub/detector"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // fixture is the test binary's API server with a namespace for the
@@ -44,7 +45,7 @@ func newFixture(t *testing.T) *fixture {
 // nil, is its test hook.
 func (f *fixture) start(beforeDelete func()) {
 	f.T.Helper()
-	f.Start(nil, 1, func(clients *controller.Clients, informers *controller.Informers) controllertest.Controller {
+	f.Start(nil, 1, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
 		c := New(clients, informers, f.Events, f.clk, controllertest.Logger(f.T))
 		c.beforeDelete = beforeDelete
 		c.waiting = f.RecordWake

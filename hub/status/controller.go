@@ -28,11 +28,12 @@ import (
 	"github.com/flotilla-io/flotilla/hub/binding"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/detector"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // Controller aggregates status.
 type Controller struct {
-	clients         *controller.Clients
+	clients         *kube.Clients
 	recorder        controller.Recorder
 	logger          *slog.Logger
 	bindings        controller.Source[*v1alpha1.ResourceBinding]
@@ -57,7 +58,7 @@ type Controller struct {
 // and templates from informers and writes statuses through clients. It
 // adds its handlers to the shared informers; Run starts it. The clock is
 // not used: condition times are the API machinery's.
-func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, _ clock.PassiveClock, logger *slog.Logger) *Controller {
+func New(clients *kube.Clients, informers *controller.Informers, recorder controller.Recorder, _ clock.PassiveClock, logger *slog.Logger) *Controller {
 	c := &Controller{clients: clients, recorder: recorder, logger: logger.With("controller", "status"),
 		bindings: informers.Bindings, clusterBindings: informers.ClusterBindings, works: informers.Works, clusters: informers.Clusters,
 		templates: informers.Templates, served: map[schema.GroupVersion]map[string]bool{},

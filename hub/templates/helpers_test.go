@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/test/hubapi"
 )
 
@@ -109,7 +110,7 @@ func deleted(key string) func(event) bool {
 // fixture is a running Source over the test binary's API server.
 type fixture struct {
 	env     *hubapi.Env
-	clients *controller.Clients
+	clients *kube.Clients
 	crds    apiextensionsclient.Interface
 	source  *Source
 	events  *recorder
@@ -120,7 +121,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	env := hubapi.Start(t)
-	clients, err := controller.NewClients(env.RESTConfig())
+	clients, err := kube.NewClients(env.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

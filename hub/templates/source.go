@@ -61,6 +61,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // Discovery settings.
@@ -80,7 +81,7 @@ const (
 // Source is every template on the hub. It implements
 // controller.Source[*unstructured.Unstructured].
 type Source struct {
-	clients *controller.Clients
+	clients *kube.Clients
 	logger  *slog.Logger
 
 	crds       cache.SharedIndexInformer
@@ -100,7 +101,7 @@ type Source struct {
 
 // New returns the Source over clients; crds watches
 // CustomResourceDefinitions. Add handlers, then Start (or Run).
-func New(clients *controller.Clients, crds apiextensionsclient.Interface, logger *slog.Logger) *Source {
+func New(clients *kube.Clients, crds apiextensionsclient.Interface, logger *slog.Logger) *Source {
 	s := &Source{
 		clients: clients,
 		logger:  logger.With("component", "templates"),

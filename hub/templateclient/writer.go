@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // FieldManager names the hub in what it writes to templates.
@@ -20,11 +21,11 @@ const FieldManager = "flotilla-hub"
 // that write them (the status controller sums the clusters' statuses into
 // a template's status) or must check one the Source does not hold.
 type Writer struct {
-	clients *controller.Clients
+	clients *kube.Clients
 }
 
 // NewWriter returns a Writer over clients (Dynamic and Mapper).
-func NewWriter(clients *controller.Clients) *Writer { return &Writer{clients: clients} }
+func NewWriter(clients *kube.Clients) *Writer { return &Writer{clients: clients} }
 
 // Resolve returns the resource of gvk and whether it is namespaced. A
 // kind the RESTMapper does not know (a CRD created since it last looked)
