@@ -33,7 +33,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
-	"github.com/flotilla-io/flotilla/hub/detector"
+	"github.com/flotilla-io/flotilla/hub/names"
 	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
@@ -86,7 +86,7 @@ func New(clients *kube.Clients, informers *controller.Informers, recorder contro
 			return
 		}
 		u := controller.Subject(old, cur)
-		c.queue.Add(controller.Key(u.GetNamespace(), detector.BindingName(u.GetName(), u.GetKind())))
+		c.queue.Add(controller.Key(u.GetNamespace(), names.BindingName(u.GetName(), u.GetKind())))
 	})
 	// A Work changed or lost behind the controller's back is fixed, and a
 	// Work wanted again while it was being deleted is created once it is
@@ -148,7 +148,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	targets := map[string]target{}
 	var template *unstructured.Unstructured
 	if spec != nil {
-		template = c.templates.Get(TemplateKey(spec.Resource))
+		template = c.templates.Get(names.TemplateKeyOf(spec.Resource))
 		for _, tc := range spec.Clusters {
 			targets[tc.Name] = target{replicas: tc.Replicas}
 		}
@@ -177,7 +177,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	if _, n, namespaced := strings.Cut(key, "/"); namespaced {
 		name = n
 	}
-	workName := WorkName(key, name)
+	workName := names.WorkName(key, name)
 	var ensure []string
 	for cluster, t := range targets {
 		if !t.keep {
@@ -285,16 +285,6 @@ func (c *Controller) getTemplate(ctx context.Context, ref v1alpha1.ObjectReferen
 		_, err = r.Get(ctx, ref.Name, metav1.GetOptions{})
 	}
 	return err
-}
-
-// TemplateKey is the key of a binding's template in the shared template
-// Source: detector.TemplateKey of the object r refers to.
-func TemplateKey(r v1alpha1.ObjectReference) string {
-	group, _, _ := strings.Cut(r.APIVersion, "/")
-	if !strings.Contains(r.APIVersion, "/") {
-		group = ""
-	}
-	return group + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name
 }
 
 func isDivided(spec *v1alpha1.ResourceBindingSpec) bool {

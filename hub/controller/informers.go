@@ -34,7 +34,7 @@ type Informers struct {
 	Rebalancers *Shared[*appsv1alpha1.WorkloadRebalancer]
 	Purges      *Shared[*v1alpha1.PurgeRequest]
 	// Templates holds every resource template, whatever its kind, keyed
-	// by detector.TemplateKey; set by the hub (package templates).
+	// by names.TemplateKey; set by the hub (package templates).
 	Templates Source[*unstructured.Unstructured]
 }
 

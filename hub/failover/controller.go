@@ -33,9 +33,9 @@ import (
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/eviction"
-	hubbinding "github.com/flotilla-io/flotilla/hub/binding"
+	"github.com/flotilla-io/flotilla/hub/aggregate"
 	"github.com/flotilla-io/flotilla/hub/controller"
-	hubstatus "github.com/flotilla-io/flotilla/hub/status"
+	"github.com/flotilla-io/flotilla/hub/names"
 	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
@@ -248,7 +248,7 @@ func (c *Controller) forget(key string) {
 
 // workOf returns a binding's Work in a cluster, from the informer.
 func (c *Controller) workOf(key, name string) func(cluster string) *v1alpha1.Work {
-	workName := hubbinding.WorkName(key, name)
+	workName := names.WorkName(key, name)
 	return func(cluster string) *v1alpha1.Work {
 		return c.works.Get(controller.Key(v1alpha1.ExecutionNamespace(cluster), workName))
 	}
@@ -266,9 +266,9 @@ func (c *Controller) reconcileBinding(ctx context.Context, key string, read cont
 	// Judge the replacement on the Works as they are now: the binding's
 	// stored aggregated status may still describe the placement before.
 	current := *status
-	current.AggregatedStatus = hubstatus.Aggregate(spec, workOf, func(cluster string) bool {
+	current.AggregatedStatus = aggregate.Items(spec, workOf, func(cluster string) bool {
 		cl := c.clusters.Get(cluster)
-		return cl != nil && hubstatus.Reachable(cl)
+		return cl != nil && aggregate.Reachable(cl)
 	})
 	tolerations := c.tolerations(spec)
 	stamped := c.stampTasks(key, spec, now)

@@ -25,9 +25,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
-	"github.com/flotilla-io/flotilla/hub/binding"
+	"github.com/flotilla-io/flotilla/hub/aggregate"
 	"github.com/flotilla-io/flotilla/hub/controller"
-	"github.com/flotilla-io/flotilla/hub/detector"
+	"github.com/flotilla-io/flotilla/hub/names"
 	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
@@ -67,10 +67,10 @@ func New(clients *kube.Clients, informers *controller.Informers, recorder contro
 	c.queue = controller.NewQueue("status", c.reconcile, logger)
 	c.bindings.AddHandler(c.bindingWrites.caughtUp(func(b *v1alpha1.ResourceBinding) string { return controller.Key(b.Namespace, b.Name) }))
 	c.clusterBindings.AddHandler(c.clusterBindingWrites.caughtUp(func(b *v1alpha1.ClusterResourceBinding) string { return b.Name }))
-	c.templates.AddHandler(c.templateWrites.caughtUp(detector.TemplateKey))
+	c.templates.AddHandler(c.templateWrites.caughtUp(names.TemplateKey))
 	// A cluster going silent or coming back changes its health column.
 	c.clusters.AddHandler(func(old, cur *v1alpha1.Cluster) {
-		if old != nil && cur != nil && Reachable(old) == Reachable(cur) {
+		if old != nil && cur != nil && aggregate.Reachable(old) == aggregate.Reachable(cur) {
 			return
 		}
 		c.requeueOn(controller.Subject(old, cur).Name)
@@ -93,7 +93,7 @@ func New(clients *kube.Clients, informers *controller.Informers, recorder contro
 	// A new generation of a template is the one its status observes.
 	c.templates.AddHandler(func(old, cur *unstructured.Unstructured) {
 		if cur != nil && (old == nil || old.GetGeneration() != cur.GetGeneration()) {
-			c.queue.Add(controller.Key(cur.GetNamespace(), detector.BindingName(cur.GetName(), cur.GetKind())))
+			c.queue.Add(controller.Key(cur.GetNamespace(), names.BindingName(cur.GetName(), cur.GetKind())))
 		}
 	})
 	return c
@@ -105,13 +105,6 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		return
 	}
 	c.queue.Run(ctx, workers)
-}
-
-// Reachable reports whether a cluster's agent is heard from: its Ready
-// condition is not Unknown.
-func Reachable(cl *v1alpha1.Cluster) bool {
-	cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.ClusterConditionReady)
-	return cond == nil || cond.Status != metav1.ConditionUnknown
 }
 
 // requeueOn queues the bindings placed on cluster.
@@ -132,7 +125,7 @@ func (c *Controller) requeueOn(cluster string) {
 // cluster is not.
 func (c *Controller) reachable(cluster string) bool {
 	cl := c.clusters.Get(cluster)
-	return cl != nil && Reachable(cl)
+	return cl != nil && aggregate.Reachable(cl)
 }
 
 func (c *Controller) reconcile(ctx context.Context, key string) error {
@@ -181,7 +174,7 @@ func reconcileBinding[PT object](ctx context.Context, c *Controller, key, name s
 	if b == zero {
 		return nil
 	}
-	workName := binding.WorkName(key, name)
+	workName := names.WorkName(key, name)
 	workOf := func(cluster string) *v1alpha1.Work {
 		return c.works.Get(controller.Key(v1alpha1.ExecutionNamespace(cluster), workName))
 	}
@@ -214,7 +207,7 @@ func deepCopy[PT object](obj PT) PT {
 // its template's status.
 func (c *Controller) update(ctx context.Context, obj metav1.Object, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus,
 	workOf func(string) *v1alpha1.Work, write func(context.Context) error) error {
-	items := Aggregate(spec, workOf, c.reachable)
+	items := aggregate.Items(spec, workOf, c.reachable)
 	changed := !equality.Semantic.DeepEqual(status.AggregatedStatus, items)
 	status.AggregatedStatus = items
 	before := meta.FindStatusCondition(status.Conditions, v1alpha1.BindingConditionFullyApplied)
@@ -223,7 +216,7 @@ func (c *Controller) update(ctx context.Context, obj metav1.Object, spec *v1alph
 	if before != nil {
 		beforeMessage = before.Message
 	}
-	cond := fullyApplied(items, obj.GetGeneration())
+	cond := aggregate.FullyApplied(items, obj.GetGeneration())
 	if meta.SetStatusCondition(&status.Conditions, cond) {
 		changed = true
 	}
@@ -256,12 +249,12 @@ func (c *Controller) updateTemplate(ctx context.Context, spec *v1alpha1.Resource
 		return nil // not a workload: nothing to sum
 	}
 	ref := spec.Resource
-	key := binding.TemplateKey(ref)
+	key := names.TemplateKeyOf(ref)
 	cur := c.templateWrites.latest(key, c.templates.Get(key))
 	if cur == nil {
 		return nil
 	}
-	want := summedStatus(items)
+	want := aggregate.SummedStatus(items)
 	if want == nil {
 		// No cluster reports (none placed, or none applied yet): old sums
 		// must not linger as if replicas were still ready somewhere.

@@ -1,4 +1,10 @@
-package templates
+// Package templateclient reaches resource templates of any kind in the
+// hub's API server, one at a time, for controllers that must read one live
+// or write its status: it resolves a kind through the REST mapper (reset
+// once when it does not know the kind, as a CRD may be new) and reads and
+// writes through the dynamic client. The hub's in-memory template Source
+// (package templates) is what controllers read otherwise.
+package templateclient
 
 import (
 	"context"

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/hub/names"
 	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/test/hubapi"
 )
@@ -39,7 +40,7 @@ func (e event) String() string {
 		if u == nil {
 			return "nil"
 		}
-		return Key(u) + "@" + u.GetAPIVersion() + "#" + u.GetResourceVersion()
+		return names.TemplateKey(u) + "@" + u.GetAPIVersion() + "#" + u.GetResourceVersion()
 	}
 	return name(e.old) + " -> " + name(e.cur)
 }
@@ -96,15 +97,17 @@ func (r *recorder) all() []event {
 
 // about reports events of the template with key: added, updated or deleted.
 func added(key string) func(event) bool {
-	return func(e event) bool { return e.old == nil && e.cur != nil && Key(e.cur) == key }
+	return func(e event) bool { return e.old == nil && e.cur != nil && names.TemplateKey(e.cur) == key }
 }
 
 func updated(key string, ok func(old, cur *unstructured.Unstructured) bool) func(event) bool {
-	return func(e event) bool { return e.old != nil && e.cur != nil && Key(e.cur) == key && ok(e.old, e.cur) }
+	return func(e event) bool {
+		return e.old != nil && e.cur != nil && names.TemplateKey(e.cur) == key && ok(e.old, e.cur)
+	}
 }
 
 func deleted(key string) func(event) bool {
-	return func(e event) bool { return e.old != nil && e.cur == nil && Key(e.old) == key }
+	return func(e event) bool { return e.old != nil && e.cur == nil && names.TemplateKey(e.old) == key }
 }
 
 // fixture is a running Source over the test binary's API server.
