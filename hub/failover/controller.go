@@ -29,6 +29,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
@@ -272,9 +273,10 @@ func (c *Controller) reconcileBinding(ctx context.Context, key string, read cont
 	})
 	tolerations := c.tolerations(spec)
 	stamped := c.stampTasks(key, spec, now)
-	ended := c.endTasks(key, read.Object().GetGeneration(), spec, &current, tolerations, now, &wake)
+	j := &judgement{key: key, read: read.Object(), spec: spec, status: &current, now: now, wake: &wake}
+	ended := c.endTasks(j, tolerations)
 	evicted := c.dueEvictions(key, spec, tolerations, now, &wake)
-	evicted = append(evicted, c.applicationFailures(read.Object(), key, spec, &current, evicted, now, &wake)...)
+	evicted = append(evicted, c.applicationFailures(j, evicted)...)
 	for _, e := range evicted {
 		eviction.Evict(spec, e, now)
 	}
@@ -304,6 +306,20 @@ func (c *Controller) reconcileBinding(ctx context.Context, key string, read cont
 		}
 	}
 	return nil
+}
+
+// judgement is one reconcile of a binding, as the decisions about its
+// tasks and its application failures see it.
+type judgement struct {
+	key  string
+	read metav1.Object // the binding as read from the informer
+	// spec is the copy of the binding's spec the decisions change.
+	spec *v1alpha1.ResourceBindingSpec
+	// status is what they are judged on: the binding's status with the
+	// aggregated status of its Works as they are now.
+	status *v1alpha1.ResourceBindingStatus
+	now    time.Time
+	wake   *wakeup // the earliest instant a decision is due
 }
 
 // wakeup is the earliest instant a decision is due.

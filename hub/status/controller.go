@@ -133,63 +133,78 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	opts := metav1.UpdateOptions{FieldManager: controller.FieldManager}
 	if namespace, name, namespaced := strings.Cut(key, "/"); namespaced {
 		bindings := api.ResourceBindings(namespace)
-		return reconcileBinding(ctx, c, key, name, c.bindingWrites, c.bindings.Get(key),
-			func(ctx context.Context) (*v1alpha1.ResourceBinding, error) {
+		return reconcileBinding(ctx, c, bindingAccess[*v1alpha1.ResourceBinding]{
+			key: key, name: name, cached: c.bindings.Get(key), writes: c.bindingWrites,
+			get: func(ctx context.Context) (*v1alpha1.ResourceBinding, error) {
 				return bindings.Get(ctx, name, metav1.GetOptions{})
 			},
-			func(ctx context.Context, b *v1alpha1.ResourceBinding) (*v1alpha1.ResourceBinding, error) {
+			updateStatus: func(ctx context.Context, b *v1alpha1.ResourceBinding) (*v1alpha1.ResourceBinding, error) {
 				return bindings.UpdateStatus(ctx, b, opts)
 			},
-			func(b *v1alpha1.ResourceBinding) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus) {
+			parts: func(b *v1alpha1.ResourceBinding) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus) {
 				return &b.Spec, &b.Status
-			})
+			},
+		})
 	}
 	bindings := api.ClusterResourceBindings()
-	return reconcileBinding(ctx, c, key, key, c.clusterBindingWrites, c.clusterBindings.Get(key),
-		func(ctx context.Context) (*v1alpha1.ClusterResourceBinding, error) {
+	return reconcileBinding(ctx, c, bindingAccess[*v1alpha1.ClusterResourceBinding]{
+		key: key, name: key, cached: c.clusterBindings.Get(key), writes: c.clusterBindingWrites,
+		get: func(ctx context.Context) (*v1alpha1.ClusterResourceBinding, error) {
 			return bindings.Get(ctx, key, metav1.GetOptions{})
 		},
-		func(ctx context.Context, b *v1alpha1.ClusterResourceBinding) (*v1alpha1.ClusterResourceBinding, error) {
+		updateStatus: func(ctx context.Context, b *v1alpha1.ClusterResourceBinding) (*v1alpha1.ClusterResourceBinding, error) {
 			return bindings.UpdateStatus(ctx, b, opts)
 		},
-		func(b *v1alpha1.ClusterResourceBinding) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus) {
+		parts: func(b *v1alpha1.ClusterResourceBinding) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus) {
 			return &b.Spec, &b.Status
-		})
+		},
+	})
 }
 
 // maxStatusAttempts bounds the writes of one binding's status when other
 // controllers write the binding at the same time.
 const maxStatusAttempts = 5
 
-// reconcileBinding writes the status of one binding (cached: the
-// informer's version, nil if none). The status fields it writes are this
-// controller's alone, so a write that conflicts with another controller's
-// (a placement, an eviction) is not given up: the binding is read again and
-// its status computed anew from the spec it now has.
-func reconcileBinding[PT object](ctx context.Context, c *Controller, key, name string, writes *writes[PT], cached PT,
-	get func(context.Context) (PT, error), updateStatus func(context.Context, PT) (PT, error),
-	parts func(PT) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus)) error {
+// bindingAccess is one binding to reconcile, of either kind, and how to
+// read and write it.
+type bindingAccess[PT object] struct {
+	key, name string
+	cached    PT // the informer's version, nil if none
+	writes    *writes[PT]
+	// get reads the binding from the API server; updateStatus writes its
+	// status; parts are its spec and status.
+	get          func(context.Context) (PT, error)
+	updateStatus func(context.Context, PT) (PT, error)
+	parts        func(PT) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus)
+}
+
+// reconcileBinding writes the status of one binding. The status fields it
+// writes are this controller's alone, so a write that conflicts with
+// another controller's (a placement, an eviction) is not given up: the
+// binding is read again and its status computed anew from the spec it now
+// has.
+func reconcileBinding[PT object](ctx context.Context, c *Controller, a bindingAccess[PT]) error {
 	var zero PT
-	b := writes.latest(key, cached)
+	b := a.writes.latest(a.key, a.cached)
 	if b == zero {
 		return nil
 	}
-	workName := names.WorkName(key, name)
+	workName := names.WorkName(a.key, a.name)
 	workOf := func(cluster string) *v1alpha1.Work {
 		return c.works.Get(controller.Key(v1alpha1.ExecutionNamespace(cluster), workName))
 	}
 	for attempt := 1; ; attempt++ {
 		b = deepCopy(b)
-		spec, status := parts(b)
+		spec, status := a.parts(b)
 		err := c.update(ctx, b, spec, status, workOf, func(ctx context.Context) error {
-			updated, err := updateStatus(ctx, b)
-			writes.wrote(key, updated, err)
+			updated, err := a.updateStatus(ctx, b)
+			a.writes.wrote(a.key, updated, err)
 			return err
 		})
 		if !apierrors.IsConflict(err) || attempt == maxStatusAttempts {
 			return err
 		}
-		if b, err = get(ctx); apierrors.IsNotFound(err) {
+		if b, err = a.get(ctx); apierrors.IsNotFound(err) {
 			return nil
 		} else if err != nil {
 			return err
