@@ -14,10 +14,10 @@ export QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING := true
 IMAGE_REPO ?= ghcr.io/flotilla-io
 IMAGE_TAG  ?= $(VERSION)
 
-.PHONY: help build test unit e2e bench testbin demo vet fmt clean generate images
+.PHONY: help build test unit e2e bench testbin demo vet fmt clean generate generate-check images
 
 help: ## list the targets
-	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 build: ## compile every package, and flotilla-hub, flotilla-agent, flotilla, kubectl-flotilla and the test tools into bin/
 	$(GO) build ./...
@@ -26,10 +26,13 @@ build: ## compile every package, and flotilla-hub, flotilla-agent, flotilla, kub
 testbin: ## build kube-apiserver, controller-manager, scheduler, etcd and KWOK into .testbin/ (cold ~10 min, warm seconds)
 	test/tools/build-testbin.sh $(TESTBIN)
 
-generate: ## regenerate api/: deep copies, CRDs (api/crds), typed clients (api/client); generators from the module proxy
+generate: ## regenerate api/: deep copies, CRDs (api/crds), typed clients (api/client); generators from the module proxy, built once into .cache/generators
 	GO=$(GO) api/hack/generate.sh
 
-vet: ## go vet and gofmt check of the three modules
+generate-check: ## fail if `make generate` would change api/ (it runs on a temporary copy: api/ is left alone)
+	GO=$(GO) api/hack/generate.sh --check
+
+vet: generate-check ## go vet and gofmt check of the three modules, and generate-check
 	$(GO) vet ./...
 	cd test/tools && $(GO) vet ./...
 	cd test/tools/promtool && $(GO) vet ./...

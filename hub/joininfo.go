@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/flotilla-io/flotilla/hub/bootstrap"
+	"github.com/flotilla-io/flotilla/internal/bootstraptoken"
 )
 
 // publishJoinInfo writes where agents dial this hub and its CA's pin into
@@ -18,11 +18,11 @@ func publishJoinInfo(ctx context.Context, client kubernetes.Interface, agentAddr
 	if agentAddress == "" {
 		agentAddress = defaultAgentAddress(bound)
 	}
-	info, err := bootstrap.NewInfo(agentAddress, ca)
+	info, err := bootstraptoken.NewInfo(agentAddress, ca)
 	if err != nil {
 		return err
 	}
-	return bootstrap.PublishInfo(ctx, client, info)
+	return bootstraptoken.PublishInfo(ctx, client, info)
 }
 
 // defaultAgentAddress is the bound UDP address, with this host's name in

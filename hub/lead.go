@@ -26,6 +26,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/scheduling"
 	"github.com/flotilla-io/flotilla/hub/status"
 	"github.com/flotilla-io/flotilla/hub/templates"
+	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/internal/profiling"
 	"github.com/flotilla-io/flotilla/store"
 )
@@ -37,7 +38,7 @@ type term struct {
 	cfg     Config // the replica's, HubStarted cleared: the registry sets it once loaded
 	metrics *hubMetrics
 
-	clients   *controller.Clients
+	clients   *kube.Clients
 	templates *templates.Source
 	informers *controller.Informers
 	recorder  controller.DroppingRecorder
@@ -106,7 +107,7 @@ func (r *replica) lead(ctx context.Context) error {
 func (t *term) connect(context.Context, context.Context) error {
 	config := t.metrics.instrument(t.r.api.HubConfig)
 	var err error
-	if t.clients, err = controller.NewClients(config); err != nil {
+	if t.clients, err = kube.NewClients(config); err != nil {
 		return err
 	}
 	crdClient, err := apiextensionsclient.NewForConfig(config)

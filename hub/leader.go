@@ -17,6 +17,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/handover"
 	"github.com/flotilla-io/flotilla/hub/relay"
 	"github.com/flotilla-io/flotilla/hub/replicas"
+	"github.com/flotilla-io/flotilla/internal/kube"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
@@ -143,7 +144,7 @@ func (r *replica) runElected(ctx context.Context) error {
 // the leader the last batch.
 func (r *replica) serveAgents(ctx context.Context) (stop func(), err error) {
 	cfg := r.cfg
-	clients, err := controller.NewClients(r.api.HubConfig)
+	clients, err := kube.NewClients(r.api.HubConfig)
 	if err != nil {
 		return nil, err
 	}

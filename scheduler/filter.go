@@ -52,20 +52,34 @@ func Filter(affinity *v1alpha1.ClusterAffinity, tolerations []corev1.Toleration,
 		return nil, nil, err
 	}
 	reasons := map[string]string{}
-	fit := filter(&m, tolerations, sorted, targetNames(placed), exclusions(evicted, "", "", nil, nil), reasons, nil)
+	cands := candidates{clusters: sorted, tolerations: tolerations, placed: targetNames(placed), excluded: exclusions(evicted, "", "", nil, nil)}
+	fit := cands.filter(&m, nil, reasons)
 	return fit, reasons, nil
 }
 
-// filter returns the clusters that fit, in their order, and records why the
-// others do not in reasons unless it is nil (Schedule only needs reasons
-// when nothing fits, and putting a taint into words costs more than
-// filtering). matched, when not nil, is m's verdict on each of clusters by
-// index: a Fleet's memo.
-func filter(m *affinityMatcher, tolerations []corev1.Toleration, clusters []*v1alpha1.Cluster, placed map[string]bool, excluded map[string]string, reasons map[string]string, matched []bool) []*v1alpha1.Cluster {
-	fit := make([]*v1alpha1.Cluster, 0, len(clusters))
-	for i, c := range clusters {
+// candidates are the clusters a placement's affinity is tried on, with
+// what else decides whether one fits.
+type candidates struct {
+	clusters    []*v1alpha1.Cluster
+	tolerations []corev1.Toleration // the placement's
+	// placed are the clusters of the previous result: they pass the taint
+	// check whatever their taints.
+	placed map[string]bool
+	// excluded are no candidates whatever the placement says, with why
+	// (see exclusions).
+	excluded map[string]string
+}
+
+// filter returns the clusters that fit m, in their order, and records why
+// the others do not in reasons unless it is nil (Schedule only needs
+// reasons when nothing fits, and putting a taint into words costs more
+// than filtering). matched, when not nil, is m's verdict on each of the
+// clusters by index: a Fleet's memo.
+func (cs *candidates) filter(m *affinityMatcher, matched []bool, reasons map[string]string) []*v1alpha1.Cluster {
+	fit := make([]*v1alpha1.Cluster, 0, len(cs.clusters))
+	for i, c := range cs.clusters {
 		matches := matched != nil && matched[i] || matched == nil && m.matches(c)
-		reason, taint := rejection(matches, tolerations, c, placed, excluded)
+		reason, taint := rejection(matches, cs.tolerations, c, cs.placed, cs.excluded)
 		switch {
 		case reason == "" && taint == nil:
 			fit = append(fit, c)

@@ -80,13 +80,23 @@ func Schedule(in Input) (Result, error) {
 	} else if clusters, err = sortedClusters(in.Clusters); err != nil {
 		return Result{}, err
 	}
-	placed, evicted := targetNames(in.Previous), exclusions(in.Evicted, in.APIVersion, in.Kind, clusters, in.Fleet)
-	room := newRoomCache(in.Requirements, in.Fleet)
+	r := request{
+		in: &in,
+		candidates: candidates{
+			clusters:    clusters,
+			tolerations: placement.ClusterTolerations,
+			placed:      targetNames(in.Previous),
+			excluded:    exclusions(in.Evicted, in.APIVersion, in.Kind, clusters, in.Fleet),
+		},
+		div:     div,
+		spreads: spreads,
+		room:    newRoomCache(in.Requirements, in.Fleet),
+	}
 	order := termOrder(terms, in.ObservedAffinity, in.Fresh)
 	var lastErr error
 	for i, t := range order {
 		last := i == len(order)-1
-		targets, err := scheduleTerm(&in, &terms[t], placement, &div, spreads, clusters, placed, evicted, room, last)
+		targets, err := r.scheduleTerm(&terms[t], last)
 		if err == nil {
 			return Result{Clusters: targets, AffinityName: terms[t].name}, nil
 		}
@@ -98,29 +108,41 @@ func Schedule(in Input) (Result, error) {
 	return Result{}, lastErr
 }
 
+// request is one Schedule call, compiled once for every affinity group
+// it tries.
+type request struct {
+	in *Input
+	// candidates are every cluster, sorted by name, with what decides a
+	// cluster's fit besides the affinity.
+	candidates candidates
+	div        division
+	spreads    []spreadRule
+	room       *roomCache
+}
+
 // scheduleTerm selects, spreads and divides with one affinity group. When
 // it fails and explain is set, the error says why each cluster was left out.
-func scheduleTerm(in *Input, t *term, p *v1alpha1.Placement, div *division, spreads []spreadRule, clusters []*v1alpha1.Cluster, placed map[string]bool, evicted map[string]string, room *roomCache, explain bool) ([]v1alpha1.TargetCluster, error) {
+func (r *request) scheduleTerm(t *term, explain bool) ([]v1alpha1.TargetCluster, error) {
 	reasons := func() map[string]string {
-		r := map[string]string{}
-		filter(&t.matcher, p.ClusterTolerations, clusters, placed, evicted, r, nil)
-		return r
+		why := map[string]string{}
+		r.candidates.filter(&t.matcher, nil, why)
+		return why
 	}
 	var matched []bool
-	if in.Fleet != nil {
-		matched = in.Fleet.matching(&t.matcher)
+	if r.in.Fleet != nil {
+		matched = r.in.Fleet.matching(&t.matcher)
 	}
-	selected := filter(&t.matcher, p.ClusterTolerations, clusters, placed, evicted, nil, matched)
+	selected := r.candidates.filter(&t.matcher, matched, nil)
 	if len(selected) == 0 {
 		if !explain {
 			return nil, &UnschedulableError{Reason: v1alpha1.ReasonNoClusterFit}
 		}
-		return nil, newUnschedulableError(len(clusters), reasons())
+		return nil, newUnschedulableError(len(r.candidates.clusters), reasons())
 	}
-	if len(spreads) > 0 {
-		s := newScorer(in.Previous, &t.matcher, p.ClusterTolerations)
+	if len(r.spreads) > 0 {
+		s := newScorer(r.in.Previous, &t.matcher, r.candidates.tolerations)
 		var err error
-		if selected, err = spread(spreads, in, &s, room, selected); err != nil {
+		if selected, err = spread(r.spreads, r.in, &s, r.room, selected); err != nil {
 			var ue *UnschedulableError
 			if explain && errors.As(err, &ue) {
 				ue.FilterReasons = reasons()
@@ -128,7 +150,7 @@ func scheduleTerm(in *Input, t *term, p *v1alpha1.Placement, div *division, spre
 			return nil, err
 		}
 	}
-	return div.divide(in, room, selected)
+	return r.div.divide(r.in, r.room, selected)
 }
 
 // termOrder is the order to try the affinity groups in: from the one the

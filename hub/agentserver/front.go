@@ -18,6 +18,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/dispatch"
 	"github.com/flotilla-io/flotilla/hub/health"
 	"github.com/flotilla-io/flotilla/hub/join"
+	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/transport"
@@ -75,7 +76,7 @@ type Front struct {
 
 // Open listens for agents. Its dispatcher and its handlers on informers'
 // Clusters are added before they start; Start serves.
-func Open(ctx context.Context, cfg Config, hubCA *pki.CA, clients *controller.Clients, informers *controller.Informers,
+func Open(ctx context.Context, cfg Config, hubCA *pki.CA, clients *kube.Clients, informers *controller.Informers,
 	recorder controller.Recorder, backend Backend) (*Front, error) {
 	logger := cfg.Logger
 	cert, err := ca.ServingCertificate(hubCA, cfg.TLSSANs)

@@ -33,12 +33,13 @@ import (
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
-	"github.com/flotilla-io/flotilla/hub/detector"
+	"github.com/flotilla-io/flotilla/hub/names"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // Controller renders Works.
 type Controller struct {
-	clients         *controller.Clients
+	clients         *kube.Clients
 	recorder        controller.Recorder
 	logger          *slog.Logger
 	bindings        controller.Source[*v1alpha1.ResourceBinding]
@@ -61,7 +62,7 @@ type Controller struct {
 // Works from informers and writes Works (and their namespaces) through
 // clients. It adds its handlers to the shared informers; Run starts it.
 // The clock is not used: the API server stamps deletions.
-func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, _ clock.PassiveClock, logger *slog.Logger) *Controller {
+func New(clients *kube.Clients, informers *controller.Informers, recorder controller.Recorder, _ clock.PassiveClock, logger *slog.Logger) *Controller {
 	c := &Controller{clients: clients, recorder: recorder, logger: logger.With("controller", "binding"),
 		bindings: informers.Bindings, clusterBindings: informers.ClusterBindings, templates: informers.Templates, works: informers.Works,
 		written: map[string]*v1alpha1.Work{}}
@@ -85,7 +86,7 @@ func New(clients *controller.Clients, informers *controller.Informers, recorder 
 			return
 		}
 		u := controller.Subject(old, cur)
-		c.queue.Add(controller.Key(u.GetNamespace(), detector.BindingName(u.GetName(), u.GetKind())))
+		c.queue.Add(controller.Key(u.GetNamespace(), names.BindingName(u.GetName(), u.GetKind())))
 	})
 	// A Work changed or lost behind the controller's back is fixed, and a
 	// Work wanted again while it was being deleted is created once it is
@@ -147,7 +148,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	targets := map[string]target{}
 	var template *unstructured.Unstructured
 	if spec != nil {
-		template = c.templates.Get(TemplateKey(spec.Resource))
+		template = c.templates.Get(names.TemplateKeyOf(spec.Resource))
 		for _, tc := range spec.Clusters {
 			targets[tc.Name] = target{replicas: tc.Replicas}
 		}
@@ -176,7 +177,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	if _, n, namespaced := strings.Cut(key, "/"); namespaced {
 		name = n
 	}
-	workName := WorkName(key, name)
+	src := &workSource{binding: b, key: key, workName: names.WorkName(key, name), template: template, spec: spec}
 	var ensure []string
 	for cluster, t := range targets {
 		if !t.keep {
@@ -184,7 +185,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		}
 	}
 	if err := forEach(ensure, func(cluster string) error {
-		return c.ensureWork(ctx, b, key, workName, cluster, template, spec, targets[cluster].replicas)
+		return c.ensureWork(ctx, src, cluster, targets[cluster].replicas)
 	}); err != nil {
 		return err
 	}
@@ -286,16 +287,6 @@ func (c *Controller) getTemplate(ctx context.Context, ref v1alpha1.ObjectReferen
 	return err
 }
 
-// TemplateKey is the key of a binding's template in the shared template
-// Source: detector.TemplateKey of the object r refers to.
-func TemplateKey(r v1alpha1.ObjectReference) string {
-	group, _, _ := strings.Cut(r.APIVersion, "/")
-	if !strings.Contains(r.APIVersion, "/") {
-		group = ""
-	}
-	return group + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name
-}
-
 func isDivided(spec *v1alpha1.ResourceBindingSpec) bool {
 	p := spec.Placement
 	return spec.Replicas > 0 && p != nil && p.ReplicaScheduling != nil &&
@@ -312,23 +303,32 @@ func fencing(spec *v1alpha1.ResourceBindingSpec) *v1alpha1.WorkFencing {
 	return &v1alpha1.WorkFencing{StopAfterSeconds: f.Cluster.Fencing.StopAfterSeconds}
 }
 
-// ensureWork creates or updates one cluster's Work. A Work being deleted
-// is left alone: its delete event brings the binding back here, and the
-// Work is created anew.
-func (c *Controller) ensureWork(ctx context.Context, b metav1.Object, bindingKey, name, cluster string, template *unstructured.Unstructured,
-	spec *v1alpha1.ResourceBindingSpec, replicas int32) error {
-	manifest, err := render(template, isDivided(spec), replicas)
+// workSource is what every cluster's Work of one binding is made from.
+type workSource struct {
+	binding  metav1.Object // events about rendering go to it
+	key      string        // the binding's key
+	workName string        // the name of its Work in every cluster
+	template *unstructured.Unstructured
+	spec     *v1alpha1.ResourceBindingSpec
+}
+
+// ensureWork creates or updates one cluster's Work of src, for replicas.
+// A Work being deleted is left alone: its delete event brings the binding
+// back here, and the Work is created anew.
+func (c *Controller) ensureWork(ctx context.Context, src *workSource, cluster string, replicas int32) error {
+	bindingKey, name := src.key, src.workName
+	manifest, err := render(src.template, isDivided(src.spec), replicas)
 	if err != nil {
-		c.recorder.Event(controller.BindingRef(b), corev1.EventTypeWarning, "RenderFailed", err.Error())
+		c.recorder.Event(controller.BindingRef(src.binding), corev1.EventTypeWarning, "RenderFailed", err.Error())
 		return err
 	}
-	want := v1alpha1.WorkSpec{Workload: v1alpha1.WorkloadTemplate{Manifests: []v1alpha1.Manifest{manifest}}, Fencing: fencing(spec)}
+	want := v1alpha1.WorkSpec{Workload: v1alpha1.WorkloadTemplate{Manifests: []v1alpha1.Manifest{manifest}}, Fencing: fencing(src.spec)}
 	wantReplicas := strconv.Itoa(int(replicas))
 	namespace := v1alpha1.ExecutionNamespace(cluster)
 	current := c.latest(controller.Key(namespace, name))
 	switch {
 	case current == nil:
-		return c.createWork(ctx, bindingKey, namespace, name, cluster, want, wantReplicas)
+		return c.createWork(ctx, newWork{bindingKey: bindingKey, cluster: cluster, namespace: namespace, name: name, spec: want, replicas: wantReplicas})
 	case current.DeletionTimestamp != nil:
 		c.logger.Debug("work wanted again while it is being deleted; it is created anew once it is gone",
 			"binding", bindingKey, "cluster", cluster, "work", name)
@@ -359,13 +359,25 @@ func (c *Controller) ensureWork(ctx context.Context, b metav1.Object, bindingKey
 	return nil
 }
 
+// newWork is a Work to create: one cluster's Work of a binding.
+type newWork struct {
+	bindingKey string
+	cluster    string
+	// namespace is the cluster's execution namespace.
+	namespace, name string
+	spec            v1alpha1.WorkSpec
+	// replicas is the value of its flotilla.io/replicas annotation.
+	replicas string
+}
+
 // createWork creates a Work, and its execution namespace first if need be.
-func (c *Controller) createWork(ctx context.Context, bindingKey, namespace, name, cluster string, spec v1alpha1.WorkSpec, replicas string) error {
+func (c *Controller) createWork(ctx context.Context, nw newWork) error {
+	bindingKey, namespace, name, cluster := nw.bindingKey, nw.namespace, nw.name, nw.cluster
 	if err := c.ensureNamespace(ctx, namespace); err != nil {
 		return err
 	}
 	w := &v1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Finalizers: []string{v1alpha1.WorkFinalizer},
-		Annotations: map[string]string{v1alpha1.AnnotationWorkBinding: bindingKey, v1alpha1.AnnotationWorkReplicas: replicas}}, Spec: spec}
+		Annotations: map[string]string{v1alpha1.AnnotationWorkBinding: bindingKey, v1alpha1.AnnotationWorkReplicas: nw.replicas}}, Spec: nw.spec}
 	created, err := c.clients.Flotilla.FlotillaV1alpha1().Works(namespace).Create(ctx, w, metav1.CreateOptions{FieldManager: controller.FieldManager})
 	c.wrote(controller.Key(namespace, name), created, err)
 	switch {

@@ -25,8 +25,10 @@ import (
 	"github.com/flotilla-io/flotilla/hub/binding"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/detector"
+	"github.com/flotilla-io/flotilla/hub/names"
 	"github.com/flotilla-io/flotilla/hub/scheduling"
 	"github.com/flotilla-io/flotilla/hub/templates"
+	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/test/hubapi"
 )
 
@@ -60,7 +62,7 @@ func startPipeline(tb testing.TB, clusters ...string) *pipeline {
 	tb.Cleanup(p.deleteWorks)
 
 	logger := slog.New(slog.NewTextHandler(tb.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	clients, err := controller.NewClients(env.RESTConfig())
+	clients, err := kube.NewClients(env.RESTConfig())
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -192,7 +194,7 @@ func (p *pipeline) apply(docs ...string) {
 
 // bindingKey is the key of a template's binding in the test's namespace.
 func (p *pipeline) bindingKey(name, kind string) string {
-	return p.namespace + "/" + detector.BindingName(name, kind)
+	return p.namespace + "/" + names.BindingName(name, kind)
 }
 
 // worksOf lists the Works of a binding, by cluster.
@@ -261,7 +263,7 @@ func (p *pipeline) awaitWork(bindingKey, cluster, what string, ok func(*v1alpha1
 	works := p.env.Flotilla.FlotillaV1alpha1().Works(v1alpha1.ExecutionNamespace(cluster))
 	var last *v1alpha1.Work
 	err := wait.PollUntilContextTimeout(p.tb.Context(), 20*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		w, err := works.Get(ctx, binding.WorkName(bindingKey, name), metav1.GetOptions{})
+		w, err := works.Get(ctx, names.WorkName(bindingKey, name), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}

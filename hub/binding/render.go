@@ -3,29 +3,11 @@ package binding
 import (
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 )
-
-// maxWorkNamePrefix leaves room for "-" and 8 hex digits in 63 bytes.
-const maxWorkNamePrefix = 54
-
-// WorkName is the name of a binding's Work in every cluster: the binding's
-// name, cut to fit a label value, and a hash of its key, so bindings of
-// different namespaces never share a Work.
-func WorkName(bindingKey, bindingName string) string {
-	h := fnv.New32a()
-	h.Write([]byte(bindingKey))
-	prefix := bindingName
-	if len(prefix) > maxWorkNamePrefix {
-		prefix = strings.TrimRight(prefix[:maxWorkNamePrefix], "-.")
-	}
-	return fmt.Sprintf("%s-%08x", prefix, h.Sum32())
-}
 
 // metadataKept are the template's metadata fields a member cluster gets.
 var metadataKept = []string{"name", "namespace", "labels", "annotations"}

@@ -34,6 +34,7 @@ import (
 	flotillaclient "github.com/flotilla-io/flotilla/api/client/clientset/versioned"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // Event reasons on a Cluster.
@@ -64,7 +65,7 @@ type Controller struct {
 
 // New returns the controller; it adds its handlers to the shared
 // informers, and Run starts it.
-func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, logger *slog.Logger) *Controller {
+func New(clients *kube.Clients, informers *controller.Informers, recorder controller.Recorder, logger *slog.Logger) *Controller {
 	c := &Controller{flotilla: clients.Flotilla, kube: clients.Kube, recorder: recorder, logger: logger.With("controller", "clusterdeletion"),
 		clusters: informers.Clusters, bindings: informers.Bindings, clusterBindings: informers.ClusterBindings, works: informers.Works,
 		waiting: map[string]int{}}

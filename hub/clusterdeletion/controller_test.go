@@ -20,6 +20,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
 	"github.com/flotilla-io/flotilla/hub/dispatch"
 	"github.com/flotilla-io/flotilla/hub/failover"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 func TestClustersOf(t *testing.T) {
@@ -76,7 +77,7 @@ func TestDeletedClusterGoesOnceItsWorkloadsLeft(t *testing.T) {
 	cfg := failover.DefaultConfig()
 	cfg.GracefulEvictionTimeout = 0
 	cfg.Zones.Rate = 1e6
-	f.Start(nil, 2, func(clients *controller.Clients, informers *controller.Informers) controllertest.Controller {
+	f.Start(nil, 2, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
 		logger := controllertest.Logger(t)
 		return both{New(clients, informers, f.Events, logger), failover.New(clients, informers, f.Events, clock.RealClock{}, logger, cfg),
 			dispatcher{dispatch.New(clients, informers, f.Events, clock.RealClock{}, logger)}}
@@ -156,7 +157,7 @@ func TestDeletedClusterGoesOnceItsWorkloadsLeft(t *testing.T) {
 func TestDeletedClusterWithNothingPlacedGoesAtOnce(t *testing.T) {
 	f := controllertest.New(t)
 	ctx := t.Context()
-	f.Start(nil, 1, func(clients *controller.Clients, informers *controller.Informers) controllertest.Controller {
+	f.Start(nil, 1, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
 		return New(clients, informers, f.Events, controllertest.Logger(t))
 	})
 	clusters := f.Flotilla.Clusters()

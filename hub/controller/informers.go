@@ -5,50 +5,13 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 
 	appsv1alpha1 "github.com/flotilla-io/flotilla/api/apps/v1alpha1"
-	flotillaclient "github.com/flotilla-io/flotilla/api/client/clientset/versioned"
 	flotillainformers "github.com/flotilla-io/flotilla/api/client/informers/externalversions"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
-
-// Clients reach the hub's API server.
-type Clients struct {
-	Flotilla flotillaclient.Interface
-	Kube     kubernetes.Interface
-	// Dynamic and Mapper read and write templates of any kind; on a
-	// no-match error, Mapper.Reset() and try once more (a CRD may be new).
-	Dynamic dynamic.Interface
-	Mapper  *restmapper.DeferredDiscoveryRESTMapper
-}
-
-// NewClients builds every client from one configuration.
-func NewClients(cfg *rest.Config) (*Clients, error) {
-	flotilla, err := flotillaclient.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("flotilla client: %w", err)
-	}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("dynamic client: %w", err)
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("discovery client: %w", err)
-	}
-	return &Clients{Flotilla: flotilla, Kube: kube, Dynamic: dyn, Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))}, nil
-}
 
 // IndexWorksByBinding indexes Works by the binding key in their
 // flotilla.io/binding annotation ("namespace/name", or "name").
@@ -71,14 +34,14 @@ type Informers struct {
 	Rebalancers *Shared[*appsv1alpha1.WorkloadRebalancer]
 	Purges      *Shared[*v1alpha1.PurgeRequest]
 	// Templates holds every resource template, whatever its kind, keyed
-	// by detector.TemplateKey; set by the hub (package templates).
+	// by names.TemplateKey; set by the hub (package templates).
 	Templates Source[*unstructured.Unstructured]
 }
 
 // NewInformers creates the shared informers of Flotilla's kinds over
 // clients; templates is the Source of every template (nil in tests that
 // need none).
-func NewInformers(clients *Clients, templates Source[*unstructured.Unstructured]) (*Informers, error) {
+func NewInformers(clients *kube.Clients, templates Source[*unstructured.Unstructured]) (*Informers, error) {
 	f := flotillainformers.NewSharedInformerFactory(clients.Flotilla, 0)
 	v1 := f.Flotilla().V1alpha1()
 	works := v1.Works().Informer()
@@ -107,7 +70,7 @@ func NewInformers(clients *Clients, templates Source[*unstructured.Unstructured]
 
 // NewAgentInformers creates only what serving agents needs, Clusters and
 // Works: a hub replica that stands by watches nothing else.
-func NewAgentInformers(clients *Clients) *Informers {
+func NewAgentInformers(clients *kube.Clients) *Informers {
 	f := flotillainformers.NewSharedInformerFactory(clients.Flotilla, 0)
 	v1 := f.Flotilla().V1alpha1()
 	return &Informers{

@@ -21,6 +21,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/test/hubapi"
 )
 
@@ -82,7 +83,7 @@ func newFixture(t *testing.T) *fixture {
 	f.createBinding(t, f.otherNS, "db")
 	f.operator, f.viewer = f.tokens(t)
 
-	clients, err := controller.NewClients(env.RESTConfig())
+	clients, err := kube.NewClients(env.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

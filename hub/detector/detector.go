@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -31,29 +30,16 @@ import (
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
-	"github.com/flotilla-io/flotilla/hub/templates"
+	"github.com/flotilla-io/flotilla/hub/names"
+	"github.com/flotilla-io/flotilla/hub/templateclient"
+	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/internal/workload"
 )
 
-// Annotations the detector puts on bindings.
-const (
-	AnnotationPolicy   = "flotilla.io/policy"
-	AnnotationTemplate = "flotilla.io/template"
-)
-
-// TemplateKey names a template across kinds: GROUP/KIND/NAMESPACE/NAME
-// (templates.Key, the key of the hub's template Source).
-func TemplateKey(u *unstructured.Unstructured) string { return templates.Key(u) }
-
-// BindingName is the name of a template's binding: NAME-KIND.
-func BindingName(name, kind string) string {
-	return name + "-" + strings.ToLower(kind)
-}
-
 // Detector is the controller.
 type Detector struct {
-	clients         *controller.Clients
-	writer          *templates.Writer
+	clients         *kube.Clients
+	writer          *templateclient.Writer
 	recorder        controller.Recorder
 	logger          *slog.Logger
 	templates       controller.Source[*unstructured.Unstructured]
@@ -68,10 +54,10 @@ type Detector struct {
 // must be set) and adds its handlers to them; Run runs it. The clock, the
 // controllers' common argument, is unused: the detector decides nothing by
 // time, and its retries back off in real time.
-func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, _ clock.WithTicker, logger *slog.Logger) *Detector {
+func New(clients *kube.Clients, informers *controller.Informers, recorder controller.Recorder, _ clock.WithTicker, logger *slog.Logger) *Detector {
 	d := &Detector{
 		clients:         clients,
-		writer:          templates.NewWriter(clients),
+		writer:          templateclient.NewWriter(clients),
 		recorder:        recorder,
 		logger:          logger.With("controller", "detector"),
 		templates:       informers.Templates,
@@ -83,7 +69,7 @@ func New(clients *controller.Clients, informers *controller.Informers, recorder 
 	d.queue = controller.NewQueue("detector", d.reconcile, logger)
 	d.templates.AddHandler(func(old, cur *unstructured.Unstructured) {
 		if matters(old, cur) {
-			d.queue.Add(TemplateKey(controller.Subject(old, cur)))
+			d.queue.Add(names.TemplateKey(controller.Subject(old, cur)))
 		}
 	})
 	// A policy change can move any template it may select: requeue them.
@@ -126,7 +112,7 @@ func bindingHandler[PT interface {
 	return func(old, cur PT) {
 		var zero PT
 		obj := controller.Subject(old, cur)
-		key := obj.GetAnnotations()[AnnotationTemplate]
+		key := obj.GetAnnotations()[names.AnnotationTemplate]
 		if key == "" {
 			return
 		}
@@ -146,7 +132,7 @@ func (d *Detector) requeueTemplates(namespace string) {
 	}
 	for _, u := range d.templates.List() {
 		if namespace == metav1.NamespaceAll || u.GetNamespace() == namespace {
-			d.queue.Add(TemplateKey(u))
+			d.queue.Add(names.TemplateKey(u))
 		}
 	}
 }
@@ -161,7 +147,7 @@ func (d *Detector) Run(ctx context.Context, workers int) {
 
 // reconcile brings the binding of one template in step.
 func (d *Detector) reconcile(ctx context.Context, key string) error {
-	gk, namespace, name, ok := templates.ParseKey(key)
+	gk, namespace, name, ok := names.ParseTemplateKey(key)
 	if !ok {
 		return nil
 	}
@@ -181,8 +167,8 @@ func (d *Detector) reconcile(ctx context.Context, key string) error {
 		d.logger.Debug("no policy matches the template; its binding, if any, is kept", "template", key)
 		return nil
 	}
-	objMeta := metav1.ObjectMeta{Name: BindingName(name, gk.Kind), Namespace: namespace,
-		Annotations: map[string]string{AnnotationPolicy: winner.name, AnnotationTemplate: key}}
+	objMeta := metav1.ObjectMeta{Name: names.BindingName(name, gk.Kind), Namespace: namespace,
+		Annotations: map[string]string{names.AnnotationPolicy: winner.name, names.AnnotationTemplate: key}}
 	want := bindingSpec(u, winner)
 	if namespace == "" {
 		return syncBinding(ctx, d, d.clusterBindingAPI(), u, objMeta, want)
@@ -310,7 +296,7 @@ func syncBinding[PT bindingObject](ctx context.Context, d *Detector, api binding
 	if stored == zero {
 		err := api.create(ctx, api.build(objMeta, want))
 		if err == nil {
-			d.logger.Info("binding created", "binding", bindingKey, "policy", objMeta.Annotations[AnnotationPolicy])
+			d.logger.Info("binding created", "binding", bindingKey, "policy", objMeta.Annotations[names.AnnotationPolicy])
 			return nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
@@ -321,8 +307,8 @@ func syncBinding[PT bindingObject](ctx context.Context, d *Detector, api binding
 			return fmt.Errorf("get binding %s: %w", bindingKey, err)
 		}
 	}
-	templateKey := objMeta.Annotations[AnnotationTemplate]
-	if owner := stored.GetAnnotations()[AnnotationTemplate]; owner != templateKey {
+	templateKey := objMeta.Annotations[names.AnnotationTemplate]
+	if owner := stored.GetAnnotations()[names.AnnotationTemplate]; owner != templateKey {
 		// Two templates whose names and kinds give the same binding name
 		// (kinds of different groups): the first keeps it.
 		d.logger.Error("binding name taken by another template; this template is not propagated",
@@ -335,7 +321,7 @@ func syncBinding[PT bindingObject](ctx context.Context, d *Detector, api binding
 	want = normalized(want)
 	want.Clusters, want.GracefulEvictionTasks, want.RescheduleTriggeredAt = spec.Clusters, spec.GracefulEvictionTasks, spec.RescheduleTriggeredAt
 	sameSpec := equality.Semantic.DeepEqual(withoutRV(*spec), withoutRV(want))
-	samePolicy := stored.GetAnnotations()[AnnotationPolicy] == objMeta.Annotations[AnnotationPolicy]
+	samePolicy := stored.GetAnnotations()[names.AnnotationPolicy] == objMeta.Annotations[names.AnnotationPolicy]
 	if sameSpec && samePolicy {
 		return nil
 	}
@@ -351,7 +337,7 @@ func syncBinding[PT bindingObject](ctx context.Context, d *Detector, api binding
 		return fmt.Errorf("update binding %s: %w", bindingKey, err)
 	}
 	if !samePolicy {
-		d.logger.Info("binding moved to another policy", "binding", bindingKey, "policy", objMeta.Annotations[AnnotationPolicy])
+		d.logger.Info("binding moved to another policy", "binding", bindingKey, "policy", objMeta.Annotations[names.AnnotationPolicy])
 	}
 	return nil
 }
@@ -383,7 +369,7 @@ func withoutRV(s v1alpha1.ResourceBindingSpec) v1alpha1.ResourceBindingSpec {
 // the template is confirmed gone there before its binding is deleted.
 func removeBinding[PT bindingObject](ctx context.Context, d *Detector, api bindingAPI[PT], t template) error {
 	var zero PT
-	name := BindingName(t.name, t.gk.Kind)
+	name := names.BindingName(t.name, t.gk.Kind)
 	bindingKey := controller.Key(t.namespace, name)
 	stored := api.cached(name)
 	if stored == zero {
@@ -396,7 +382,7 @@ func removeBinding[PT bindingObject](ctx context.Context, d *Detector, api bindi
 			return fmt.Errorf("get binding %s: %w", bindingKey, err)
 		}
 	}
-	if stored.GetAnnotations()[AnnotationTemplate] != t.key {
+	if stored.GetAnnotations()[names.AnnotationTemplate] != t.key {
 		return nil
 	}
 	u, err := d.writer.Get(ctx, t.gk, t.namespace, t.name)

@@ -28,7 +28,9 @@ import (
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/hub/names"
 	"github.com/flotilla-io/flotilla/hub/templates"
+	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/test/hubapi"
 )
 
@@ -40,7 +42,7 @@ const eventTimeout = 30 * time.Second
 type fixture struct {
 	t       *testing.T
 	env     *hubapi.Env
-	clients *controller.Clients
+	clients *kube.Clients
 	ns      string
 	// bindings delivers every change of the namespace's ResourceBindings,
 	// clusterBindings of every ClusterResourceBinding.
@@ -55,7 +57,7 @@ func newFixture(t *testing.T) *fixture {
 	env := hubapi.Start(t)
 	env.Cleanup(t)
 	ns := env.Namespace(t)
-	clients, err := controller.NewClients(env.RESTConfig())
+	clients, err := kube.NewClients(env.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,11 +248,11 @@ func TestDetectorFollowsTemplatesAndPolicies(t *testing.T) {
 	f.start(2)
 	f.apply(nginx, clusterWide)
 	b := f.next(added)
-	if b.Name != "nginx-deployment" || b.Spec.Replicas != 3 || b.Annotations[AnnotationPolicy] != "everything" {
-		t.Fatalf("binding %s replicas %d policy %q", b.Name, b.Spec.Replicas, b.Annotations[AnnotationPolicy])
+	if b.Name != "nginx-deployment" || b.Spec.Replicas != 3 || b.Annotations[names.AnnotationPolicy] != "everything" {
+		t.Fatalf("binding %s replicas %d policy %q", b.Name, b.Spec.Replicas, b.Annotations[names.AnnotationPolicy])
 	}
-	if want := "apps/Deployment/" + f.ns + "/nginx"; b.Annotations[AnnotationTemplate] != want {
-		t.Errorf("template annotation %q, want %q", b.Annotations[AnnotationTemplate], want)
+	if want := "apps/Deployment/" + f.ns + "/nginx"; b.Annotations[names.AnnotationTemplate] != want {
+		t.Errorf("template annotation %q, want %q", b.Annotations[names.AnnotationTemplate], want)
 	}
 	wantResource := v1alpha1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: f.ns, Name: "nginx"}
 	gotResource := b.Spec.Resource
@@ -272,14 +274,14 @@ func TestDetectorFollowsTemplatesAndPolicies(t *testing.T) {
 	// higher priority wins over the more specific name selector.
 	f.apply(byName)
 	b = f.next(func(_ watch.EventType, b *v1alpha1.ResourceBinding) bool {
-		return b.Annotations[AnnotationPolicy] == f.ns+"/by-name"
+		return b.Annotations[names.AnnotationPolicy] == f.ns+"/by-name"
 	})
 	if diff := cmp.Diff([]string{"member1"}, placedOn(b)); diff != "" {
 		t.Errorf("placement from by-name (-want +got):\n%s", diff)
 	}
 	f.apply(byLabel)
 	b = f.next(func(_ watch.EventType, b *v1alpha1.ResourceBinding) bool {
-		return b.Annotations[AnnotationPolicy] == f.ns+"/by-label"
+		return b.Annotations[names.AnnotationPolicy] == f.ns+"/by-label"
 	})
 	if b.Generation < 3 {
 		t.Errorf("generation %d after two placement changes, want >= 3", b.Generation)
@@ -320,8 +322,8 @@ spec:
   resourceSelectors: [{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, name: `+name+`}]
   placement: {clusterAffinity: {clusterNames: [member1]}}`)
 	b := f.nextCluster(added)
-	if b.Name != name+"-clusterrole" || b.Annotations[AnnotationPolicy] != "roles" || b.Spec.Replicas != 0 {
-		t.Errorf("cluster binding %s policy %q replicas %d, want %s-clusterrole, roles, 0", b.Name, b.Annotations[AnnotationPolicy], b.Spec.Replicas, name)
+	if b.Name != name+"-clusterrole" || b.Annotations[names.AnnotationPolicy] != "roles" || b.Spec.Replicas != 0 {
+		t.Errorf("cluster binding %s policy %q replicas %d, want %s-clusterrole, roles, 0", b.Name, b.Annotations[names.AnnotationPolicy], b.Spec.Replicas, name)
 	}
 	if b.Spec.Resource.Kind != "ClusterRole" || b.Spec.Resource.Namespace != "" || b.Spec.Resource.Name != name {
 		t.Errorf("cluster binding resource %+v", b.Spec.Resource)
@@ -391,7 +393,7 @@ func TestDeletedPolicyLeavesBinding(t *testing.T) {
 	// A new matching policy takes the binding over.
 	f.apply(strings.Replace(byName, "name: by-name", "name: successor", 1))
 	f.next(func(_ watch.EventType, b *v1alpha1.ResourceBinding) bool {
-		return b.Name == "nginx-deployment" && b.Annotations[AnnotationPolicy] == f.ns+"/successor"
+		return b.Name == "nginx-deployment" && b.Annotations[names.AnnotationPolicy] == f.ns+"/successor"
 	})
 }
 
@@ -406,7 +408,7 @@ func TestBindingOfVanishedTemplateGoesAtStart(t *testing.T) {
 		t.Helper()
 		b := &v1alpha1.ResourceBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}}
 		if template != "" {
-			b.Annotations = map[string]string{AnnotationTemplate: template, AnnotationPolicy: f.ns + "/by-name"}
+			b.Annotations = map[string]string{names.AnnotationTemplate: template, names.AnnotationPolicy: f.ns + "/by-name"}
 		}
 		if _, err := bindings.Create(t.Context(), b, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -537,8 +539,8 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Annotations[AnnotationTemplate] != "apps/Deployment/"+f.ns+"/nginx" || b.Spec.Resource.APIVersion != "apps/v1" {
-		t.Errorf("binding %s now for %s (%s), want it kept for apps/v1 nginx", b.Name, b.Annotations[AnnotationTemplate], b.Spec.Resource.APIVersion)
+	if b.Annotations[names.AnnotationTemplate] != "apps/Deployment/"+f.ns+"/nginx" || b.Spec.Resource.APIVersion != "apps/v1" {
+		t.Errorf("binding %s now for %s (%s), want it kept for apps/v1 nginx", b.Name, b.Annotations[names.AnnotationTemplate], b.Spec.Resource.APIVersion)
 	}
 }
 

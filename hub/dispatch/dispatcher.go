@@ -27,11 +27,12 @@ import (
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // Dispatcher routes Work changes to the session of their cluster.
 type Dispatcher struct {
-	clients  *controller.Clients
+	clients  *kube.Clients
 	recorder controller.Recorder
 	logger   *slog.Logger
 	works    *controller.Shared[*v1alpha1.Work]
@@ -89,7 +90,7 @@ func (d *Dispatcher) Counts() Counts {
 // informers; Run must be running for Serve to work. The clock times
 // dispatch latencies only: the agent's reports carry no times the hub
 // stamps.
-func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.PassiveClock, logger *slog.Logger) *Dispatcher {
+func New(clients *kube.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.PassiveClock, logger *slog.Logger) *Dispatcher {
 	d := &Dispatcher{clients: clients, recorder: recorder, clock: clk, logger: logger.With("component", "dispatch"),
 		works: informers.Works, clusters: informers.Clusters, sessions: map[string]*session{}}
 	d.released = controller.NewQueue("dispatch-released", d.release, logger)

@@ -21,6 +21,7 @@ import (
 	flotillav1alpha1 "github.com/flotilla-io/flotilla/api/client/clientset/versioned/typed/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/test/hubapi"
 )
@@ -100,7 +101,7 @@ func startSessionWith(t *testing.T, works []workSpec, inventory []protocol.WorkR
 	for _, ws := range works {
 		f.create(t, ws)
 	}
-	clients, err := controller.NewClients(env.RESTConfig())
+	clients, err := kube.NewClients(env.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

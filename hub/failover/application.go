@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
@@ -22,8 +21,8 @@ const defaultApplicationToleration = 300 * time.Second
 // announced, and decided again when the back-off ends. How long each has
 // been unhealthy is kept in memory: after a hub restart the count starts
 // again, which only delays a failover.
-func (c *Controller) applicationFailures(obj metav1.Object, key string, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus,
-	skip []eviction.Eviction, now time.Time, wake *wakeup) []eviction.Eviction {
+func (c *Controller) applicationFailures(j *judgement, skip []eviction.Eviction) []eviction.Eviction {
+	obj, key, spec, status, now, wake := j.read, j.key, j.spec, j.status, j.now, j.wake
 	var app *v1alpha1.ApplicationFailoverBehavior
 	if spec.Failover != nil {
 		app = spec.Failover.Application

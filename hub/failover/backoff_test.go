@@ -17,9 +17,10 @@ import (
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/eviction"
-	hubbinding "github.com/flotilla-io/flotilla/hub/binding"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
+	"github.com/flotilla-io/flotilla/hub/names"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 func TestBackOffLength(t *testing.T) {
@@ -318,7 +319,7 @@ func newAppFixture(t *testing.T) *appFixture {
 // telling the fixture each wake-up it asks for.
 func (f *appFixture) start() {
 	f.T.Helper()
-	f.Start(f.conflicts.Wrap, 1, func(clients *controller.Clients, informers *controller.Informers) controllertest.Controller {
+	f.Start(f.conflicts.Wrap, 1, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
 		f.ctl = New(clients, informers, f.Events, f.clk, controllertest.LoggerCountingRetries(f.T, &f.retries), testConfig())
 		f.ctl.waiting = f.RecordWake
 		return f.ctl
@@ -331,7 +332,7 @@ func (f *appFixture) report(cluster, health string) {
 	f.T.Helper()
 	ctx := f.T.Context()
 	works := f.Flotilla.Works(v1alpha1.ExecutionNamespace(cluster))
-	name := hubbinding.WorkName(f.key, appBinding)
+	name := names.WorkName(f.key, appBinding)
 	w, err := works.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		w = &v1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Name: name,

@@ -29,13 +29,15 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/eviction"
-	hubbinding "github.com/flotilla-io/flotilla/hub/binding"
+	"github.com/flotilla-io/flotilla/hub/aggregate"
 	"github.com/flotilla-io/flotilla/hub/controller"
-	hubstatus "github.com/flotilla-io/flotilla/hub/status"
+	"github.com/flotilla-io/flotilla/hub/names"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // Config holds the failover settings (hub flags).
@@ -104,7 +106,7 @@ type Controller struct {
 // New returns a failover controller that reads clusters, bindings and
 // Works from the shared informers and writes bindings through clients. It
 // adds its handlers to the informers; Run starts it.
-func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.WithTicker, logger *slog.Logger, cfg Config) *Controller {
+func New(clients *kube.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.WithTicker, logger *slog.Logger, cfg Config) *Controller {
 	c := &Controller{api: controller.BindingAPI{Client: clients.Flotilla.FlotillaV1alpha1()}, recorder: recorder, clock: clk, logger: logger.With("controller", "failover"),
 		cfg: cfg, zones: eviction.NewZones(cfg.Zones), fleet: newFleetCounts(), unhealthySince: map[string]map[string]time.Time{}, held: map[string]map[string]heldEviction{}, clusterTimes: newInstants(), bindingTimes: newInstants(),
 		clusters: informers.Clusters, bindings: informers.Bindings, clusterBindings: informers.ClusterBindings, works: informers.Works}
@@ -247,7 +249,7 @@ func (c *Controller) forget(key string) {
 
 // workOf returns a binding's Work in a cluster, from the informer.
 func (c *Controller) workOf(key, name string) func(cluster string) *v1alpha1.Work {
-	workName := hubbinding.WorkName(key, name)
+	workName := names.WorkName(key, name)
 	return func(cluster string) *v1alpha1.Work {
 		return c.works.Get(controller.Key(v1alpha1.ExecutionNamespace(cluster), workName))
 	}
@@ -265,15 +267,16 @@ func (c *Controller) reconcileBinding(ctx context.Context, key string, read cont
 	// Judge the replacement on the Works as they are now: the binding's
 	// stored aggregated status may still describe the placement before.
 	current := *status
-	current.AggregatedStatus = hubstatus.Aggregate(spec, workOf, func(cluster string) bool {
+	current.AggregatedStatus = aggregate.Items(spec, workOf, func(cluster string) bool {
 		cl := c.clusters.Get(cluster)
-		return cl != nil && hubstatus.Reachable(cl)
+		return cl != nil && aggregate.Reachable(cl)
 	})
 	tolerations := c.tolerations(spec)
 	stamped := c.stampTasks(key, spec, now)
-	ended := c.endTasks(key, read.Object().GetGeneration(), spec, &current, tolerations, now, &wake)
+	j := &judgement{key: key, read: read.Object(), spec: spec, status: &current, now: now, wake: &wake}
+	ended := c.endTasks(j, tolerations)
 	evicted := c.dueEvictions(key, spec, tolerations, now, &wake)
-	evicted = append(evicted, c.applicationFailures(read.Object(), key, spec, &current, evicted, now, &wake)...)
+	evicted = append(evicted, c.applicationFailures(j, evicted)...)
 	for _, e := range evicted {
 		eviction.Evict(spec, e, now)
 	}
@@ -303,6 +306,20 @@ func (c *Controller) reconcileBinding(ctx context.Context, key string, read cont
 		}
 	}
 	return nil
+}
+
+// judgement is one reconcile of a binding, as the decisions about its
+// tasks and its application failures see it.
+type judgement struct {
+	key  string
+	read metav1.Object // the binding as read from the informer
+	// spec is the copy of the binding's spec the decisions change.
+	spec *v1alpha1.ResourceBindingSpec
+	// status is what they are judged on: the binding's status with the
+	// aggregated status of its Works as they are now.
+	status *v1alpha1.ResourceBindingStatus
+	now    time.Time
+	wake   *wakeup // the earliest instant a decision is due
 }
 
 // wakeup is the earliest instant a decision is due.

@@ -13,6 +13,7 @@ import (
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // fixture is the test binary's API server with a namespace for the test's
@@ -41,7 +42,7 @@ func testConfig() Config {
 // start runs the controller on informers of its own.
 func (f *fixture) start(clk clock.WithTicker, cfg Config, workers int) {
 	f.T.Helper()
-	f.Start(f.conflicts.Wrap, workers, func(clients *controller.Clients, informers *controller.Informers) controllertest.Controller {
+	f.Start(f.conflicts.Wrap, workers, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
 		f.ctl = New(clients, informers, f.Events, clk, controllertest.LoggerCountingRetries(f.T, &f.retries), cfg)
 		return f.ctl
 	})

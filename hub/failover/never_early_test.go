@@ -20,6 +20,7 @@ import (
 	"github.com/flotilla-io/flotilla/eviction"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // The tests of this file check that nothing is evicted, nor a task ended,
@@ -109,7 +110,7 @@ func (j *journal) stored(from int) []entry {
 func (f *fixture) startJournaling(clk clock.WithTicker, cfg Config) *journal {
 	f.T.Helper()
 	j := &journal{changed: make(chan struct{})}
-	f.Start(f.conflicts.Wrap, 1, func(clients *controller.Clients, informers *controller.Informers) controllertest.Controller {
+	f.Start(f.conflicts.Wrap, 1, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
 		f.ctl = New(clients, informers, f.Events, clk, controllertest.LoggerCountingRetries(f.T, &f.retries), cfg)
 		f.ctl.waiting = func(key string, at time.Time) { j.add(entry{key: key, wake: at}) }
 		f.ctl.decided = func(key string, at time.Time, evicted []eviction.Eviction, ended []endedTask) {

@@ -15,6 +15,7 @@ import (
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // heard is what an Observer was told.
@@ -55,7 +56,7 @@ func TestObserverHearsEvictionsAndTheQueue(t *testing.T) {
 		f.binding(name, []v1alpha1.TargetCluster{{Name: "member-1", Replicas: 1}, {Name: "member-2", Replicas: 2}}, nil)
 	}
 	var h heard
-	f.Start(f.conflicts.Wrap, 1, func(clients *controller.Clients, informers *controller.Informers) controllertest.Controller {
+	f.Start(f.conflicts.Wrap, 1, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
 		f.ctl = New(clients, informers, f.Events, clk, controllertest.LoggerCountingRetries(f.T, &f.retries), cfg)
 		f.ctl.SetObserver(h.observer())
 		return f.ctl

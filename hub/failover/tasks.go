@@ -28,14 +28,14 @@ const reasonRecovered = "ClusterRecovered"
 // scheduler found no other cluster.
 const reasonNoReplacement = "NoReplacement"
 
-// endTasks removes the tasks that are over from spec and returns them.
+// endTasks removes the tasks that are over from j.spec and returns them.
 // A task the scheduler found no replacement for is called off (its
 // cluster given back, the workload staying where it runs) when the
 // cluster recovered (taint manager, and Never tasks), or at once for an
 // application failure: with nowhere else to go, an unhealthy copy beats
 // none, and the unhealthy count starts again.
-func (c *Controller) endTasks(key string, generation int64, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus,
-	tolerations []corev1.Toleration, now time.Time, wake *wakeup) []endedTask {
+func (c *Controller) endTasks(j *judgement, tolerations []corev1.Toleration) []endedTask {
+	key, generation, spec, status, now, wake := j.key, j.read.GetGeneration(), j.spec, j.status, j.now, j.wake
 	var ended []endedTask
 	kept := spec.GracefulEvictionTasks[:0:0]
 	// Judged on the instants the stored times stand for (instants.go).

@@ -20,8 +20,9 @@ import (
 	"k8s.io/utils/clock"
 
 	flotillaclient "github.com/flotilla-io/flotilla/api/client/clientset/versioned"
-	"github.com/flotilla-io/flotilla/hub/bootstrap"
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/internal/bootstraptoken"
+	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/internal/pki"
 )
 
@@ -75,7 +76,7 @@ type Controller struct {
 
 // New builds the controller; Run starts its watch of the requests of
 // SignerName (the only watch of CertificateSigningRequests in the hub).
-func New(clients *controller.Clients, cfg Config, clk clock.WithTicker, logger *slog.Logger) *Controller {
+func New(clients *kube.Clients, cfg Config, clk clock.WithTicker, logger *slog.Logger) *Controller {
 	factory := informers.NewSharedInformerFactoryWithOptions(clients.Kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.signerName", SignerName).String()
 	}))
@@ -207,8 +208,8 @@ func (c *Controller) checkToken(ctx context.Context, csr *certificatesv1.Certifi
 	if _, err := checkRequest(csr.Spec.Request, cluster); err != nil {
 		return reasonRequestRefused, err.Error()
 	}
-	_, err := bootstrap.Check(ctx, c.kube.CoreV1(), csr.Annotations[TokenAnnotation], cluster, c.clock.Now())
-	if r, ok := bootstrap.Refused(err); ok {
+	_, err := bootstraptoken.Check(ctx, c.kube.CoreV1(), csr.Annotations[TokenAnnotation], cluster, c.clock.Now())
+	if r, ok := bootstraptoken.Refused(err); ok {
 		return reasonTokenRefused, r.Message
 	}
 	if err != nil {

@@ -5,7 +5,7 @@
 //     connection (protocol.JoinALPN) and sends its cluster name, token,
 //     a certificate request for CommonName cluster:<name> and
 //     registration metadata (Server.Serve).
-//  2. The hub checks the token (package bootstrap), binds an unbound token
+//  2. The hub checks the token (package bootstraptoken), binds an unbound token
 //     to the name, checks the request, and creates a certificates.k8s.io/v1
 //     CertificateSigningRequest for signer flotilla.io/agent, labelled with
 //     the cluster and annotated with the token ID and the metadata.

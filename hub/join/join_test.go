@@ -20,10 +20,10 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
-	"github.com/flotilla-io/flotilla/hub/bootstrap"
 	"github.com/flotilla-io/flotilla/hub/ca"
-	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
+	"github.com/flotilla-io/flotilla/internal/bootstraptoken"
+	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/test/hubapi"
@@ -49,7 +49,7 @@ func newFixture(t *testing.T, approval string, wait time.Duration, change ...fun
 	if err != nil {
 		t.Fatal(err)
 	}
-	clients, err := controller.NewClients(env.RESTConfig())
+	clients, err := kube.NewClients(env.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,17 +74,17 @@ func newFixture(t *testing.T, approval string, wait time.Duration, change ...fun
 func (f *fixture) cleanup() {
 	ctx := context.Background()
 	kube := f.env.Kube
-	if tokens, _, err := bootstrap.List(ctx, kube); err == nil {
+	if tokens, _, err := bootstraptoken.List(ctx, kube); err == nil {
 		for _, t := range tokens {
-			_, _ = bootstrap.Delete(ctx, kube, t.ID)
+			_, _ = bootstraptoken.Delete(ctx, kube, t.ID)
 		}
 	}
 	_ = kube.CertificatesV1().CertificateSigningRequests().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 }
 
-func (f *fixture) token(opts bootstrap.CreateOptions) bootstrap.Token {
+func (f *fixture) token(opts bootstraptoken.CreateOptions) bootstraptoken.Token {
 	f.t.Helper()
-	tok, err := bootstrap.Create(f.t.Context(), f.env.Kube, opts, time.Now())
+	tok, err := bootstraptoken.Create(f.t.Context(), f.env.Kube, opts, time.Now())
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func (f *fixture) issued(answer protocol.Message, cluster string) *x509.Certific
 
 func TestJoinOverQUICIssuesAndRegisters(t *testing.T) {
 	f := newFixture(t, ApprovalAuto, 10*time.Second)
-	tok := f.token(bootstrap.CreateOptions{TTL: time.Hour})
+	tok := f.token(bootstraptoken.CreateOptions{TTL: time.Hour})
 
 	// The hub side: the real TLS settings and serving certificate.
 	serving, err := ca.ServingCertificate(f.ca, nil)
@@ -212,19 +212,19 @@ func TestJoinOverQUICIssuesAndRegisters(t *testing.T) {
 
 func TestJoinRefusals(t *testing.T) {
 	f := newFixture(t, ApprovalAuto, 10*time.Second)
-	good := f.token(bootstrap.CreateOptions{})
-	bound := f.token(bootstrap.CreateOptions{Cluster: "edge-1"})
-	expired := f.token(bootstrap.CreateOptions{})
-	s, err := f.env.Kube.CoreV1().Secrets(bootstrap.Namespace).Get(t.Context(), "bootstrap-token-"+expired.ID, metav1.GetOptions{})
+	good := f.token(bootstraptoken.CreateOptions{})
+	bound := f.token(bootstraptoken.CreateOptions{Cluster: "edge-1"})
+	expired := f.token(bootstraptoken.CreateOptions{})
+	s, err := f.env.Kube.CoreV1().Secrets(bootstraptoken.Namespace).Get(t.Context(), "bootstrap-token-"+expired.ID, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Data["expiration"] = []byte(time.Now().Add(-time.Minute).UTC().Format(time.RFC3339))
-	if _, err := f.env.Kube.CoreV1().Secrets(bootstrap.Namespace).Update(t.Context(), s, metav1.UpdateOptions{}); err != nil {
+	if _, err := f.env.Kube.CoreV1().Secrets(bootstraptoken.Namespace).Update(t.Context(), s, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deleted := f.token(bootstrap.CreateOptions{})
-	if _, err := bootstrap.Delete(t.Context(), f.env.Kube, deleted.ID); err != nil {
+	deleted := f.token(bootstraptoken.CreateOptions{})
+	if _, err := bootstraptoken.Delete(t.Context(), f.env.Kube, deleted.ID); err != nil {
 		t.Fatal(err)
 	}
 
@@ -260,12 +260,12 @@ func TestJoinRefusals(t *testing.T) {
 	if _, err := f.env.Flotilla.FlotillaV1alpha1().Clusters().Get(t.Context(), "edge-9", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("cluster edge-9 after refusals: %v", err)
 	}
-	if tokens, _, _ := bootstrap.List(t.Context(), f.env.Kube); !unbound(tokens, good.ID) {
+	if tokens, _, _ := bootstraptoken.List(t.Context(), f.env.Kube); !unbound(tokens, good.ID) {
 		t.Error("a refused join bound the token")
 	}
 }
 
-func unbound(tokens []bootstrap.Token, id string) bool {
+func unbound(tokens []bootstraptoken.Token, id string) bool {
 	for _, t := range tokens {
 		if t.ID == id {
 			return t.Cluster == ""
@@ -276,7 +276,7 @@ func unbound(tokens []bootstrap.Token, id string) bool {
 
 func TestJoinWithManualApproval(t *testing.T) {
 	f := newFixture(t, ApprovalManual, 500*time.Millisecond)
-	tok := f.token(bootstrap.CreateOptions{})
+	tok := f.token(bootstraptoken.CreateOptions{})
 	req, x509req := request(t, "edge-3", tok.String(), nil)
 	answer, err := f.c.join(t.Context(), req)
 	if err != nil {
@@ -312,7 +312,7 @@ func TestJoinWithManualApproval(t *testing.T) {
 
 func TestJoinDeniedRequest(t *testing.T) {
 	f := newFixture(t, ApprovalManual, 10*time.Second)
-	tok := f.token(bootstrap.CreateOptions{})
+	tok := f.token(bootstraptoken.CreateOptions{})
 	req, x509req := request(t, "edge-4", tok.String(), nil)
 	name := requestName("edge-4", x509req)
 	csrs := f.env.Kube.CertificatesV1().CertificateSigningRequests()
@@ -351,7 +351,7 @@ func TestJoinDeniedRequest(t *testing.T) {
 // runs on the hub).
 func TestAnsweredRequestsAreCollected(t *testing.T) {
 	f := newFixture(t, ApprovalAuto, 10*time.Second, func(c *Config) { c.Retention = time.Second })
-	tok := f.token(bootstrap.CreateOptions{})
+	tok := f.token(bootstraptoken.CreateOptions{})
 	req, x509req := request(t, "edge-5", tok.String(), nil)
 	answer, err := f.c.join(t.Context(), req)
 	if err != nil {

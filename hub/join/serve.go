@@ -10,8 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/flotilla-io/flotilla/hub/bootstrap"
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/internal/bootstraptoken"
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/transport"
 )
@@ -83,8 +83,8 @@ func (c *Controller) serve(ctx context.Context, conn transport.Conn) (protocol.M
 // join decides a request: an Error for a refusal, a JoinResponse with the
 // certificate or Pending; an error only when the hub itself failed.
 func (c *Controller) join(ctx context.Context, req *protocol.JoinRequest) (protocol.Message, error) {
-	token, secret, err := bootstrap.Authenticate(ctx, c.kube.CoreV1(), req.BootstrapToken, req.ClusterName, c.clock.Now())
-	if r, ok := bootstrap.Refused(err); ok {
+	token, secret, err := bootstraptoken.Authenticate(ctx, c.kube.CoreV1(), req.BootstrapToken, req.ClusterName, c.clock.Now())
+	if r, ok := bootstraptoken.Refused(err); ok {
 		return &protocol.Error{Code: protocol.CodeTokenRefused, Message: r.Error()}, nil
 	}
 	if err != nil {
@@ -94,8 +94,8 @@ func (c *Controller) join(ctx context.Context, req *protocol.JoinRequest) (proto
 	if err != nil {
 		return &protocol.Error{Code: protocol.CodeCSRRefused, Message: err.Error()}, nil
 	}
-	if err := bootstrap.Bind(ctx, c.kube.CoreV1(), secret, req.ClusterName); err != nil {
-		if r, ok := bootstrap.Refused(err); ok {
+	if err := bootstraptoken.Bind(ctx, c.kube.CoreV1(), secret, req.ClusterName); err != nil {
+		if r, ok := bootstraptoken.Refused(err); ok {
 			return &protocol.Error{Code: protocol.CodeTokenRefused, Message: r.Error()}, nil
 		}
 		return nil, err

@@ -50,6 +50,7 @@ import (
 	"github.com/flotilla-io/flotilla/api/crds"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // Marks of the mirror.
@@ -88,7 +89,7 @@ type Mirror struct {
 // New returns a Mirror that reads twins from the shared informers and
 // Karmada's documents from informers of its own, and writes through
 // clients. It adds its handlers; Run starts it.
-func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, logger *slog.Logger) *Mirror {
+func New(clients *kube.Clients, informers *controller.Informers, recorder controller.Recorder, logger *slog.Logger) *Mirror {
 	m := &Mirror{dynamic: clients.Dynamic, factory: dynamicinformer.NewDynamicSharedInformerFactory(clients.Dynamic, 0),
 		recorder: recorder, logger: logger.With("controller", "karmada-mirror")}
 	policies := v1alpha1.SchemeGroupVersion.WithResource("propagationpolicies")

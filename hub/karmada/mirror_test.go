@@ -20,6 +20,7 @@ import (
 	"github.com/flotilla-io/flotilla/api/crds"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
+	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/test/hubapi"
 )
 
@@ -45,7 +46,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	f := controllertest.New(t)
-	f.Start(nil, 2, func(clients *controller.Clients, informers *controller.Informers) controllertest.Controller {
+	f.Start(nil, 2, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
 		return New(clients, informers, f.Events, controllertest.Logger(t))
 	})
 	return &fixture{t: t, dyn: f.Env.Dynamic, ns: f.Namespace, events: f.Events}

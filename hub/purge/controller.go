@@ -49,6 +49,7 @@ import (
 	flotillaclient "github.com/flotilla-io/flotilla/api/client/clientset/versioned"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // Reasons of a Failed request, and event reasons.
@@ -89,7 +90,7 @@ type Controller struct {
 // New returns a PurgeRequest controller that reads PurgeRequests and
 // bindings from the shared informers and writes through clients. It adds
 // its handlers to the informers; Run starts it.
-func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.WithTicker, logger *slog.Logger) *Controller {
+func New(clients *kube.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.WithTicker, logger *slog.Logger) *Controller {
 	c := &Controller{client: clients.Flotilla, recorder: recorder, clock: clk, logger: logger.With("controller", "purge"),
 		requests: informers.Purges, bindings: informers.Bindings, clusterBindings: informers.ClusterBindings, answers: map[types.UID]v1alpha1.PurgeRequestStatus{}}
 	c.queue = controller.NewQueueWithClock("purge", c.reconcile, logger, clk)

@@ -19,6 +19,7 @@ import (
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // fixture is the test binary's API server with a namespace for the test's
@@ -41,7 +42,7 @@ func newFixture(t *testing.T) *fixture {
 // start runs the controller with one worker on informers of its own.
 func (f *fixture) start() {
 	f.T.Helper()
-	f.Start(f.failStatusWrites, 1, func(clients *controller.Clients, informers *controller.Informers) controllertest.Controller {
+	f.Start(f.failStatusWrites, 1, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
 		c := New(clients, informers, f.Events, f.clk, controllertest.Logger(f.T))
 		c.waiting = f.RecordWake
 		return c

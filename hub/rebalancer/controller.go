@@ -81,7 +81,8 @@ import (
 	flotillaclient "github.com/flotilla-io/flotilla/api/client/clientset/versioned"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
-	"github.com/flotilla-io/flotilla/hub/detector"
+	"github.com/flotilla-io/flotilla/hub/names"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // Event reasons on rebalancers (and RescheduleTriggered on bindings).
@@ -113,7 +114,7 @@ type Controller struct {
 // from the shared informers and writes them through clients; clk stamps
 // finish times and measures TTLs. It adds its handler to the informers;
 // Run starts it.
-func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.WithTicker, logger *slog.Logger) *Controller {
+func New(clients *kube.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.WithTicker, logger *slog.Logger) *Controller {
 	c := &Controller{client: clients.Flotilla, recorder: recorder, clock: clk, logger: logger.With("controller", "rebalancer"),
 		rebalancers: informers.Rebalancers, bindings: informers.Bindings, clusterBindings: informers.ClusterBindings}
 	c.queue = controller.NewQueueWithClock("rebalancer", c.reconcile, logger, clk)
@@ -289,8 +290,8 @@ func (c *Controller) trigger(ctx context.Context, rb *appsv1alpha1.WorkloadRebal
 	if err != nil { // validation refuses it; report it as no binding
 		return w.Name, false, nil
 	}
-	key := controller.Key(w.Namespace, detector.BindingName(w.Name, w.Kind))
-	template := gv.Group + "/" + w.Kind + "/" + w.Namespace + "/" + w.Name // detector.TemplateKey
+	key := controller.Key(w.Namespace, names.BindingName(w.Name, w.Kind))
+	template := names.TemplateKeyFor(schema.GroupKind{Group: gv.Group, Kind: w.Kind}, w.Namespace, w.Name)
 	found, err := c.triggerBinding(ctx, key, template, rb.CreationTimestamp)
 	return key, found, err
 }
@@ -311,7 +312,7 @@ func (c *Controller) triggerBinding(ctx context.Context, key, template string, a
 		if err != nil {
 			return err
 		}
-		if b.GetAnnotations()[detector.AnnotationTemplate] != template {
+		if b.GetAnnotations()[names.AnnotationTemplate] != template {
 			return nil // the binding of a same-named template of another group
 		}
 		found = true
@@ -427,5 +428,5 @@ func rebalancerRef(rb *appsv1alpha1.WorkloadRebalancer) corev1.ObjectReference {
 
 // bindingRef names the binding of a workload in events.
 func bindingRef(w appsv1alpha1.ObjectReference) corev1.ObjectReference {
-	return controller.BindingRef(&metav1.ObjectMeta{Namespace: w.Namespace, Name: detector.BindingName(w.Name, w.Kind)})
+	return controller.BindingRef(&metav1.ObjectMeta{Namespace: w.Namespace, Name: names.BindingName(w.Name, w.Kind)})
 }

@@ -19,7 +19,8 @@ import (
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
-	"github.com/flotilla-io/flotilla/hub/detector"
+	"github.com/flotilla-io/flotilla/hub/names"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // fixture is the test binary's API server with a namespace for the
@@ -44,7 +45,7 @@ func newFixture(t *testing.T) *fixture {
 // nil, is its test hook.
 func (f *fixture) start(beforeDelete func()) {
 	f.T.Helper()
-	f.Start(nil, 1, func(clients *controller.Clients, informers *controller.Informers) controllertest.Controller {
+	f.Start(nil, 1, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
 		c := New(clients, informers, f.Events, f.clk, controllertest.Logger(f.T))
 		c.beforeDelete = beforeDelete
 		c.waiting = f.RecordWake
@@ -60,8 +61,8 @@ func (f *fixture) binding(apiVersion, kind, namespace, name string, triggeredAt 
 	if err != nil {
 		f.T.Fatal(err)
 	}
-	meta := metav1.ObjectMeta{Name: detector.BindingName(name, kind), Namespace: namespace,
-		Annotations: map[string]string{detector.AnnotationTemplate: gv.Group + "/" + kind + "/" + namespace + "/" + name}}
+	meta := metav1.ObjectMeta{Name: names.BindingName(name, kind), Namespace: namespace,
+		Annotations: map[string]string{names.AnnotationTemplate: names.TemplateKeyFor(schema.GroupKind{Group: gv.Group, Kind: kind}, namespace, name)}}
 	spec := v1alpha1.ResourceBindingSpec{Resource: v1alpha1.ObjectReference{APIVersion: apiVersion, Kind: kind, Namespace: namespace, Name: name},
 		RescheduleTriggeredAt: triggeredAt}
 	f.CreateBinding(meta, spec, &v1alpha1.ResourceBindingStatus{LastScheduledTime: timePtr(f.T0.Add(-time.Hour))})

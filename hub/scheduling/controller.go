@@ -50,6 +50,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/scheduler"
 )
 
@@ -101,7 +102,7 @@ type memo struct {
 // New returns a scheduling controller that reads bindings and clusters
 // from the shared informers and writes bindings through clients. It adds
 // its handlers to the informers; Run starts it.
-func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.PassiveClock, logger *slog.Logger) *Controller {
+func New(clients *kube.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.PassiveClock, logger *slog.Logger) *Controller {
 	c := &Controller{api: controller.BindingAPI{Client: clients.Flotilla.FlotillaV1alpha1()}, recorder: recorder, clock: clk,
 		logger: logger.With("controller", "scheduling"), bindings: informers.Bindings, clusterBindings: informers.ClusterBindings,
 		clusters: informers.Clusters, fleet: &fleetCache{clusters: informers.Clusters}, memos: map[string]memo{}}

@@ -10,6 +10,7 @@ import (
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // fixture is the test binary's API server with a namespace for the test's
@@ -31,7 +32,7 @@ func newFixture(t *testing.T) *fixture {
 // start runs the controller on informers of its own.
 func (f *fixture) start(workers int) {
 	f.T.Helper()
-	f.Start(f.conflicts.Wrap, workers, func(clients *controller.Clients, informers *controller.Informers) controllertest.Controller {
+	f.Start(f.conflicts.Wrap, workers, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
 		return New(clients, informers, f.Events, f.clk, controllertest.LoggerCountingRetries(f.T, &f.retries))
 	})
 }

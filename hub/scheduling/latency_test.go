@@ -11,6 +11,7 @@ import (
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // TestScheduleLatencyObserved: each scheduling attempt is timed on the
@@ -20,7 +21,7 @@ func TestScheduleLatencyObserved(t *testing.T) {
 	f.CreateCluster("member-1")
 	var mu sync.Mutex
 	var results []string
-	f.Start(f.conflicts.Wrap, 1, func(clients *controller.Clients, informers *controller.Informers) controllertest.Controller {
+	f.Start(f.conflicts.Wrap, 1, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
 		c := New(clients, informers, f.Events, f.clk, controllertest.LoggerCountingRetries(f.T, &f.retries))
 		c.SetLatencyObserver(func(result string, d time.Duration) {
 			mu.Lock()

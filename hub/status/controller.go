@@ -25,14 +25,15 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
-	"github.com/flotilla-io/flotilla/hub/binding"
+	"github.com/flotilla-io/flotilla/hub/aggregate"
 	"github.com/flotilla-io/flotilla/hub/controller"
-	"github.com/flotilla-io/flotilla/hub/detector"
+	"github.com/flotilla-io/flotilla/hub/names"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // Controller aggregates status.
 type Controller struct {
-	clients         *controller.Clients
+	clients         *kube.Clients
 	recorder        controller.Recorder
 	logger          *slog.Logger
 	bindings        controller.Source[*v1alpha1.ResourceBinding]
@@ -57,7 +58,7 @@ type Controller struct {
 // and templates from informers and writes statuses through clients. It
 // adds its handlers to the shared informers; Run starts it. The clock is
 // not used: condition times are the API machinery's.
-func New(clients *controller.Clients, informers *controller.Informers, recorder controller.Recorder, _ clock.PassiveClock, logger *slog.Logger) *Controller {
+func New(clients *kube.Clients, informers *controller.Informers, recorder controller.Recorder, _ clock.PassiveClock, logger *slog.Logger) *Controller {
 	c := &Controller{clients: clients, recorder: recorder, logger: logger.With("controller", "status"),
 		bindings: informers.Bindings, clusterBindings: informers.ClusterBindings, works: informers.Works, clusters: informers.Clusters,
 		templates: informers.Templates, served: map[schema.GroupVersion]map[string]bool{},
@@ -66,10 +67,10 @@ func New(clients *controller.Clients, informers *controller.Informers, recorder 
 	c.queue = controller.NewQueue("status", c.reconcile, logger)
 	c.bindings.AddHandler(c.bindingWrites.caughtUp(func(b *v1alpha1.ResourceBinding) string { return controller.Key(b.Namespace, b.Name) }))
 	c.clusterBindings.AddHandler(c.clusterBindingWrites.caughtUp(func(b *v1alpha1.ClusterResourceBinding) string { return b.Name }))
-	c.templates.AddHandler(c.templateWrites.caughtUp(detector.TemplateKey))
+	c.templates.AddHandler(c.templateWrites.caughtUp(names.TemplateKey))
 	// A cluster going silent or coming back changes its health column.
 	c.clusters.AddHandler(func(old, cur *v1alpha1.Cluster) {
-		if old != nil && cur != nil && Reachable(old) == Reachable(cur) {
+		if old != nil && cur != nil && aggregate.Reachable(old) == aggregate.Reachable(cur) {
 			return
 		}
 		c.requeueOn(controller.Subject(old, cur).Name)
@@ -92,7 +93,7 @@ func New(clients *controller.Clients, informers *controller.Informers, recorder 
 	// A new generation of a template is the one its status observes.
 	c.templates.AddHandler(func(old, cur *unstructured.Unstructured) {
 		if cur != nil && (old == nil || old.GetGeneration() != cur.GetGeneration()) {
-			c.queue.Add(controller.Key(cur.GetNamespace(), detector.BindingName(cur.GetName(), cur.GetKind())))
+			c.queue.Add(controller.Key(cur.GetNamespace(), names.BindingName(cur.GetName(), cur.GetKind())))
 		}
 	})
 	return c
@@ -104,13 +105,6 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		return
 	}
 	c.queue.Run(ctx, workers)
-}
-
-// Reachable reports whether a cluster's agent is heard from: its Ready
-// condition is not Unknown.
-func Reachable(cl *v1alpha1.Cluster) bool {
-	cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.ClusterConditionReady)
-	return cond == nil || cond.Status != metav1.ConditionUnknown
 }
 
 // requeueOn queues the bindings placed on cluster.
@@ -131,7 +125,7 @@ func (c *Controller) requeueOn(cluster string) {
 // cluster is not.
 func (c *Controller) reachable(cluster string) bool {
 	cl := c.clusters.Get(cluster)
-	return cl != nil && Reachable(cl)
+	return cl != nil && aggregate.Reachable(cl)
 }
 
 func (c *Controller) reconcile(ctx context.Context, key string) error {
@@ -139,63 +133,78 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	opts := metav1.UpdateOptions{FieldManager: controller.FieldManager}
 	if namespace, name, namespaced := strings.Cut(key, "/"); namespaced {
 		bindings := api.ResourceBindings(namespace)
-		return reconcileBinding(ctx, c, key, name, c.bindingWrites, c.bindings.Get(key),
-			func(ctx context.Context) (*v1alpha1.ResourceBinding, error) {
+		return reconcileBinding(ctx, c, bindingAccess[*v1alpha1.ResourceBinding]{
+			key: key, name: name, cached: c.bindings.Get(key), writes: c.bindingWrites,
+			get: func(ctx context.Context) (*v1alpha1.ResourceBinding, error) {
 				return bindings.Get(ctx, name, metav1.GetOptions{})
 			},
-			func(ctx context.Context, b *v1alpha1.ResourceBinding) (*v1alpha1.ResourceBinding, error) {
+			updateStatus: func(ctx context.Context, b *v1alpha1.ResourceBinding) (*v1alpha1.ResourceBinding, error) {
 				return bindings.UpdateStatus(ctx, b, opts)
 			},
-			func(b *v1alpha1.ResourceBinding) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus) {
+			parts: func(b *v1alpha1.ResourceBinding) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus) {
 				return &b.Spec, &b.Status
-			})
+			},
+		})
 	}
 	bindings := api.ClusterResourceBindings()
-	return reconcileBinding(ctx, c, key, key, c.clusterBindingWrites, c.clusterBindings.Get(key),
-		func(ctx context.Context) (*v1alpha1.ClusterResourceBinding, error) {
+	return reconcileBinding(ctx, c, bindingAccess[*v1alpha1.ClusterResourceBinding]{
+		key: key, name: key, cached: c.clusterBindings.Get(key), writes: c.clusterBindingWrites,
+		get: func(ctx context.Context) (*v1alpha1.ClusterResourceBinding, error) {
 			return bindings.Get(ctx, key, metav1.GetOptions{})
 		},
-		func(ctx context.Context, b *v1alpha1.ClusterResourceBinding) (*v1alpha1.ClusterResourceBinding, error) {
+		updateStatus: func(ctx context.Context, b *v1alpha1.ClusterResourceBinding) (*v1alpha1.ClusterResourceBinding, error) {
 			return bindings.UpdateStatus(ctx, b, opts)
 		},
-		func(b *v1alpha1.ClusterResourceBinding) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus) {
+		parts: func(b *v1alpha1.ClusterResourceBinding) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus) {
 			return &b.Spec, &b.Status
-		})
+		},
+	})
 }
 
 // maxStatusAttempts bounds the writes of one binding's status when other
 // controllers write the binding at the same time.
 const maxStatusAttempts = 5
 
-// reconcileBinding writes the status of one binding (cached: the
-// informer's version, nil if none). The status fields it writes are this
-// controller's alone, so a write that conflicts with another controller's
-// (a placement, an eviction) is not given up: the binding is read again and
-// its status computed anew from the spec it now has.
-func reconcileBinding[PT object](ctx context.Context, c *Controller, key, name string, writes *writes[PT], cached PT,
-	get func(context.Context) (PT, error), updateStatus func(context.Context, PT) (PT, error),
-	parts func(PT) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus)) error {
+// bindingAccess is one binding to reconcile, of either kind, and how to
+// read and write it.
+type bindingAccess[PT object] struct {
+	key, name string
+	cached    PT // the informer's version, nil if none
+	writes    *writes[PT]
+	// get reads the binding from the API server; updateStatus writes its
+	// status; parts are its spec and status.
+	get          func(context.Context) (PT, error)
+	updateStatus func(context.Context, PT) (PT, error)
+	parts        func(PT) (*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus)
+}
+
+// reconcileBinding writes the status of one binding. The status fields it
+// writes are this controller's alone, so a write that conflicts with
+// another controller's (a placement, an eviction) is not given up: the
+// binding is read again and its status computed anew from the spec it now
+// has.
+func reconcileBinding[PT object](ctx context.Context, c *Controller, a bindingAccess[PT]) error {
 	var zero PT
-	b := writes.latest(key, cached)
+	b := a.writes.latest(a.key, a.cached)
 	if b == zero {
 		return nil
 	}
-	workName := binding.WorkName(key, name)
+	workName := names.WorkName(a.key, a.name)
 	workOf := func(cluster string) *v1alpha1.Work {
 		return c.works.Get(controller.Key(v1alpha1.ExecutionNamespace(cluster), workName))
 	}
 	for attempt := 1; ; attempt++ {
 		b = deepCopy(b)
-		spec, status := parts(b)
+		spec, status := a.parts(b)
 		err := c.update(ctx, b, spec, status, workOf, func(ctx context.Context) error {
-			updated, err := updateStatus(ctx, b)
-			writes.wrote(key, updated, err)
+			updated, err := a.updateStatus(ctx, b)
+			a.writes.wrote(a.key, updated, err)
 			return err
 		})
 		if !apierrors.IsConflict(err) || attempt == maxStatusAttempts {
 			return err
 		}
-		if b, err = get(ctx); apierrors.IsNotFound(err) {
+		if b, err = a.get(ctx); apierrors.IsNotFound(err) {
 			return nil
 		} else if err != nil {
 			return err
@@ -213,7 +222,7 @@ func deepCopy[PT object](obj PT) PT {
 // its template's status.
 func (c *Controller) update(ctx context.Context, obj metav1.Object, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus,
 	workOf func(string) *v1alpha1.Work, write func(context.Context) error) error {
-	items := Aggregate(spec, workOf, c.reachable)
+	items := aggregate.Items(spec, workOf, c.reachable)
 	changed := !equality.Semantic.DeepEqual(status.AggregatedStatus, items)
 	status.AggregatedStatus = items
 	before := meta.FindStatusCondition(status.Conditions, v1alpha1.BindingConditionFullyApplied)
@@ -222,7 +231,7 @@ func (c *Controller) update(ctx context.Context, obj metav1.Object, spec *v1alph
 	if before != nil {
 		beforeMessage = before.Message
 	}
-	cond := fullyApplied(items, obj.GetGeneration())
+	cond := aggregate.FullyApplied(items, obj.GetGeneration())
 	if meta.SetStatusCondition(&status.Conditions, cond) {
 		changed = true
 	}
@@ -255,12 +264,12 @@ func (c *Controller) updateTemplate(ctx context.Context, spec *v1alpha1.Resource
 		return nil // not a workload: nothing to sum
 	}
 	ref := spec.Resource
-	key := binding.TemplateKey(ref)
+	key := names.TemplateKeyOf(ref)
 	cur := c.templateWrites.latest(key, c.templates.Get(key))
 	if cur == nil {
 		return nil
 	}
-	want := summedStatus(items)
+	want := aggregate.SummedStatus(items)
 	if want == nil {
 		// No cluster reports (none placed, or none applied yet): old sums
 		// must not linger as if replicas were still ready somewhere.

@@ -21,10 +21,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
-	"github.com/flotilla-io/flotilla/hub/binding"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
+	"github.com/flotilla-io/flotilla/hub/names"
 	"github.com/flotilla-io/flotilla/hub/templates"
+	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/test/hubapi"
 )
 
@@ -51,7 +52,7 @@ func start(t *testing.T, n int) *fixture {
 		f.clusters = append(f.clusters, controllertest.CreateClusterWithExecutionNamespace(t, env, "member-"))
 	}
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	clients, err := controller.NewClients(env.RESTConfig())
+	clients, err := kube.NewClients(env.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func (f *fixture) report(t *testing.T, bindingName, cluster string, replicas int
 	ctx := t.Context()
 	key := f.namespace + "/" + bindingName
 	works := f.env.Flotilla.FlotillaV1alpha1().Works(v1alpha1.ExecutionNamespace(cluster))
-	w := &v1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Name: binding.WorkName(key, bindingName),
+	w := &v1alpha1.Work{ObjectMeta: metav1.ObjectMeta{Name: names.WorkName(key, bindingName),
 		Annotations: map[string]string{v1alpha1.AnnotationWorkBinding: key, v1alpha1.AnnotationWorkReplicas: fmt.Sprint(replicas)}}}
 	w.Spec.Workload.Manifests = []v1alpha1.Manifest{{RawExtension: runtime.RawExtension{Raw: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`)}}}
 	w, err := works.Create(ctx, w, metav1.CreateOptions{})

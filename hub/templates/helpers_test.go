@@ -22,6 +22,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/hub/names"
+	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/test/hubapi"
 )
 
@@ -38,7 +40,7 @@ func (e event) String() string {
 		if u == nil {
 			return "nil"
 		}
-		return Key(u) + "@" + u.GetAPIVersion() + "#" + u.GetResourceVersion()
+		return names.TemplateKey(u) + "@" + u.GetAPIVersion() + "#" + u.GetResourceVersion()
 	}
 	return name(e.old) + " -> " + name(e.cur)
 }
@@ -95,21 +97,23 @@ func (r *recorder) all() []event {
 
 // about reports events of the template with key: added, updated or deleted.
 func added(key string) func(event) bool {
-	return func(e event) bool { return e.old == nil && e.cur != nil && Key(e.cur) == key }
+	return func(e event) bool { return e.old == nil && e.cur != nil && names.TemplateKey(e.cur) == key }
 }
 
 func updated(key string, ok func(old, cur *unstructured.Unstructured) bool) func(event) bool {
-	return func(e event) bool { return e.old != nil && e.cur != nil && Key(e.cur) == key && ok(e.old, e.cur) }
+	return func(e event) bool {
+		return e.old != nil && e.cur != nil && names.TemplateKey(e.cur) == key && ok(e.old, e.cur)
+	}
 }
 
 func deleted(key string) func(event) bool {
-	return func(e event) bool { return e.old != nil && e.cur == nil && Key(e.old) == key }
+	return func(e event) bool { return e.old != nil && e.cur == nil && names.TemplateKey(e.old) == key }
 }
 
 // fixture is a running Source over the test binary's API server.
 type fixture struct {
 	env     *hubapi.Env
-	clients *controller.Clients
+	clients *kube.Clients
 	crds    apiextensionsclient.Interface
 	source  *Source
 	events  *recorder
@@ -120,7 +124,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	env := hubapi.Start(t)
-	clients, err := controller.NewClients(env.RESTConfig())
+	clients, err := kube.NewClients(env.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 // Package templates holds every resource template on the hub in memory,
 // whatever its kind: a controller.Source of unstructured objects, keyed by
-// Key (GROUP/KIND/NAMESPACE/NAME), that the detector, binding and status
-// controllers share.
+// names.TemplateKey (GROUP/KIND/NAMESPACE/NAME), that the detector,
+// binding and status controllers share.
 //
 // Templates are the objects the hub's API server stores that nothing runs
 // there. Discovery finds the resources that hold them: one version per
@@ -19,7 +19,7 @@
 // An object appears in the preferred version of its kind: a template
 // written as another version of the same kind (apps/v1beta1, a CRD's older
 // version) is read, and propagated, in the preferred one, as the API
-// server converts it; its Key does not name a version.
+// server converts it; its key does not name a version.
 //
 // CustomResourceDefinitions are watched (an apiextensions informer, without
 // their schemas): when one is created, changed or deleted, discovery runs
@@ -61,6 +61,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/hub/names"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // Discovery settings.
@@ -80,7 +82,7 @@ const (
 // Source is every template on the hub. It implements
 // controller.Source[*unstructured.Unstructured].
 type Source struct {
-	clients *controller.Clients
+	clients *kube.Clients
 	logger  *slog.Logger
 
 	crds       cache.SharedIndexInformer
@@ -100,7 +102,7 @@ type Source struct {
 
 // New returns the Source over clients; crds watches
 // CustomResourceDefinitions. Add handlers, then Start (or Run).
-func New(clients *controller.Clients, crds apiextensionsclient.Interface, logger *slog.Logger) *Source {
+func New(clients *kube.Clients, crds apiextensionsclient.Interface, logger *slog.Logger) *Source {
 	s := &Source{
 		clients: clients,
 		logger:  logger.With("component", "templates"),
@@ -186,10 +188,10 @@ func (s *Source) Run(ctx context.Context) {
 // and its handlers have heard of the list.
 func (s *Source) Synced() <-chan struct{} { return s.synced }
 
-// Get returns the template with key (see Key), or nil. Callers must not
+// Get returns the template with key (names.TemplateKey), or nil. Callers must not
 // modify it.
 func (s *Source) Get(key string) *unstructured.Unstructured {
-	gk, namespace, name, ok := ParseKey(key)
+	gk, namespace, name, ok := names.ParseTemplateKey(key)
 	if !ok {
 		return nil
 	}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub/names"
 )
 
 var (
@@ -67,14 +68,14 @@ func TestExistingTemplatesAreListed(t *testing.T) {
 	f.start(t)
 
 	keys := map[string]string{
-		KeyFor(configMapKind, ns, "settings"): "v1",
-		KeyFor(deploymentKind, ns, "web"):     "apps/v1",
-		KeyFor(schema.GroupKind{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}, "", role.Name): "rbac.authorization.k8s.io/v1",
-		KeyFor(namespaceKind, "", ns): "v1",
+		names.TemplateKeyFor(configMapKind, ns, "settings"):                                                            "v1",
+		names.TemplateKeyFor(deploymentKind, ns, "web"):                                                                "apps/v1",
+		names.TemplateKeyFor(schema.GroupKind{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}, "", role.Name): "rbac.authorization.k8s.io/v1",
+		names.TemplateKeyFor(namespaceKind, "", ns):                                                                    "v1",
 	}
 	listed := map[string]bool{}
 	for _, u := range f.source.List() {
-		listed[Key(u)] = true
+		listed[names.TemplateKey(u)] = true
 	}
 	for key, apiVersion := range keys {
 		u := f.source.Get(key)
@@ -82,8 +83,8 @@ func TestExistingTemplatesAreListed(t *testing.T) {
 			t.Errorf("Get(%q) = nil", key)
 			continue
 		}
-		if Key(u) != key || u.GetAPIVersion() != apiVersion {
-			t.Errorf("Get(%q) is %s in %s, want %s", key, Key(u), u.GetAPIVersion(), apiVersion)
+		if names.TemplateKey(u) != key || u.GetAPIVersion() != apiVersion {
+			t.Errorf("Get(%q) is %s in %s, want %s", key, names.TemplateKey(u), u.GetAPIVersion(), apiVersion)
 		}
 		if u.GetManagedFields() != nil {
 			t.Errorf("Get(%q) keeps managedFields", key)
@@ -121,7 +122,7 @@ func TestHandlersHearAddUpdateDelete(t *testing.T) {
 	f.start(t)
 	ctx := t.Context()
 	configMaps := f.env.Kube.CoreV1().ConfigMaps(ns)
-	key := KeyFor(configMapKind, ns, "settings")
+	key := names.TemplateKeyFor(configMapKind, ns, "settings")
 
 	cm, err := configMaps.Create(ctx, configMap(ns, "settings", map[string]string{"a": "1"}), metav1.CreateOptions{})
 	if err != nil {
@@ -200,24 +201,24 @@ func TestHubObjectsAreNotTemplates(t *testing.T) {
 		gk := u.GroupVersionKind().GroupKind()
 		switch {
 		case excludedNamespace(u.GetNamespace()):
-			t.Errorf("listed %s, in a namespace of the hub", Key(u))
+			t.Errorf("listed %s, in a namespace of the hub", names.TemplateKey(u))
 		case gk == namespaceKind && excludedNamespace(u.GetName()):
 			t.Errorf("listed namespace %s, one of the hub's", u.GetName())
 		case excludedGroups[gk.Group] || gk.Group == "" && gk.Kind == "Event":
-			t.Errorf("listed %s, of a kind that holds no templates", Key(u))
+			t.Errorf("listed %s, of a kind that holds no templates", names.TemplateKey(u))
 		case gk == crdKind && strings.HasSuffix(u.GetName(), "flotilla.io"):
-			t.Errorf("listed %s, a CRD the hub installs", Key(u))
+			t.Errorf("listed %s, a CRD the hub installs", names.TemplateKey(u))
 		}
 	}
 	for _, key := range []string{
-		KeyFor(configMapKind, kubeNS, "hidden"),
-		KeyFor(configMapKind, flotillaNS, "hidden"),
-		KeyFor(namespaceKind, "", kubeNS),
-		KeyFor(namespaceKind, "", "kube-system"),
-		KeyFor(schema.GroupKind{Group: "coordination.k8s.io", Kind: "Lease"}, ns, "lease"),
-		KeyFor(schema.GroupKind{Kind: "Event"}, ns, "event"),
-		KeyFor(schema.GroupKind{Group: v1alpha1.GroupName, Kind: "PropagationPolicy"}, ns, "policy"),
-		KeyFor(crdKind, "", "clusters.flotilla.io"),
+		names.TemplateKeyFor(configMapKind, kubeNS, "hidden"),
+		names.TemplateKeyFor(configMapKind, flotillaNS, "hidden"),
+		names.TemplateKeyFor(namespaceKind, "", kubeNS),
+		names.TemplateKeyFor(namespaceKind, "", "kube-system"),
+		names.TemplateKeyFor(schema.GroupKind{Group: "coordination.k8s.io", Kind: "Lease"}, ns, "lease"),
+		names.TemplateKeyFor(schema.GroupKind{Kind: "Event"}, ns, "event"),
+		names.TemplateKeyFor(schema.GroupKind{Group: v1alpha1.GroupName, Kind: "PropagationPolicy"}, ns, "policy"),
+		names.TemplateKeyFor(crdKind, "", "clusters.flotilla.io"),
 	} {
 		if u := f.source.Get(key); u != nil {
 			t.Errorf("Get(%q) found the hub's own object", key)
@@ -232,7 +233,7 @@ func TestHubObjectsAreNotTemplates(t *testing.T) {
 	if _, err := f.env.Kube.CoreV1().ConfigMaps(ns).Create(ctx, configMap(ns, "marker", nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f.events.wait(t, 0, "added marker", added(KeyFor(configMapKind, ns, "marker")))
+	f.events.wait(t, 0, "added marker", added(names.TemplateKeyFor(configMapKind, ns, "marker")))
 	for _, e := range f.events.all() {
 		if u := e.cur; u != nil && excludedNamespace(u.GetNamespace()) {
 			t.Errorf("handlers heard of %s", e)
@@ -293,7 +294,7 @@ func TestCustomResourcesFollowTheirCRD(t *testing.T) {
 	crd := f.widgetCRD(t)
 	widgets := schema.GroupResource{Group: crd.Spec.Group, Resource: "widgets"}
 	created := f.createWidget(t, crd, ns, "w1")
-	key := Key(created)
+	key := names.TemplateKey(created)
 	ev, pos := f.events.wait(t, 0, "added "+key, added(key))
 	if ev.cur.GetAPIVersion() != crd.Spec.Group+"/v1" {
 		t.Errorf("added in %s, want %s/v1", ev.cur.GetAPIVersion(), crd.Spec.Group)

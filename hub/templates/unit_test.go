@@ -19,32 +19,6 @@ func obj(apiVersion, kind, namespace, name string) *unstructured.Unstructured {
 	return u
 }
 
-func TestKeys(t *testing.T) {
-	tests := []struct {
-		u   *unstructured.Unstructured
-		key string
-	}{
-		{obj("apps/v1", "Deployment", "web", "nginx"), "apps/Deployment/web/nginx"},
-		{obj("v1", "ConfigMap", "web", "settings"), "/ConfigMap/web/settings"},
-		{obj("rbac.authorization.k8s.io/v1", "ClusterRole", "", "reader"), "rbac.authorization.k8s.io/ClusterRole//reader"},
-		{obj("apps/v1beta1", "Deployment", "web", "nginx"), "apps/Deployment/web/nginx"}, // versions share keys
-	}
-	for _, tt := range tests {
-		if got := Key(tt.u); got != tt.key {
-			t.Errorf("Key(%s %s) = %q, want %q", tt.u.GetAPIVersion(), tt.u.GetName(), got, tt.key)
-		}
-		gk, ns, name, ok := ParseKey(tt.key)
-		if !ok || gk != tt.u.GroupVersionKind().GroupKind() || ns != tt.u.GetNamespace() || name != tt.u.GetName() {
-			t.Errorf("ParseKey(%q) = %v %q %q %t", tt.key, gk, ns, name, ok)
-		}
-	}
-	for _, bad := range []string{"", "apps/Deployment/web", "apps//web/nginx", "apps/Deployment/web/"} {
-		if _, _, _, ok := ParseKey(bad); ok {
-			t.Errorf("ParseKey(%q) ok", bad)
-		}
-	}
-}
-
 func TestExcludedObjects(t *testing.T) {
 	crd := func(group string) *unstructured.Unstructured {
 		u := obj("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "things."+group)

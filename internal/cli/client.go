@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/flotilla-io/flotilla/api/client/clientset/versioned"
-	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/internal/version"
 )
 
@@ -115,7 +115,7 @@ func (inv *invocation) clients() (*hubClients, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := controller.NewClients(kc.config)
+	c, err := kube.NewClients(kc.config)
 	if err != nil {
 		return nil, err
 	}

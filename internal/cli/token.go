@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/duration"
 
-	"github.com/flotilla-io/flotilla/hub/bootstrap"
+	"github.com/flotilla-io/flotilla/internal/bootstraptoken"
 )
 
 func tokenCommand() *command {
@@ -45,14 +45,14 @@ same on the hub's machine with DATA/admin.kubeconfig.`,
 }
 
 type tokenOptions struct {
-	create     bootstrap.CreateOptions
+	create     bootstraptoken.CreateOptions
 	hubAddress string
 	tokenOnly  bool
 }
 
 func bindToken(fs *pflag.FlagSet) runFunc {
 	o := &tokenOptions{}
-	fs.DurationVar(&o.create.TTL, "ttl", bootstrap.DefaultTTL, "create: how long the token can be used to join, as a `DURATION` (0: until deleted)")
+	fs.DurationVar(&o.create.TTL, "ttl", bootstraptoken.DefaultTTL, "create: how long the token can be used to join, as a `DURATION` (0: until deleted)")
 	fs.StringVar(&o.create.Cluster, "cluster", "", "create: the only cluster `NAME` the token joins (default: the first to join with it)")
 	fs.StringVar(&o.create.Description, "description", "", "create: free `TEXT` kept with the token, shown by list")
 	fs.StringVar(&o.hubAddress, "hub-address", "", "create: the `HOST:PORT` agents dial, in the printed command (default the address the hub published: its --agent-address)")
@@ -94,14 +94,14 @@ func (o *tokenOptions) createToken(ctx context.Context, inv *invocation) error {
 		return err
 	}
 	// Read first: a hub that cannot say how to reach it makes no token.
-	info, err := bootstrap.ReadInfo(ctx, c.kube)
+	info, err := bootstraptoken.ReadInfo(ctx, c.kube)
 	if err != nil {
 		return err
 	}
 	if o.hubAddress != "" {
 		info.AgentAddress = o.hubAddress
 	}
-	t, err := bootstrap.Create(ctx, c.kube, o.create, inv.Now())
+	t, err := bootstraptoken.Create(ctx, c.kube, o.create, inv.Now())
 	if err != nil {
 		return err
 	}
@@ -110,18 +110,18 @@ func (o *tokenOptions) createToken(ctx context.Context, inv *invocation) error {
 		return nil
 	}
 	fmt.Fprintf(inv.Stdout, "token %s created: %s, %s\n\n", t, expiryText(t), clusterText(t))
-	fmt.Fprintf(inv.Stdout, "Join an edge cluster: with kubectl and helm pointed at it, from a checkout of Flotilla, run\n\n    %s", bootstrap.JoinCommand(info, t))
+	fmt.Fprintf(inv.Stdout, "Join an edge cluster: with kubectl and helm pointed at it, from a checkout of Flotilla, run\n\n    %s", bootstraptoken.JoinCommand(info, t))
 	return nil
 }
 
-func expiryText(t bootstrap.Token) string {
+func expiryText(t bootstraptoken.Token) string {
 	if t.Expires.IsZero() {
 		return "never expires"
 	}
 	return "expires " + t.Expires.UTC().Format(time.RFC3339)
 }
 
-func clusterText(t bootstrap.Token) string {
+func clusterText(t bootstraptoken.Token) string {
 	if t.Cluster == "" {
 		return "joins the first cluster that uses it"
 	}
@@ -133,7 +133,7 @@ func listTokens(ctx context.Context, inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	tokens, bad, err := bootstrap.List(ctx, c.kube)
+	tokens, bad, err := bootstraptoken.List(ctx, c.kube)
 	if err != nil {
 		return err
 	}
@@ -167,7 +167,7 @@ func deleteTokens(ctx context.Context, inv *invocation, ids []string) error {
 	}
 	failed := 0
 	for _, arg := range ids {
-		id, err := bootstrap.Delete(ctx, c.kube, arg)
+		id, err := bootstraptoken.Delete(ctx, c.kube, arg)
 		if err != nil {
 			fmt.Fprintf(inv.Stderr, "error: %v\n", err)
 			failed++

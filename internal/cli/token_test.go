@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/flotilla-io/flotilla/hub/bootstrap"
+	"github.com/flotilla-io/flotilla/internal/bootstraptoken"
 	"github.com/flotilla-io/flotilla/internal/pki"
 )
 
@@ -19,22 +19,22 @@ var tokenPattern = regexp.MustCompile(`[a-z0-9]{6}\.[a-z0-9]{16}`)
 
 // publishInfo plays the hub's start: it publishes where agents dial and
 // the CA's pin. The tokens and the information go at test end.
-func (h *testHub) publishInfo(t *testing.T) bootstrap.Info {
+func (h *testHub) publishInfo(t *testing.T) bootstraptoken.Info {
 	t.Helper()
 	ca, err := pki.NewCA("token-test", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	info := h.info(t, ca.Cert)
-	if err := bootstrap.PublishInfo(t.Context(), h.Kube, info); err != nil {
+	if err := bootstraptoken.PublishInfo(t.Context(), h.Kube, info); err != nil {
 		t.Fatal(err)
 	}
 	return info
 }
 
-func (*testHub) info(t *testing.T, ca *x509.Certificate) bootstrap.Info {
+func (*testHub) info(t *testing.T, ca *x509.Certificate) bootstraptoken.Info {
 	t.Helper()
-	info, err := bootstrap.NewInfo("hub.example.com:7443", ca)
+	info, err := bootstraptoken.NewInfo("hub.example.com:7443", ca)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,16 +46,16 @@ func (*testHub) info(t *testing.T, ca *x509.Certificate) bootstrap.Info {
 func (h *testHub) dropTokens(t *testing.T) {
 	t.Cleanup(func() {
 		ctx := context.Background()
-		tokens, _, err := bootstrap.List(ctx, h.Kube)
+		tokens, _, err := bootstraptoken.List(ctx, h.Kube)
 		if err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 		for _, tok := range tokens {
-			if _, err := bootstrap.Delete(ctx, h.Kube, tok.ID); err != nil {
+			if _, err := bootstraptoken.Delete(ctx, h.Kube, tok.ID); err != nil {
 				t.Errorf("cleanup: %v", err)
 			}
 		}
-		_ = h.Kube.CoreV1().ConfigMaps(bootstrap.InfoNamespace).Delete(ctx, bootstrap.InfoName, metav1.DeleteOptions{})
+		_ = h.Kube.CoreV1().ConfigMaps(bootstraptoken.InfoNamespace).Delete(ctx, bootstraptoken.InfoName, metav1.DeleteOptions{})
 	})
 }
 
@@ -81,7 +81,7 @@ func TestTokenCreatePrintsTheJoinCommand(t *testing.T) {
 	if diff := cmp.Diff(want, r.stdout); diff != "" {
 		t.Errorf("stdout (-want +got):\n%s", diff)
 	}
-	if _, _, err := bootstrap.Authenticate(t.Context(), h.Kube.CoreV1(), tok, "edge-1", testNow); err != nil {
+	if _, _, err := bootstraptoken.Authenticate(t.Context(), h.Kube.CoreV1(), tok, "edge-1", testNow); err != nil {
 		t.Errorf("the printed token does not join edge-1: %v", err)
 	}
 
@@ -114,7 +114,7 @@ func TestTokenCreatePrintsTheJoinCommand(t *testing.T) {
 		r.stderr != "error: bootstrap token zzzzzz not found\nerror: 1 of 2 tokens not deleted\n" {
 		t.Errorf("delete: stdout %q, stderr %q", r.stdout, r.stderr)
 	}
-	if _, _, err := bootstrap.Authenticate(t.Context(), h.Kube.CoreV1(), tok, "edge-1", testNow); err == nil {
+	if _, _, err := bootstraptoken.Authenticate(t.Context(), h.Kube.CoreV1(), tok, "edge-1", testNow); err == nil {
 		t.Error("a deleted token still joins")
 	}
 }
@@ -127,7 +127,7 @@ func TestTokenCreateNeedsTheHubsJoinInformation(t *testing.T) {
 	if !strings.Contains(r.stderr, "the hub has not published its join information") {
 		t.Errorf("stderr = %q", r.stderr)
 	}
-	if tokens, _, _ := bootstrap.List(t.Context(), h.Kube); len(tokens) != 0 {
+	if tokens, _, _ := bootstraptoken.List(t.Context(), h.Kube); len(tokens) != 0 {
 		t.Errorf("%d tokens stored", len(tokens))
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	flotillav1alpha1 "github.com/flotilla-io/flotilla/api/client/clientset/versioned/typed/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/test/hubapi"
 )
 
@@ -56,11 +57,11 @@ type Controller interface {
 // own, starts the informers and runs the controller with workers until
 // Stop or the end of the test. wrapTransport, unless nil, wraps the
 // transport of the controller's clients.
-func (f *Fixture) Start(wrapTransport func(http.RoundTripper) http.RoundTripper, workers int, build func(*controller.Clients, *controller.Informers) Controller) {
+func (f *Fixture) Start(wrapTransport func(http.RoundTripper) http.RoundTripper, workers int, build func(*kube.Clients, *controller.Informers) Controller) {
 	f.T.Helper()
 	cfg := f.Env.RESTConfig()
 	cfg.WrapTransport = wrapTransport
-	clients, err := controller.NewClients(cfg)
+	clients, err := kube.NewClients(cfg)
 	if err != nil {
 		f.T.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-// Package bootstrap keeps what an edge cluster joins the hub with, in the
+// Package bootstraptoken keeps what an edge cluster joins the hub with, in the
 // hub's Kubernetes API and in the formats kubeadm made familiar:
 //
 //   - bootstrap tokens: standard `bootstrap.kubernetes.io/token` Secrets
@@ -17,4 +17,4 @@
 //
 // The embedded API server does not authenticate requests with these
 // tokens: they are good for joining over QUIC and nothing else.
-package bootstrap
+package bootstraptoken

@@ -1,4 +1,4 @@
-package status
+package aggregate
 
 import (
 	"testing"
@@ -30,13 +30,13 @@ func work(replicas string, generation, observed int64, appliedStatus metav1.Cond
 
 func reachable(string) bool { return true }
 
-func TestAggregate(t *testing.T) {
+func TestItems(t *testing.T) {
 	spec := &v1alpha1.ResourceBindingSpec{Clusters: []v1alpha1.TargetCluster{{Name: "member2", Replicas: 2}, {Name: "member1", Replicas: 1}, {Name: "member3", Replicas: 1}}}
 	works := map[string]*v1alpha1.Work{
 		"member1": work("1", 2, 2, metav1.ConditionTrue, v1alpha1.HealthHealthy, `{"readyReplicas":1,"replicas":1}`),
 		"member2": work("2", 3, 2, metav1.ConditionTrue, v1alpha1.HealthUnhealthy, `{"readyReplicas":1,"replicas":2}`),
 	}
-	items := Aggregate(spec, func(c string) *v1alpha1.Work { return works[c] }, reachable)
+	items := Items(spec, func(c string) *v1alpha1.Work { return works[c] }, reachable)
 	type row struct {
 		Cluster, Health, Message string
 		Applied                  bool
@@ -53,31 +53,31 @@ func TestAggregate(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("aggregate (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]any{"readyReplicas": int64(2), "replicas": int64(3)}, summedStatus(items)); diff != "" {
+	if diff := cmp.Diff(map[string]any{"readyReplicas": int64(2), "replicas": int64(3)}, SummedStatus(items)); diff != "" {
 		t.Errorf("summed (-want +got):\n%s", diff)
 	}
-	cond := fullyApplied(items, 4)
+	cond := FullyApplied(items, 4)
 	if cond.Status != metav1.ConditionFalse || cond.Reason != v1alpha1.ReasonFullyAppliedFailed {
 		t.Errorf("FullyApplied = %s/%s %q", cond.Status, cond.Reason, cond.Message)
 	}
 	works["member2"] = work("2", 3, 3, metav1.ConditionTrue, v1alpha1.HealthHealthy, "")
 	works["member3"] = work("1", 1, 1, metav1.ConditionTrue, v1alpha1.HealthHealthy, "")
-	if cond := fullyApplied(Aggregate(spec, func(c string) *v1alpha1.Work { return works[c] }, reachable), 4); cond.Status != metav1.ConditionTrue {
+	if cond := FullyApplied(Items(spec, func(c string) *v1alpha1.Work { return works[c] }, reachable), 4); cond.Status != metav1.ConditionTrue {
 		t.Errorf("all applied: FullyApplied = %s %q", cond.Status, cond.Message)
 	}
 	works["member3"] = work("1", 1, 0, metav1.ConditionFalse, "", "")
-	if cond := fullyApplied(Aggregate(spec, func(c string) *v1alpha1.Work { return works[c] }, reachable), 4); cond.Reason != v1alpha1.ReasonFullyAppliedFailed || cond.Message != "[member3: boom]" {
+	if cond := FullyApplied(Items(spec, func(c string) *v1alpha1.Work { return works[c] }, reachable), 4); cond.Reason != v1alpha1.ReasonFullyAppliedFailed || cond.Message != "[member3: boom]" {
 		t.Errorf("failed apply: FullyApplied = %s %q", cond.Reason, cond.Message)
 	}
 	// A Work applied and healthy, but rendered for an earlier placement,
 	// does not count for the current one.
 	works["member3"] = work("4", 1, 1, metav1.ConditionTrue, v1alpha1.HealthHealthy, "")
-	items = Aggregate(spec, func(c string) *v1alpha1.Work { return works[c] }, reachable)
+	items = Items(spec, func(c string) *v1alpha1.Work { return works[c] }, reachable)
 	if it := items[2]; it.Applied || it.AppliedMessage != "Work not yet rendered for 1 replicas (has 4)" {
 		t.Errorf("stale Work: applied %v %q", it.Applied, it.AppliedMessage)
 	}
 	// An unreachable cluster's health is Unknown, whatever was last said.
-	items = Aggregate(spec, func(c string) *v1alpha1.Work { return works[c] }, func(c string) bool { return c != "member2" })
+	items = Items(spec, func(c string) *v1alpha1.Work { return works[c] }, func(c string) bool { return c != "member2" })
 	if it := items[1]; it.ClusterName != "member2" || it.Health != v1alpha1.HealthUnknown || !it.Applied {
 		t.Errorf("unreachable member2: %+v", it)
 	}

@@ -1,4 +1,10 @@
-package templates
+// Package templateclient reaches resource templates of any kind in the
+// hub's API server, one at a time, for controllers that must read one live
+// or write its status: it resolves a kind through the REST mapper (reset
+// once when it does not know the kind, as a CRD may be new) and reads and
+// writes through the dynamic client. The hub's in-memory template Source
+// (package templates) is what controllers read otherwise.
+package templateclient
 
 import (
 	"context"
@@ -11,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // FieldManager names the hub in what it writes to templates.
@@ -20,11 +27,11 @@ const FieldManager = "flotilla-hub"
 // that write them (the status controller sums the clusters' statuses into
 // a template's status) or must check one the Source does not hold.
 type Writer struct {
-	clients *controller.Clients
+	clients *kube.Clients
 }
 
 // NewWriter returns a Writer over clients (Dynamic and Mapper).
-func NewWriter(clients *controller.Clients) *Writer { return &Writer{clients: clients} }
+func NewWriter(clients *kube.Clients) *Writer { return &Writer{clients: clients} }
 
 // Resolve returns the resource of gvk and whether it is namespaced. A
 // kind the RESTMapper does not know (a CRD created since it last looked)

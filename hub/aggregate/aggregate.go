@@ -1,4 +1,10 @@
-package status
+// Package aggregate sums up what the agents report on a binding's Works:
+// the binding's per-cluster status (status.aggregatedStatus), its
+// FullyApplied condition, and the template's status summed over the
+// clusters. It is pure over the API types; the status controller writes
+// what it computes, and the failover controller judges graceful eviction
+// tasks on it.
+package aggregate
 
 import (
 	"encoding/json"
@@ -13,14 +19,14 @@ import (
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 )
 
-// Aggregate computes a binding's per-cluster status from its Works, in
-// the order of the clusters' names. The failover controller uses it too,
-// on its own mirror of the Works: a task must not end on a stored status
-// that predates the binding's latest placement.
+// Items computes a binding's per-cluster status from its Works, in the
+// order of the clusters' names. The failover controller uses it too, on
+// its own mirror of the Works: a task must not end on a stored status that
+// predates the binding's latest placement.
 //
-// A cluster that is not reachable (its Ready condition Unknown: the agent
-// is silent) has health Unknown whatever its agent last said.
-func Aggregate(spec *v1alpha1.ResourceBindingSpec, workOf func(cluster string) *v1alpha1.Work, reachable func(cluster string) bool) []v1alpha1.AggregatedStatusItem {
+// A cluster that is not reachable (see Reachable) has health Unknown
+// whatever its agent last said.
+func Items(spec *v1alpha1.ResourceBindingSpec, workOf func(cluster string) *v1alpha1.Work, reachable func(cluster string) bool) []v1alpha1.AggregatedStatusItem {
 	targets := slices.SortedFunc(slices.Values(spec.Clusters), func(a, b v1alpha1.TargetCluster) int { return strings.Compare(a.Name, b.Name) })
 	items := make([]v1alpha1.AggregatedStatusItem, 0, len(targets))
 	for _, tc := range targets {
@@ -48,6 +54,13 @@ func Aggregate(spec *v1alpha1.ResourceBindingSpec, workOf func(cluster string) *
 	return items
 }
 
+// Reachable reports whether a cluster's agent is heard from: its Ready
+// condition is not Unknown (Unknown: the agent is silent).
+func Reachable(cl *v1alpha1.Cluster) bool {
+	cond := meta.FindStatusCondition(cl.Status.Conditions, v1alpha1.ClusterConditionReady)
+	return cond == nil || cond.Status != metav1.ConditionUnknown
+}
+
 // applied says whether the agent applied the Work's current generation.
 func applied(w *v1alpha1.Work) (bool, string) {
 	cond := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.WorkConditionApplied)
@@ -62,8 +75,8 @@ func applied(w *v1alpha1.Work) (bool, string) {
 	return true, ""
 }
 
-// fullyApplied is the binding's FullyApplied condition.
-func fullyApplied(items []v1alpha1.AggregatedStatusItem, generation int64) metav1.Condition {
+// FullyApplied is the binding's FullyApplied condition over its Items.
+func FullyApplied(items []v1alpha1.AggregatedStatusItem, generation int64) metav1.Condition {
 	cond := metav1.Condition{Type: v1alpha1.BindingConditionFullyApplied, ObservedGeneration: generation}
 	var pending, failed []string
 	for _, it := range items {
@@ -88,10 +101,10 @@ func fullyApplied(items []v1alpha1.AggregatedStatusItem, generation int64) metav
 	return cond
 }
 
-// summedStatus adds up the integer fields of the clusters' status objects
+// SummedStatus adds up the integer fields of the clusters' status objects
 // (readyReplicas, availableReplicas, succeeded...), the template's status
 // as a user reads it on the hub. Nil if no cluster reported any.
-func summedStatus(items []v1alpha1.AggregatedStatusItem) map[string]any {
+func SummedStatus(items []v1alpha1.AggregatedStatusItem) map[string]any {
 	sums := map[string]int64{}
 	for _, it := range items {
 		if it.Status == nil {
