@@ -3,7 +3,7 @@
 // same bytes, so a test can check that a committed SVG is current. The
 // docs' pictures are drawn this way; from this folder:
 //
-//	go run ./cmd/diagram ../../docs/architecture.d2 ../../docs/architecture.svg
+//	go run . ../../../docs/architecture.d2 ../../../docs/architecture.svg
 //
 // The layout engine (dagre, the default, or elk), the theme and the padding
 // come from the source's own vars.d2-config.

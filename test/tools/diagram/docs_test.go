@@ -10,7 +10,7 @@ import (
 )
 
 // repoRoot is the repository's root, seen from this package's folder.
-const repoRoot = "../../../.."
+const repoRoot = "../../.."
 
 // TestDocsDiagramsAreCurrent renders every D2 source under docs/ and
 // compares it with the SVG committed beside it.
@@ -44,7 +44,7 @@ func TestDocsDiagramsAreCurrent(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got, want) {
-				t.Errorf("%s is not what %s renders to; from test/tools run\n\tgo run ./cmd/diagram ../../%s ../../%s\nand commit both", svgRel, rel, rel, svgRel)
+				t.Errorf("%s is not what %s renders to; from test/tools/diagram run\n\tgo run . ../../../%s ../../../%s\nand commit both", svgRel, rel, rel, svgRel)
 			}
 		})
 	}
