@@ -14,7 +14,7 @@ export QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING := true
 IMAGE_REPO ?= ghcr.io/flotilla-io
 IMAGE_TAG  ?= $(VERSION)
 
-.PHONY: help build test unit e2e bench testbin demo vet fmt clean generate generate-check images
+.PHONY: help build test unit e2e bench testbin demo vet fmt clean generate generate-check images diagram
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -32,10 +32,11 @@ generate: ## regenerate api/: deep copies, CRDs (api/crds), typed clients (api/c
 generate-check: ## fail if `make generate` would change api/ (it runs on a temporary copy: api/ is left alone)
 	GO=$(GO) api/hack/generate.sh --check
 
-vet: generate-check ## go vet and gofmt check of the three modules, and generate-check
+vet: generate-check ## go vet and gofmt check of the four modules, and generate-check
 	$(GO) vet ./...
 	cd test/tools && $(GO) vet ./...
 	cd test/tools/promtool && $(GO) vet ./...
+	cd test/tools/diagram && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
@@ -47,6 +48,7 @@ test: testbin vet ## every test, unit and end-to-end against real member cluster
 	$(GO) test $(GOTESTFLAGS) ./test/e2e
 	cd test/tools && $(GO) test $(GOTESTFLAGS) ./cmd/...
 	cd test/tools/promtool && FLOTILLA_TESTBIN=$(TESTBIN) $(GO) test $(GOTESTFLAGS) ./...
+	cd test/tools/diagram && $(GO) test $(GOTESTFLAGS) ./...
 
 unit: ## unit tests only (no member clusters)
 	$(GO) test $(GOTESTFLAGS) $$($(GO) list ./... | grep -v '/test/')
@@ -56,6 +58,9 @@ e2e: testbin ## end-to-end tests only (real member clusters)
 
 bench: ## Go benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+diagram: ## render each docs/*.d2 to the SVG beside it (D2's Go library, its own module in test/tools/diagram)
+	cd test/tools/diagram && for f in ../../../docs/*.d2; do $(GO) run . "$$f" "$${f%.d2}.svg" || exit 1; done
 
 images: ## OCI image tarballs of flotilla-hub and flotilla-agent in bin/images/ (static, non-root, no Docker needed)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o bin/static/ ./cmd/flotilla-hub ./cmd/flotilla-agent

@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,7 +57,9 @@ spec:
 // with unreachable:NoSchedule within the grace period and a second, without
 // a reload; the agent back, it is fresh again. An operator cordons from the
 // cluster page; a viewer of one namespace sees no actions and no binding of
-// another namespace.
+// another namespace. Its screenshots of the fleet (Ready, then with member-1
+// Unknown) and of a cluster's page replace those in docs/images/ on every
+// run.
 func TestDashboard(t *testing.T) {
 	requireChromium(t)
 	f := startFleet(t, 3)
@@ -350,27 +354,91 @@ func waitPage(t *testing.T, tab context.Context, timeout time.Duration, what str
 }
 
 // screenshots go to the test's artifact folder, and the last of each name
-// also to the repository's .cache (ignored by git) to look at.
+// also to the repository's .cache (ignored by git) to look at. Those named
+// in docsImages also replace their file in docs/images/ on every run, so the
+// pictures in docs/operations.md show today's page.
 type screenshots struct{ dir string }
+
+// docsImages maps a screenshot's name to its file in docs/images/.
+var docsImages = map[string]string{
+	"fleet-fresh":      "dashboard-fleet.png",         // three clusters Ready, leases fresh
+	"fleet-expired":    "dashboard-fleet-unknown.png", // member-1 Unknown, lease expired, tainted
+	"cluster-operator": "dashboard-cluster.png",       // member-2's page: cordoned, lease history
+}
+
+// docsImagesDir is docs/images/, from this package's folder.
+const docsImagesDir = "../../docs/images"
 
 func newScreenshots(t *testing.T) *screenshots { return &screenshots{dir: t.ArtifactDir()} }
 
 func (s *screenshots) take(t *testing.T, tab context.Context, name string) {
 	t.Helper()
+	viewport := eval[[2]int](t, tab, "[innerWidth, innerHeight]")
 	ctx, cancel := context.WithTimeout(tab, 30*time.Second)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
+	if err := checkScreenshot(shot, viewport); err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
 	path := filepath.Join(s.dir, "dashboard-"+name+".png")
-	if err := os.WriteFile(path, png, 0o644); err != nil {
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if cache, err := filepath.Abs("../../.cache"); err == nil {
 		if os.MkdirAll(cache, 0o755) == nil {
-			_ = os.WriteFile(filepath.Join(cache, "dashboard-"+name+".png"), png, 0o644)
+			_ = os.WriteFile(filepath.Join(cache, "dashboard-"+name+".png"), shot, 0o644)
 		}
 	}
 	t.Logf("screenshot %s", path)
+	if file, ok := docsImages[name]; ok {
+		docsPath := filepath.Join(docsImagesDir, file)
+		if err := replaceFile(docsPath, shot); err != nil {
+			t.Fatalf("screenshot %s for the docs: %v", name, err)
+		}
+		t.Logf("screenshot %s also in docs/images/%s (%d bytes)", name, file, len(shot))
+	}
+}
+
+// checkScreenshot makes sure a screenshot is a whole PNG that covers the
+// page's viewport (CSS pixels, one device pixel each) and is not a blank
+// page.
+func checkScreenshot(data []byte, viewport [2]int) error {
+	img, err := png.Decode(bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("not a PNG: %w", err)
+	}
+	if b := img.Bounds(); b.Dx() < viewport[0] || b.Dy() < viewport[1] || b.Dx() < 800 || b.Dy() < 500 {
+		return fmt.Errorf("%dx%d pixels, want at least the viewport's %dx%d and 800x500", b.Dx(), b.Dy(), viewport[0], viewport[1])
+	}
+	if len(data) < 20<<10 {
+		return fmt.Errorf("%d bytes, want at least 20 KiB: a blank page?", len(data))
+	}
+	return nil
+}
+
+// replaceFile writes data to path through a temporary file beside it, so
+// that a failed write leaves the old file whole.
+func replaceFile(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".screenshot-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
