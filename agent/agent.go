@@ -11,8 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/flotilla-io/flotilla/agent/credstore"
 	"github.com/flotilla-io/flotilla/agent/work"
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/transport"
@@ -25,7 +27,7 @@ type Agent struct {
 	clock clock.WithTicker
 	// store keeps the credentials; tls is made from them, nil until a
 	// join got them.
-	store  credentialStore
+	store  credstore.Store
 	tls    *tls.Config
 	status *statusCollector
 	// capacity watches nodes and pods for the status reports.
@@ -87,18 +89,18 @@ const credentialsTimeout = 30 * time.Second
 // to nil when a bootstrap token is given and the store lacks a certificate
 // (the agent joins first).
 func (a *Agent) loadCredentials(ctx context.Context) error {
-	c, err := a.store.load(ctx)
+	c, err := a.store.Load(ctx)
 	if err != nil {
 		return err
 	}
-	if a.cfg.BootstrapToken != "" && !c.complete() {
+	if a.cfg.BootstrapToken != "" && !c.Complete() {
 		a.tls = nil
 		return nil
 	}
 	// Certificate validity is about the real world, not an injected clock.
 	tlsConf, err := tlsConfigFrom(a.cfg, a.store, c, time.Now())
 	if err != nil {
-		if a.cfg.BootstrapToken == "" && !c.complete() {
+		if a.cfg.BootstrapToken == "" && !c.Complete() {
 			err = fmt.Errorf("%w; or give --bootstrap-token and --hub-ca-hash to join", err)
 		}
 		return err
@@ -142,6 +144,16 @@ func newAgent(cfg Config, tlsConf *tls.Config, clients kubeClients, probe health
 		transports:  transportChooser{mode: cfg.Transport, retry: cfg.QUICRetryInterval},
 		lastHub:     map[transport.Kind]string{},
 	}, nil
+}
+
+// newCredentialStore is the store cfg (with defaults) names: a Secret in
+// the system namespace read and written with client, or a directory.
+func newCredentialStore(cfg Config, client kubernetes.Interface) credstore.Store {
+	log := cfg.Logger.With("cluster", cfg.ClusterName)
+	if cfg.CertSecret != "" {
+		return credstore.NewSecret(client, cfg.SystemNamespace, cfg.CertSecret, log)
+	}
+	return credstore.NewDir(cfg.CertDir, log)
 }
 
 // Stats returns a snapshot of the agent's connection statistics. It is safe

@@ -7,6 +7,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/flotilla-io/flotilla/agent/credstore"
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/transport"
 )
@@ -42,10 +43,10 @@ func explainConnError(err error) error {
 		alert := tls.AlertError(uint8(te.ErrorCode - 0x100))
 		if te.Remote {
 			return fmt.Errorf("the hub rejected this agent in the TLS handshake (%v): "+
-				"check that the hub trusts the CA that signed %s and that the certificate is current: %w", alert, CertFile, err)
+				"check that the hub trusts the CA that signed %s and that the certificate is current: %w", alert, credstore.CertFile, err)
 		}
 		return fmt.Errorf("TLS handshake with the hub failed (%v): check that %s holds the CA "+
-			"that signed the hub's certificate and that the certificate covers the --hub host: %w", alert, CAFile, err)
+			"that signed the hub's certificate and that the certificate covers the --hub host: %w", alert, credstore.CAFile, err)
 	}
 	var ae *quic.ApplicationError
 	var closed *transport.ClosedError

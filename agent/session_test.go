@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/flotilla-io/flotilla/agent/credstore"
 	"github.com/flotilla-io/flotilla/protocol"
 )
 
@@ -286,7 +287,7 @@ func TestSessionTLSFailures(t *testing.T) {
 			name: "hub does not trust the agent",
 			certDir: func(t *testing.T, hub *testPKI) string {
 				dir := newTestPKI(t).certDir(t, protocol.ClusterCommonName(testCluster))
-				writeFile(t, dir+"/"+CAFile, hub.ca.CertPEM())
+				writeFile(t, dir+"/"+credstore.CAFile, hub.ca.CertPEM())
 				return dir
 			},
 			want: "the hub rejected this agent in the TLS handshake",
@@ -295,7 +296,7 @@ func TestSessionTLSFailures(t *testing.T) {
 			name: "agent does not trust the hub",
 			certDir: func(t *testing.T, hub *testPKI) string {
 				dir := hub.certDir(t, protocol.ClusterCommonName(testCluster))
-				writeFile(t, dir+"/"+CAFile, newTestPKI(t).ca.CertPEM())
+				writeFile(t, dir+"/"+credstore.CAFile, newTestPKI(t).ca.CertPEM())
 				return dir
 			},
 			want: "TLS handshake with the hub failed",
