@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/flotilla-io/flotilla/agent/clusterstatus"
 	"github.com/flotilla-io/flotilla/agent/credstore"
 	"github.com/flotilla-io/flotilla/agent/work"
 	"github.com/flotilla-io/flotilla/protocol"
@@ -29,9 +30,9 @@ type Agent struct {
 	// join got them.
 	store  credstore.Store
 	tls    *tls.Config
-	status *statusCollector
+	status *clusterstatus.Collector
 	// capacity watches nodes and pods for the status reports.
-	capacity *capacity
+	capacity *clusterstatus.Capacity
 	works    *work.Engine
 	stats    statsBox
 	jitter   rand.Source
@@ -70,7 +71,7 @@ func New(cfg Config) (*Agent, error) {
 // newAgentWithCredentials assembles an agent on clients and reads its
 // credentials (bounded by credentialsTimeout).
 func newAgentWithCredentials(ctx context.Context, cfg Config, clients kubeClients) (*Agent, error) {
-	a, err := newAgent(cfg, nil, clients, apiServerProbe(clients.kube.Discovery().RESTClient()))
+	a, err := newAgent(cfg, nil, clients, clusterstatus.APIServerProbe(clients.kube.Discovery().RESTClient()))
 	if err != nil {
 		return nil, err
 	}
@@ -112,14 +113,14 @@ func (a *Agent) loadCredentials(ctx context.Context) error {
 // newAgent assembles an agent from checked parts; tests use it to swap the
 // member cluster for a fake. The credential store is the one cfg names,
 // on clients.kube; tlsConf is what the agent dials with, nil to join first.
-func newAgent(cfg Config, tlsConf *tls.Config, clients kubeClients, probe healthProbe) (*Agent, error) {
+func newAgent(cfg Config, tlsConf *tls.Config, clients kubeClients, probe clusterstatus.Probe) (*Agent, error) {
 	cfg = cfg.withDefaults()
 	client, dyn := clients.kube, clients.dynamic
 	watchClient := clients.watch
 	if watchClient == nil {
 		watchClient = client
 	}
-	caps := newCapacity(watchClient)
+	caps := clusterstatus.NewCapacity(watchClient)
 	log := cfg.Logger.With("cluster", cfg.ClusterName)
 	m := cfg.metrics
 	works, err := work.NewEngine(work.Config{Kube: client, Dynamic: dyn, SystemNamespace: cfg.SystemNamespace,
@@ -134,7 +135,7 @@ func newAgent(cfg Config, tlsConf *tls.Config, clients kubeClients, probe health
 		clock:    cfg.Clock,
 		store:    newCredentialStore(cfg, client),
 		tls:      tlsConf,
-		status:   newStatusCollector(client, caps, probe, cfg.Clock, log),
+		status:   clusterstatus.NewCollector(client, caps, probe, cfg.Clock, log),
 		capacity: caps,
 		works:    works,
 		jitter:   rand.NewPCG(rand.Uint64(), rand.Uint64()),
@@ -188,7 +189,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.log.Error("work engine stopped", "err", err)
 		}
 	})
-	wg.Go(func() { a.capacity.run(ctx) })
+	wg.Go(func() { a.capacity.Run(ctx) })
 	b := newBackoff(backoffInitial, backoffMax, a.jitter)
 	var next *dialed // a connection a session found for the next one
 	for {

@@ -34,6 +34,10 @@
 //   - [github.com/flotilla-io/flotilla/agent/credstore]: the credential
 //     store, a directory or a Secret, with the item names (ca.crt,
 //     tls.crt, tls.key, and a renewal's tls.key.next and tls.crt.next).
+//   - [github.com/flotilla-io/flotilla/agent/clusterstatus]: what the
+//     status stream reports about the member cluster: the API server's
+//     health probe, its version and served APIs, and the node and pod
+//     capacity sums, kept by watches that run for the whole of Run.
 //
 // This package keeps the session (dial, Hello, the control, status and work
 // streams), join and rotation, leader election, the configuration and Run.
