@@ -11,8 +11,11 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/flotilla-io/flotilla/agent/clusterstatus"
+	"github.com/flotilla-io/flotilla/agent/credstore"
 	"github.com/flotilla-io/flotilla/agent/work"
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/transport"
@@ -25,11 +28,11 @@ type Agent struct {
 	clock clock.WithTicker
 	// store keeps the credentials; tls is made from them, nil until a
 	// join got them.
-	store  credentialStore
+	store  credstore.Store
 	tls    *tls.Config
-	status *statusCollector
+	status *clusterstatus.Collector
 	// capacity watches nodes and pods for the status reports.
-	capacity *capacity
+	capacity *clusterstatus.Capacity
 	works    *work.Engine
 	stats    statsBox
 	jitter   rand.Source
@@ -68,7 +71,7 @@ func New(cfg Config) (*Agent, error) {
 // newAgentWithCredentials assembles an agent on clients and reads its
 // credentials (bounded by credentialsTimeout).
 func newAgentWithCredentials(ctx context.Context, cfg Config, clients kubeClients) (*Agent, error) {
-	a, err := newAgent(cfg, nil, clients, apiServerProbe(clients.kube.Discovery().RESTClient()))
+	a, err := newAgent(cfg, nil, clients, clusterstatus.APIServerProbe(clients.kube.Discovery().RESTClient()))
 	if err != nil {
 		return nil, err
 	}
@@ -87,18 +90,18 @@ const credentialsTimeout = 30 * time.Second
 // to nil when a bootstrap token is given and the store lacks a certificate
 // (the agent joins first).
 func (a *Agent) loadCredentials(ctx context.Context) error {
-	c, err := a.store.load(ctx)
+	c, err := a.store.Load(ctx)
 	if err != nil {
 		return err
 	}
-	if a.cfg.BootstrapToken != "" && !c.complete() {
+	if a.cfg.BootstrapToken != "" && !c.Complete() {
 		a.tls = nil
 		return nil
 	}
 	// Certificate validity is about the real world, not an injected clock.
 	tlsConf, err := tlsConfigFrom(a.cfg, a.store, c, time.Now())
 	if err != nil {
-		if a.cfg.BootstrapToken == "" && !c.complete() {
+		if a.cfg.BootstrapToken == "" && !c.Complete() {
 			err = fmt.Errorf("%w; or give --bootstrap-token and --hub-ca-hash to join", err)
 		}
 		return err
@@ -110,14 +113,14 @@ func (a *Agent) loadCredentials(ctx context.Context) error {
 // newAgent assembles an agent from checked parts; tests use it to swap the
 // member cluster for a fake. The credential store is the one cfg names,
 // on clients.kube; tlsConf is what the agent dials with, nil to join first.
-func newAgent(cfg Config, tlsConf *tls.Config, clients kubeClients, probe healthProbe) (*Agent, error) {
+func newAgent(cfg Config, tlsConf *tls.Config, clients kubeClients, probe clusterstatus.Probe) (*Agent, error) {
 	cfg = cfg.withDefaults()
 	client, dyn := clients.kube, clients.dynamic
 	watchClient := clients.watch
 	if watchClient == nil {
 		watchClient = client
 	}
-	caps := newCapacity(watchClient)
+	caps := clusterstatus.NewCapacity(watchClient)
 	log := cfg.Logger.With("cluster", cfg.ClusterName)
 	m := cfg.metrics
 	works, err := work.NewEngine(work.Config{Kube: client, Dynamic: dyn, SystemNamespace: cfg.SystemNamespace,
@@ -132,7 +135,7 @@ func newAgent(cfg Config, tlsConf *tls.Config, clients kubeClients, probe health
 		clock:    cfg.Clock,
 		store:    newCredentialStore(cfg, client),
 		tls:      tlsConf,
-		status:   newStatusCollector(client, caps, probe, cfg.Clock, log),
+		status:   clusterstatus.NewCollector(client, caps, probe, cfg.Clock, log),
 		capacity: caps,
 		works:    works,
 		jitter:   rand.NewPCG(rand.Uint64(), rand.Uint64()),
@@ -142,6 +145,16 @@ func newAgent(cfg Config, tlsConf *tls.Config, clients kubeClients, probe health
 		transports:  transportChooser{mode: cfg.Transport, retry: cfg.QUICRetryInterval},
 		lastHub:     map[transport.Kind]string{},
 	}, nil
+}
+
+// newCredentialStore is the store cfg (with defaults) names: a Secret in
+// the system namespace read and written with client, or a directory.
+func newCredentialStore(cfg Config, client kubernetes.Interface) credstore.Store {
+	log := cfg.Logger.With("cluster", cfg.ClusterName)
+	if cfg.CertSecret != "" {
+		return credstore.NewSecret(client, cfg.SystemNamespace, cfg.CertSecret, log)
+	}
+	return credstore.NewDir(cfg.CertDir, log)
 }
 
 // Stats returns a snapshot of the agent's connection statistics. It is safe
@@ -176,7 +189,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.log.Error("work engine stopped", "err", err)
 		}
 	})
-	wg.Go(func() { a.capacity.run(ctx) })
+	wg.Go(func() { a.capacity.Run(ctx) })
 	b := newBackoff(backoffInitial, backoffMax, a.jitter)
 	var next *dialed // a connection a session found for the next one
 	for {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flotilla-io/flotilla/agent/credstore"
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/protocol"
 )
@@ -53,26 +54,26 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 			[]string{`system namespace "flotilla.system" is not a DNS-1123 label`}},
 		{"several problems at once", func(_ *testing.T, cfg *Config) { cfg.Hub, cfg.ClusterName = "", "" },
 			[]string{"hub address is required", "cluster name is required"}},
-		{"no CA file", func(t *testing.T, cfg *Config) { remove(t, cfg.CertDir, CAFile) },
-			[]string{"read hub CA", CAFile, "no such file"}},
+		{"no CA file", func(t *testing.T, cfg *Config) { remove(t, cfg.CertDir, credstore.CAFile) },
+			[]string{"read hub CA", credstore.CAFile, "no such file"}},
 		{"CA file without certificates", func(t *testing.T, cfg *Config) {
-			writeFile(t, filepath.Join(cfg.CertDir, CAFile), []byte("not PEM"))
-		}, []string{CAFile, "no PEM certificate found"}},
-		{"no client certificate", func(t *testing.T, cfg *Config) { remove(t, cfg.CertDir, CertFile) },
-			[]string{"read client certificate", CertFile, "no such file"}},
-		{"no client key", func(t *testing.T, cfg *Config) { remove(t, cfg.CertDir, KeyFile) },
-			[]string{"read client key", KeyFile, "no such file"}},
+			writeFile(t, filepath.Join(cfg.CertDir, credstore.CAFile), []byte("not PEM"))
+		}, []string{credstore.CAFile, "no PEM certificate found"}},
+		{"no client certificate", func(t *testing.T, cfg *Config) { remove(t, cfg.CertDir, credstore.CertFile) },
+			[]string{"read client certificate", credstore.CertFile, "no such file"}},
+		{"no client key", func(t *testing.T, cfg *Config) { remove(t, cfg.CertDir, credstore.KeyFile) },
+			[]string{"read client key", credstore.KeyFile, "no such file"}},
 		{"key of another certificate", func(t *testing.T, cfg *Config) {
 			other := p.issue(t, pki.Request{CommonName: protocol.ClusterCommonName(testCluster), Usage: pki.ClientAuth})
-			writeFile(t, filepath.Join(cfg.CertDir, KeyFile), other.KeyPEM)
-		}, []string{CertFile, KeyFile, "private key does not match public key"}},
+			writeFile(t, filepath.Join(cfg.CertDir, credstore.KeyFile), other.KeyPEM)
+		}, []string{credstore.CertFile, credstore.KeyFile, "private key does not match public key"}},
 		{"certificate for another cluster", func(t *testing.T, cfg *Config) { cfg.CertDir = p.certDir(t, "cluster:member-2") },
-			[]string{CertFile, `common name is "cluster:member-2", but cluster "member-1" needs "cluster:member-1"`}},
+			[]string{credstore.CertFile, `common name is "cluster:member-2", but cluster "member-1" needs "cluster:member-1"`}},
 		{"expired certificate", func(t *testing.T, cfg *Config) {
 			kp := p.issue(t, pki.Request{CommonName: protocol.ClusterCommonName(testCluster), Usage: pki.ClientAuth, ValidFor: time.Nanosecond})
-			writeFile(t, filepath.Join(cfg.CertDir, CertFile), kp.CertPEM)
-			writeFile(t, filepath.Join(cfg.CertDir, KeyFile), kp.KeyPEM)
-		}, []string{CertFile, "expired at"}},
+			writeFile(t, filepath.Join(cfg.CertDir, credstore.CertFile), kp.CertPEM)
+			writeFile(t, filepath.Join(cfg.CertDir, credstore.KeyFile), kp.KeyPEM)
+		}, []string{credstore.CertFile, "expired at"}},
 		{"missing kubeconfig", func(_ *testing.T, cfg *Config) { cfg.Kubeconfig = "/nonexistent/kubeconfig" },
 			[]string{"load kubeconfig /nonexistent/kubeconfig"}},
 		{"broken kubeconfig", func(t *testing.T, cfg *Config) { writeFile(t, cfg.Kubeconfig, []byte("clusters: [")) },

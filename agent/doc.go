@@ -9,7 +9,7 @@
 // a join connection that trusts the hub by its CA pin alone, retries while
 // the request waits for approval, and stores the certificate the hub signs
 // before its first session. Its credentials live in a credential store
-// (credstore.go): a directory, or a Secret of the member cluster.
+// (package credstore): a directory, or a Secret of the member cluster.
 //
 // [Run] is a whole agent process: its HTTP endpoints (/healthz, /readyz,
 // /metrics) and the agent, which with leader election (leader.go) runs
@@ -26,4 +26,19 @@
 // Each acknowledged renewal tells the engine that the hub was there, which
 // is what fencing counts from; a session in which the engine fences a Work
 // ends, so that the next inventory tells the hub, which restores it.
+//
+// Packages of their own hold what the agent uses through a narrow API:
+//
+//   - [github.com/flotilla-io/flotilla/agent/work]: the Work engine, which
+//     applies and deletes Works' objects, watches their health and fences.
+//   - [github.com/flotilla-io/flotilla/agent/credstore]: the credential
+//     store, a directory or a Secret, with the item names (ca.crt,
+//     tls.crt, tls.key, and a renewal's tls.key.next and tls.crt.next).
+//   - [github.com/flotilla-io/flotilla/agent/clusterstatus]: what the
+//     status stream reports about the member cluster: the API server's
+//     health probe, its version and served APIs, and the node and pod
+//     capacity sums, kept by watches that run for the whole of Run.
+//
+// This package keeps the session (dial, Hello, the control, status and work
+// streams), join and rotation, leader election, the configuration and Run.
 package agent

@@ -4,9 +4,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/flotilla-io/flotilla/agent/credstore"
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/transport"
 )
@@ -42,10 +44,10 @@ func explainConnError(err error) error {
 		alert := tls.AlertError(uint8(te.ErrorCode - 0x100))
 		if te.Remote {
 			return fmt.Errorf("the hub rejected this agent in the TLS handshake (%v): "+
-				"check that the hub trusts the CA that signed %s and that the certificate is current: %w", alert, CertFile, err)
+				"check that the hub trusts the CA that signed %s and that the certificate is current: %w", alert, credstore.CertFile, err)
 		}
 		return fmt.Errorf("TLS handshake with the hub failed (%v): check that %s holds the CA "+
-			"that signed the hub's certificate and that the certificate covers the --hub host: %w", alert, CAFile, err)
+			"that signed the hub's certificate and that the certificate covers the --hub host: %w", alert, credstore.CAFile, err)
 	}
 	var ae *quic.ApplicationError
 	var closed *transport.ClosedError
@@ -57,4 +59,19 @@ func explainConnError(err error) error {
 		return fmt.Errorf("the hub stopped answering: %w", err)
 	}
 	return err
+}
+
+// truncateMessage cuts s to at most limit bytes on a character boundary,
+// for the reason a session's end sends the hub. (Package clusterstatus
+// cuts health messages with its own copy.)
+func truncateMessage(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	const ellipsis = "..."
+	cut := limit - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
 }

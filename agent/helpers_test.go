@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flotilla-io/flotilla/agent/credstore"
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/protocol"
 )
@@ -75,9 +76,9 @@ func (p *testPKI) certDir(t *testing.T, commonName string) string {
 	t.Helper()
 	kp := p.issue(t, pki.Request{CommonName: commonName, Usage: pki.ClientAuth})
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, CAFile), p.ca.CertPEM())
-	writeFile(t, filepath.Join(dir, CertFile), kp.CertPEM)
-	writeFile(t, filepath.Join(dir, KeyFile), kp.KeyPEM)
+	writeFile(t, filepath.Join(dir, credstore.CAFile), p.ca.CertPEM())
+	writeFile(t, filepath.Join(dir, credstore.CertFile), kp.CertPEM)
+	writeFile(t, filepath.Join(dir, credstore.KeyFile), kp.KeyPEM)
 	return dir
 }
 
@@ -102,8 +103,8 @@ var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // loadTLSConfig reads the credentials in cfg.CertDir as an agent does.
 func loadTLSConfig(cfg Config, now time.Time) (*tls.Config, error) {
-	store := dirStore{dir: cfg.CertDir, log: discard}
-	c, err := store.load(context.Background())
+	store := credstore.NewDir(cfg.CertDir, discard)
+	c, err := store.Load(context.Background())
 	if err != nil {
 		return nil, err
 	}

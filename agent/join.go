@@ -18,6 +18,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/flotilla-io/flotilla/agent/credstore"
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/internal/version"
 	"github.com/flotilla-io/flotilla/protocol"
@@ -84,7 +85,7 @@ func (a *Agent) join(ctx context.Context) error {
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("join request: %w", err)
 	}
-	log.Info("no certificate yet: joining the hub with a bootstrap token", "store", a.store.location(CertFile))
+	log.Info("no certificate yet: joining the hub with a bootstrap token", "store", a.store.Location(credstore.CertFile))
 	b := newBackoff(joinBackoffInitial, joinBackoffMax, a.jitter)
 	for {
 		resp, err := a.joinOnce(ctx, pin, req)
@@ -111,7 +112,7 @@ func (a *Agent) join(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			log.Info("joined", "certificate", a.store.location(CertFile),
+			log.Info("joined", "certificate", a.store.Location(credstore.CertFile),
 				"serial", leaf.SerialNumber.Text(16), "expires", leaf.NotAfter.UTC())
 			return a.loadCredentials(ctx)
 		}
@@ -227,7 +228,7 @@ func (a *Agent) saveJoinCertificate(ctx context.Context, key crypto.Signer, pin 
 	if err != nil {
 		return nil, &joinRefusedError{fmt.Errorf("the certificate the hub issued is not acceptable, nothing written: %w", err)}
 	}
-	if err := a.store.saveJoined(ctx, resp.CACertificate, resp.Certificate); err != nil {
+	if err := a.store.SaveJoined(ctx, resp.CACertificate, resp.Certificate); err != nil {
 		return nil, fmt.Errorf("save the joined certificate: %w", err)
 	}
 	return leaf, nil
@@ -243,7 +244,7 @@ func checkJoinResponse(key crypto.Signer, cluster, pin string, resp *protocol.Jo
 	}
 	leaf := chain[0]
 	if pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(leaf.PublicKey) {
-		return nil, fmt.Errorf("the certificate is for another key than %s", KeyFile)
+		return nil, fmt.Errorf("the certificate is for another key than %s", credstore.KeyFile)
 	}
 	if err := checkClientCert(leaf, cluster, now); err != nil {
 		return nil, fmt.Errorf("certificate: %w", err)
@@ -298,16 +299,16 @@ func parseCertificates(data []byte) ([]*x509.Certificate, error) {
 // joinKey returns the key a previous join stored as tls.key, or makes an
 // ECDSA P-256 key and stores it first.
 func (a *Agent) joinKey(ctx context.Context, log *slog.Logger) (crypto.Signer, error) {
-	c, err := a.store.load(ctx)
+	c, err := a.store.Load(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if c.Key != nil {
 		key, err := parseKey(c.Key)
 		if err != nil {
-			return nil, fmt.Errorf("client key %s: %w (remove it to join with a new key)", a.store.location(KeyFile), err)
+			return nil, fmt.Errorf("client key %s: %w (remove it to join with a new key)", a.store.Location(credstore.KeyFile), err)
 		}
-		log.Info("joining with the key a previous join left", "key", a.store.location(KeyFile))
+		log.Info("joining with the key a previous join left", "key", a.store.Location(credstore.KeyFile))
 		return key, nil
 	}
 	key, err := pki.NewKey()
@@ -318,7 +319,7 @@ func (a *Agent) joinKey(ctx context.Context, log *slog.Logger) (crypto.Signer, e
 	if err != nil {
 		return nil, err
 	}
-	if err := a.store.saveKey(ctx, keyPEM); err != nil {
+	if err := a.store.SaveKey(ctx, keyPEM); err != nil {
 		return nil, err
 	}
 	return key, nil

@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/flotilla-io/flotilla/agent/credstore"
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/protocol"
 )
@@ -311,14 +312,14 @@ func TestJoin(t *testing.T) {
 						t.Errorf("Run = %q, want it to contain %q", err, want)
 					}
 				}
-				checkFiles(t, s.certDir, KeyFile)
+				checkFiles(t, s.certDir, credstore.KeyFile)
 			} else {
 				hello := s.hub.waitFor(t, "the session's Hello", waitTimeout, isKind("hello"))
 				if hello.peer != testCluster {
 					t.Errorf("the session's certificate proves cluster %q, want %q", hello.peer, testCluster)
 				}
-				checkFiles(t, s.certDir, CAFile, CertFile, KeyFile)
-				if got, want := readFile(t, s.certDir, CAFile), s.own.ca.CertPEM(); !bytes.Equal(got, want) {
+				checkFiles(t, s.certDir, credstore.CAFile, credstore.CertFile, credstore.KeyFile)
+				if got, want := readFile(t, s.certDir, credstore.CAFile), s.own.ca.CertPEM(); !bytes.Equal(got, want) {
 					t.Errorf("ca.crt =\n%s\nwant the hub's CA\n%s", got, want)
 				}
 				run.cancel()
@@ -346,7 +347,7 @@ func TestJoin(t *testing.T) {
 // nothing else, the same in every attempt.
 func checkJoinRequests(t *testing.T, s *joinSetup, requests []*protocol.JoinRequest) {
 	t.Helper()
-	key, err := parseKey(readFile(t, s.certDir, KeyFile))
+	key, err := parseKey(readFile(t, s.certDir, credstore.KeyFile))
 	if err != nil {
 		t.Fatalf("tls.key: %v", err)
 	}
@@ -425,7 +426,7 @@ func TestJoinReusesTheKeyOfAnEarlierJoin(t *testing.T) {
 	if err := os.Mkdir(s.certDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(s.certDir, KeyFile), keyPEM)
+	writeFile(t, filepath.Join(s.certDir, credstore.KeyFile), keyPEM)
 	startAgent(t, s.agent(t))
 
 	req := s.hub.waitFor(t, "a join request", waitTimeout, isKind("join")).join
@@ -437,10 +438,10 @@ func TestJoinReusesTheKeyOfAnEarlierJoin(t *testing.T) {
 	if !key.Public().(interface{ Equal(crypto.PublicKey) bool }).Equal(csr.PublicKey) {
 		t.Error("the CSR is not for the key in tls.key")
 	}
-	if got := readFile(t, s.certDir, KeyFile); !bytes.Equal(got, keyPEM) {
+	if got := readFile(t, s.certDir, credstore.KeyFile); !bytes.Equal(got, keyPEM) {
 		t.Error("tls.key was replaced")
 	}
-	checkFiles(t, s.certDir, CAFile, CertFile, KeyFile)
+	checkFiles(t, s.certDir, credstore.CAFile, credstore.CertFile, credstore.KeyFile)
 }
 
 // An agent stopped while its request waits for approval stops cleanly,
@@ -454,7 +455,7 @@ func TestJoinStopsWhilePending(t *testing.T) {
 	if err := run.wait(t); err != nil {
 		t.Errorf("Run = %v, want nil", err)
 	}
-	checkFiles(t, s.certDir, KeyFile)
+	checkFiles(t, s.certDir, credstore.KeyFile)
 }
 
 func TestNewDecidesWhetherToJoin(t *testing.T) {
@@ -475,8 +476,8 @@ func TestNewDecidesWhetherToJoin(t *testing.T) {
 			cfg.BootstrapToken, cfg.HubCAHash = testToken, pin
 		}},
 		{name: "only a key, a token", wantJoin: true, change: func(t *testing.T, cfg *Config) {
-			remove(t, cfg.CertDir, CAFile)
-			remove(t, cfg.CertDir, CertFile)
+			remove(t, cfg.CertDir, credstore.CAFile)
+			remove(t, cfg.CertDir, credstore.CertFile)
 			cfg.BootstrapToken, cfg.HubCAHash = testToken, pin
 		}},
 		{name: "no certificates, no token", change: func(_ *testing.T, cfg *Config) { cfg.CertDir = t.TempDir() },

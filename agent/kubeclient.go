@@ -3,18 +3,17 @@ package agent
 import (
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/flotilla-io/flotilla/agent/clusterstatus"
 )
 
 // kubeClients are the member cluster clients: a typed one, a dynamic one
 // for the Works' objects of any kind, and a typed one speaking protobuf for
-// the node and pod watches (nil: kube), which costs both sides a fraction
-// of JSON's decoding and shares the API server's encoding with the
-// cluster's own controllers.
+// the node and pod watches (nil: kube; see clusterstatus.NewWatchClient).
 type kubeClients struct {
 	kube    kubernetes.Interface
 	dynamic dynamic.Interface
@@ -41,14 +40,7 @@ func newKubeClients(cfg Config) (kubeClients, error) {
 	if err != nil {
 		return kubeClients{}, fmt.Errorf("member cluster dynamic client: %w", err)
 	}
-	protoConfig := rest.CopyConfig(rc)
-	protoConfig.ContentType = runtime.ContentTypeProtobuf
-	protoConfig.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	// The API server would gzip every watch event for this watcher alone,
-	// and the agent gunzip it, to save bytes on what is mostly a local
-	// link.
-	protoConfig.DisableCompression = true
-	watch, err := kubernetes.NewForConfig(protoConfig)
+	watch, err := clusterstatus.NewWatchClient(rc)
 	if err != nil {
 		return kubeClients{}, fmt.Errorf("member cluster watch client: %w", err)
 	}

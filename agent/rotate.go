@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/flotilla-io/flotilla/agent/credstore"
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/protocol"
 )
@@ -80,7 +81,7 @@ func (s *session) rotateLoop(ctx context.Context) error {
 			a.rotation.notBefore = time.Time{}
 			a.rotation.backoff.Reset()
 			s.log.Info("certificate renewed", "serial", renewed.SerialNumber.Text(16), "expires", renewed.NotAfter.UTC(),
-				"previousSerial", leaf.SerialNumber.Text(16), "certificate", a.store.location(CertFile))
+				"previousSerial", leaf.SerialNumber.Text(16), "certificate", a.store.Location(credstore.CertFile))
 			return errRotated
 		}
 		if ctx.Err() != nil {
@@ -110,7 +111,7 @@ func (s *session) rotate(ctx context.Context, leaf *x509.Certificate) (*x509.Cer
 	if err != nil {
 		return nil, err
 	}
-	if err := a.store.saveNextKey(ctx, keyPEM); err != nil {
+	if err := a.store.SaveNextKey(ctx, keyPEM); err != nil {
 		return nil, fmt.Errorf("store the new key: %w", err)
 	}
 	csr, err := certificateRequest(key, a.cfg.ClusterName)
@@ -126,7 +127,7 @@ func (s *session) rotate(ctx context.Context, leaf *x509.Certificate) (*x509.Cer
 	if err != nil {
 		return nil, fmt.Errorf("the certificate the hub renewed is not acceptable, nothing replaced: %w", err)
 	}
-	if err := a.store.installRenewed(ctx, resp.Certificate); err != nil {
+	if err := a.store.InstallRenewed(ctx, resp.Certificate); err != nil {
 		return nil, fmt.Errorf("install the renewed certificate: %w", err)
 	}
 	// The next dial uses it; Run dials only once this session ended.
@@ -182,7 +183,7 @@ func checkRenewed(key crypto.Signer, cluster string, roots *x509.CertPool, resp 
 	}
 	leaf := chain[0]
 	if pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(leaf.PublicKey) {
-		return nil, fmt.Errorf("the certificate is for another key than %s", NextKeyFile)
+		return nil, fmt.Errorf("the certificate is for another key than %s", credstore.NextKeyFile)
 	}
 	if err := checkClientCert(leaf, cluster, now); err != nil {
 		return nil, fmt.Errorf("certificate: %w", err)
@@ -193,7 +194,7 @@ func checkRenewed(key crypto.Signer, cluster string, roots *x509.CertPool, resp 
 	}
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: intermediates, CurrentTime: now,
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
-		return nil, fmt.Errorf("the certificate is not a client certificate of the hub CA in %s: %w", CAFile, err)
+		return nil, fmt.Errorf("the certificate is not a client certificate of the hub CA in %s: %w", credstore.CAFile, err)
 	}
 	return leaf, nil
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/flotilla-io/flotilla/agent/credstore"
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/protocol"
 )
@@ -120,9 +121,9 @@ func newRotationSetup(t *testing.T, notBefore, notAfter time.Duration, answers .
 	}
 	now := s.clock.Now()
 	s.certPEM, _ = s.pki.certFor(t, key.Public(), protocol.ClusterCommonName(testCluster), now.Add(notBefore), now.Add(notAfter))
-	writeFile(t, filepath.Join(s.dir, CAFile), s.pki.ca.CertPEM())
-	writeFile(t, filepath.Join(s.dir, CertFile), s.certPEM)
-	writeFile(t, filepath.Join(s.dir, KeyFile), s.keyPEM)
+	writeFile(t, filepath.Join(s.dir, credstore.CAFile), s.pki.ca.CertPEM())
+	writeFile(t, filepath.Join(s.dir, credstore.CertFile), s.certPEM)
+	writeFile(t, filepath.Join(s.dir, credstore.KeyFile), s.keyPEM)
 	// A lease of an hour: the fake clock jumps by minutes, and the renewals
 	// it sends meanwhile must not time out.
 	welcome := func(*protocol.Hello) protocol.Message {
@@ -172,16 +173,16 @@ func peerSerial(c *hubConn) string {
 // 0600), and that no rotation file is left.
 func checkInstalled(t *testing.T, dir string, certPEM []byte) {
 	t.Helper()
-	if got := readFile(t, dir, CertFile); !bytes.Equal(got, certPEM) {
-		t.Errorf("%s is not the expected certificate", CertFile)
+	if got := readFile(t, dir, credstore.CertFile); !bytes.Equal(got, certPEM) {
+		t.Errorf("%s is not the expected certificate", credstore.CertFile)
 	}
-	if _, err := tls.X509KeyPair(readFile(t, dir, CertFile), readFile(t, dir, KeyFile)); err != nil {
-		t.Errorf("%s and %s do not match: %v", CertFile, KeyFile, err)
+	if _, err := tls.X509KeyPair(readFile(t, dir, credstore.CertFile), readFile(t, dir, credstore.KeyFile)); err != nil {
+		t.Errorf("%s and %s do not match: %v", credstore.CertFile, credstore.KeyFile, err)
 	}
-	if info, err := os.Stat(filepath.Join(dir, KeyFile)); err != nil || info.Mode().Perm() != 0o600 {
-		t.Errorf("%s: %v, mode %v; want 0600", KeyFile, err, info.Mode().Perm())
+	if info, err := os.Stat(filepath.Join(dir, credstore.KeyFile)); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("%s: %v, mode %v; want 0600", credstore.KeyFile, err, info.Mode().Perm())
 	}
-	for _, name := range []string{NextKeyFile, NextCertFile} {
+	for _, name := range []string{credstore.NextKeyFile, credstore.NextCertFile} {
 		if _, err := os.Stat(filepath.Join(dir, name)); !os.IsNotExist(err) {
 			t.Errorf("%s left behind (%v)", name, err)
 		}
@@ -194,7 +195,7 @@ func TestRotationAtEightyPercentOfTheLifetime(t *testing.T) {
 	startAgent(t, s.agent)
 	first := s.hub.waitConn(t, waitTimeout)
 	d := s.clock.waitTimerIn(t, "renewing the certificate", 9*time.Second, 10*time.Second)
-	if _, err := os.Stat(filepath.Join(s.dir, NextKeyFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(s.dir, credstore.NextKeyFile)); !os.IsNotExist(err) {
 		t.Errorf("a new key before the renewal was due (%v)", err)
 	}
 	s.clock.Step(d)
@@ -208,7 +209,7 @@ func TestRotationAtEightyPercentOfTheLifetime(t *testing.T) {
 		t.Fatalf("renewal CSR %v (%v), want one for %s", csr, err, protocol.ClusterCommonName(testCluster))
 	}
 	next := s.hub.waitNewConn(t, first, "the renewal")
-	installed := readFile(t, s.dir, CertFile)
+	installed := readFile(t, s.dir, credstore.CertFile)
 	leaf, err := parseCertificates(installed)
 	if err != nil {
 		t.Fatal(err)
@@ -250,14 +251,14 @@ func TestRotationRetriesFailuresWithoutReplacingAnything(t *testing.T) {
 			t.Fatalf("renewal %d on connection %d, want the first session %d kept", i+1, e.conn, first.id)
 		}
 		d := s.clock.waitTimerIn(t, "renewing again", max(backoff*8/10, time.Minute), backoff*12/10)
-		if !bytes.Equal(readFile(t, s.dir, CertFile), s.certPEM) || !bytes.Equal(readFile(t, s.dir, KeyFile), s.keyPEM) {
-			t.Fatalf("after failed renewal %d, %s or %s changed", i+1, CertFile, KeyFile)
+		if !bytes.Equal(readFile(t, s.dir, credstore.CertFile), s.certPEM) || !bytes.Equal(readFile(t, s.dir, credstore.KeyFile), s.keyPEM) {
+			t.Fatalf("after failed renewal %d, %s or %s changed", i+1, credstore.CertFile, credstore.KeyFile)
 		}
 		s.clock.Step(d)
 	}
 	s.hub.waitFor(t, "the third renewal request", waitTimeout, isKind("renewal"))
 	next := s.hub.waitNewConn(t, first, "the renewal")
-	installed := readFile(t, s.dir, CertFile)
+	installed := readFile(t, s.dir, credstore.CertFile)
 	leaf, err := parseCertificates(installed)
 	if err != nil {
 		t.Fatal(err)
@@ -271,54 +272,5 @@ func TestRotationRetriesFailuresWithoutReplacingAnything(t *testing.T) {
 		if !strings.Contains(s.logs.String(), want) {
 			t.Errorf("logs lack %q", want)
 		}
-	}
-}
-
-func TestRecoverRotation(t *testing.T) {
-	p := newTestPKI(t)
-	cn := protocol.ClusterCommonName(testCluster)
-	old := p.issue(t, pki.Request{CommonName: cn, Usage: pki.ClientAuth})
-	renewed := p.issue(t, pki.Request{CommonName: cn, Usage: pki.ClientAuth})
-	for _, tc := range []struct {
-		name  string
-		files map[string][]byte
-		want  *pki.KeyPair
-		left  []string // rotation files that stay
-	}{
-		{name: "no rotation", files: map[string][]byte{CertFile: old.CertPEM, KeyFile: old.KeyPEM}, want: old},
-		{name: "no answer yet", files: map[string][]byte{CertFile: old.CertPEM, KeyFile: old.KeyPEM, NextKeyFile: renewed.KeyPEM},
-			want: old, left: []string{NextKeyFile}},
-		{name: "crash before the renames",
-			files: map[string][]byte{CertFile: old.CertPEM, KeyFile: old.KeyPEM, NextKeyFile: renewed.KeyPEM, NextCertFile: renewed.CertPEM},
-			want:  renewed},
-		{name: "crash between the renames",
-			files: map[string][]byte{CertFile: old.CertPEM, KeyFile: renewed.KeyPEM, NextCertFile: renewed.CertPEM},
-			want:  renewed},
-		{name: "certificate renamed, key not",
-			files: map[string][]byte{CertFile: renewed.CertPEM, KeyFile: old.KeyPEM, NextKeyFile: renewed.KeyPEM},
-			want:  renewed},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			writeFile(t, filepath.Join(dir, CAFile), p.ca.CertPEM())
-			for name, data := range tc.files {
-				writeFile(t, filepath.Join(dir, name), data)
-			}
-			if _, err := (dirStore{dir: dir, log: discard}).load(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(readFile(t, dir, CertFile), tc.want.CertPEM) || !bytes.Equal(readFile(t, dir, KeyFile), tc.want.KeyPEM) {
-				t.Error("tls.crt and tls.key are not the expected pair")
-			}
-			for _, name := range []string{NextKeyFile, NextCertFile} {
-				_, err := os.Stat(filepath.Join(dir, name))
-				if left := strings.Contains(strings.Join(tc.left, ","), name); left == os.IsNotExist(err) {
-					t.Errorf("%s: left %v, want %v", name, !os.IsNotExist(err), left)
-				}
-			}
-			if _, err := loadTLSConfig(Config{Hub: "127.0.0.1:1", ClusterName: testCluster, CertDir: dir}, time.Now()); err != nil {
-				t.Errorf("load after recovery: %v", err)
-			}
-		})
 	}
 }

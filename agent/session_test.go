@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/flotilla-io/flotilla/agent/clusterstatus"
+	"github.com/flotilla-io/flotilla/agent/credstore"
 	"github.com/flotilla-io/flotilla/protocol"
 )
 
@@ -67,7 +69,7 @@ func testNode(name string, ready bool, cpu, memory, pods string) *corev1.Node {
 
 // newTestAgent returns an agent for cluster member-1 with certificates
 // from p, reporting on client, dialing addr; change adjusts its Config.
-func newTestAgent(t *testing.T, p *testPKI, addr string, client kubernetes.Interface, probe healthProbe, change ...func(*Config)) *Agent {
+func newTestAgent(t *testing.T, p *testPKI, addr string, client kubernetes.Interface, probe clusterstatus.Probe, change ...func(*Config)) *Agent {
 	t.Helper()
 	cfg := Config{Hub: addr, ClusterName: testCluster, CertDir: p.certDir(t, protocol.ClusterCommonName(testCluster)),
 		StatusInterval: 300 * time.Millisecond, Version: "test", Logger: testLogger(t)}
@@ -83,7 +85,7 @@ func newTestAgent(t *testing.T, p *testPKI, addr string, client kubernetes.Inter
 
 // newFakeAgent assembles an agent on a fake member cluster: its Work engine
 // starts on it but gets no Work.
-func newFakeAgent(t *testing.T, cfg Config, tlsConf *tls.Config, client kubernetes.Interface, probe healthProbe) *Agent {
+func newFakeAgent(t *testing.T, cfg Config, tlsConf *tls.Config, client kubernetes.Interface, probe clusterstatus.Probe) *Agent {
 	t.Helper()
 	a, err := newAgent(cfg, tlsConf, kubeClients{kube: client, dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())}, probe)
 	if err != nil {
@@ -173,7 +175,7 @@ func agentGoroutines() map[string]int {
 	}
 	counts := map[string]int{}
 	for stack := range strings.SplitSeq(b.String(), "\n\n") {
-		for _, frame := range []string{"agent.(*Agent)", "agent.(*session)", "agent.(*statusCollector)", "work.(*Engine)", "work.(*watcher)"} {
+		for _, frame := range []string{"agent.(*Agent)", "agent.(*session)", "clusterstatus.(*Collector)", "work.(*Engine)", "work.(*watcher)"} {
 			if strings.Contains(stack, frame) {
 				counts[frame]++
 			}
@@ -286,7 +288,7 @@ func TestSessionTLSFailures(t *testing.T) {
 			name: "hub does not trust the agent",
 			certDir: func(t *testing.T, hub *testPKI) string {
 				dir := newTestPKI(t).certDir(t, protocol.ClusterCommonName(testCluster))
-				writeFile(t, dir+"/"+CAFile, hub.ca.CertPEM())
+				writeFile(t, dir+"/"+credstore.CAFile, hub.ca.CertPEM())
 				return dir
 			},
 			want: "the hub rejected this agent in the TLS handshake",
@@ -295,7 +297,7 @@ func TestSessionTLSFailures(t *testing.T) {
 			name: "agent does not trust the hub",
 			certDir: func(t *testing.T, hub *testPKI) string {
 				dir := hub.certDir(t, protocol.ClusterCommonName(testCluster))
-				writeFile(t, dir+"/"+CAFile, newTestPKI(t).ca.CertPEM())
+				writeFile(t, dir+"/"+credstore.CAFile, newTestPKI(t).ca.CertPEM())
 				return dir
 			},
 			want: "TLS handshake with the hub failed",

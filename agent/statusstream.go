@@ -50,11 +50,11 @@ func (s *session) statusLoop(ctx context.Context) error {
 // the hub has it. The served APIs go along only when the hub of this
 // session does not have them yet.
 func (s *session) report(ctx context.Context, str transport.Stream, sentAPIs *string, gate *reportGate) error {
-	status := s.agent.status.collect(ctx)
+	status := s.agent.status.Collect(ctx)
 	if ctx.Err() != nil {
 		return nil
 	}
-	apisKey := s.agent.status.apisKey
+	apisKey := s.agent.status.APIsKey()
 	if apisKey == *sentAPIs {
 		status.ServedAPIs = nil
 	}

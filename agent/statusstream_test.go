@@ -112,7 +112,8 @@ func TestUnchangedStatusIsNotResent(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
-		return a.capacity.snapshot().nodesTotal == 2, nil
+		nodes, _ := a.capacity.Nodes()
+		return nodes == 2, nil
 	}); err != nil {
 		t.Fatalf("the agent's node watch did not see the new node: %v", err)
 	}

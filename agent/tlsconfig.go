@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/flotilla-io/flotilla/agent/credstore"
 	"github.com/flotilla-io/flotilla/protocol"
 )
 
@@ -16,20 +17,20 @@ import (
 // certificate names cfg.ClusterName and is valid at now, so that a wrong
 // certificate fails at startup with a clear message instead of as a TLS
 // alert from the hub.
-func tlsConfigFrom(cfg Config, store credentialStore, c credentials, now time.Time) (*tls.Config, error) {
+func tlsConfigFrom(cfg Config, store credstore.Store, c credstore.Credentials, now time.Time) (*tls.Config, error) {
 	if c.CA == nil {
-		return nil, fmt.Errorf("read hub CA: %w", store.absent(CAFile))
+		return nil, fmt.Errorf("read hub CA: %w", store.Absent(credstore.CAFile))
 	}
 	roots := x509.NewCertPool()
 	if !roots.AppendCertsFromPEM(c.CA) {
-		return nil, fmt.Errorf("hub CA %s: no PEM certificate found", store.location(CAFile))
+		return nil, fmt.Errorf("hub CA %s: no PEM certificate found", store.Location(credstore.CAFile))
 	}
 	cert, err := clientCert(store, c)
 	if err != nil {
 		return nil, err
 	}
 	if err := checkClientCert(cert.Leaf, cfg.ClusterName, now); err != nil {
-		return nil, fmt.Errorf("client certificate %s: %w", store.location(CertFile), err)
+		return nil, fmt.Errorf("client certificate %s: %w", store.Location(credstore.CertFile), err)
 	}
 	// The first replica's host; each dial names the host it dials.
 	hubs := splitHubs(cfg.Hub)
@@ -44,20 +45,20 @@ func tlsConfigFrom(cfg Config, store credentialStore, c credentials, now time.Ti
 }
 
 // clientCert parses tls.crt and tls.key, naming the item in every error.
-func clientCert(store credentialStore, c credentials) (tls.Certificate, error) {
+func clientCert(store credstore.Store, c credstore.Credentials) (tls.Certificate, error) {
 	if c.Cert == nil {
-		return tls.Certificate{}, fmt.Errorf("read client certificate: %w", store.absent(CertFile))
+		return tls.Certificate{}, fmt.Errorf("read client certificate: %w", store.Absent(credstore.CertFile))
 	}
 	if c.Key == nil {
-		return tls.Certificate{}, fmt.Errorf("read client key: %w", store.absent(KeyFile))
+		return tls.Certificate{}, fmt.Errorf("read client key: %w", store.Absent(credstore.KeyFile))
 	}
 	cert, err := tls.X509KeyPair(c.Cert, c.Key)
 	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("client certificate %s with key %s: %w", store.location(CertFile), store.location(KeyFile), err)
+		return tls.Certificate{}, fmt.Errorf("client certificate %s with key %s: %w", store.Location(credstore.CertFile), store.Location(credstore.KeyFile), err)
 	}
 	if cert.Leaf == nil { // X509KeyPair fills Leaf unless GODEBUG x509keypairleaf=0
 		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
-			return tls.Certificate{}, fmt.Errorf("client certificate %s: %w", store.location(CertFile), err)
+			return tls.Certificate{}, fmt.Errorf("client certificate %s: %w", store.Location(credstore.CertFile), err)
 		}
 	}
 	return cert, nil

@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/flotilla-io/flotilla/agent"
+	"github.com/flotilla-io/flotilla/agent/credstore"
 	"github.com/flotilla-io/flotilla/agent/work"
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/internal/version"
@@ -203,12 +204,12 @@ SIGTERM make it say goodbye to the hub and exit.
 Flags:
 ` + fs.FlagUsages() + `
 Files in --cert-dir (data keys of the Secret --cert-secret):
-  ` + agent.CAFile + `    PEM certificate of the CA that signed the hub's serving certificate
-  ` + agent.CertFile + `   PEM client certificate with CommonName "cluster:<cluster-name>",
+  ` + credstore.CAFile + `    PEM certificate of the CA that signed the hub's serving certificate
+  ` + credstore.CertFile + `   PEM client certificate with CommonName "cluster:<cluster-name>",
             signed by the CA the hub trusts for agents
-  ` + agent.KeyFile + `   PEM private key of tls.crt
-  While a renewal waits for the hub's answer, ` + agent.NextKeyFile + ` holds the new key
-  (and, in a directory, ` + agent.NextCertFile + ` the new certificate for a moment): a
+  ` + credstore.KeyFile + `   PEM private key of tls.crt
+  While a renewal waits for the hub's answer, ` + credstore.NextKeyFile + ` holds the new key
+  (and, in a directory, ` + credstore.NextCertFile + ` the new certificate for a moment): a
   restart finishes or abandons the renewal. The Secret (type Opaque, created
   by the first join) is updated with optimistic concurrency; the agent needs
   get, create and update on it.

@@ -1,4 +1,4 @@
-package agent
+package credstore
 
 import (
 	"context"
@@ -32,24 +32,30 @@ type secretStore struct {
 	log             *slog.Logger
 }
 
-func (s *secretStore) location(item string) string {
+// NewSecret is the store in Secret namespace/name of the member cluster,
+// read and written with client; log hears of a renewal it finishes.
+func NewSecret(client kubernetes.Interface, namespace, name string, log *slog.Logger) Store {
+	return &secretStore{client: client, namespace: namespace, name: name, log: log}
+}
+
+func (s *secretStore) Location(item string) string {
 	return fmt.Sprintf("Secret %s/%s, key %s", s.namespace, s.name, item)
 }
 
-func (s *secretStore) absent(item string) error {
+func (s *secretStore) Absent(item string) error {
 	return fmt.Errorf("Secret %s/%s has no %s", s.namespace, s.name, item)
 }
 
 // get reads the Secret and its items; a missing Secret is nil and no items.
-func (s *secretStore) get(ctx context.Context) (*corev1.Secret, credentials, error) {
+func (s *secretStore) get(ctx context.Context) (*corev1.Secret, Credentials, error) {
 	secret, err := s.client.CoreV1().Secrets(s.namespace).Get(ctx, s.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, credentials{}, nil
+		return nil, Credentials{}, nil
 	}
 	if err != nil {
-		return nil, credentials{}, fmt.Errorf("read the credentials from Secret %s/%s: %w", s.namespace, s.name, err)
+		return nil, Credentials{}, fmt.Errorf("read the credentials from Secret %s/%s: %w", s.namespace, s.name, err)
 	}
-	var c credentials
+	var c Credentials
 	for _, it := range c.items() {
 		if data, ok := secret.Data[it.name]; ok {
 			*it.data = data
@@ -58,49 +64,49 @@ func (s *secretStore) get(ctx context.Context) (*corev1.Secret, credentials, err
 	return secret, c, nil
 }
 
-func (s *secretStore) load(ctx context.Context) (credentials, error) {
+func (s *secretStore) Load(ctx context.Context) (Credentials, error) {
 	_, c, err := s.get(ctx)
 	if err != nil {
-		return credentials{}, err
+		return Credentials{}, err
 	}
 	if _, changed := settleRotation(c); !changed {
 		return c, nil
 	}
-	var settled credentials
-	err = s.update(ctx, func(c *credentials) error {
+	var settled Credentials
+	err = s.update(ctx, func(c *Credentials) error {
 		*c, _ = settleRotation(*c)
 		settled = *c
 		return nil
 	})
 	if err != nil {
-		return credentials{}, fmt.Errorf("finish the interrupted certificate renewal: %w", err)
+		return Credentials{}, fmt.Errorf("finish the interrupted certificate renewal: %w", err)
 	}
 	s.log.Warn("finished a certificate renewal that was interrupted", "secret", s.namespace+"/"+s.name)
 	return settled, nil
 }
 
-func (s *secretStore) saveKey(ctx context.Context, keyPEM []byte) error {
-	return s.update(ctx, func(c *credentials) error {
+func (s *secretStore) SaveKey(ctx context.Context, keyPEM []byte) error {
+	return s.update(ctx, func(c *Credentials) error {
 		if c.Key != nil && string(c.Key) != string(keyPEM) {
-			return fmt.Errorf("%s appeared while the agent made its own: another agent is joining; restart to join with it", s.location(KeyFile))
+			return fmt.Errorf("%s appeared while the agent made its own: another agent is joining; restart to join with it", s.Location(KeyFile))
 		}
 		c.Key = keyPEM
 		return nil
 	})
 }
 
-func (s *secretStore) saveJoined(ctx context.Context, caPEM, certPEM []byte) error {
-	return s.update(ctx, func(c *credentials) error {
+func (s *secretStore) SaveJoined(ctx context.Context, caPEM, certPEM []byte) error {
+	return s.update(ctx, func(c *Credentials) error {
 		if _, err := tls.X509KeyPair(certPEM, c.Key); err != nil {
-			return fmt.Errorf("the joined certificate is not for the key in %s (did another agent change it?): %w", s.location(KeyFile), err)
+			return fmt.Errorf("the joined certificate is not for the key in %s (did another agent change it?): %w", s.Location(KeyFile), err)
 		}
 		c.CA, c.Cert = caPEM, certPEM
 		return nil
 	})
 }
 
-func (s *secretStore) saveNextKey(ctx context.Context, keyPEM []byte) error {
-	return s.update(ctx, func(c *credentials) error {
+func (s *secretStore) SaveNextKey(ctx context.Context, keyPEM []byte) error {
+	return s.update(ctx, func(c *Credentials) error {
 		c.NextKey = keyPEM
 		return nil
 	})
@@ -108,10 +114,10 @@ func (s *secretStore) saveNextKey(ctx context.Context, keyPEM []byte) error {
 
 // installRenewed replaces tls.crt and tls.key and drops tls.key.next in
 // one update: a crash leaves the old pair or the new one.
-func (s *secretStore) installRenewed(ctx context.Context, certPEM []byte) error {
-	return s.update(ctx, func(c *credentials) error {
+func (s *secretStore) InstallRenewed(ctx context.Context, certPEM []byte) error {
+	return s.update(ctx, func(c *Credentials) error {
 		if _, err := tls.X509KeyPair(certPEM, c.NextKey); err != nil {
-			return fmt.Errorf("the renewed certificate is not for the key in %s (did another agent renew meanwhile?): %w", s.location(NextKeyFile), err)
+			return fmt.Errorf("the renewed certificate is not for the key in %s (did another agent renew meanwhile?): %w", s.Location(NextKeyFile), err)
 		}
 		c.Key, c.Cert, c.NextKey, c.NextCert = c.NextKey, certPEM, nil, nil
 		return nil
@@ -125,7 +131,7 @@ var secretResource = schema.GroupResource{Resource: "secrets"}
 // update applies change to the Secret's items as read, and writes them
 // back with the resourceVersion read (creating the Secret if there is
 // none), rereading and reapplying change on a conflict.
-func (s *secretStore) update(ctx context.Context, change func(*credentials) error) error {
+func (s *secretStore) update(ctx context.Context, change func(*Credentials) error) error {
 	secrets := s.client.CoreV1().Secrets(s.namespace)
 	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		secret, c, err := s.get(ctx)

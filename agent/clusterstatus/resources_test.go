@@ -1,4 +1,4 @@
-package agent
+package clusterstatus
 
 import (
 	"fmt"
@@ -243,7 +243,7 @@ func TestCapacityMatchesListSummary(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			caps := newCapacity(fake.NewClientset())
+			caps := NewCapacity(fake.NewClientset())
 			nodes, pods := objectSet[*corev1.Node]{}, objectSet[*corev1.Pod]{}
 			var nodeList, podList []any
 			for _, n := range tc.nodes {
@@ -282,7 +282,7 @@ func TestCapacityMatchesListSummary(t *testing.T) {
 // ("1548576Ki", "1585741824"); the values are compared.
 func TestCapacityMatchesListSummaryRandomly(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	caps := newCapacity(fake.NewClientset())
+	caps := NewCapacity(fake.NewClientset())
 	nodes, pods := objectSet[*corev1.Node]{}, objectSet[*corev1.Pod]{}
 	// A watch-list's first list arrives as entries the store made.
 	if err := caps.nodes.Replace(nil, "1"); err != nil {
@@ -364,7 +364,7 @@ func byValue(summary map[string]any) map[string]any {
 
 // applyEvent gives e to the store as the watch would and applies it to
 // the object sets. A pod that leaves the field selector arrives deleted.
-func applyEvent(t *testing.T, caps *capacity, nodes objectSet[*corev1.Node], pods objectSet[*corev1.Pod], e capacityEvent) {
+func applyEvent(t *testing.T, caps *Capacity, nodes objectSet[*corev1.Node], pods objectSet[*corev1.Pod], e capacityEvent) {
 	t.Helper()
 	var store *summaryStore
 	op := e.op
@@ -422,7 +422,7 @@ func (s objectSet[T]) list() []T {
 }
 
 func TestCapacityStoreRefusesOtherTypes(t *testing.T) {
-	caps := newCapacity(fake.NewClientset())
+	caps := NewCapacity(fake.NewClientset())
 	if err := caps.pods.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}}); err == nil {
 		t.Error("the pod store took a node")
 	}

@@ -1,4 +1,4 @@
-package agent
+package clusterstatus
 
 import (
 	"log/slog"
@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/flotilla-io/flotilla/test/membercluster"
 )
@@ -30,11 +31,20 @@ func TestCapacityWithAPIServer(t *testing.T) {
 			t.Errorf("stop API server: %v", err)
 		}
 	})
-	clients, err := newKubeClients(Config{Kubeconfig: env.Clusters()[0].Kubeconfig, KubeQPS: 100, KubeBurst: 200})
+	rc, err := clientcmd.BuildConfigFromFlags("", env.Clusters()[0].Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, ctx := clients.kube, t.Context()
+	rc.QPS, rc.Burst = 100, 200
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watchClient, err := NewWatchClient(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
 	// Without a controller-manager, pods need their service account made.
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "default"}}
 	if _, err := client.CoreV1().ServiceAccounts("default").Create(ctx, sa, metav1.CreateOptions{}); err != nil {
@@ -53,7 +63,7 @@ func TestCapacityWithAPIServer(t *testing.T) {
 	createPod(t, client, pod("web", "a", corev1.PodRunning, "cpu", "500m", "memory", "1Gi"))
 	createPod(t, client, pod("queued", "", corev1.PodPending, "cpu", "2"))
 
-	caps, changes := runCapacity(t, clients.watch)
+	caps, changes := runCapacity(t, watchClient)
 	check := func(when string) {
 		t.Helper()
 		want := listedSummary(t, client)

@@ -1,4 +1,14 @@
-package agent
+// Package clusterstatus is what the agent reports about its member
+// cluster: the API server's health (/readyz, falling back to /healthz), the
+// Kubernetes version, the served APIs, and the node count and the sums of
+// node allocatable resources and pod requests, kept up to date by two
+// watches so that a report asks the API server for little.
+//
+// A [Capacity] runs the node and pod watches for the whole life of the
+// agent; a [Collector] builds each report from them, from a [Probe] of the
+// API server and from discovery, and keeps the last numbers it could read
+// for the reports made while the API server is unreachable.
+package clusterstatus
 
 import (
 	"context"
@@ -25,14 +35,14 @@ const (
 	apisRefresh = time.Minute
 )
 
-// statusCollector builds ClusterStatus reports from the member cluster. It
+// Collector builds ClusterStatus reports from the member cluster. It
 // remembers the last numbers it could read, so a report made while the API
 // server is unreachable still carries them. It is not safe for concurrent
 // use: one session's status loop uses it at a time.
-type statusCollector struct {
+type Collector struct {
 	client   kubernetes.Interface
-	capacity *capacity
-	probe    healthProbe
+	capacity *Capacity
+	probe    Probe
 	clock    clock.PassiveClock
 	timeout  time.Duration
 	log      *slog.Logger
@@ -47,17 +57,17 @@ type statusCollector struct {
 	healthy, known bool
 }
 
-// newStatusCollector reads the member cluster through client; the node and
-// pod sums come from caps, whose run the agent starts.
-func newStatusCollector(client kubernetes.Interface, caps *capacity, probe healthProbe, clk clock.PassiveClock, log *slog.Logger) *statusCollector {
-	return &statusCollector{client: client, capacity: caps, probe: probe, clock: clk, timeout: probeTimeout, log: log}
+// NewCollector reads the member cluster through client; the node and
+// pod sums come from caps, whose Run the agent starts.
+func NewCollector(client kubernetes.Interface, caps *Capacity, probe Probe, clk clock.PassiveClock, log *slog.Logger) *Collector {
+	return &Collector{client: client, capacity: caps, probe: probe, clock: clk, timeout: probeTimeout, log: log}
 }
 
-// collect probes the API server and, if it is healthy, refreshes the
+// Collect probes the API server and, if it is healthy, refreshes the
 // version, node and resource numbers. It always returns a report. The
 // only requests it makes are the probe, the version and, once a minute,
 // discovery: the node and pod numbers come from watches.
-func (c *statusCollector) collect(ctx context.Context) *protocol.ClusterStatus {
+func (c *Collector) Collect(ctx context.Context) *protocol.ClusterStatus {
 	healthy, message := true, "ok"
 	if err := c.call(ctx, c.probe); err != nil {
 		healthy, message = false, truncateMessage(err.Error(), maxHealthMessage)
@@ -80,8 +90,12 @@ func (c *statusCollector) collect(ctx context.Context) *protocol.ClusterStatus {
 	}
 }
 
+// APIsKey identifies the served APIs the last Collect reported, so that a
+// session sends them only when its hub does not have them yet.
+func (c *Collector) APIsKey() string { return c.apisKey }
+
 // noteHealth logs when the API server's health changes.
-func (c *statusCollector) noteHealth(healthy bool, message string) {
+func (c *Collector) noteHealth(healthy bool, message string) {
 	if c.known && healthy == c.healthy {
 		return
 	}
@@ -96,7 +110,7 @@ func (c *statusCollector) noteHealth(healthy bool, message string) {
 // refresh reads the version and the served APIs and takes the node and
 // pod sums from the watches; what fails keeps its last known value and is
 // logged.
-func (c *statusCollector) refresh(ctx context.Context) {
+func (c *Collector) refresh(ctx context.Context) {
 	for _, read := range []struct {
 		what string
 		f    func(context.Context) error
@@ -112,7 +126,7 @@ func (c *statusCollector) refresh(ctx context.Context) {
 }
 
 // call runs f with the per-probe timeout.
-func (c *statusCollector) call(ctx context.Context, f func(context.Context) error) error {
+func (c *Collector) call(ctx context.Context, f func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	return f(ctx)
@@ -121,7 +135,7 @@ func (c *statusCollector) call(ctx context.Context, f func(context.Context) erro
 // readAPIs reads the group versions and resources the cluster serves
 // (subresources left out). A partial answer keeps the last full one: a
 // kind missing by accident would steer workloads away.
-func (c *statusCollector) readAPIs(ctx context.Context) error {
+func (c *Collector) readAPIs(ctx context.Context) error {
 	// Discovery is the costliest read and APIs change rarely (a CRD
 	// installed): once a minute is enough.
 	if now := c.clock.Now(); !c.apisReadAt.IsZero() && now.Sub(c.apisReadAt) < apisRefresh {
@@ -154,7 +168,7 @@ func (c *statusCollector) readAPIs(ctx context.Context) error {
 	return nil
 }
 
-func (c *statusCollector) readVersion(ctx context.Context) error {
+func (c *Collector) readVersion(ctx context.Context) error {
 	info, err := c.client.Discovery().ServerVersionWithContext(ctx)
 	if err != nil {
 		return fmt.Errorf("get server version: %w", err)
@@ -167,7 +181,7 @@ func (c *statusCollector) readVersion(ctx context.Context) error {
 // first complete list it waits, at most the probe timeout, so that a
 // session's first report carries them; a sum not complete yet keeps its
 // last known value (none).
-func (c *statusCollector) readCapacity(ctx context.Context) error {
+func (c *Collector) readCapacity(ctx context.Context) error {
 	c.capacity.waitSynced(ctx, c.timeout)
 	s := c.capacity.snapshot()
 	if s.nodesSynced {

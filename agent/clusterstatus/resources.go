@@ -1,4 +1,4 @@
-package agent
+package clusterstatus
 
 // What a node offers and a pod holds, as the capacity sums count them
 // (capacity.go).

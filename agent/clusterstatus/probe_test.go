@@ -1,4 +1,4 @@
-package agent
+package clusterstatus
 
 import (
 	"net/http"
@@ -60,7 +60,7 @@ func TestAPIServerProbe(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = apiServerProbe(client.Discovery().RESTClient())(t.Context())
+			err = APIServerProbe(client.Discovery().RESTClient())(t.Context())
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Errorf("probe = %v, want healthy", err)

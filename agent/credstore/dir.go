@@ -1,4 +1,4 @@
-package agent
+package credstore
 
 import (
 	"bytes"
@@ -21,20 +21,24 @@ type dirStore struct {
 	log *slog.Logger
 }
 
-func (s dirStore) location(item string) string { return filepath.Join(s.dir, item) }
+// NewDir is the store in directory dir; log hears of a renewal it
+// finishes.
+func NewDir(dir string, log *slog.Logger) Store { return dirStore{dir: dir, log: log} }
 
-func (s dirStore) absent(item string) error {
-	return &fs.PathError{Op: "open", Path: s.location(item), Err: syscall.ENOENT}
+func (s dirStore) Location(item string) string { return filepath.Join(s.dir, item) }
+
+func (s dirStore) Absent(item string) error {
+	return &fs.PathError{Op: "open", Path: s.Location(item), Err: syscall.ENOENT}
 }
 
-func (s dirStore) load(context.Context) (credentials, error) {
-	var c credentials
+func (s dirStore) Load(context.Context) (Credentials, error) {
+	var c Credentials
 	for _, it := range c.items() {
-		data, err := os.ReadFile(s.location(it.name))
+		data, err := os.ReadFile(s.Location(it.name))
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 		case err != nil:
-			return credentials{}, fmt.Errorf("read %s: %w", it.name, err)
+			return Credentials{}, fmt.Errorf("read %s: %w", it.name, err)
 		default:
 			*it.data = data
 		}
@@ -44,7 +48,7 @@ func (s dirStore) load(context.Context) (credentials, error) {
 		return c, nil
 	}
 	if err := s.persist(c, settled); err != nil {
-		return credentials{}, fmt.Errorf("finish the interrupted certificate renewal: %w", err)
+		return Credentials{}, fmt.Errorf("finish the interrupted certificate renewal: %w", err)
 	}
 	s.log.Warn("finished a certificate renewal that was interrupted", "certDir", s.dir)
 	return settled, nil
@@ -52,21 +56,21 @@ func (s dirStore) load(context.Context) (credentials, error) {
 
 // persist turns the files from old into next: tls.key, then tls.crt, then
 // the rotation files go. Each step leaves files settleRotation finishes.
-func (s dirStore) persist(old, next credentials) error {
+func (s dirStore) persist(old, next Credentials) error {
 	type change struct {
 		name      string
 		old, next []byte
 	}
 	for _, c := range []change{{KeyFile, old.Key, next.Key}, {CertFile, old.Cert, next.Cert}} {
 		if !bytes.Equal(c.old, c.next) {
-			if err := writeFileAtomic(s.location(c.name), c.next); err != nil {
+			if err := writeFileAtomic(s.Location(c.name), c.next); err != nil {
 				return err
 			}
 		}
 	}
 	for _, c := range []change{{NextKeyFile, old.NextKey, next.NextKey}, {NextCertFile, old.NextCert, next.NextCert}} {
 		if c.old != nil && c.next == nil {
-			if err := os.Remove(s.location(c.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := os.Remove(s.Location(c.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
 		}
@@ -75,43 +79,43 @@ func (s dirStore) persist(old, next credentials) error {
 	return nil
 }
 
-func (s dirStore) saveKey(_ context.Context, keyPEM []byte) error {
+func (s dirStore) SaveKey(_ context.Context, keyPEM []byte) error {
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return fmt.Errorf("create the certificate directory: %w", err)
 	}
-	if err := writeFileAtomic(s.location(KeyFile), keyPEM); err != nil {
+	if err := writeFileAtomic(s.Location(KeyFile), keyPEM); err != nil {
 		return fmt.Errorf("write client key: %w", err)
 	}
 	return nil
 }
 
-func (s dirStore) saveJoined(_ context.Context, caPEM, certPEM []byte) error {
+func (s dirStore) SaveJoined(_ context.Context, caPEM, certPEM []byte) error {
 	for _, f := range []struct {
 		name string
 		data []byte
 	}{{CAFile, caPEM}, {CertFile, certPEM}} {
-		if err := writeFileAtomic(s.location(f.name), f.data); err != nil {
+		if err := writeFileAtomic(s.Location(f.name), f.data); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (s dirStore) saveNextKey(_ context.Context, keyPEM []byte) error {
-	return writeFileAtomic(s.location(NextKeyFile), keyPEM)
+func (s dirStore) SaveNextKey(_ context.Context, keyPEM []byte) error {
+	return writeFileAtomic(s.Location(NextKeyFile), keyPEM)
 }
 
 // installRenewed writes certPEM as tls.crt.next, then renames tls.key.next
 // over tls.key and tls.crt.next over tls.crt. A crash between the renames
 // leaves files settleRotation finishes.
-func (s dirStore) installRenewed(_ context.Context, certPEM []byte) error {
-	if err := writeFileAtomic(s.location(NextCertFile), certPEM); err != nil {
+func (s dirStore) InstallRenewed(_ context.Context, certPEM []byte) error {
+	if err := writeFileAtomic(s.Location(NextCertFile), certPEM); err != nil {
 		return err
 	}
-	if err := os.Rename(s.location(NextKeyFile), s.location(KeyFile)); err != nil {
+	if err := os.Rename(s.Location(NextKeyFile), s.Location(KeyFile)); err != nil {
 		return err
 	}
-	if err := os.Rename(s.location(NextCertFile), s.location(CertFile)); err != nil {
+	if err := os.Rename(s.Location(NextCertFile), s.Location(CertFile)); err != nil {
 		return err
 	}
 	syncDir(s.dir)

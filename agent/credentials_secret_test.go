@@ -2,7 +2,6 @@ package agent
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"maps"
@@ -15,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/flotilla-io/flotilla/agent/credstore"
 	"github.com/flotilla-io/flotilla/agent/work"
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/protocol"
@@ -40,7 +40,7 @@ func checkSecret(t *testing.T, s *corev1.Secret, serial string, names ...string)
 	if diff := cmp.Diff(names, slices.Sorted(maps.Keys(s.Data))); diff != "" {
 		t.Errorf("items of Secret %s (-want +got):\n%s", s.Name, diff)
 	}
-	pair, err := tls.X509KeyPair(s.Data[CertFile], s.Data[KeyFile])
+	pair, err := tls.X509KeyPair(s.Data[credstore.CertFile], s.Data[credstore.KeyFile])
 	if err != nil {
 		t.Fatalf("Secret's tls.crt and tls.key: %v", err)
 	}
@@ -54,9 +54,9 @@ func checkSecret(t *testing.T, s *corev1.Secret, serial string, names ...string)
 
 // TestCredentialsInASecret keeps the credentials in a Secret of a real
 // member cluster: a join creates it, a renewal updates it, a restart
-// reads it (and does not join again), a restart after a crash in the
-// middle of a renewal finishes or abandons it, and a write that races
-// another one is retried on what the other wrote.
+// reads it (and does not join again), and a restart after a crash in the
+// middle of a renewal finishes or abandons it. (That a write racing another
+// one is retried is credstore's TestSecretWriteRetriesAConflict.)
 func TestCredentialsInASecret(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real member cluster")
@@ -95,12 +95,12 @@ func TestCredentialsInASecret(t *testing.T) {
 		hub.waitFor(t, "a join request", clusterWait, isKind("join"))
 		first := hub.waitConn(t, clusterWait)
 		joined := secretOf(t, client)
-		checkSecret(t, joined, peerSerial(first), CAFile, CertFile, KeyFile)
+		checkSecret(t, joined, peerSerial(first), credstore.CAFile, credstore.CertFile, credstore.KeyFile)
 		hub.waitFor(t, "a renewal request", waitTimeout, isKind("renewal"))
 		second := hub.waitNewConn(t, first, "the renewal")
 		serial = peerSerial(second)
 		renewedSecret := secretOf(t, client)
-		checkSecret(t, renewedSecret, serial, CAFile, CertFile, KeyFile)
+		checkSecret(t, renewedSecret, serial, credstore.CAFile, credstore.CertFile, credstore.KeyFile)
 		if renewedSecret.ResourceVersion == joined.ResourceVersion || serial == peerSerial(first) {
 			t.Error("the renewal did not update the Secret")
 		}
@@ -136,18 +136,18 @@ func TestCredentialsInASecret(t *testing.T) {
 		names []string
 	}{
 		{name: "no answer yet: the current pair stays, and the new key for the next attempt",
-			items: map[string][]byte{CertFile: current.CertPEM, KeyFile: current.KeyPEM, NextKeyFile: next.KeyPEM},
-			want:  current, names: []string{CAFile, CertFile, KeyFile, NextKeyFile}},
+			items: map[string][]byte{credstore.CertFile: current.CertPEM, credstore.KeyFile: current.KeyPEM, credstore.NextKeyFile: next.KeyPEM},
+			want:  current, names: []string{credstore.CAFile, credstore.CertFile, credstore.KeyFile, credstore.NextKeyFile}},
 		{name: "answered, not installed: the new pair is installed",
-			items: map[string][]byte{CertFile: current.CertPEM, KeyFile: current.KeyPEM, NextKeyFile: next.KeyPEM, NextCertFile: next.CertPEM},
-			want:  next, names: []string{CAFile, CertFile, KeyFile}},
+			items: map[string][]byte{credstore.CertFile: current.CertPEM, credstore.KeyFile: current.KeyPEM, credstore.NextKeyFile: next.KeyPEM, credstore.NextCertFile: next.CertPEM},
+			want:  next, names: []string{credstore.CAFile, credstore.CertFile, credstore.KeyFile}},
 		{name: "key installed, certificate not",
-			items: map[string][]byte{CertFile: current.CertPEM, KeyFile: next.KeyPEM, NextCertFile: next.CertPEM},
-			want:  next, names: []string{CAFile, CertFile, KeyFile}},
+			items: map[string][]byte{credstore.CertFile: current.CertPEM, credstore.KeyFile: next.KeyPEM, credstore.NextCertFile: next.CertPEM},
+			want:  next, names: []string{credstore.CAFile, credstore.CertFile, credstore.KeyFile}},
 	} {
 		t.Run("crash in a renewal: "+tc.name, func(t *testing.T) {
 			s := secretOf(t, client)
-			s.Data = map[string][]byte{CAFile: p.ca.CertPEM()}
+			s.Data = map[string][]byte{credstore.CAFile: p.ca.CertPEM()}
 			maps.Copy(s.Data, tc.items)
 			if _, err := client.CoreV1().Secrets(s.Namespace).Update(t.Context(), s, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
@@ -162,30 +162,6 @@ func TestCredentialsInASecret(t *testing.T) {
 			checkSecret(t, secretOf(t, client), mustLeaf(t, tc.want.CertPEM).SerialNumber.Text(16), tc.names...)
 		})
 	}
-
-	t.Run("a write that races another is retried on what the other wrote", func(t *testing.T) {
-		store := &secretStore{client: client, namespace: work.DefaultSystemNamespace, name: testSecret, log: discard}
-		calls := 0
-		err := store.update(t.Context(), func(c *credentials) error {
-			calls++
-			if calls == 1 {
-				s := secretOf(t, client)
-				s.Annotations = map[string]string{"example.com/touched": "yes"}
-				if _, err := client.CoreV1().Secrets(s.Namespace).Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			c.NextKey = []byte("next key")
-			return nil
-		})
-		if err != nil || calls != 2 {
-			t.Fatalf("update = %v after %d calls of the change, want nil after 2", err, calls)
-		}
-		s := secretOf(t, client)
-		if s.Annotations["example.com/touched"] != "yes" || string(s.Data[NextKeyFile]) != "next key" {
-			t.Errorf("after the retried write: annotations %v, %s %q; want both writes", s.Annotations, NextKeyFile, s.Data[NextKeyFile])
-		}
-	})
 }
 
 func mustLeaf(t *testing.T, certPEM []byte) *x509.Certificate {

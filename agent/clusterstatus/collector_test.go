@@ -1,4 +1,4 @@
-package agent
+package clusterstatus
 
 import (
 	"context"
@@ -35,9 +35,9 @@ func testPod(namespace, name string, phase corev1.PodPhase, cpu, memory string) 
 // ends, and returns once the watches of the resources named (default:
 // nodes and pods) have started. Each change of a sum sends on the returned
 // channel (dropped if one is pending), for tests to wait on.
-func runCapacity(t *testing.T, client kubernetes.Interface, watched ...string) (*capacity, <-chan struct{}) {
+func runCapacity(t *testing.T, client kubernetes.Interface, watched ...string) (*Capacity, <-chan struct{}) {
 	t.Helper()
-	caps := newCapacity(client)
+	caps := NewCapacity(client)
 	changes := make(chan struct{}, 1)
 	notify := func() {
 		select {
@@ -54,7 +54,7 @@ func runCapacity(t *testing.T, client kubernetes.Interface, watched ...string) (
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		caps.run(ctx)
+		caps.Run(ctx)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -107,7 +107,7 @@ func watchesStarted(client kubernetes.Interface, resources ...string) <-chan str
 }
 
 // waitCapacity waits until the sums satisfy ok.
-func waitCapacity(t *testing.T, caps *capacity, changes <-chan struct{}, what string, ok func(capacitySnapshot) bool) {
+func waitCapacity(t *testing.T, caps *Capacity, changes <-chan struct{}, what string, ok func(capacitySnapshot) bool) {
 	t.Helper()
 	timeout := time.After(waitTimeout)
 	for !ok(caps.snapshot()) {
@@ -142,7 +142,7 @@ func TestStatusCollector(t *testing.T) {
 	}}}
 	health := &switchableProbe{}
 	caps, changes := runCapacity(t, client)
-	c := newStatusCollector(client, caps, health.probe, clk, discard)
+	c := NewCollector(client, caps, health.probe, clk, discard)
 
 	healthy := &protocol.ClusterStatus{
 		ObservedAt:        t0,
@@ -157,7 +157,7 @@ func TestStatusCollector(t *testing.T) {
 		ServedAPIs: &protocol.ServedAPIs{Items: []protocol.APIEnablement{{GroupVersion: "apps/v1",
 			Resources: []protocol.APIResource{{Name: "daemonsets", Kind: "DaemonSet"}, {Name: "deployments", Kind: "Deployment"}}}}},
 	}
-	checkStatus(t, "healthy", healthy, c.collect(t.Context()))
+	checkStatus(t, "healthy", healthy, c.Collect(t.Context()))
 
 	// While the API server is down, the last numbers stay, whatever
 	// happens to the objects meanwhile.
@@ -168,7 +168,7 @@ func TestStatusCollector(t *testing.T) {
 	}
 	down := *healthy
 	down.ObservedAt, down.APIServerHealthy, down.HealthMessage = t0.Add(10*time.Second), false, health.err.Error()
-	checkStatus(t, "unreachable", &down, c.collect(t.Context()))
+	checkStatus(t, "unreachable", &down, c.Collect(t.Context()))
 
 	health.err = nil
 	clk.Step(10 * time.Second)
@@ -176,7 +176,7 @@ func TestStatusCollector(t *testing.T) {
 	back := *healthy
 	back.ObservedAt, back.NodesTotal, back.NodesReady = t0.Add(20*time.Second), 2, 1
 	back.Allocatable = map[string]string{"cpu": "16", "memory": "64Gi", "pods": "220"}
-	checkStatus(t, "back", &back, c.collect(t.Context()))
+	checkStatus(t, "back", &back, c.Collect(t.Context()))
 }
 
 func checkStatus(t *testing.T, when string, want, got *protocol.ClusterStatus) {
@@ -197,8 +197,8 @@ func TestStatusCollectorTruncatesHealthMessage(t *testing.T) {
 	health := &switchableProbe{err: errors.New(string(long))}
 	client := fake.NewClientset()
 	caps, _ := runCapacity(t, client)
-	c := newStatusCollector(client, caps, health.probe, clocktesting.NewFakeClock(time.Now()), discard)
-	if got := len(c.collect(t.Context()).HealthMessage); got > maxHealthMessage {
+	c := NewCollector(client, caps, health.probe, clocktesting.NewFakeClock(time.Now()), discard)
+	if got := len(c.Collect(t.Context()).HealthMessage); got > maxHealthMessage {
 		t.Errorf("health message is %d bytes, want at most %d", got, maxHealthMessage)
 	}
 }
@@ -215,9 +215,9 @@ func TestStatusCollectorWithoutPodAccess(t *testing.T) {
 	})
 	caps, changes := runCapacity(t, client, "nodes") // the pod list is refused
 	waitCapacity(t, caps, changes, "the nodes", func(s capacitySnapshot) bool { return s.nodesSynced })
-	c := newStatusCollector(client, caps, healthy, clk, discard)
+	c := NewCollector(client, caps, healthy, clk, discard)
 	c.timeout = 10 * time.Millisecond // the pods never sync
-	got := c.collect(t.Context())
+	got := c.Collect(t.Context())
 	if !got.APIServerHealthy || got.NodesTotal != 1 || got.Allocatable["cpu"] != "8" {
 		t.Errorf("status = %+v, want healthy with 1 node of 8 CPUs", got)
 	}
@@ -233,8 +233,8 @@ func TestStatusCollectorFollowsChanges(t *testing.T) {
 	client := fake.NewClientset(testNode("a", true, "8", "32Gi", "110"),
 		testPod("default", "web", corev1.PodRunning, "1", "1Gi"))
 	caps, changes := runCapacity(t, client)
-	c := newStatusCollector(client, caps, healthy, clk, discard)
-	if got := c.collect(t.Context()).Allocated; got["cpu"] != "1" || got["pods"] != "1" {
+	c := NewCollector(client, caps, healthy, clk, discard)
+	if got := c.Collect(t.Context()).Allocated; got["cpu"] != "1" || got["pods"] != "1" {
 		t.Fatalf("allocated %v, want 1 CPU for 1 pod", got)
 	}
 	lists := 0
@@ -256,7 +256,7 @@ func TestStatusCollectorFollowsChanges(t *testing.T) {
 	waitCapacity(t, caps, changes, "the changes", func(s capacitySnapshot) bool {
 		return s.nodesReady == 0 && s.allocated.Cpu().String() == "500m"
 	})
-	got := c.collect(ctx)
+	got := c.Collect(ctx)
 	want := map[string]any{"ready": int32(0), "allocated": map[string]string{"cpu": "500m", "memory": "1Gi", "pods": "1"}, "lists": 0}
 	if diff := cmp.Diff(want, map[string]any{"ready": got.NodesReady, "allocated": got.Allocated, "lists": lists}); diff != "" {
 		t.Errorf("status after the changes (-want +got):\n%s", diff)

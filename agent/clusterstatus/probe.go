@@ -1,4 +1,4 @@
-package agent
+package clusterstatus
 
 import (
 	"context"
@@ -14,12 +14,12 @@ import (
 // allows 4 KiB, and an API server's failure list can be longer.
 const maxHealthMessage = 1024
 
-// healthProbe reports nil when the member cluster's API server is healthy.
-type healthProbe func(ctx context.Context) error
+// Probe reports nil when the member cluster's API server is healthy.
+type Probe func(ctx context.Context) error
 
-// apiServerProbe asks the API server's /readyz, falling back to /healthz on
+// APIServerProbe asks the API server's /readyz, falling back to /healthz on
 // servers that do not serve /readyz.
-func apiServerProbe(client rest.Interface) healthProbe {
+func APIServerProbe(client rest.Interface) Probe {
 	return func(ctx context.Context) error {
 		code, err := getHealth(ctx, client, "/readyz")
 		if code == http.StatusNotFound {
