@@ -63,12 +63,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return serve(ctx, args, stdout, stderr)
 }
 
-func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// serveOptions are serve's flags that do not go straight into hub.Config.
+type serveOptions struct {
+	enableProfiling, leaderElect, showVersion bool
+	profilingAddr, logLevel                   string
+	notReadySeconds, unreachableSeconds       int64
+	failover                                  failover.Config
+}
+
+// newFlags returns serve's flags, bound to cfg and o; hostname is the
+// default of --hub-id. (docs/reference/flags.md is generated from them.)
+func newFlags(cfg *hub.Config, o *serveOptions, hostname string) *pflag.FlagSet {
 	defaults := health.DefaultConfig(time.Time{})
-	hostname, _ := os.Hostname()
 	flags := pflag.NewFlagSet("flotilla-hub", pflag.ContinueOnError)
-	flags.SetOutput(stderr)
-	var cfg hub.Config
 	flags.StringVar(&cfg.DataDir, "data-dir", "flotilla-data", "folder for the embedded etcd and the hub CA (pki/ca.crt, pki/ca.key)")
 	flags.StringSliceVar(&cfg.EtcdEndpoints, "etcd-endpoints", nil, "external etcd endpoints (comma-separated) instead of the embedded etcd")
 	flags.StringVar(&cfg.EtcdCAFile, "etcd-cafile", "", "CA bundle that verifies the external etcd's servers")
@@ -82,8 +89,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags.StringVar(&cfg.AgentAddress, "agent-address", "", "HOST:PORT agents reach --quic-addr at, printed in join commands (flotilla token create); HOST must be in the serving certificate (see --tls-san) (default this host's name, or --quic-addr's IP if it names one, and the bound port)")
 	flags.StringVar(&cfg.WebSocketAddr, "websocket-addr", "", `TCP address of the WebSocket fallback (TLS, path /flotilla/v1/agent) for agents whose UDP is blocked; "off" turns it off (default --quic-addr's port on TCP, if free)`)
 	flags.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:7080", "TCP address of the dashboard, /livez, /readyz (?verbose lists each check), /healthz and /metrics")
-	enableProfiling := flags.Bool("enable-profiling", false, "serve Go's profiling endpoints (/debug/pprof/) on --profiling-addr, and sample 1 in 100 mutex contentions for the mutex profile")
-	profilingAddr := flags.String("profiling-addr", "127.0.0.1:7081", "TCP address of the profiling endpoints, with --enable-profiling (keep it loopback: profiles show what the hub holds)")
+	flags.BoolVar(&o.enableProfiling, "enable-profiling", false, "serve Go's profiling endpoints (/debug/pprof/) on --profiling-addr, and sample 1 in 100 mutex contentions for the mutex profile")
+	flags.StringVar(&o.profilingAddr, "profiling-addr", "127.0.0.1:7081", "TCP address of the profiling endpoints, with --enable-profiling (keep it loopback: profiles show what the hub holds)")
 	flags.DurationVar(&cfg.Health.GracePeriod, "cluster-monitor-grace-period", defaults.GracePeriod, "time without a lease renewal before a cluster's Ready goes Unknown")
 	flags.DurationVar(&cfg.Health.StartupGracePeriod, "cluster-startup-grace-period", defaults.StartupGracePeriod, "time a registered cluster that never renewed gets before it goes Unknown")
 	flags.DurationVar(&cfg.Health.EvictionTimeout, "failover-eviction-timeout", defaults.EvictionTimeout, "time not Ready before the NoSchedule health taint is joined by NoExecute")
@@ -101,7 +108,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags.DurationVar(&cfg.Store.Interval, "store-check-interval", 10*time.Second, "how often the hub checks etcd's size and alarms (and defragments or disarms NOSPACE when that helps)")
 	flags.DurationVar(&cfg.MaxClockSkew, "max-clock-skew", 2*time.Second, "agent clock skew beyond which condition ClockSynced goes False")
 	flags.StringVar(&cfg.HubID, "hub-id", hostname, "name of this hub replica, shown in status.agent.connectedTo")
-	leaderElect := flags.Bool("leader-elect", false, "replicas sharing an external etcd elect one (Lease kube-system/flotilla-hub in the hub's API) that runs the controllers and the health decisions; the others serve the API and stand by. With --gossip-join every replica serves agents and relays them to the leader; without, only the leader does and a standby's /readyz fails (default true with --etcd-endpoints)")
+	flags.BoolVar(&o.leaderElect, "leader-elect", false, "replicas sharing an external etcd elect one (Lease kube-system/flotilla-hub in the hub's API) that runs the controllers and the health decisions; the others serve the API and stand by. With --gossip-join every replica serves agents and relays them to the leader; without, only the leader does and a standby's /readyz fails (default true with --etcd-endpoints)")
 	flags.BoolVar(&cfg.LabelLeaderPod, "label-leader-pod", false, "in Kubernetes: while leading, label this pod flotilla.io/hub-leader=true (POD_NAMESPACE and POD_NAME from the downward API; the pod's ServiceAccount may patch it), so the agents' Service selects the leader; a standby's /readyz then passes, so a StatefulSet can roll it")
 	flags.DurationVar(&cfg.LeaderElection.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a standby waits after the leader's last renewal before it takes over")
 	flags.DurationVar(&cfg.LeaderElection.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it stops leading (and exits, to restart as a standby); less than the lease duration")
@@ -113,10 +120,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags.DurationVar(&cfg.AgentCertTTL, "agent-cert-ttl", 90*24*time.Hour, "lifetime of the certificates agents get when they join (agents renew at 80 %)")
 	flags.StringVar(&cfg.AgentCSRApproval, "agent-csr-approval", join.ApprovalAuto, "how joining agents' certificate requests are approved: auto (when their bootstrap token is valid for the cluster) or manual (kubectl certificate approve)")
 	flags.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra DNS names or IPs for the hub's QUIC and API serving certificates (localhost, 127.0.0.1 and the hostname are always included)")
-	fo := failover.DefaultConfig()
-	notReadySeconds := flags.Int64("default-not-ready-toleration-seconds", int64(fo.DefaultNotReadyToleration/time.Second),
+	o.failover = failover.DefaultConfig()
+	fo := &o.failover
+	flags.Int64Var(&o.notReadySeconds, "default-not-ready-toleration-seconds", int64(fo.DefaultNotReadyToleration/time.Second),
 		"how long workloads of a placement without its own NoExecute toleration of cluster.flotilla.io/not-ready stay on such a cluster")
-	unreachableSeconds := flags.Int64("default-unreachable-toleration-seconds", int64(fo.DefaultUnreachableToleration/time.Second),
+	flags.Int64Var(&o.unreachableSeconds, "default-unreachable-toleration-seconds", int64(fo.DefaultUnreachableToleration/time.Second),
 		"how long workloads of a placement without its own NoExecute toleration of cluster.flotilla.io/unreachable stay on such a cluster")
 	flags.DurationVar(&fo.GracefulEvictionTimeout, "graceful-eviction-timeout", fo.GracefulEvictionTimeout,
 		"how long an evicted cluster keeps its copy when the replacement is scheduled but not healthy yet (tasks without their own grace period)")
@@ -126,8 +134,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags.IntVar(&fo.Zones.LargeZoneThreshold, "large-zone-threshold", fo.Zones.LargeZoneThreshold, "zones with more clusters than this keep evicting at the secondary rate when partially disrupted")
 	flags.Float64Var(&fo.Zones.UnhealthyThreshold, "unhealthy-zone-threshold", fo.Zones.UnhealthyThreshold,
 		"fraction of a zone's clusters not Ready (and more than 2) at which the zone slows to the secondary rate")
-	logLevel := flags.String("log-level", "info", "log level: debug, info, warn or error")
-	showVersion := flags.Bool("version", false, "print the version (and the Kubernetes release the hub embeds) and exit")
+	flags.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	flags.BoolVar(&o.showVersion, "version", false, "print the version (and the Kubernetes release the hub embeds) and exit")
+	return flags
+}
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	hostname, _ := os.Hostname()
+	var cfg hub.Config
+	var o serveOptions
+	flags := newFlags(&cfg, &o, hostname)
+	flags.SetOutput(stderr)
 	flags.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: flotilla-hub [flags]\n"+
 			"       flotilla-hub token create|list|delete [--data-dir DIR] ...   bootstrap tokens for joining agents\n"+
@@ -146,26 +163,26 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
-	if *showVersion {
+	if o.showVersion {
 		fmt.Fprintln(stdout, version.Get())
 		return nil
 	}
 	if flags.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q (see --help)", flags.Args())
 	}
-	if *enableProfiling {
-		if *profilingAddr == "" {
+	if o.enableProfiling {
+		if o.profilingAddr == "" {
 			return errors.New("--enable-profiling needs a --profiling-addr")
 		}
-		cfg.ProfilingAddr = *profilingAddr
+		cfg.ProfilingAddr = o.profilingAddr
 	}
-	if err := setFailover(&cfg, fo, *notReadySeconds, *unreachableSeconds); err != nil {
+	if err := setFailover(&cfg, o.failover, o.notReadySeconds, o.unreachableSeconds); err != nil {
 		return err
 	}
 	if err := validateDurations(cfg); err != nil {
 		return err
 	}
-	cfg.LeaderElection.Enabled = *leaderElect || (!flags.Changed("leader-elect") && len(cfg.EtcdEndpoints) > 0)
+	cfg.LeaderElection.Enabled = o.leaderElect || (!flags.Changed("leader-elect") && len(cfg.EtcdEndpoints) > 0)
 	if err := validateLeaderElection(cfg.LeaderElection); err != nil {
 		return err
 	}
@@ -175,7 +192,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := setAPIServer(&cfg); err != nil {
 		return err
 	}
-	logger, err := newLogger(stderr, *logLevel)
+	logger, err := newLogger(stderr, o.logLevel)
 	if err != nil {
 		return err
 	}
