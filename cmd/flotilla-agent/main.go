@@ -126,7 +126,7 @@ func newFlags(cfg *agent.Config, o *options) *pflag.FlagSet {
 	fs.StringVar(&cfg.Region, "cluster-region", "", "the cluster's region, for the Cluster the hub registers when it joins")
 	fs.StringVar(&cfg.Zone, "cluster-zone", "", "the cluster's zone, for the Cluster the hub registers when it joins")
 	fs.StringVar(&o.labels, "cluster-labels", "", "labels for the Cluster the hub registers when it joins, KEY=VALUE,KEY2=VALUE2")
-	fs.DurationVar(&cfg.LeaseDuration, "lease-duration", agent.DefaultLeaseDuration, "cluster lease duration to ask the hub for (1s to 1h)")
+	fs.DurationVar(&cfg.LeaseDuration, "lease-duration", agent.DefaultLeaseDuration, "cluster lease duration to ask the hub for (1s to 1h); the agent renews every quarter of it")
 	fs.DurationVar(&cfg.StatusInterval, "status-interval", agent.DefaultStatusInterval, "how often to collect cluster health and capacity; a report goes to the hub when it changed, else every "+agent.UnchangedReportEvery.String())
 	fs.StringVar(&cfg.SystemNamespace, "system-namespace", work.DefaultSystemNamespace,
 		"namespace of the member cluster where the agent records the Works it applied (created if missing)")
