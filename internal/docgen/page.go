@@ -41,7 +41,7 @@ func Check(t *testing.T, page, section, body string) {
 		return
 	}
 	if !*update {
-		t.Errorf("%s is stale: its generated section %q differs from what the code gives; run `make docs` to regenerate it (-page, +code):\n%s",
+		t.Errorf("%s is stale: its generated section %q no longer matches its source; run `make docs` to regenerate it (-page, +source):\n%s",
 			page, section, cmp.Diff(strings.Split(current, "\n"), strings.Split(body, "\n")))
 		return
 	}
