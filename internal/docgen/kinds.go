@@ -1,7 +1,6 @@
 package docgen
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 
@@ -38,7 +37,7 @@ func Kinds(crds []*apiextensionsv1.CustomResourceDefinition) string {
 // PrinterColumns renders the columns `kubectl get` shows for each kind
 // of crds that has any, beside NAME: a Markdown table of kind, column,
 // its type, where it reads (JSONPath), whether only `-o wide` shows it,
-// and its description.
+// and its description. The kinds' names should tell them apart.
 func PrinterColumns(crds []*apiextensionsv1.CustomResourceDefinition) string {
 	t := newTable("kind", "column", "type", "JSONPath", "shown", "description")
 	for _, crd := range crds {
@@ -51,8 +50,7 @@ func PrinterColumns(crds []*apiextensionsv1.CustomResourceDefinition) string {
 				if c.Priority > 0 {
 					shown = "`-o wide`"
 				}
-				kind := fmt.Sprintf("%s (%s)", code(crd.Spec.Names.Kind), code(crd.Spec.Group+"/"+v.Name))
-				t.row(kind, strings.ToUpper(c.Name), c.Type, code(c.JSONPath), shown, text(c.Description))
+				t.row(code(crd.Spec.Names.Kind), strings.ToUpper(c.Name), c.Type, code(c.JSONPath), shown, text(c.Description))
 			}
 		}
 	}

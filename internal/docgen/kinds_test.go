@@ -37,8 +37,8 @@ func TestKindsAndPrinterColumns(t *testing.T) {
 	}
 	wantColumns := "| kind | column | type | JSONPath | shown | description |\n" +
 		"|---|---|---|---|---|---|\n" +
-		"| `Widget` (`example.io/v1`) | READY | string | `.status.conditions[?(@.type==\"Ready\")].status` | always |  |\n" +
-		"| `Widget` (`example.io/v1`) | ZONE | string | `.spec.zone` | `-o wide` | the &lt;zone&gt; |\n"
+		"| `Widget` | READY | string | `.status.conditions[?(@.type==\"Ready\")].status` | always |  |\n" +
+		"| `Widget` | ZONE | string | `.spec.zone` | `-o wide` | the &lt;zone&gt; |\n"
 	if diff := cmp.Diff(wantColumns, PrinterColumns(crds)); diff != "" {
 		t.Errorf("PrinterColumns (-want +got):\n%s", diff)
 	}
