@@ -14,7 +14,7 @@ export QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING := true
 IMAGE_REPO ?= ghcr.io/flotilla-io
 IMAGE_TAG  ?= $(VERSION)
 
-.PHONY: help build test unit e2e bench testbin demo vet fmt clean generate generate-check images diagram
+.PHONY: help build test unit e2e bench testbin demo vet fmt clean generate generate-check images diagram docs
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -28,6 +28,14 @@ testbin: ## build kube-apiserver, controller-manager, scheduler, etcd and KWOK i
 
 generate: ## regenerate api/: deep copies, CRDs (api/crds), typed clients (api/client); generators from the module proxy, built once into .cache/generators
 	GO=$(GO) api/hack/generate.sh
+
+# docs runs the TestReference tests with -update-docs: those of
+# internal/docgen and of every package whose tests import it. One package
+# at a time: some share a page.
+docs: ## regenerate docs/reference/'s generated tables (flags, metrics, API kinds, chart values) from the binaries, the CRDs and the charts
+	$(GO) test -count=1 -p 1 -run '^TestReference' ./internal/docgen \
+	  $$($(GO) list -f '{{.ImportPath}} {{join .TestImports " "}}' ./... | grep -E ' github.com/flotilla-io/flotilla/internal/docgen( |$$)' | cut -d' ' -f1) \
+	  -args -update-docs
 
 generate-check: ## fail if `make generate` would change api/ (it runs on a temporary copy: api/ is left alone)
 	GO=$(GO) api/hack/generate.sh --check

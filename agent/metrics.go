@@ -98,17 +98,24 @@ func newMetrics() *metrics {
 	for _, result := range []string{probeConnected, probeFailed} {
 		m.quicProbes.WithLabelValues(result)
 	}
-	fenced := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "flotilla_agent_fenced_works",
-		Help: "Works whose workloads the agent stopped because it was cut off from the hub."}, m.fencedWorks)
 	for _, transport := range []string{transportDatagram, transportStream} {
 		m.renewalsSent.WithLabelValues(transport) // a series from the start
 	}
-	m.registry.MustRegister(m.connected, m.sessionStarts, m.sessionEnds, m.renewalRTT, m.renewalsSent, m.renewalRetries, m.applyDuration,
-		m.applies, m.applyFailures, m.leader, m.leaderElection, m.transport, m.fallbacks, m.quicProbes, fenced,
-		clientGo.latency, clientGo.results,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	m.registry.MustRegister(m.collectors()...)
 	registerClientGoMetrics()
 	return m
+}
+
+// collectors are what the agent's registry serves: the agent's own
+// metrics, client-go's request metrics, the Go runtime's and the
+// process's. (docs/reference/metrics.md is generated from them.)
+func (m *metrics) collectors() []prometheus.Collector {
+	fenced := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "flotilla_agent_fenced_works",
+		Help: "Works whose workloads the agent stopped because it was cut off from the hub."}, m.fencedWorks)
+	return []prometheus.Collector{m.connected, m.sessionStarts, m.sessionEnds, m.renewalRTT, m.renewalsSent, m.renewalRetries, m.applyDuration,
+		m.applies, m.applyFailures, m.leader, m.leaderElection, m.transport, m.fallbacks, m.quicProbes, fenced,
+		clientGo.latency, clientGo.results,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{})}
 }
 
 // observeApply records one apply attempt of the Work engine.

@@ -15,6 +15,7 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/workqueue"
 
 	"github.com/flotilla-io/flotilla/eviction"
+	"github.com/flotilla-io/flotilla/hub/failover"
 	"github.com/flotilla-io/flotilla/internal/version"
 )
 
@@ -28,11 +29,47 @@ var zoneModes = []eviction.Mode{eviction.ModeNormal, eviction.ModePartialDisrupt
 // the process's client-go work queues.
 func (a *httpServer) metricsHandler() http.Handler {
 	reg := a.metrics.registry
+	reg.MustRegister(a.collectors()...)
+	return promhttp.HandlerFor(prometheus.Gatherers{reg, workqueueGatherer{}}, promhttp.HandlerOpts{})
+}
+
+// collectors are the hub's metrics beside its instruments (hubMetrics):
+// its counters and gauges, build information, the zones' modes, a series
+// per cluster, the Go runtime and the process. Making them reads none of
+// a's parts: the metrics read them when collected.
+// (docs/reference/metrics.md is generated from them.)
+func (a *httpServer) collectors() []prometheus.Collector {
+	var out []prometheus.Collector
+	for _, m := range a.funcMetrics() {
+		out = append(out, m.collector())
+	}
+	return append(out, zoneCollector{a.failover}, a.registry.Collector(),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+}
+
+// funcMetric is a counter or gauge of the hub whose value is read from
+// its parts when it is collected.
+type funcMetric struct {
+	opts prometheus.Opts
+	kind prometheus.ValueType // CounterValue or GaugeValue
+	read func() float64
+}
+
+func (m funcMetric) collector() prometheus.Collector {
+	if m.kind == prometheus.CounterValue {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts(m.opts), m.read)
+	}
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts(m.opts), m.read)
+}
+
+// funcMetrics lists the hub's counters and gauges read from its parts.
+func (a *httpServer) funcMetrics() []funcMetric {
+	var out []funcMetric
 	counter := func(name, help string, read func() float64) {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, read))
+		out = append(out, funcMetric{opts: prometheus.Opts{Name: name, Help: help}, kind: prometheus.CounterValue, read: read})
 	}
 	gauge := func(name, help string, read func() float64) {
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, read))
+		out = append(out, funcMetric{opts: prometheus.Opts{Name: name, Help: help}, kind: prometheus.GaugeValue, read: read})
 	}
 	counter("flotilla_lease_renewals_total", "Lease renewals received from agents.", func() float64 { return float64(a.registry.Counters().Renewals) })
 	counter("flotilla_status_reports_total", "Cluster status reports received from agents.", func() float64 { return float64(a.registry.Counters().StatusReports) })
@@ -82,12 +119,11 @@ func (a *httpServer) metricsHandler() http.Handler {
 		return float64(a.agents.Snapshot().WebSocketSessions)
 	})
 	v := version.Get()
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "flotilla_build_info",
+	out = append(out, funcMetric{opts: prometheus.Opts{Name: "flotilla_build_info",
 		Help:        "Always 1: the hub's version, the Kubernetes release it embeds and the Go version it was built with.",
-		ConstLabels: prometheus.Labels{"version": v.Flotilla, "kubernetes": v.Kubernetes, "goversion": v.GoVersion}}, func() float64 { return 1 }))
-	reg.MustRegister(zoneCollector{a}, a.registry.Collector(),
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return promhttp.HandlerFor(prometheus.Gatherers{reg, workqueueGatherer{}}, promhttp.HandlerOpts{})
+		ConstLabels: prometheus.Labels{"version": v.Flotilla, "kubernetes": v.Kubernetes, "goversion": v.GoVersion}},
+		kind: prometheus.GaugeValue, read: func() float64 { return 1 }})
+	return out
 }
 
 // workqueueGatherer passes on the work queue metrics of the process:
@@ -118,7 +154,13 @@ func b2f(b bool) float64 {
 // zoneCollector exports each zone's partition protection mode (one series
 // per zone and mode, 1 for the zone's current mode, 0 for the others) and
 // the evictions its rate holds back.
-type zoneCollector struct{ a *httpServer }
+type zoneCollector struct{ zones zoneSource }
+
+// zoneSource is what zoneCollector reads: the failover controller.
+type zoneSource interface {
+	EvictionsWaiting() map[string]int
+	Stats() failover.Stats
+}
 
 var (
 	zoneModeDesc         = prometheus.NewDesc("flotilla_zone_mode", "Partition protection mode of each zone (1 for the current one).", []string{"zone", "mode"}, nil)
@@ -131,8 +173,8 @@ func (zoneCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (z zoneCollector) Collect(ch chan<- prometheus.Metric) {
-	waiting := z.a.failover.EvictionsWaiting()
-	for zone, mode := range z.a.failover.Stats().ZoneModes {
+	waiting := z.zones.EvictionsWaiting()
+	for zone, mode := range z.zones.Stats().ZoneModes {
 		for _, m := range zoneModes {
 			v := 0.0
 			if string(m) == mode {

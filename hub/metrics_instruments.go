@@ -54,8 +54,14 @@ func newHubMetrics() *hubMetrics {
 			Help:    "Latency of the hub's own clients' requests to its Kubernetes API, by verb and host.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)}, []string{"verb", "host"}),
 	}
-	m.registry.MustRegister(m.detectionDelay, m.scheduleLatency, m.dispatchLatency, m.evictions, m.evictionWait, m.tasksEnded, m.apiRequests, m.apiLatency)
+	m.registry.MustRegister(m.instruments()...)
 	return m
+}
+
+// instruments are the collectors of m's registry.
+// (docs/reference/metrics.md is generated from them.)
+func (m *hubMetrics) instruments() []prometheus.Collector {
+	return []prometheus.Collector{m.detectionDelay, m.scheduleLatency, m.dispatchLatency, m.evictions, m.evictionWait, m.tasksEnded, m.apiRequests, m.apiLatency}
 }
 
 // observe hooks the instruments into the parts of the hub that observe.

@@ -57,46 +57,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // level. With --help it prints the usage to stdout and returns pflag.ErrHelp.
 func parseFlags(args []string, stdout io.Writer) (agent.Config, slog.Level, error) {
 	cfg := agent.Config{Version: version.Get().Flotilla}
-	fs := pflag.NewFlagSet("flotilla-agent", pflag.ContinueOnError)
+	var o options
+	fs := newFlags(&cfg, &o)
 	fs.SetOutput(io.Discard) // errors are printed once, by run
-	fs.StringVar(&cfg.Hub, "hub", "", "the hub's QUIC address, HOST:PORT (UDP); HOST must match the hub's certificate. With several hub replicas, list each (comma-separated): a dial tries the last one that served first and the next ones 300ms apart, and keeps the first that answers; a HOST with several addresses is tried address by address the same way (IPv4 first, in the resolver's order), but only a list here makes the agent prefer the last replica and leave a silent one early")
-	fs.StringVar(&cfg.Transport, "transport", agent.TransportAuto, "how to reach the hub: auto (QUIC; where QUIC gets no answer, e.g. UDP is blocked, a WebSocket over TLS on TCP, trying QUIC again every --quic-retry-interval), quic, or websocket (honours HTTPS_PROXY)")
-	fs.StringVar(&cfg.HubWebSocket, "hub-websocket", "", "the hub's TCP address for the WebSocket, HOST:PORT, comma-separated for several replicas (default --hub's, on TCP)")
-	fs.DurationVar(&cfg.QUICFallbackAfter, "quic-fallback-after", agent.DefaultQUICFallbackAfter, "with --transport=auto, how long a QUIC dial may go unanswered before the WebSocket is tried")
-	fs.DurationVar(&cfg.QUICRetryInterval, "quic-retry-interval", agent.DefaultQUICRetryInterval, "with --transport=auto, how often a session on the WebSocket tries QUIC again (and moves to it once it connects)")
-	fs.StringVar(&cfg.ClusterName, "cluster-name", "", "this member cluster's name (a DNS-1123 subdomain); tls.crt must be issued for it")
-	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig of the member cluster; empty uses the in-cluster service account")
-	fs.StringVar(&cfg.CertDir, "cert-dir", "", "directory holding ca.crt, tls.crt and tls.key (see below); a join writes them there (out of a cluster; or --cert-secret)")
-	fs.StringVar(&cfg.CertSecret, "cert-secret", "", "Secret in --system-namespace of the member cluster holding ca.crt, tls.crt and tls.key as data keys; a join creates it, renewals update it (in a cluster; or --cert-dir)")
-	fs.StringVar(&cfg.BootstrapToken, "bootstrap-token", "", "bootstrap token to join the hub with while --cert-dir or --cert-secret holds no certificate (see Joining below); other users can see it in the process list, so prefer --bootstrap-token-file")
-	tokenFile := fs.String("bootstrap-token-file", "", "file holding the bootstrap token, e.g. a mounted Secret (instead of --bootstrap-token)")
-	fs.StringVar(&cfg.HubCAHash, "hub-ca-hash", "", "sha256:<hex> hash of the hub CA's public key: a joining agent trusts only a hub that presents this CA")
-	fs.StringVar(&cfg.Provider, "cluster-provider", "", "the cluster's provider (e.g. aws), for the Cluster the hub registers when it joins")
-	fs.StringVar(&cfg.Region, "cluster-region", "", "the cluster's region, for the Cluster the hub registers when it joins")
-	fs.StringVar(&cfg.Zone, "cluster-zone", "", "the cluster's zone, for the Cluster the hub registers when it joins")
-	labels := fs.String("cluster-labels", "", "labels for the Cluster the hub registers when it joins, KEY=VALUE,KEY2=VALUE2")
-	fs.DurationVar(&cfg.LeaseDuration, "lease-duration", agent.DefaultLeaseDuration, "cluster lease duration to ask the hub for (1s to 1h)")
-	fs.DurationVar(&cfg.StatusInterval, "status-interval", agent.DefaultStatusInterval, "how often to collect cluster health and capacity; a report goes to the hub when it changed, else every "+agent.UnchangedReportEvery.String())
-	fs.StringVar(&cfg.SystemNamespace, "system-namespace", work.DefaultSystemNamespace,
-		"namespace of the member cluster where the agent records the Works it applied (created if missing)")
-	fs.Float32Var(&cfg.KubeQPS, "kube-api-qps", agent.DefaultKubeQPS, "requests per second to the member cluster's API server (each of the agent's three clients: typed, dynamic, and the node and pod watches)")
-	fs.IntVar(&cfg.KubeBurst, "kube-api-burst", agent.DefaultKubeBurst, "burst of requests to the member cluster's API server")
-	fs.BoolVar(&cfg.LeaderElection.Enabled, "leader-elect", false, "run as one of several replicas: only the leader of a Lease in --system-namespace runs the agent (see Leader election below)")
-	fs.StringVar(&cfg.LeaderElection.LeaseName, "leader-elect-lease-name", agent.DefaultLeaderElectionLeaseName, "name of the coordination.k8s.io Lease of the leader election")
-	fs.DurationVar(&cfg.LeaderElection.LeaseDuration, "leader-elect-lease-duration", agent.DefaultLeaderElectionLeaseDuration, "how long after the leader's last renewal a standby takes over")
-	fs.DurationVar(&cfg.LeaderElection.RenewDeadline, "leader-elect-renew-deadline", agent.DefaultLeaderElectionRenewDeadline, "how long the leader tries to renew before it stops (shorter than the lease duration)")
-	fs.DurationVar(&cfg.LeaderElection.RetryPeriod, "leader-elect-retry-period", agent.DefaultLeaderElectionRetryPeriod, "how often replicas try to acquire or renew the Lease")
-	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":8080", `address of the plain HTTP endpoints /healthz, /readyz and /metrics (see below); "" turns them off; if the default is taken, the agent runs without them`)
-	enableProfiling := fs.Bool("enable-profiling", false, "serve Go's profiling endpoints (/debug/pprof/) on --profiling-addr, and sample 1 in 100 mutex contentions for the mutex profile")
-	profilingAddr := fs.String("profiling-addr", "127.0.0.1:7082", "TCP address of the profiling endpoints, with --enable-profiling (keep it loopback and reach it with kubectl port-forward: profiles show what the agent holds)")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() { fmt.Fprint(stdout, usage(fs)) }
 
 	if err := fs.Parse(args); err != nil {
 		return cfg, 0, err // pflag has printed the usage for --help
 	}
-	if *showVersion {
+	if o.showVersion {
 		fmt.Fprintln(stdout, version.Get())
 		return cfg, 0, pflag.ErrHelp // nothing more to do
 	}
@@ -116,20 +85,65 @@ func parseFlags(args []string, stdout io.Writer) (agent.Config, slog.Level, erro
 	if len(missing) > 0 {
 		return cfg, 0, fmt.Errorf("missing required flags: %s (see --help)", strings.Join(missing, ", "))
 	}
-	if err := joinFlags(&cfg, *tokenFile, *labels); err != nil {
+	if err := joinFlags(&cfg, o.tokenFile, o.labels); err != nil {
 		return cfg, 0, err
 	}
-	if *enableProfiling {
-		if *profilingAddr == "" {
+	if o.enableProfiling {
+		if o.profilingAddr == "" {
 			return cfg, 0, errors.New("--enable-profiling needs a --profiling-addr")
 		}
-		cfg.ProfilingAddr = *profilingAddr
+		cfg.ProfilingAddr = o.profilingAddr
 	}
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return cfg, 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", *logLevel)
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return cfg, 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", o.logLevel)
 	}
 	return cfg, level, nil
+}
+
+// options are the agent's flags that do not go straight into agent.Config.
+type options struct {
+	tokenFile, labels, profilingAddr, logLevel string
+	enableProfiling, showVersion               bool
+}
+
+// newFlags returns the agent's flags, bound to cfg and o.
+// (docs/reference/flags.md is generated from them.)
+func newFlags(cfg *agent.Config, o *options) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("flotilla-agent", pflag.ContinueOnError)
+	fs.StringVar(&cfg.Hub, "hub", "", "the hub's QUIC address, HOST:PORT (UDP); HOST must match the hub's certificate. With several hub replicas, list each (comma-separated): a dial tries the last one that served first and the next ones 300ms apart, and keeps the first that answers; a HOST with several addresses is tried address by address the same way (IPv4 first, in the resolver's order), but only a list here makes the agent prefer the last replica and leave a silent one early")
+	fs.StringVar(&cfg.Transport, "transport", agent.TransportAuto, "how to reach the hub: auto (QUIC; where QUIC gets no answer, e.g. UDP is blocked, a WebSocket over TLS on TCP, trying QUIC again every --quic-retry-interval), quic, or websocket (honours HTTPS_PROXY)")
+	fs.StringVar(&cfg.HubWebSocket, "hub-websocket", "", "the hub's TCP address for the WebSocket, HOST:PORT, comma-separated for several replicas (default --hub's, on TCP)")
+	fs.DurationVar(&cfg.QUICFallbackAfter, "quic-fallback-after", agent.DefaultQUICFallbackAfter, "with --transport=auto, how long a QUIC dial may go unanswered before the WebSocket is tried")
+	fs.DurationVar(&cfg.QUICRetryInterval, "quic-retry-interval", agent.DefaultQUICRetryInterval, "with --transport=auto, how often a session on the WebSocket tries QUIC again (and moves to it once it connects)")
+	fs.StringVar(&cfg.ClusterName, "cluster-name", "", "this member cluster's name (a DNS-1123 subdomain); tls.crt must be issued for it")
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig of the member cluster; empty uses the in-cluster service account")
+	fs.StringVar(&cfg.CertDir, "cert-dir", "", "directory holding ca.crt, tls.crt and tls.key (see below); a join writes them there (out of a cluster; or --cert-secret)")
+	fs.StringVar(&cfg.CertSecret, "cert-secret", "", "Secret in --system-namespace of the member cluster holding ca.crt, tls.crt and tls.key as data keys; a join creates it, renewals update it (in a cluster; or --cert-dir)")
+	fs.StringVar(&cfg.BootstrapToken, "bootstrap-token", "", "bootstrap token to join the hub with while --cert-dir or --cert-secret holds no certificate (see Joining below); other users can see it in the process list, so prefer --bootstrap-token-file")
+	fs.StringVar(&o.tokenFile, "bootstrap-token-file", "", "file holding the bootstrap token, e.g. a mounted Secret (instead of --bootstrap-token)")
+	fs.StringVar(&cfg.HubCAHash, "hub-ca-hash", "", "sha256:<hex> hash of the hub CA's public key: a joining agent trusts only a hub that presents this CA")
+	fs.StringVar(&cfg.Provider, "cluster-provider", "", "the cluster's provider (e.g. aws), for the Cluster the hub registers when it joins")
+	fs.StringVar(&cfg.Region, "cluster-region", "", "the cluster's region, for the Cluster the hub registers when it joins")
+	fs.StringVar(&cfg.Zone, "cluster-zone", "", "the cluster's zone, for the Cluster the hub registers when it joins")
+	fs.StringVar(&o.labels, "cluster-labels", "", "labels for the Cluster the hub registers when it joins, KEY=VALUE,KEY2=VALUE2")
+	fs.DurationVar(&cfg.LeaseDuration, "lease-duration", agent.DefaultLeaseDuration, "cluster lease duration to ask the hub for (1s to 1h); the agent renews every quarter of it")
+	fs.DurationVar(&cfg.StatusInterval, "status-interval", agent.DefaultStatusInterval, "how often to collect cluster health and capacity; a report goes to the hub when it changed, else every "+agent.UnchangedReportEvery.String())
+	fs.StringVar(&cfg.SystemNamespace, "system-namespace", work.DefaultSystemNamespace,
+		"namespace of the member cluster where the agent records the Works it applied (created if missing)")
+	fs.Float32Var(&cfg.KubeQPS, "kube-api-qps", agent.DefaultKubeQPS, "requests per second to the member cluster's API server (each of the agent's three clients: typed, dynamic, and the node and pod watches)")
+	fs.IntVar(&cfg.KubeBurst, "kube-api-burst", agent.DefaultKubeBurst, "burst of requests to the member cluster's API server")
+	fs.BoolVar(&cfg.LeaderElection.Enabled, "leader-elect", false, "run as one of several replicas: only the leader of a Lease in --system-namespace runs the agent (see Leader election below)")
+	fs.StringVar(&cfg.LeaderElection.LeaseName, "leader-elect-lease-name", agent.DefaultLeaderElectionLeaseName, "name of the coordination.k8s.io Lease of the leader election")
+	fs.DurationVar(&cfg.LeaderElection.LeaseDuration, "leader-elect-lease-duration", agent.DefaultLeaderElectionLeaseDuration, "how long after the leader's last renewal a standby takes over")
+	fs.DurationVar(&cfg.LeaderElection.RenewDeadline, "leader-elect-renew-deadline", agent.DefaultLeaderElectionRenewDeadline, "how long the leader tries to renew before it stops (shorter than the lease duration)")
+	fs.DurationVar(&cfg.LeaderElection.RetryPeriod, "leader-elect-retry-period", agent.DefaultLeaderElectionRetryPeriod, "how often replicas try to acquire or renew the Lease")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", ":8080", `address of the plain HTTP endpoints /healthz, /readyz and /metrics (see below); "" turns them off; if the default is taken, the agent runs without them`)
+	fs.BoolVar(&o.enableProfiling, "enable-profiling", false, "serve Go's profiling endpoints (/debug/pprof/) on --profiling-addr, and sample 1 in 100 mutex contentions for the mutex profile")
+	fs.StringVar(&o.profilingAddr, "profiling-addr", "127.0.0.1:7082", "TCP address of the profiling endpoints, with --enable-profiling (keep it loopback and reach it with kubectl port-forward: profiles show what the agent holds)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
+	return fs
 }
 
 // joinFlags reads the bootstrap token file and checks the join flags and

@@ -21,13 +21,26 @@ import (
 	"github.com/flotilla-io/flotilla/hub/join"
 )
 
-func issueCerts(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// issueOptions are the flags of certs issue.
+type issueOptions struct {
+	dataDir, cluster, out string
+	timeout               time.Duration
+}
+
+// newIssueFlags returns the flags of certs issue, bound to o.
+func newIssueFlags(o *issueOptions) *pflag.FlagSet {
 	flags := pflag.NewFlagSet("flotilla-hub certs issue", pflag.ContinueOnError)
+	flags.StringVar(&o.dataDir, "data-dir", "flotilla-data", "hub data folder; its CA (pki/ca.crt, pki/ca.key) is created if missing")
+	flags.StringVar(&o.cluster, "cluster", "", "cluster name the certificate identifies (CommonName cluster:NAME)")
+	flags.StringVar(&o.out, "out", "", "folder to write ca.crt, tls.crt and tls.key into, for the agent's --cert-dir")
+	flags.DurationVar(&o.timeout, "timeout", time.Minute, "how long to wait for the hub's API (a hub starting) to register the cluster")
+	return flags
+}
+
+func issueCerts(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o issueOptions
+	flags := newIssueFlags(&o)
 	flags.SetOutput(stderr)
-	dataDir := flags.String("data-dir", "flotilla-data", "hub data folder; its CA (pki/ca.crt, pki/ca.key) is created if missing")
-	cluster := flags.String("cluster", "", "cluster name the certificate identifies (CommonName cluster:NAME)")
-	out := flags.String("out", "", "folder to write ca.crt, tls.crt and tls.key into, for the agent's --cert-dir")
-	timeout := flags.Duration("timeout", time.Minute, "how long to wait for the hub's API (a hub starting) to register the cluster")
 	flags.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: flotilla-hub certs issue --data-dir DIR --cluster NAME --out DIR\n\n"+
 			"Signs a client certificate for the agent of cluster NAME with the hub CA, for sites\n"+
@@ -40,24 +53,24 @@ func issueCerts(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
-	if *cluster == "" || *out == "" {
+	if o.cluster == "" || o.out == "" {
 		flags.Usage()
 		return errors.New("--cluster and --out are required")
 	}
-	if msgs := validation.IsDNS1123Subdomain(*cluster); len(msgs) > 0 {
-		return fmt.Errorf("--cluster %q: %v", *cluster, msgs)
+	if msgs := validation.IsDNS1123Subdomain(o.cluster); len(msgs) > 0 {
+		return fmt.Errorf("--cluster %q: %v", o.cluster, msgs)
 	}
 	// The hub creates its CA before it writes the kubeconfig: waiting for
 	// the kubeconfig first means this never creates a second CA beside a
 	// hub starting on the same data directory.
-	if err := waitForFile(ctx, apiserver.AdminKubeconfigPath(*dataDir), *timeout); err != nil {
-		return fmt.Errorf("certs issue needs flotilla-hub running with --data-dir %s (it registers the cluster in the hub's API): %w", *dataDir, err)
+	if err := waitForFile(ctx, apiserver.AdminKubeconfigPath(o.dataDir), o.timeout); err != nil {
+		return fmt.Errorf("certs issue needs flotilla-hub running with --data-dir %s (it registers the cluster in the hub's API): %w", o.dataDir, err)
 	}
-	record := func(serial *big.Int) error { return recordSerial(ctx, *dataDir, *cluster, serial, *timeout) }
-	if err := ca.IssueAgentCertificate(*dataDir, *cluster, *out, record); err != nil {
+	record := func(serial *big.Int) error { return recordSerial(ctx, o.dataDir, o.cluster, serial, o.timeout) }
+	if err := ca.IssueAgentCertificate(o.dataDir, o.cluster, o.out, record); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote ca.crt, tls.crt and tls.key for cluster %s to %s\n", *cluster, *out)
+	fmt.Fprintf(stdout, "wrote ca.crt, tls.crt and tls.key for cluster %s to %s\n", o.cluster, o.out)
 	return nil
 }
 

@@ -63,27 +63,34 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return serve(ctx, args, stdout, stderr)
 }
 
-func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// serveOptions are serve's flags that do not go straight into hub.Config.
+type serveOptions struct {
+	enableProfiling, leaderElect, showVersion bool
+	profilingAddr, logLevel                   string
+	notReadySeconds, unreachableSeconds       int64
+	failover                                  failover.Config
+}
+
+// newFlags returns serve's flags, bound to cfg and o; hostname is the
+// default of --hub-id. (docs/reference/flags.md is generated from them.)
+func newFlags(cfg *hub.Config, o *serveOptions, hostname string) *pflag.FlagSet {
 	defaults := health.DefaultConfig(time.Time{})
-	hostname, _ := os.Hostname()
 	flags := pflag.NewFlagSet("flotilla-hub", pflag.ContinueOnError)
-	flags.SetOutput(stderr)
-	var cfg hub.Config
-	flags.StringVar(&cfg.DataDir, "data-dir", "flotilla-data", "folder for the embedded etcd and the hub CA (pki/ca.crt, pki/ca.key)")
+	flags.StringVar(&cfg.DataDir, "data-dir", "flotilla-data", "folder for the embedded etcd (etcd/), the hub CA and keys (pki/), the ServiceAccount signing key (apiserver/), admin.kubeconfig and audit.log")
 	flags.StringSliceVar(&cfg.EtcdEndpoints, "etcd-endpoints", nil, "external etcd endpoints (comma-separated) instead of the embedded etcd")
 	flags.StringVar(&cfg.EtcdCAFile, "etcd-cafile", "", "CA bundle that verifies the external etcd's servers")
 	flags.StringVar(&cfg.EtcdCertFile, "etcd-certfile", "", "client certificate for the external etcd")
 	flags.StringVar(&cfg.EtcdKeyFile, "etcd-keyfile", "", "client key for the external etcd")
 	flags.StringVar(&cfg.APIAddr, "api-addr", "0.0.0.0:6443", "HTTPS address of the hub's Kubernetes API (kubectl and flotilla use DATA/admin.kubeconfig)")
-	flags.StringVar(&cfg.AuditLogPath, "audit-log-path", "", "audit log of the Kubernetes API, one JSON event per line (default DATA/audit.log; \"-\" is stdout; \"none\" turns it off)")
+	flags.StringVar(&cfg.AuditLogPath, "audit-log-path", "", "audit log of the Kubernetes API, one JSON event per line, rotated at 100 MiB with 5 files kept (default DATA/audit.log; \"-\" is stdout; \"none\" turns it off)")
 	flags.StringVar(&cfg.AuditPolicyFile, "audit-policy-file", "", "audit policy replacing the default one (every write with its user, at Metadata level; reads and the hub's own lease and status writes are not recorded)")
 	flags.StringArrayVar(&cfg.KubeAPIServerArgs, "kube-apiserver-arg", nil, "flag passed to the embedded kube-apiserver as is, e.g. --kube-apiserver-arg=--oidc-issuer-url=https://issuer.example.com (repeatable; wins over the hub's own settings)")
 	flags.StringVar(&cfg.QUICAddr, "quic-addr", ":7443", "UDP address agents dial (QUIC, ALPN flotilla/1)")
 	flags.StringVar(&cfg.AgentAddress, "agent-address", "", "HOST:PORT agents reach --quic-addr at, printed in join commands (flotilla token create); HOST must be in the serving certificate (see --tls-san) (default this host's name, or --quic-addr's IP if it names one, and the bound port)")
 	flags.StringVar(&cfg.WebSocketAddr, "websocket-addr", "", `TCP address of the WebSocket fallback (TLS, path /flotilla/v1/agent) for agents whose UDP is blocked; "off" turns it off (default --quic-addr's port on TCP, if free)`)
 	flags.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:7080", "TCP address of the dashboard, /livez, /readyz (?verbose lists each check), /healthz and /metrics")
-	enableProfiling := flags.Bool("enable-profiling", false, "serve Go's profiling endpoints (/debug/pprof/) on --profiling-addr, and sample 1 in 100 mutex contentions for the mutex profile")
-	profilingAddr := flags.String("profiling-addr", "127.0.0.1:7081", "TCP address of the profiling endpoints, with --enable-profiling (keep it loopback: profiles show what the hub holds)")
+	flags.BoolVar(&o.enableProfiling, "enable-profiling", false, "serve Go's profiling endpoints (/debug/pprof/) on --profiling-addr, and sample 1 in 100 mutex contentions for the mutex profile")
+	flags.StringVar(&o.profilingAddr, "profiling-addr", "127.0.0.1:7081", "TCP address of the profiling endpoints, with --enable-profiling (keep it loopback: profiles show what the hub holds)")
 	flags.DurationVar(&cfg.Health.GracePeriod, "cluster-monitor-grace-period", defaults.GracePeriod, "time without a lease renewal before a cluster's Ready goes Unknown")
 	flags.DurationVar(&cfg.Health.StartupGracePeriod, "cluster-startup-grace-period", defaults.StartupGracePeriod, "time a registered cluster that never renewed gets before it goes Unknown")
 	flags.DurationVar(&cfg.Health.EvictionTimeout, "failover-eviction-timeout", defaults.EvictionTimeout, "time not Ready before the NoSchedule health taint is joined by NoExecute")
@@ -94,29 +101,30 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags.DurationVar(&cfg.LeaseFlushInterval, "lease-flush-interval", 10*time.Second, "how often renewed leases are written to the store in batches: each lease at most once per interval, whatever the heartbeat rate")
 	flags.DurationVar(&cfg.EventTTL, "event-ttl", time.Hour, "how long events are kept (the API server's --event-ttl)")
 	flags.Float64Var(&cfg.LeaseWritesPerSecond, "lease-writes-per-second", 100, "most writes per second of the cluster registry to the API server (0: no limit): leases get what Cluster writes leave (at least a tenth); with more clusters than this times --lease-flush-interval, each stored lease is refreshed less often (health changes are never held back, and health is decided in memory)")
-	flags.IntVar(&cfg.MaxHandshakes, "max-handshakes", agentserver.DefaultMaxHandshakes, "agents' handshakes the hub carries at once, QUIC and the WebSocket fallback's TLS together; beyond it a QUIC connection is refused at its first packet and the agent dials again in 1-3 s, a TCP connection waits to be accepted (after a restart the whole fleet dials at once: handshakes beyond what the cores finish would all be slow and time out)")
-	flags.IntVar(&cfg.ControllerWorkers, "controller-workers", hub.DefaultControllerWorkers, "bindings (and Works, templates...) each controller reconciles at once: each waits for its writes to the API server, so more workers help when those answers are slow and cores are free")
+	flags.IntVar(&cfg.MaxHandshakes, "max-handshakes", agentserver.DefaultMaxHandshakes, "agents' handshakes the hub carries at once, QUIC and the WebSocket fallback's TLS together; beyond it a QUIC connection is refused at its first packet and the agent dials again in 1-3 s, a TCP connection waits to be accepted (after a restart the whole fleet dials at once: handshakes beyond what the cores finish would all be slow and time out; 1 to 100000)")
+	flags.IntVar(&cfg.ControllerWorkers, "controller-workers", hub.DefaultControllerWorkers, "bindings (and Works, templates...) each controller reconciles at once: each waits for its writes to the API server, so more workers help when those answers are slow and cores are free (1 to 256)")
 	flags.Int64Var(&cfg.Store.Quota, "store-quota-bytes", store.DefaultQuota, "etcd's backend quota: set on the embedded etcd; with --etcd-endpoints, give the external etcd's --quota-backend-bytes")
 	flags.Float64Var(&cfg.Store.AgentThreshold, "store-agent-write-threshold", store.DefaultAgentThreshold, "fraction of --store-quota-bytes in use above which what agents drive (Work status reports, events about agents) is no longer stored, so health changes always have room (stored again below 80 % of it)")
 	flags.DurationVar(&cfg.Store.Interval, "store-check-interval", 10*time.Second, "how often the hub checks etcd's size and alarms (and defragments or disarms NOSPACE when that helps)")
 	flags.DurationVar(&cfg.MaxClockSkew, "max-clock-skew", 2*time.Second, "agent clock skew beyond which condition ClockSynced goes False")
-	flags.StringVar(&cfg.HubID, "hub-id", hostname, "name of this hub replica, shown in status.agent.connectedTo")
-	leaderElect := flags.Bool("leader-elect", false, "replicas sharing an external etcd elect one (Lease kube-system/flotilla-hub in the hub's API) that runs the controllers and the health decisions; the others serve the API and stand by. With --gossip-join every replica serves agents and relays them to the leader; without, only the leader does and a standby's /readyz fails (default true with --etcd-endpoints)")
+	flags.StringVar(&cfg.HubID, "hub-id", hostname, "name of this hub replica, shown in status.agent.connectedTo; at most 200 characters with --gossip-join")
+	flags.BoolVar(&o.leaderElect, "leader-elect", false, "replicas sharing an external etcd elect one (Lease kube-system/flotilla-hub in the hub's API) that runs the controllers and the health decisions; the others serve the API and stand by. With --gossip-join every replica serves agents and relays them to the leader; without, only the leader does and a standby's /readyz fails (default true with --etcd-endpoints)")
 	flags.BoolVar(&cfg.LabelLeaderPod, "label-leader-pod", false, "in Kubernetes: while leading, label this pod flotilla.io/hub-leader=true (POD_NAMESPACE and POD_NAME from the downward API; the pod's ServiceAccount may patch it), so the agents' Service selects the leader; a standby's /readyz then passes, so a StatefulSet can roll it")
 	flags.DurationVar(&cfg.LeaderElection.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a standby waits after the leader's last renewal before it takes over")
-	flags.DurationVar(&cfg.LeaderElection.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it stops leading (and exits, to restart as a standby); less than the lease duration")
+	flags.DurationVar(&cfg.LeaderElection.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew before it stops leading (and exits, to restart as a standby); less than the lease duration and more than 1.2 times the retry period")
 	flags.DurationVar(&cfg.LeaderElection.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "how often the leader renews and standbys try to take over")
 	flags.StringSliceVar(&cfg.Gossip.Join, "gossip-join", nil, "with leader election: the other replicas' gossip addresses, HOST:PORT (a name may resolve to all of them, e.g. a headless Service). The replicas form a memberlist group; every replica serves agents and relays their renewals and status to the leader every 100 ms (a replica silent for 2.5 s is lost: its clusters that were renewing get a grace to reconnect); the leader sends the others its agent sessions and last renewals every --gossip-interval, so the replica taking over after it dies gives the restart grace only to clusters whose agents were renewing and detects the others on time. Empty: no gossip")
 	flags.StringVar(&cfg.Gossip.Addr, "gossip-addr", "0.0.0.0:7946", "with --gossip-join: HOST:PORT this replica gossips on (TCP and UDP)")
 	flags.StringVar(&cfg.Gossip.AdvertiseAddr, "gossip-advertise-addr", "", "with --gossip-join: HOST:PORT the other replicas reach this one at (default: --gossip-addr, or with 0.0.0.0 this machine's private address)")
-	flags.DurationVar(&cfg.Gossip.Interval, "gossip-interval", time.Second, "with --gossip-join: how often the leader sends its agent sessions to the other replicas")
-	flags.DurationVar(&cfg.AgentCertTTL, "agent-cert-ttl", 90*24*time.Hour, "lifetime of the certificates agents get when they join (agents renew at 80 %)")
+	flags.DurationVar(&cfg.Gossip.Interval, "gossip-interval", time.Second, "with --gossip-join: how often the leader sends its agent sessions to the other replicas (100ms up to --leader-elect-lease-duration)")
+	flags.DurationVar(&cfg.AgentCertTTL, "agent-cert-ttl", 90*24*time.Hour, "lifetime of the certificates agents get when they join, at least 1m (agents renew at 80 %)")
 	flags.StringVar(&cfg.AgentCSRApproval, "agent-csr-approval", join.ApprovalAuto, "how joining agents' certificate requests are approved: auto (when their bootstrap token is valid for the cluster) or manual (kubectl certificate approve)")
 	flags.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra DNS names or IPs for the hub's QUIC and API serving certificates (localhost, 127.0.0.1 and the hostname are always included)")
-	fo := failover.DefaultConfig()
-	notReadySeconds := flags.Int64("default-not-ready-toleration-seconds", int64(fo.DefaultNotReadyToleration/time.Second),
+	o.failover = failover.DefaultConfig()
+	fo := &o.failover
+	flags.Int64Var(&o.notReadySeconds, "default-not-ready-toleration-seconds", int64(fo.DefaultNotReadyToleration/time.Second),
 		"how long workloads of a placement without its own NoExecute toleration of cluster.flotilla.io/not-ready stay on such a cluster")
-	unreachableSeconds := flags.Int64("default-unreachable-toleration-seconds", int64(fo.DefaultUnreachableToleration/time.Second),
+	flags.Int64Var(&o.unreachableSeconds, "default-unreachable-toleration-seconds", int64(fo.DefaultUnreachableToleration/time.Second),
 		"how long workloads of a placement without its own NoExecute toleration of cluster.flotilla.io/unreachable stay on such a cluster")
 	flags.DurationVar(&fo.GracefulEvictionTimeout, "graceful-eviction-timeout", fo.GracefulEvictionTimeout,
 		"how long an evicted cluster keeps its copy when the replacement is scheduled but not healthy yet (tasks without their own grace period)")
@@ -126,8 +134,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags.IntVar(&fo.Zones.LargeZoneThreshold, "large-zone-threshold", fo.Zones.LargeZoneThreshold, "zones with more clusters than this keep evicting at the secondary rate when partially disrupted")
 	flags.Float64Var(&fo.Zones.UnhealthyThreshold, "unhealthy-zone-threshold", fo.Zones.UnhealthyThreshold,
 		"fraction of a zone's clusters not Ready (and more than 2) at which the zone slows to the secondary rate")
-	logLevel := flags.String("log-level", "info", "log level: debug, info, warn or error")
-	showVersion := flags.Bool("version", false, "print the version (and the Kubernetes release the hub embeds) and exit")
+	flags.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	flags.BoolVar(&o.showVersion, "version", false, "print the version (and the Kubernetes release the hub embeds) and exit")
+	return flags
+}
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	hostname, _ := os.Hostname()
+	var cfg hub.Config
+	var o serveOptions
+	flags := newFlags(&cfg, &o, hostname)
+	flags.SetOutput(stderr)
 	flags.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: flotilla-hub [flags]\n"+
 			"       flotilla-hub token create|list|delete [--data-dir DIR] ...   bootstrap tokens for joining agents\n"+
@@ -146,26 +163,26 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
-	if *showVersion {
+	if o.showVersion {
 		fmt.Fprintln(stdout, version.Get())
 		return nil
 	}
 	if flags.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q (see --help)", flags.Args())
 	}
-	if *enableProfiling {
-		if *profilingAddr == "" {
+	if o.enableProfiling {
+		if o.profilingAddr == "" {
 			return errors.New("--enable-profiling needs a --profiling-addr")
 		}
-		cfg.ProfilingAddr = *profilingAddr
+		cfg.ProfilingAddr = o.profilingAddr
 	}
-	if err := setFailover(&cfg, fo, *notReadySeconds, *unreachableSeconds); err != nil {
+	if err := setFailover(&cfg, o.failover, o.notReadySeconds, o.unreachableSeconds); err != nil {
 		return err
 	}
 	if err := validateDurations(cfg); err != nil {
 		return err
 	}
-	cfg.LeaderElection.Enabled = *leaderElect || (!flags.Changed("leader-elect") && len(cfg.EtcdEndpoints) > 0)
+	cfg.LeaderElection.Enabled = o.leaderElect || (!flags.Changed("leader-elect") && len(cfg.EtcdEndpoints) > 0)
 	if err := validateLeaderElection(cfg.LeaderElection); err != nil {
 		return err
 	}
@@ -175,7 +192,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := setAPIServer(&cfg); err != nil {
 		return err
 	}
-	logger, err := newLogger(stderr, *logLevel)
+	logger, err := newLogger(stderr, o.logLevel)
 	if err != nil {
 		return err
 	}

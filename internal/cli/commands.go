@@ -76,9 +76,14 @@ func (inv *invocation) usagef(format string, args ...any) error {
 	return usagef(inv.cmd, format, args...)
 }
 
+// newInvocation starts a run of a with the global options' defaults.
+func (a *App) newInvocation() *invocation {
+	return &invocation{App: a, cmd: a.name(), timeout: defaultTimeout}
+}
+
 // dispatch parses the global flags, finds the command and runs it.
 func (a *App) dispatch(ctx context.Context, args []string) error {
-	inv := &invocation{App: a, cmd: a.name(), timeout: defaultTimeout}
+	inv := a.newInvocation()
 	var help, showVersion bool
 	top := inv.topFlags(&help, &showVersion)
 	top.SetInterspersed(false) // flags after the command are the command's
