@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/quic-go/quic-go"
 
@@ -59,19 +58,4 @@ func explainConnError(err error) error {
 		return fmt.Errorf("the hub stopped answering: %w", err)
 	}
 	return err
-}
-
-// truncateMessage cuts s to at most limit bytes on a character boundary,
-// for the reason a session's end sends the hub. (Package clusterstatus
-// cuts health messages with its own copy.)
-func truncateMessage(s string, limit int) string {
-	if len(s) <= limit {
-		return s
-	}
-	const ellipsis = "..."
-	cut := limit - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + ellipsis
 }

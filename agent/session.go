@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flotilla-io/flotilla/internal/ellipsis"
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/transport"
 )
@@ -233,7 +234,7 @@ func (s *session) abort(err error) {
 		reason = "certificate renewed: reconnecting"
 	}
 	if errors.Is(err, errProtocol) {
-		code, reason = protocol.CloseProtocolError, truncateMessage(err.Error(), 512)
+		code, reason = protocol.CloseProtocolError, ellipsis.Cut(err.Error(), 512)
 		if werr := s.closeControl(&protocol.Error{Code: protocol.CodeBadMessage, Message: reason}); werr != nil {
 			s.log.Debug("cannot send Error to the hub", "err", werr)
 		}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/flotilla-io/flotilla/internal/ellipsis"
 	"github.com/flotilla-io/flotilla/protocol"
 )
 
@@ -70,7 +71,7 @@ func NewCollector(client kubernetes.Interface, caps *Capacity, probe Probe, clk 
 func (c *Collector) Collect(ctx context.Context) *protocol.ClusterStatus {
 	healthy, message := true, "ok"
 	if err := c.call(ctx, c.probe); err != nil {
-		healthy, message = false, truncateMessage(err.Error(), maxHealthMessage)
+		healthy, message = false, ellipsis.Cut(err.Error(), maxHealthMessage)
 	} else {
 		c.refresh(ctx)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"unicode/utf8"
 
 	"k8s.io/client-go/rest"
 )
@@ -56,17 +55,4 @@ func failedChecks(body string) string {
 		}
 	}
 	return strings.Join(failed, "; ")
-}
-
-// truncateMessage cuts s to at most limit bytes on a character boundary.
-func truncateMessage(s string, limit int) string {
-	if len(s) <= limit {
-		return s
-	}
-	const ellipsis = "..."
-	cut := limit - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + ellipsis
 }

@@ -78,20 +78,3 @@ type response struct {
 	code int
 	body string
 }
-
-func TestTruncateMessage(t *testing.T) {
-	for _, tc := range []struct {
-		in    string
-		limit int
-		want  string
-	}{
-		{"short", 10, "short"},
-		{"exactly10!", 10, "exactly10!"},
-		{"much too long", 10, "much to..."},
-		{"ääääää", 8, "ää..."}, // never cuts a character in half
-	} {
-		if got := truncateMessage(tc.in, tc.limit); got != tc.want {
-			t.Errorf("truncateMessage(%q, %d) = %q, want %q", tc.in, tc.limit, got, tc.want)
-		}
-	}
-}

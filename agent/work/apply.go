@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/flotilla-io/flotilla/internal/ellipsis"
 	"github.com/flotilla-io/flotilla/protocol"
 )
 
@@ -155,7 +156,7 @@ func (a *applyRun) fail(i int, err error) {
 	if a.refs[i] == nil {
 		*r = manifestIdentity(a.manifests[i])
 	}
-	r.Health, r.Message, r.Status = protocol.HealthUnknown, truncate(err.Error(), maxMessage), nil
+	r.Health, r.Message, r.Status = protocol.HealthUnknown, ellipsis.Cut(err.Error(), maxMessage), nil
 }
 
 // manifestIdentity names a manifest that could not be mapped as far as it
@@ -180,16 +181,16 @@ func (a *applyRun) finish() string {
 	if a.record.fenced() {
 		// The hub sent the Work again: the workloads run as it says.
 		if err := a.e.unfence(a.op, applied); err != nil {
-			return truncate("restore after fencing: "+err.Error(), maxMessage)
+			return ellipsis.Cut("restore after fencing: "+err.Error(), maxMessage)
 		}
 	}
 	if err := a.e.prune(a.op, subtract(a.record.all(), applied)); err != nil {
-		return truncate("prune: "+err.Error(), maxMessage)
+		return ellipsis.Cut("prune: "+err.Error(), maxMessage)
 	}
 	done := &record{Generation: a.op.upsert.Generation, Binding: a.op.upsert.Binding, Objects: applied,
 		StopAfterSeconds: a.op.upsert.StopAfterSeconds}
 	if err := a.e.records.save(a.op.ctx, a.op.work, done); err != nil {
-		return truncate(err.Error(), maxMessage)
+		return ellipsis.Cut(err.Error(), maxMessage)
 	}
 	a.e.setRecord(a.op.work, done)
 	return ""

@@ -3,7 +3,8 @@ package work
 import (
 	"fmt"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/flotilla-io/flotilla/internal/ellipsis"
 )
 
 // maxMessage is the protocol's limit on a human-readable message.
@@ -20,18 +21,5 @@ func (a *applyRun) failureSummary() string {
 	if len(msgs) == 0 {
 		return ""
 	}
-	return truncate(fmt.Sprintf("%d of %d manifests failed: %s", len(msgs), len(a.failed), strings.Join(msgs, "; ")), maxMessage)
-}
-
-// truncate cuts s to at most limit bytes on a rune boundary, marking the cut.
-func truncate(s string, limit int) string {
-	if len(s) <= limit {
-		return s
-	}
-	const ellipsis = "..."
-	cut := limit - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + ellipsis
+	return ellipsis.Cut(fmt.Sprintf("%d of %d manifests failed: %s", len(msgs), len(a.failed), strings.Join(msgs, "; ")), maxMessage)
 }

@@ -1,8 +1,8 @@
-package agent
+package ellipsis
 
 import "testing"
 
-func TestTruncateMessage(t *testing.T) {
+func TestCut(t *testing.T) {
 	for _, tc := range []struct {
 		in    string
 		limit int
@@ -13,8 +13,8 @@ func TestTruncateMessage(t *testing.T) {
 		{"much too long", 10, "much to..."},
 		{"ääääää", 8, "ää..."}, // never cuts a character in half
 	} {
-		if got := truncateMessage(tc.in, tc.limit); got != tc.want {
-			t.Errorf("truncateMessage(%q, %d) = %q, want %q", tc.in, tc.limit, got, tc.want)
+		if got := Cut(tc.in, tc.limit); got != tc.want {
+			t.Errorf("Cut(%q, %d) = %q, want %q", tc.in, tc.limit, got, tc.want)
 		}
 	}
 }
