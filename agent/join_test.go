@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +25,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/agent/credstore"
 	"github.com/flotilla-io/flotilla/internal/pki"
+	"github.com/flotilla-io/flotilla/internal/syncbuf"
 	"github.com/flotilla-io/flotilla/protocol"
 )
 
@@ -161,38 +161,20 @@ func (c *timerClock) waitTimer(t *testing.T, what string) time.Duration {
 	}
 }
 
-// logBuffer collects an agent's logs, safe for concurrent use.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // joinSetup is a test hub that answers joins and an agent without a
 // certificate that joins it.
 type joinSetup struct {
 	own, other *testPKI
 	hub        *testHub
 	clock      *timerClock
-	logs       *logBuffer
+	logs       *syncbuf.Buffer
 	certDir    string
 	cfg        Config
 }
 
 func newJoinSetup(t *testing.T, answers []joinAnswer) *joinSetup {
 	t.Helper()
-	s := &joinSetup{own: newTestPKI(t), other: newTestPKI(t), clock: newTimerClock(), logs: &logBuffer{}}
+	s := &joinSetup{own: newTestPKI(t), other: newTestPKI(t), clock: newTimerClock(), logs: &syncbuf.Buffer{}}
 	s.hub = startTestHub(t, s.own.hubTLS(t), nil, func(h *testHub) {
 		h.join = func(n int, req *protocol.JoinRequest) protocol.Message {
 			return answers[min(n, len(answers))-1](t, s.own, s.other, req)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/agent/credstore"
 	"github.com/flotilla-io/flotilla/internal/pki"
+	"github.com/flotilla-io/flotilla/internal/syncbuf"
 	"github.com/flotilla-io/flotilla/protocol"
 )
 
@@ -102,7 +103,7 @@ type rotationSetup struct {
 	pki     *testPKI
 	hub     *testHub
 	clock   *timerClock
-	logs    *logBuffer
+	logs    *syncbuf.Buffer
 	dir     string
 	certPEM []byte // the agent's first certificate
 	keyPEM  []byte
@@ -111,7 +112,7 @@ type rotationSetup struct {
 
 func newRotationSetup(t *testing.T, notBefore, notAfter time.Duration, answers ...renewAnswer) *rotationSetup {
 	t.Helper()
-	s := &rotationSetup{pki: newTestPKI(t), clock: newTimerClock(), logs: &logBuffer{}, dir: t.TempDir()}
+	s := &rotationSetup{pki: newTestPKI(t), clock: newTimerClock(), logs: &syncbuf.Buffer{}, dir: t.TempDir()}
 	key, err := pki.NewKey()
 	if err != nil {
 		t.Fatal(err)

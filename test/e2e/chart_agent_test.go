@@ -148,9 +148,16 @@ func parseHelmInstall(out string) (helmInstall, error) {
 	if strings.ContainsAny(text.String(), `'"$`) {
 		return helmInstall{}, fmt.Errorf("command %q: quoting is not expected", text.String())
 	}
-	f := strings.Fields(text.String())
-	if len(f) < 4 {
-		return helmInstall{}, fmt.Errorf("command %q: want helm install RELEASE CHART", text.String())
+	return helmInstallOf(strings.Fields(text.String()))
+}
+
+// helmInstallOf reads the words of a helm install command: the release,
+// the chart, --namespace, --create-namespace and --set; anything else is
+// an error.
+func helmInstallOf(f []string) (helmInstall, error) {
+	command := strings.Join(f, " ")
+	if len(f) < 4 || f[0] != "helm" || f[1] != "install" {
+		return helmInstall{}, fmt.Errorf("command %q: want helm install RELEASE CHART", command)
 	}
 	h := helmInstall{release: f[2], chart: f[3], namespace: "default"}
 	for i := 4; i < len(f); i++ {
@@ -179,7 +186,7 @@ func parseHelmInstall(out string) (helmInstall, error) {
 			err = fmt.Errorf("unexpected argument %q", f[i])
 		}
 		if err != nil {
-			return helmInstall{}, fmt.Errorf("command %q: %w", text.String(), err)
+			return helmInstall{}, fmt.Errorf("command %q: %w", command, err)
 		}
 	}
 	return h, nil
@@ -645,13 +652,19 @@ type installedAgent struct {
 // first pod of its Deployment as its spec says.
 func installAgentChart(t *testing.T, c *membercluster.Cluster, tokenOutput string) installedAgent {
 	t.Helper()
-	member, err := c.Clientset()
-	if err != nil {
-		t.Fatal(err)
-	}
 	install, err := parseHelmInstall(tokenOutput)
 	if err != nil {
 		t.Fatalf("flotilla-hub token create printed:\n%s\n%v", tokenOutput, err)
+	}
+	return helmInstallAgent(t, c, install)
+}
+
+// helmInstallAgent does what the helm install command install does.
+func helmInstallAgent(t *testing.T, c *membercluster.Cluster, install helmInstall) installedAgent {
+	t.Helper()
+	member, err := c.Clientset()
+	if err != nil {
+		t.Fatal(err)
 	}
 	if install.chart != "charts/flotilla-agent" || !install.createNamespace {
 		t.Fatalf("printed command installs %q (create namespace %v), want charts/flotilla-agent with --create-namespace", install.chart, install.createNamespace)
