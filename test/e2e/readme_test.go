@@ -163,7 +163,11 @@ func startDemo(t *testing.T, args []string) *demoRun {
 	d.hub = &hub{dataDir: filepath.Join(d.dir, "hub"), httpAddr: "127.0.0.1:7080"}
 	d.cmd = exec.Command(args[0], args[1:]...)
 	d.cmd.Dir = repoRoot
-	d.cmd.Env = append(os.Environ(), "DEMO_DIR="+d.dir)
+	// As typed in a terminal: none of the make that runs these tests.
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "MAKEFLAGS=") || strings.HasPrefix(kv, "MFLAGS=") || strings.HasPrefix(kv, "MAKELEVEL=")
+	})
+	d.cmd.Env = append(env, "DEMO_DIR="+d.dir)
 	d.cmd.Stdout, d.cmd.Stderr = &d.out, &d.out
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	d.cmd.WaitDelay = 10 * time.Second // a leftover holding the output pipe must not hang Wait
