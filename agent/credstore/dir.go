@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/flotilla-io/flotilla/internal/atomicfile"
 )
 
 // dirStore keeps the credentials as files, mode 0600, in a directory
@@ -63,7 +65,7 @@ func (s dirStore) persist(old, next Credentials) error {
 	}
 	for _, c := range []change{{KeyFile, old.Key, next.Key}, {CertFile, old.Cert, next.Cert}} {
 		if !bytes.Equal(c.old, c.next) {
-			if err := writeFileAtomic(s.Location(c.name), c.next); err != nil {
+			if err := atomicfile.Write(s.Location(c.name), c.next, 0o600); err != nil {
 				return err
 			}
 		}
@@ -75,15 +77,14 @@ func (s dirStore) persist(old, next Credentials) error {
 			}
 		}
 	}
-	syncDir(s.dir)
-	return nil
+	return atomicfile.SyncDir(s.dir)
 }
 
 func (s dirStore) SaveKey(_ context.Context, keyPEM []byte) error {
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return fmt.Errorf("create the certificate directory: %w", err)
 	}
-	if err := writeFileAtomic(s.Location(KeyFile), keyPEM); err != nil {
+	if err := atomicfile.Write(s.Location(KeyFile), keyPEM, 0o600); err != nil {
 		return fmt.Errorf("write client key: %w", err)
 	}
 	return nil
@@ -94,7 +95,7 @@ func (s dirStore) SaveJoined(_ context.Context, caPEM, certPEM []byte) error {
 		name string
 		data []byte
 	}{{CAFile, caPEM}, {CertFile, certPEM}} {
-		if err := writeFileAtomic(s.Location(f.name), f.data); err != nil {
+		if err := atomicfile.Write(s.Location(f.name), f.data, 0o600); err != nil {
 			return err
 		}
 	}
@@ -102,14 +103,14 @@ func (s dirStore) SaveJoined(_ context.Context, caPEM, certPEM []byte) error {
 }
 
 func (s dirStore) SaveNextKey(_ context.Context, keyPEM []byte) error {
-	return writeFileAtomic(s.Location(NextKeyFile), keyPEM)
+	return atomicfile.Write(s.Location(NextKeyFile), keyPEM, 0o600)
 }
 
 // installRenewed writes certPEM as tls.crt.next, then renames tls.key.next
 // over tls.key and tls.crt.next over tls.crt. A crash between the renames
 // leaves files settleRotation finishes.
 func (s dirStore) InstallRenewed(_ context.Context, certPEM []byte) error {
-	if err := writeFileAtomic(s.Location(NextCertFile), certPEM); err != nil {
+	if err := atomicfile.Write(s.Location(NextCertFile), certPEM, 0o600); err != nil {
 		return err
 	}
 	if err := os.Rename(s.Location(NextKeyFile), s.Location(KeyFile)); err != nil {
@@ -118,48 +119,5 @@ func (s dirStore) InstallRenewed(_ context.Context, certPEM []byte) error {
 	if err := os.Rename(s.Location(NextCertFile), s.Location(CertFile)); err != nil {
 		return err
 	}
-	syncDir(s.dir)
-	return nil
-}
-
-// writeFileAtomic writes data to path, mode 0600, through a temporary file
-// in the same directory and a rename: a crash leaves the old file or the
-// new one, never a part.
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(0o600); err == nil {
-		if _, err = f.Write(data); err == nil {
-			err = f.Sync()
-		}
-	}
-	if closeErr := f.Close(); err == nil {
-		err = closeErr
-	}
-	if err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	syncDir(dir)
-	return nil
-}
-
-// syncDir makes renames in dir durable; not every file system can sync a
-// directory.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
+	return atomicfile.SyncDir(s.dir)
 }

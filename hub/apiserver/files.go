@@ -17,6 +17,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/keyutil"
 
+	"github.com/flotilla-io/flotilla/internal/atomicfile"
 	"github.com/flotilla-io/flotilla/internal/pki"
 )
 
@@ -173,14 +174,7 @@ func clientConfig(url string, ca, cert, key []byte) *rest.Config {
 
 // writeFile replaces path atomically with data, readable only by its owner.
 func writeFile(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.Write(path, data, 0o600)
 }
 
 // defaultAuditPolicy records every write with its user (Metadata: who, what,

@@ -19,6 +19,7 @@ import (
 	"github.com/quic-go/quic-go"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/flotilla-io/flotilla/internal/atomicfile"
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/protocol"
 )
@@ -65,14 +66,10 @@ func EnsureCA(dataDir string) (*pki.CA, error) {
 	return ca, nil
 }
 
-// writeFiles writes each file atomically (temporary file, then rename).
+// writeFiles writes each file atomically, readable only by its owner.
 func writeFiles(files map[string][]byte) error {
 	for path, data := range files {
-		tmp := path + ".tmp"
-		if err := os.WriteFile(tmp, data, 0o600); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, path); err != nil {
+		if err := atomicfile.Write(path, data, 0o600); err != nil {
 			return err
 		}
 	}

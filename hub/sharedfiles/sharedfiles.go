@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/flotilla-io/flotilla/internal/atomicfile"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -171,39 +172,14 @@ func install(dataDir string, files map[string][]byte, existed map[string]bool, l
 	return nil
 }
 
-// writeFile writes atomically (temporary file, then rename), mode 0600.
+// writeFile writes atomically, mode 0600, creating its folder: a power cut
+// must not leave an empty CA key.
 func writeFile(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("shared file: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
+	if err := atomicfile.Write(path, data, 0o600); err != nil {
 		return fmt.Errorf("shared file: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("shared file %s: %w", path, err)
-	}
-	// On disk before the rename, and the rename on disk before the hub
-	// uses the file: a power cut must not leave an empty CA key.
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("shared file %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("shared file %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("shared file %s: %w", path, err)
-	}
-	dir, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return fmt.Errorf("shared file %s: %w", path, err)
-	}
-	defer dir.Close()
-	if err := dir.Sync(); err != nil {
-		return fmt.Errorf("shared file %s: %w", path, err)
 	}
 	return nil
 }

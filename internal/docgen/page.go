@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flotilla-io/flotilla/internal/atomicfile"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -118,30 +119,12 @@ func moduleRoot() (string, error) {
 	}
 }
 
-// writeFile replaces path's content through a temporary file in its
-// folder, so a failed write leaves the page as it was.
+// writeFile replaces path's content whole, keeping its mode, so a failed
+// write leaves the page as it was.
 func writeFile(path string, data []byte) error {
 	info, err := os.Stat(path)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	_, err = tmp.Write(data)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), info.Mode().Perm())
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.Write(path, data, info.Mode().Perm())
 }
