@@ -231,6 +231,9 @@ func ensureSharedFiles(dataDir string) error {
 	if _, err := ca.LoadStatelessResetKey(dataDir); err != nil {
 		return err
 	}
+	if _, err := ca.LoadGossipKey(dataDir); err != nil {
+		return err
+	}
 	return apiserver.EnsureServiceAccountKey(dataDir)
 }
 

@@ -152,26 +152,52 @@ func IssueAgentCertificate(dataDir, cluster, outDir string, record func(serial *
 // reset, so agents notice at once and reconnect instead of waiting for
 // their idle timeout.
 func LoadStatelessResetKey(dataDir string) (*quic.StatelessResetKey, error) {
-	path := filepath.Join(pkiDir(dataDir), "stateless-reset.key")
 	var key quic.StatelessResetKey
+	data, err := loadOrCreateKey(dataDir, "stateless-reset.key", len(key))
+	if err != nil {
+		return nil, fmt.Errorf("stateless reset key: %w", err)
+	}
+	copy(key[:], data)
+	return &key, nil
+}
+
+// GossipKeySize is the length of the replicas' gossip key (AES-256).
+const GossipKeySize = 32
+
+// LoadGossipKey reads DATA/pki/gossip.key, creating it on first use: the
+// key that encrypts and authenticates the replicas' gossip, shared by the
+// replicas like the CA. One key, one use: it used to be derived from the
+// stateless-reset key, so whatever held that key could join the gossip.
+func LoadGossipKey(dataDir string) ([]byte, error) {
+	key, err := loadOrCreateKey(dataDir, "gossip.key", GossipKeySize)
+	if err != nil {
+		return nil, fmt.Errorf("gossip key: %w", err)
+	}
+	return key, nil
+}
+
+// loadOrCreateKey reads DATA/pki/name, which must hold size bytes, or
+// writes size random bytes there when it does not exist.
+func loadOrCreateKey(dataDir, name string, size int) ([]byte, error) {
+	path := filepath.Join(pkiDir(dataDir), name)
 	data, err := os.ReadFile(path)
 	switch {
-	case err == nil && len(data) == len(key):
-		copy(key[:], data)
-		return &key, nil
+	case err == nil && len(data) == size:
+		return data, nil
 	case err == nil:
-		return nil, fmt.Errorf("%s: %d bytes, want %d", path, len(data), len(key))
+		return nil, fmt.Errorf("%s: %d bytes, want %d", path, len(data), size)
 	case !errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("stateless reset key: %w", err)
+		return nil, err
 	}
-	if _, err := rand.Read(key[:]); err != nil {
-		return nil, fmt.Errorf("stateless reset key: %w", err)
+	key := make([]byte, size)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(pkiDir(dataDir), 0o700); err != nil {
-		return nil, fmt.Errorf("stateless reset key: %w", err)
+		return nil, err
 	}
-	if err := writeFiles(map[string][]byte{path: key[:]}); err != nil {
-		return nil, fmt.Errorf("stateless reset key: %w", err)
+	if err := writeFiles(map[string][]byte{path: key}); err != nil {
+		return nil, err
 	}
-	return &key, nil
+	return key, nil
 }

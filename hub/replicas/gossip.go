@@ -2,8 +2,6 @@ package replicas
 
 import (
 	"context"
-	"crypto/hkdf"
-	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -99,16 +97,12 @@ type receivedBatch struct {
 }
 
 // StartGossip joins the replicas' group as identity. The group's key is
-// derived from the stateless reset key every replica shares
-// (hub/sharedfiles, in dataDir), so only replicas of this hub can join.
+// the gossip key every replica shares (hub/sharedfiles, in dataDir), so
+// only replicas of this hub can join.
 func StartGossip(cfg GossipConfig, dataDir, identity string, clk clock.WithTicker, logger *slog.Logger) (*Gossip, error) {
-	resetKey, err := ca.LoadStatelessResetKey(dataDir)
+	key, err := ca.LoadGossipKey(dataDir)
 	if err != nil {
 		return nil, err
-	}
-	key, err := hkdf.Key(sha256.New, resetKey[:], nil, "flotilla-hub gossip v1", 32)
-	if err != nil {
-		return nil, fmt.Errorf("gossip key: %w", err)
 	}
 	s := &Gossip{interval: cfg.Interval, logger: logger, relayed: make(chan receivedBatch, relayQueue), lost: make(chan string, relayQueue),
 		clock: clk}

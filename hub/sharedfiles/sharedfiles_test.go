@@ -2,8 +2,10 @@ package sharedfiles
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -200,4 +202,49 @@ func mustReadFile(t *testing.T, dir, p string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// TestOlderSetGetsNewFiles: a set stored by a version without the gossip
+// key gets the first upgraded replica's, which every later replica takes;
+// the CA and the other keys stay the stored ones.
+func TestOlderSetGetsNewFiles(t *testing.T) {
+	kv := openStore(t)
+	old := map[string][]byte{}
+	for _, p := range required {
+		old[p] = []byte("old:" + p)
+	}
+	data, err := json.Marshal(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(t.Context(), Key, string(data)); err != nil {
+		t.Fatal(err)
+	}
+	// The first upgraded replica had the old files in its data directory.
+	first, second := t.TempDir(), t.TempDir()
+	for p, content := range old {
+		if err := writeFile(filepath.Join(first, p), content); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := Sync(t.Context(), kv, first, makeFiles(first, "first"), quiet()); err != nil {
+		t.Fatalf("first upgraded replica: %v", err)
+	}
+	if err := Sync(t.Context(), kv, second, makeFiles(second, "second"), quiet()); err != nil {
+		t.Fatalf("second upgraded replica: %v", err)
+	}
+	want := map[string][]byte{"pki/gossip.key": []byte("first:pki/gossip.key")}
+	maps.Copy(want, old)
+	for name, dir := range map[string]string{"first": first, "second": second} {
+		if diff := cmp.Diff(want, mustRead(t, dir)); diff != "" {
+			t.Errorf("%s replica's files (-want +got):\n%s", name, diff)
+		}
+	}
+	stored, _, err := load(t.Context(), kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, stored); diff != "" {
+		t.Errorf("stored set (-want +got):\n%s", diff)
+	}
 }
