@@ -3,6 +3,7 @@ package admission
 import (
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -25,10 +26,10 @@ type request struct {
 func (r request) attributes() admission.Attributes {
 	name, namespace := r.name, ""
 	for _, obj := range []runtime.Object{r.obj, r.old} {
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			namespace = u.GetNamespace()
-			if name == "" {
-				name = u.GetName()
+		if m, err := meta.Accessor(obj); err == nil && obj != nil {
+			namespace = m.GetNamespace()
+			if _, typed := obj.(*unstructured.Unstructured); typed && name == "" {
+				name = m.GetName()
 			}
 		}
 	}

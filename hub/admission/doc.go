@@ -6,7 +6,8 @@
 //     api/validation refuses, with the path of every offending field;
 //   - FlotillaTaintTime stamps timeAdded on the taints of a Cluster;
 //   - FlotillaProtection keeps the CRDs of Flotilla's API groups and the
-//     namespace of the cluster leases from anyone but system:masters.
+//     namespace of the cluster leases from anyone but system:masters, and
+//     bootstrap tokens from anyone who may not manage them (flotilla-admin).
 //
 // Plugins returns them for apiserver.Config.Admission.
 package admission

@@ -16,7 +16,7 @@ func TestPlugins(t *testing.T) {
 	want := []plugin{
 		{Name: "FlotillaValidation", Validating: true, Handles: []admission.Operation{admission.Create, admission.Update}},
 		{Name: "FlotillaTaintTime", Mutating: true, Handles: []admission.Operation{admission.Create, admission.Update}},
-		{Name: "FlotillaProtection", Validating: true, Handles: []admission.Operation{admission.Update, admission.Delete}},
+		{Name: "FlotillaProtection", Validating: true, Handles: []admission.Operation{admission.Create, admission.Update, admission.Delete}},
 	}
 	var got []plugin
 	for _, p := range Plugins(nil) {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	appsv1alpha1 "github.com/flotilla-io/flotilla/api/apps/v1alpha1"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
@@ -23,15 +24,19 @@ import (
 // RBAC alone cannot say this: flotilla-operator may write CRDs, as resource
 // templates, and deleting one of Flotilla's would delete every object of its
 // kind.
+//
+// It also refuses writes of bootstrap-token Secrets to users who may not
+// manage tokens (see TokensResource).
 type Protection struct {
 	*admission.Handler
+	authorizer authorizer.Authorizer
 }
 
 var _ admission.ValidationInterface = (*Protection)(nil)
 
 // NewProtection returns the FlotillaProtection plugin.
 func NewProtection() *Protection {
-	return &Protection{Handler: admission.NewHandler(admission.Update, admission.Delete)}
+	return &Protection{Handler: admission.NewHandler(admission.Create, admission.Update, admission.Delete)}
 }
 
 // protectedGroups are the API groups whose CRDs are the hub's.
@@ -43,15 +48,21 @@ var (
 )
 
 // Validate refuses a protected request of a user outside system:masters.
-func (p *Protection) Validate(_ context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+func (p *Protection) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
 	if isMaster(a.GetUserInfo()) {
 		return nil
 	}
 	resource := a.GetResource().GroupResource()
 	name := objectName(a)
+	tokenWhy, err := p.tokenRefusal(ctx, a, name)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
 	var why string
 	switch {
-	case resource == crdResource && slices.Contains(protectedGroups, crdGroup(name)):
+	case tokenWhy != "":
+		why = tokenWhy
+	case resource == crdResource && a.GetOperation() != admission.Create && slices.Contains(protectedGroups, crdGroup(name)):
 		why = fmt.Sprintf("the CustomResourceDefinitions of %s are the Flotilla hub's: deleting one deletes every object of its kind, "+
 			"and the hub installs and upgrades them itself. Only members of group %s (the hub, the admin kubeconfig) may %s them",
 			strings.Join(protectedGroups, " and "), user.SystemPrivilegedGroup, verbOf(a.GetOperation()))

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/kubernetes/pkg/apis/core"
 )
 
 func TestProtection(t *testing.T) {
@@ -87,6 +89,73 @@ func TestProtection(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.want, err.Error()); diff != "" {
 				t.Errorf("message (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestProtectionOfTokens: only users the authorizer lets manage
+// bootstraptokens.flotilla.io write bootstrap-token Secrets.
+func TestProtectionOfTokens(t *testing.T) {
+	secretKind := corev1.SchemeGroupVersion.WithKind("Secret")
+	secret := func(namespace, name string, typ core.SecretType) runtime.Object {
+		return &core.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Type: typ}
+	}
+	const tokenType = core.SecretType("bootstrap.kubernetes.io/token")
+	ada := &user.DefaultInfo{Name: "ada", Groups: []string{user.AllAuthenticated}}
+	refusal := func(verb, name string) string {
+		return fmt.Sprintf(`secrets "%s" is forbidden: bootstrap tokens let a member cluster join the fleet: only users who may %s bootstraptokens.flotilla.io `+
+			`(flotilla-admin) may %s them; user "otto" is not one`, name, verb, verb)
+	}
+	tests := []struct {
+		name string
+		op   admission.Operation
+		obj  runtime.Object // the new object, or the old one for a delete
+		user user.Info
+		want string
+	}{
+		{name: "operator creates a token", op: admission.Create, obj: secret("kube-system", "bootstrap-token-abcdef", tokenType),
+			want: refusal("create", "bootstrap-token-abcdef")},
+		{name: "operator creates a token under another name", op: admission.Create, obj: secret("kube-system", "innocent", tokenType),
+			want: refusal("create", "innocent")},
+		{name: "operator updates a token", op: admission.Update, obj: secret("kube-system", "bootstrap-token-abcdef", tokenType),
+			want: refusal("update", "bootstrap-token-abcdef")},
+		{name: "operator deletes a token", op: admission.Delete, obj: secret("kube-system", "bootstrap-token-abcdef", tokenType),
+			want: refusal("delete", "bootstrap-token-abcdef")},
+		{name: "operator creates a token-named Secret of another type", op: admission.Create, obj: secret("kube-system", "bootstrap-token-abcdef", core.SecretTypeOpaque),
+			want: refusal("create", "bootstrap-token-abcdef")},
+		{name: "a user allowed bootstraptokens creates a token", op: admission.Create, obj: secret("kube-system", "bootstrap-token-abcdef", tokenType), user: ada},
+		{name: "system:masters creates a token", op: admission.Create, obj: secret("kube-system", "bootstrap-token-abcdef", tokenType), user: admin},
+		{name: "operator creates an ordinary Secret in kube-system", op: admission.Create, obj: secret("kube-system", "app", core.SecretTypeOpaque)},
+		{name: "operator creates a token-typed Secret elsewhere", op: admission.Create, obj: secret("web", "bootstrap-token-abcdef", tokenType)},
+	}
+	allowAda := authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+		if a.GetUser().GetName() == "ada" && a.GetAPIGroup() == "flotilla.io" && a.GetResource() == TokensResource {
+			return authorizer.DecisionAllow, "", nil
+		}
+		return authorizer.DecisionNoOpinion, "", nil
+	})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := request{op: tt.op, gvk: secretKind, resource: "secrets", user: tt.user}
+			if tt.op == admission.Delete {
+				r.old = tt.obj
+			} else {
+				r.obj = tt.obj
+			}
+			r.name = tt.obj.(*core.Secret).Name
+			p := NewProtection()
+			p.SetAuthorizer(allowAda)
+			err := p.Validate(context.Background(), r.attributes(), nil)
+			got := ""
+			if err != nil {
+				if !apierrors.IsForbidden(err) {
+					t.Fatalf("error = %v, want Forbidden", err)
+				}
+				got = err.Error()
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("refusal (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -281,3 +281,52 @@ func TestServerProtectsFlotillaCRDs(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestServerProtectsTokens: flotilla-operator may write Secrets, but not
+// bootstrap tokens; a user bound to flotilla-admin may.
+func TestServerProtectsTokens(t *testing.T) {
+	ctx := context.Background()
+	admin := kubernetes.NewForConfigOrDie(hub(t))
+	for user, role := range map[string]string{"otto": apiserver.OperatorRole, "ada": apiserver.AdminRole} {
+		binding := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: user + "-" + role},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+		}
+		if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	token := func() *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-abcdef", Namespace: "kube-system"},
+			Type: "bootstrap.kubernetes.io/token", StringData: map[string]string{"token-id": "abcdef", "token-secret": "0123456789abcdef"}}
+	}
+	otto := kubernetes.NewForConfigOrDie(userConfig(t, "otto")).CoreV1().Secrets("kube-system")
+	const refusal = `secrets "bootstrap-token-abcdef" is forbidden: bootstrap tokens let a member cluster join the fleet`
+	var err error
+	// RBAC lets otto create Secrets once its cache has the binding.
+	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err = otto.Create(ctx, token(), metav1.CreateOptions{})
+		return err == nil || strings.HasPrefix(err.Error(), refusal), nil
+	})
+	if !apierrors.IsForbidden(err) || !strings.HasPrefix(err.Error(), refusal) {
+		t.Fatalf("operator creates a bootstrap token: %v, want Forbidden: %s...", err, refusal)
+	}
+	if _, err := otto.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "kube-system"}}, metav1.CreateOptions{}); err != nil {
+		t.Errorf("operator creates an ordinary Secret in kube-system: %v", err)
+	}
+	ada := kubernetes.NewForConfigOrDie(userConfig(t, "ada")).CoreV1().Secrets("kube-system")
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := ada.Create(ctx, token(), metav1.CreateOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("flotilla-admin creates a bootstrap token: %v", err)
+	}
+	if err := otto.Delete(ctx, "bootstrap-token-abcdef", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("operator deletes a bootstrap token: %v, want Forbidden", err)
+	}
+	if err := ada.Delete(ctx, "bootstrap-token-abcdef", metav1.DeleteOptions{}); err != nil {
+		t.Errorf("flotilla-admin deletes a bootstrap token: %v", err)
+	}
+}

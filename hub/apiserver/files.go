@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/util/keyutil"
 
 	"github.com/flotilla-io/flotilla/internal/atomicfile"
+	"github.com/flotilla-io/flotilla/internal/bootstraptoken"
 	"github.com/flotilla-io/flotilla/internal/pki"
 )
 
@@ -179,12 +180,20 @@ func writeFile(path string, data []byte) error {
 
 // defaultAuditPolicy records every write with its user (Metadata: who, what,
 // when, the response code; never bodies, so no Secret data lands in the
-// log). Reads are not recorded, nor the hub's own high-rate writes of
-// leases and status, which follow from agents' heartbeats and reports.
+// log). Reads are not recorded, except of the Secrets in the namespace of
+// the bootstrap tokens (reading a token is being able to join a cluster),
+// nor the hub's own high-rate writes of leases and status, which follow
+// from agents' heartbeats and reports.
 const defaultAuditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
+- level: Metadata
+  verbs: ["get", "list", "watch"]
+  namespaces: ["` + bootstraptoken.Namespace + `"]
+  resources:
+  - group: ""
+    resources: ["secrets"]
 - level: None
   verbs: ["get", "list", "watch"]
 - level: None

@@ -186,8 +186,17 @@ func TestKubectlAgainstHub(t *testing.T) {
 			t.Errorf("viewer rebalances: err %v, want forbidden:\n%s", err, out)
 		}
 		mustKubectl(t, operator, "create", "-f", rebalancer)
+		// Operators write Secrets as templates, but not bootstrap tokens;
+		// and their reads of the tokens' namespace are audited.
+		out, err := kubectl(t, operator, "create", "secret", "generic", "bootstrap-token-abcdef", "-n", "kube-system", "--type=bootstrap.kubernetes.io/token",
+			"--from-literal=token-id=abcdef", "--from-literal=token-secret=0123456789abcdef", "--from-literal=usage-bootstrap-authentication=true")
+		if err == nil || !strings.Contains(out, "bootstrap tokens let a member cluster join the fleet") {
+			t.Errorf("operator creates a bootstrap token: err %v, want refused by admission:\n%s", err, out)
+		}
+		mustKubectl(t, operator, "get", "secrets", "-n", "kube-system")
 		waitForAudit(t, h, map[string]string{"otto": "patch clusters", "flotilla-admin": "create clusterrolebindings"})
 		waitForAudit(t, h, map[string]string{"otto": "create workloadrebalancers"})
+		waitForAudit(t, h, map[string]string{"otto": "list secrets"})
 	})
 
 	t.Run("get clusters -w sees the cluster go Unknown", func(t *testing.T) {
