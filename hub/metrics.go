@@ -105,6 +105,9 @@ func (a *httpServer) funcMetrics() []funcMetric {
 	gauge("flotilla_agent_handshakes_in_flight", "Agents' handshakes under way, QUIC and TLS on TCP (the WebSocket fallback) together, bounded by --max-handshakes.", func() float64 { return float64(a.agents.Snapshot().HandshakesInFlight) })
 	counter("flotilla_join_attempts_limited_total", "Join connections refused because their source address tried too often.", func() float64 { return float64(a.agents.Counters().JoinsLimited) })
 	counter("flotilla_served_apis_coalesced_total", "Lists of served APIs replaced by a newer one before they were stored (beyond a cluster's pace).", func() float64 { return float64(a.registry.Counters().APIsCoalesced) })
+	counter("flotilla_status_changes_coalesced_total", "Status reports whose change to the Cluster was replaced by a newer report's before its paced write (a burst of 4, then one per 10 s per cluster).", func() float64 { return float64(a.registry.Counters().ReportsCoalesced) })
+	counter("flotilla_served_apis_refused_total", "Lists of served APIs refused whole: larger than a Cluster stores (512 KiB).", func() float64 { return float64(a.registry.Counters().APIsRefused) })
+	counter("flotilla_served_api_entries_dropped_total", "Served API entries dropped because Kubernetes would not allow their names.", func() float64 { return float64(a.registry.Counters().APIEntriesDropped) })
 	if a.sessions != nil {
 		gauge("flotilla_hub_gossip_members", "Hub replicas alive in the gossip group, this one included.", func() float64 { return float64(a.sessions.Members()) })
 		counter("flotilla_hub_session_tables_sent_total", "Session tables this leader wrote to a standby replica's stream (not acknowledged).", func() float64 { return float64(a.sessions.Counters().TablesSent) })

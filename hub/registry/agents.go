@@ -255,13 +255,13 @@ func (r *Registry) statusLocked(cluster string, e *entry, report *protocol.Clust
 			st.ResourceSummary, changed = &v1alpha1.ResourceSummary{Allocatable: allocatable, Allocated: allocated}, true
 		}
 	}
-	if apis := r.servedAPIsLocked(e, report.ServedAPIs, now); apis != nil {
+	if apis := r.admitServedAPIsLocked(cluster, e, r.servedAPIsLocked(e, report.ServedAPIs, now), now); apis != nil {
 		if next := apiEnablements(apis); !equality.Semantic.DeepEqual(next, st.APIEnablements) {
 			st.APIEnablements, changed = next, true
 		}
 	}
 	if changed {
-		r.dirty[cluster] = true
+		r.reportChangedLocked(cluster)
 	}
 	r.stats.statusReports.Add(1)
 	r.evaluateLocked(cluster, e, now)

@@ -55,6 +55,9 @@ type Registry struct {
 	entries   map[string]*entry
 	deadlines *lease.Deadlines
 	dirty     map[string]bool // clusters whose object changed since the last flush
+	// reportDirty are clusters an agent's status report changed, written
+	// at their pace (reportpace.go).
+	reportDirty map[string]bool
 	// healthDirty are the dirty clusters whose Ready or taints changed:
 	// the final flush stores them first.
 	healthDirty map[string]bool
@@ -125,6 +128,9 @@ type registryCounters struct {
 	unknownTransitions atomic.Int64
 	eventsSuppressed   atomic.Int64 // beyond the per-reason bound
 	apisCoalesced      atomic.Int64 // served API lists replaced before they were stored
+	reportsCoalesced   atomic.Int64 // report changes replaced before they were stored
+	apisRefused        atomic.Int64 // served API lists refused as too large
+	apiEntriesDropped  atomic.Int64 // served API entries Kubernetes would not allow
 }
 
 // Counters are what the registry counted since it started.
@@ -142,8 +148,13 @@ type Counters struct {
 	// while the store is too full).
 	EventsRecorded, EventsSuppressed int64
 	// APIsCoalesced are lists of served APIs replaced by a newer one
-	// before they were stored.
-	APIsCoalesced int64
+	// before they were stored; ReportsCoalesced status reports whose
+	// change was replaced by a newer report's before its paced write.
+	APIsCoalesced, ReportsCoalesced int64
+	// APIsRefused are lists of served APIs too large to store;
+	// APIEntriesDropped entries of lists dropped because Kubernetes would
+	// not allow their names.
+	APIsRefused, APIEntriesDropped int64
 }
 
 // Counters returns the registry's counts so far.
@@ -154,7 +165,8 @@ func (r *Registry) Counters() Counters {
 		StoreWrites: st.storeWrites.Load(), StoreConflicts: st.storeConflicts.Load(),
 		Transitions: st.transitions.Load(), UnknownTransitions: st.unknownTransitions.Load(),
 		EventsRecorded: st.eventsRecorded.Load(), EventsSuppressed: st.eventsSuppressed.Load(),
-		APIsCoalesced: st.apisCoalesced.Load(),
+		APIsCoalesced: st.apisCoalesced.Load(), ReportsCoalesced: st.reportsCoalesced.Load(),
+		APIsRefused: st.apisRefused.Load(), APIEntriesDropped: st.apiEntriesDropped.Load(),
 	}
 }
 
@@ -175,7 +187,7 @@ func (r *Registry) Snapshot() Snapshot {
 	defer r.mu.Unlock()
 	return Snapshot{
 		Clusters:         len(r.entries),
-		UnstoredClusters: len(r.dirty) + r.writing,
+		UnstoredClusters: len(r.dirty) + len(r.reportDirty) + r.writing,
 		UnstoredHealth:   len(r.healthDirty) + r.writingHealth,
 		UnstoredLeases:   len(r.dirtyLeas),
 	}
@@ -206,6 +218,8 @@ type entry struct {
 	// list it held back.
 	apis        *rate.Limiter
 	pendingAPIs *protocol.ServedAPIs
+	// reportWrites paces the Cluster writes its status reports cause.
+	reportWrites *rate.Limiter
 	// renewals and lastStatus are for the dashboard.
 	renewals   renewalRing
 	lastStatus time.Time
@@ -241,6 +255,7 @@ func New(ctx context.Context, api API, cfg Config, clk clock.WithTicker, logger 
 		entries:      map[string]*entry{},
 		deadlines:    lease.NewDeadlines(),
 		dirty:        map[string]bool{},
+		reportDirty:  map[string]bool{},
 		healthDirty:  map[string]bool{},
 		dirtyLeas:    map[string]bool{},
 		urgentLeases: map[string]bool{},

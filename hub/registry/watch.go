@@ -71,6 +71,7 @@ func (r *Registry) Forget(name string) {
 	}
 	delete(r.entries, name)
 	delete(r.dirty, name)
+	delete(r.reportDirty, name)
 	delete(r.healthDirty, name)
 	delete(r.dirtyLeas, name)
 	delete(r.leaseWritten, name)

@@ -124,6 +124,9 @@ func (r *Registry) flush(ctx context.Context, healthOnly bool) {
 		}
 	}
 	clear(r.urgentLeases)
+	if !healthOnly {
+		r.promoteReportsLocked(r.clock.Now())
+	}
 	// Health changes go first: failover acts on the stored taints, and a
 	// fleet's status reports can keep the writers busy for minutes.
 	var sick, rest []*v1alpha1.Cluster

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -185,6 +187,41 @@ func TestHostileAgent(t *testing.T) {
 		t.Logf("after: %d reports, %.1f MiB sent → store +%.1f MiB; stored status %d bytes; %s", reports, mib(int64(sent)), mib(growth), len(raw),
 			grepMetrics(h.metrics(t), "flotilla_work_reports_coalesced_total", "flotilla_work_reports_truncated_total", "flotilla_store_db_size_bytes"))
 		honestReady(t, "after the oversized reports")
+	})
+
+	// Before: ~1 MiB of served APIs (900 group versions) five times a
+	// second, with the resources changing each time, for 30 s: every
+	// report rewrote the whole Cluster, and the store grew by 34.6 MiB.
+	// Such a list is now refused whole (a Cluster stores 512 KiB of
+	// APIs); this one is just under that, so the pace is what bounds it.
+	t.Run("bulky status reports five times a second grow the store by at most 5 MiB", func(t *testing.T) {
+		before := storeSize(t, h)
+		sent, reports := 0, 0
+		ticker := time.NewTicker(200 * time.Millisecond)
+		defer ticker.Stop()
+		deadline := time.Now().Add(30 * time.Second)
+		for ; time.Now().Before(deadline); reports++ {
+			sent += rogue.report(t, bulkyReport(reports))
+			<-ticker.C
+		}
+		// The last report may be held back by the pacing: it is stored
+		// once the pace allows, with no further report.
+		last := strconv.Itoa(bulkyPods(reports - 1))
+		waitFor(t, time.Minute, "the last report stored", func() (bool, string) {
+			c := h.cluster(t, "rogue")
+			if c.Status.ResourceSummary == nil {
+				return false, "no resource summary"
+			}
+			got := c.Status.ResourceSummary.Allocated[corev1.ResourcePods]
+			return got.String() == last, "allocated pods " + got.String()
+		})
+		growth := storeSize(t, h) - before
+		if growth > 5<<20 {
+			t.Errorf("the store grew by %.1f MiB for %.1f MiB of reports, want at most 5 MiB", mib(growth), mib(int64(sent)))
+		}
+		t.Logf("after: %d reports, %.1f MiB sent in 30 s → store +%.1f MiB; %s", reports, mib(int64(sent)), mib(growth),
+			grepMetrics(h.metrics(t), "flotilla_store_db_size_bytes", "flotilla_status_changes_coalesced_total", "flotilla_served_apis_coalesced_total"))
+		honestReady(t, "after the bulky reports")
 	})
 
 	t.Run("a 14 MiB frame from an agent ends its session", func(t *testing.T) {
@@ -417,17 +454,44 @@ func (r *rogueAgent) keepRenewing(ctx context.Context) {
 	}
 }
 
-// report sends a status report on the session's status stream.
-func (r *rogueAgent) report(t *testing.T, s *protocol.ClusterStatus) {
+// report sends a status report on the session's status stream and
+// returns its size.
+func (r *rogueAgent) report(t *testing.T, s *protocol.ClusterStatus) int {
 	t.Helper()
 	if r.status == nil {
 		r.status = r.openStream(t, protocol.StreamStatus)
 	}
 	s.ObservedAt = time.Now()
-	if err := protocol.WriteMessage(r.status, s); err != nil {
+	var buf bytes.Buffer
+	if err := protocol.WriteMessage(&buf, s); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := r.status.Write(buf.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Len()
 }
+
+// bulkyReport is report n of a plausible cluster that serves ~470 KiB of
+// APIs (450 group versions with names Kubernetes allows: just under what
+// a Cluster stores), all of them and its allocated pods different in
+// every report.
+func bulkyReport(n int) *protocol.ClusterStatus {
+	s := plausibleReport()
+	s.Allocated = map[string]string{"cpu": "0", "memory": "0", "pods": strconv.Itoa(bulkyPods(n))}
+	s.ServedAPIs = &protocol.ServedAPIs{}
+	for g := range 450 {
+		gv := protocol.APIEnablement{GroupVersion: fmt.Sprintf("g%d-%s.example.com/v1", g, strings.Repeat("x", 40))}
+		for k := range 8 {
+			gv.Resources = append(gv.Resources, protocol.APIResource{Name: fmt.Sprintf("r%d%s%d", k, strings.Repeat("y", 50), n), Kind: fmt.Sprintf("K%d%s", k, strings.Repeat("z", 40))})
+		}
+		s.ServedAPIs.Items = append(s.ServedAPIs.Items, gv)
+	}
+	return s
+}
+
+// bulkyPods is the allocated pods of bulky report n.
+func bulkyPods(n int) int { return n%300 + 1 }
 
 func (r *rogueAgent) openStream(t *testing.T, kind protocol.StreamKind) *quic.Stream {
 	t.Helper()
