@@ -34,7 +34,7 @@ func TestValidAPIs(t *testing.T) {
 		{name: "a subresource", in: []protocol.APIEnablement{{GroupVersion: "v1", Resources: []protocol.APIResource{res("pods/log", "Pod")}}},
 			want: []protocol.APIEnablement{{GroupVersion: "v1"}}, wantDropped: 1},
 		{name: "bad group and version",
-			in: []protocol.APIEnablement{{GroupVersion: "Example.COM/v1"}, {GroupVersion: "example.com/1.0"}, {GroupVersion: strings.Repeat("g", 254) + "/v1"}, {GroupVersion: "example.com/v1"}},
+			in:   []protocol.APIEnablement{{GroupVersion: "Example.COM/v1"}, {GroupVersion: "example.com/1.0"}, {GroupVersion: strings.Repeat("g", 254) + "/v1"}, {GroupVersion: "example.com/v1"}},
 			want: []protocol.APIEnablement{{GroupVersion: "example.com/v1"}}, wantDropped: 3},
 	}
 	for _, tc := range tests {
