@@ -28,7 +28,10 @@ type Agent struct {
 	clock clock.WithTicker
 	// store keeps the credentials; tls is made from them, nil until a
 	// join got them.
-	store  credstore.Store
+	store credstore.Store
+	// token is where the bootstrap token is kept, emptied after a join
+	// (nil: not in a Secret the agent knows).
+	token  *credstore.TokenSecret
 	tls    *tls.Config
 	status *clusterstatus.Collector
 	// capacity watches nodes and pods for the status reports.
@@ -134,6 +137,7 @@ func newAgent(cfg Config, tlsConf *tls.Config, clients kubeClients, probe cluste
 		log:      log,
 		clock:    cfg.Clock,
 		store:    newCredentialStore(cfg, client),
+		token:    tokenSecret(cfg, client),
 		tls:      tlsConf,
 		status:   clusterstatus.NewCollector(client, caps, probe, cfg.Clock, log),
 		capacity: caps,
@@ -155,6 +159,14 @@ func newCredentialStore(cfg Config, client kubernetes.Interface) credstore.Store
 		return credstore.NewSecret(client, cfg.SystemNamespace, cfg.CertSecret, log)
 	}
 	return credstore.NewDir(cfg.CertDir, log)
+}
+
+// tokenSecret is where cfg keeps the bootstrap token, or nil.
+func tokenSecret(cfg Config, client kubernetes.Interface) *credstore.TokenSecret {
+	if cfg.BootstrapTokenSecret == "" {
+		return nil
+	}
+	return &credstore.TokenSecret{Client: client, Namespace: cfg.SystemNamespace, Name: cfg.BootstrapTokenSecret, Key: cfg.BootstrapTokenSecretKey}
 }
 
 // Stats returns a snapshot of the agent's connection statistics. It is safe

@@ -21,6 +21,9 @@ const (
 	DefaultStatusInterval = 10 * time.Second
 	DefaultKubeQPS        = 50
 	DefaultKubeBurst      = 100
+	// DefaultBootstrapTokenSecretKey is the token's key in the
+	// BootstrapTokenSecret, as the agent chart stores it.
+	DefaultBootstrapTokenSecretKey = "token"
 )
 
 // maxLeaseDuration is the longest lease the protocol lets an agent ask for.
@@ -64,6 +67,12 @@ type Config struct {
 	// request, and the hub signs it. It needs HubCAHash. Unused once
 	// CertDir holds a certificate.
 	BootstrapToken string
+	// BootstrapTokenSecret names the Secret in SystemNamespace that holds
+	// the bootstrap token, under BootstrapTokenSecretKey (default
+	// "token"): once a join has stored the certificate, the agent empties
+	// the token there, so the member cluster keeps no copy of it.
+	BootstrapTokenSecret    string
+	BootstrapTokenSecretKey string
 	// HubCAHash pins the hub's CA while joining, "sha256:" and the hex
 	// SHA-256 of its public key (kubeadm's --discovery-token-ca-cert-hash):
 	// the agent trusts a hub whose certificate chain has that CA, and
@@ -163,6 +172,9 @@ func (cfg Config) withDefaults() Config {
 	if cfg.SystemNamespace == "" {
 		cfg.SystemNamespace = work.DefaultSystemNamespace
 	}
+	if cfg.BootstrapTokenSecretKey == "" {
+		cfg.BootstrapTokenSecretKey = DefaultBootstrapTokenSecretKey
+	}
 	if cfg.KubeQPS == 0 {
 		cfg.KubeQPS = DefaultKubeQPS
 	}
@@ -232,6 +244,14 @@ func (cfg Config) validate() error {
 	case cfg.CertSecret != "":
 		if msgs := validation.IsDNS1123Subdomain(cfg.CertSecret); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("certificate Secret name %q is not a DNS-1123 subdomain: %s", cfg.CertSecret, strings.Join(msgs, "; ")))
+		}
+	}
+	if cfg.BootstrapTokenSecret != "" {
+		if msgs := validation.IsDNS1123Subdomain(cfg.BootstrapTokenSecret); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("bootstrap token Secret name %q is not a DNS-1123 subdomain: %s", cfg.BootstrapTokenSecret, strings.Join(msgs, "; ")))
+		}
+		if msgs := validation.IsConfigMapKey(cfg.BootstrapTokenSecretKey); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("bootstrap token Secret key %q: %s", cfg.BootstrapTokenSecretKey, strings.Join(msgs, "; ")))
 		}
 	}
 	errs = append(errs, cfg.LeaderElection.validate()...)

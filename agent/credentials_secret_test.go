@@ -21,7 +21,10 @@ import (
 	"github.com/flotilla-io/flotilla/test/membercluster"
 )
 
-const testSecret = "flotilla-agent-credentials"
+const (
+	testSecret      = "flotilla-agent-credentials"
+	testTokenSecret = "flotilla-agent-bootstrap-token"
+)
 
 // secretOf reads the agent's credential Secret from the member cluster.
 func secretOf(t *testing.T, client kubernetes.Interface) *corev1.Secret {
@@ -82,8 +85,16 @@ func TestCredentialsInASecret(t *testing.T) {
 		h.renew = func(_ int, req *protocol.CertificateRenewRequest) protocol.Message { return renewed(t, p, req) }
 	})
 	cfg := Config{Hub: hub.addr(), ClusterName: cluster.Name, Kubeconfig: cluster.Kubeconfig, CertSecret: testSecret,
-		BootstrapToken: testToken, HubCAHash: pki.Pin(p.ca.Cert), StatusInterval: 300 * time.Millisecond,
+		BootstrapToken: testToken, BootstrapTokenSecret: testTokenSecret, HubCAHash: pki.Pin(p.ca.Cert), StatusInterval: 300 * time.Millisecond,
 		Version: "test", Logger: testLogger(t)}
+	// The token as the agent chart keeps it.
+	if err := work.EnsureNamespace(t.Context(), client, work.DefaultSystemNamespace); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Secrets(work.DefaultSystemNamespace).Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: testTokenSecret}, Data: map[string][]byte{"token": []byte(testToken)}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	var serial string
 	t.Run("a join creates the Secret, a renewal updates it", func(t *testing.T) {
@@ -96,6 +107,13 @@ func TestCredentialsInASecret(t *testing.T) {
 		first := hub.waitConn(t, clusterWait)
 		joined := secretOf(t, client)
 		checkSecret(t, joined, peerSerial(first), credstore.CAFile, credstore.CertFile, credstore.KeyFile)
+		token, err := client.CoreV1().Secrets(work.DefaultSystemNamespace).Get(t.Context(), testTokenSecret, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(token.Data["token"]) != 0 {
+			t.Errorf("after the join the token Secret has %q; want the token emptied", token.Data)
+		}
 		hub.waitFor(t, "a renewal request", waitTimeout, isKind("renewal"))
 		second := hub.waitNewConn(t, first, "the renewal")
 		serial = peerSerial(second)

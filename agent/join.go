@@ -114,11 +114,29 @@ func (a *Agent) join(ctx context.Context) error {
 			}
 			log.Info("joined", "certificate", a.store.Location(credstore.CertFile),
 				"serial", leaf.SerialNumber.Text(16), "expires", leaf.NotAfter.UTC())
+			a.forgetToken(ctx, log)
 			return a.loadCredentials(ctx)
 		}
 		if !a.sleep(ctx, delay) {
 			return ctx.Err()
 		}
+	}
+}
+
+// forgetToken empties the bootstrap token in its Secret once the joined
+// certificate is stored: the member cluster keeps no copy of it. A
+// failure is a warning; the hub refuses a used token anyway.
+func (a *Agent) forgetToken(ctx context.Context, log *slog.Logger) {
+	if a.token == nil {
+		return
+	}
+	emptied, err := a.token.Forget(ctx)
+	switch {
+	case err != nil:
+		log.Warn("could not empty the bootstrap token after the join (the hub will not take it again)", "err", err)
+	case emptied:
+		log.Info("emptied the bootstrap token: the agent authenticates with its certificate from now on",
+			"secret", a.token.Namespace+"/"+a.token.Name, "key", a.token.Key)
 	}
 }
 

@@ -121,7 +121,9 @@ func newFlags(cfg *agent.Config, o *options) *pflag.FlagSet {
 	fs.StringVar(&cfg.CertDir, "cert-dir", "", "directory holding ca.crt, tls.crt and tls.key (see below); a join writes them there (out of a cluster; or --cert-secret)")
 	fs.StringVar(&cfg.CertSecret, "cert-secret", "", "Secret in --system-namespace of the member cluster holding ca.crt, tls.crt and tls.key as data keys; a join creates it, renewals update it (in a cluster; or --cert-dir)")
 	fs.StringVar(&cfg.BootstrapToken, "bootstrap-token", "", "bootstrap token to join the hub with while --cert-dir or --cert-secret holds no certificate (see Joining below); other users can see it in the process list, so prefer --bootstrap-token-file")
-	fs.StringVar(&o.tokenFile, "bootstrap-token-file", "", "file holding the bootstrap token, e.g. a mounted Secret (instead of --bootstrap-token)")
+	fs.StringVar(&o.tokenFile, "bootstrap-token-file", "", "file holding the bootstrap token, e.g. a mounted Secret (instead of --bootstrap-token); an empty file is no token (the agent empties its Secret after the join)")
+	fs.StringVar(&cfg.BootstrapTokenSecret, "bootstrap-token-secret", "", "Secret in --system-namespace that holds the bootstrap token (the one --bootstrap-token-file mounts): once the join has stored the certificate, the agent empties the token there, so the member cluster keeps no copy (needs get and update on it)")
+	fs.StringVar(&cfg.BootstrapTokenSecretKey, "bootstrap-token-secret-key", agent.DefaultBootstrapTokenSecretKey, "the token's key in --bootstrap-token-secret")
 	fs.StringVar(&cfg.HubCAHash, "hub-ca-hash", "", "sha256:<hex> hash of the hub CA's public key: a joining agent trusts only a hub that presents this CA")
 	fs.StringVar(&cfg.Provider, "cluster-provider", "", "the cluster's provider (e.g. aws), for the Cluster the hub registers when it joins")
 	fs.StringVar(&cfg.Region, "cluster-region", "", "the cluster's region, for the Cluster the hub registers when it joins")
@@ -158,10 +160,8 @@ func joinFlags(cfg *agent.Config, tokenFile, labels string) error {
 		if err != nil {
 			return fmt.Errorf("--bootstrap-token-file: %w", err)
 		}
+		// Empty: the agent emptied it after its join.
 		cfg.BootstrapToken = strings.TrimRightFunc(string(data), unicode.IsSpace)
-		if cfg.BootstrapToken == "" {
-			return fmt.Errorf("--bootstrap-token-file %s is empty", tokenFile)
-		}
 		tokenFlag = "--bootstrap-token-file " + tokenFile
 	}
 	if cfg.BootstrapToken != "" {
@@ -244,7 +244,11 @@ Joining:
   or the hub cannot be reached, it asks again with the same key, every 5 s
   to 1 min. A refused token or request, or a
   hub without that CA, stops it with the reason and a non-zero exit. After
-  the join the token is not used again.
+  the join the token is not used again: the hub deletes a single-use token
+  once it signed, and with --bootstrap-token-secret the agent empties the
+  token in that Secret. A cluster name that has joined is refused to any
+  other token unless it was made with "flotilla token create --cluster NAME
+  --replace".
 
 Transport (--transport):
   QUIC over UDP is preferred: lease renewals go as datagrams and never wait

@@ -229,8 +229,11 @@ func TestJoinFlags(t *testing.T) {
 			[]string{"flotilla-agent: --bootstrap-token: not a bootstrap token (23 characters): want [a-z0-9]{6}.[a-z0-9]{16}"}},
 		{"missing token file", []string{"--bootstrap-token-file", "/nonexistent/token", "--hub-ca-hash", testPin}, 1,
 			[]string{"flotilla-agent: --bootstrap-token-file: open /nonexistent/token: no such file or directory"}},
-		{"empty token file", []string{"--bootstrap-token-file", emptyFile, "--hub-ca-hash", testPin}, 1,
-			[]string{"flotilla-agent: --bootstrap-token-file " + emptyFile + " is empty"}},
+		// Emptied after a join: no token, and this agent has no certificate.
+		{"empty token file, no certificate", []string{"--bootstrap-token-file", emptyFile, "--hub-ca-hash", testPin}, 1,
+			[]string{"or give --bootstrap-token and --hub-ca-hash to join"}},
+		{"bad token Secret", []string{"--bootstrap-token-file", tokenFile, "--hub-ca-hash", testPin, "--bootstrap-token-secret", "Bad_Name"}, 1,
+			[]string{`bootstrap token Secret name "Bad_Name" is not a DNS-1123 subdomain`}},
 		{"bad labels", []string{"--cluster-labels", "site=store 7"}, 1,
 			[]string{`flotilla-agent: --cluster-labels: value "store 7" of site is not a label value`}},
 		{"label without value", []string{"--cluster-labels", "site"}, 1,

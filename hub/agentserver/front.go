@@ -121,7 +121,7 @@ func Open(ctx context.Context, cfg Config, hubCA *pki.CA, clients *kube.Clients,
 		return nil, err
 	}
 	f.dispatcher = dispatch.New(clients, informers, recorder, cfg.Clock, logger)
-	f.joins = join.New(clients, join.Config{CA: hubCA, CertTTL: cfg.AgentCertTTL, Approval: cfg.AgentCSRApproval, Wait: joinWait}, cfg.Clock, logger)
+	f.joins = join.New(clients, join.Config{CA: hubCA, CertTTL: cfg.AgentCertTTL, Approval: cfg.AgentCSRApproval, Wait: joinWait, Recorder: recorder}, cfg.Clock, logger)
 	f.agents = newAgentServer(cfg, backend, f.dispatcher, f.joins)
 	f.agents.handshakes = handshakes
 	informers.Clusters.AddHandler(func(old, cur *v1alpha1.Cluster) {

@@ -52,6 +52,8 @@ type Config struct {
 	// Retention is how long a signed, denied or failed request is kept
 	// (0: DefaultRetention).
 	Retention time.Duration
+	// Recorder records events on Clusters (nil: none).
+	Recorder controller.Recorder
 }
 
 // Controller approves and signs the agents' CertificateSigningRequests
@@ -93,6 +95,14 @@ func New(clients *kube.Clients, cfg Config, clk clock.WithTicker, logger *slog.L
 		DeleteFunc: func(obj any) { c.changed(obj) },
 	})
 	return c
+}
+
+// recorder is Config.Recorder, or one that drops events.
+func (c *Controller) recorder() controller.Recorder {
+	if c.cfg.Recorder == nil {
+		return controller.DiscardRecorder{}
+	}
+	return c.cfg.Recorder
 }
 
 // changed queues a request and wakes the joins waiting for it.
@@ -203,17 +213,25 @@ func (c *Controller) setApproval(ctx context.Context, csr *certificatesv1.Certif
 
 // checkToken returns why a request may not be approved automatically, or
 // "" when its token (by ID: the join proved the secret) still exists, is
-// unexpired, meant for joining and bound to this cluster or none.
+// unexpired, unused, meant for joining and bound to this cluster or none,
+// and the cluster has not joined yet unless the token may replace it.
 func (c *Controller) checkToken(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, cluster string) (reason, message string) {
 	if _, err := checkRequest(csr.Spec.Request, cluster); err != nil {
 		return reasonRequestRefused, err.Error()
 	}
-	_, err := bootstraptoken.Check(ctx, c.kube.CoreV1(), csr.Annotations[TokenAnnotation], cluster, c.clock.Now())
+	tok, err := bootstraptoken.Check(ctx, c.kube.CoreV1(), csr.Annotations[TokenAnnotation], cluster, c.clock.Now())
 	if r, ok := bootstraptoken.Refused(err); ok {
 		return reasonTokenRefused, r.Message
 	}
 	if err != nil {
 		return reasonTokenRefused, "the hub could not read the bootstrap token: " + err.Error()
+	}
+	taken, err := c.checkIdentity(ctx, cluster, tok)
+	if err != nil {
+		return reasonIdentityRefused, "the hub could not read the cluster: " + err.Error()
+	}
+	if taken != "" {
+		return reasonIdentityRefused, taken
 	}
 	return "", ""
 }

@@ -5,8 +5,10 @@
 //     connection (protocol.JoinALPN) and sends its cluster name, token,
 //     a certificate request for CommonName cluster:<name> and
 //     registration metadata (Server.Serve).
-//  2. The hub checks the token (package bootstraptoken), binds an unbound token
-//     to the name, checks the request, and creates a certificates.k8s.io/v1
+//  2. The hub checks the token (package bootstraptoken) and the request,
+//     refuses a name that already joined (its Cluster records a serial)
+//     unless the token was made to replace exactly that cluster, binds an
+//     unbound single-use token to the name, and creates a certificates.k8s.io/v1
 //     CertificateSigningRequest for signer flotilla.io/agent, labelled with
 //     the cluster and annotated with the token ID and the metadata.
 //  3. The Controller approves it when its token is still valid for that
@@ -17,8 +19,11 @@
 //     certificate names the cluster and nothing else, whatever the request
 //     asked for. Before it writes the certificate, it records the serial
 //     on the Cluster (annotation flotilla.io/agent-certificate-serial),
-//     creating the Cluster with the agent's metadata if it is new.
+//     creating the Cluster with the agent's metadata if it is new; the
+//     token is marked used before, the name checked again in that write,
+//     and a single-use token deleted once the certificate is stored.
 //  5. The join answers with the certificate and the CA, or, if approval
 //     takes longer than the join may wait, with Pending and how to approve
-//     it: the agent joins again with the same key and finds its request.
+//     it: the agent joins again with the same key and finds its request
+//     (a signed one even though its token is gone).
 package join

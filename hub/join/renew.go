@@ -35,9 +35,10 @@ const (
 	maxRenewInterval = time.Minute
 )
 
-// errSuperseded: a renewal's certificate is no longer the cluster's; the
-// request was marked Failed.
-var errSuperseded = errors.New("superseded")
+// errFailed: the hub will not sign the request (a renewal's certificate
+// is no longer the cluster's, or a join may not take the cluster); it
+// was marked Failed.
+var errFailed = errors.New("request failed")
 
 // renewal reports whether csr is a renewal, not a join.
 func renewal(csr *certificatesv1.CertificateSigningRequest) bool {
@@ -144,22 +145,19 @@ func (c *Controller) approveRenewal(ctx context.Context, csr *certificatesv1.Cer
 }
 
 // record notes the serial of a certificate about to be issued: for a
-// renewal, keeping the renewed one acceptable; for a join, alone. A
-// renewal whose old certificate was superseded meanwhile (by a join) is
-// marked Failed and gives errSuperseded.
-func (c *Controller) record(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, cluster string, serial *big.Int) error {
+// renewal, keeping the renewed one acceptable; for a join, alone
+// (recordJoin), returning the token it used. A request the hub will not
+// sign is marked Failed and gives errFailed.
+func (c *Controller) record(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, cluster string, serial *big.Int) (*joinRecord, error) {
 	if !renewal(csr) {
-		return RecordSerial(ctx, c.flotilla, cluster, serial, registration(csr))
+		return c.recordJoin(ctx, csr, cluster, serial)
 	}
 	err := recordRenewal(ctx, c.flotilla, cluster, serial, csr.Annotations[RenewalOfAnnotation])
 	var refused *renewalRefused
 	if errors.As(err, &refused) {
-		if err := c.fail(ctx, csr, refused.Error()); err != nil {
-			return err
-		}
-		return errSuperseded
+		return nil, c.failed(ctx, csr, refused.Error())
 	}
-	return err
+	return nil, err
 }
 
 // renewalRefused: the renewed certificate is not the cluster's any more.

@@ -83,6 +83,9 @@ func (c *Controller) serve(ctx context.Context, conn transport.Conn) (protocol.M
 // join decides a request: an Error for a refusal, a JoinResponse with the
 // certificate or Pending; an error only when the hub itself failed.
 func (c *Controller) join(ctx context.Context, req *protocol.JoinRequest) (protocol.Message, error) {
+	if answer := c.pickUp(req); answer != nil {
+		return answer, nil
+	}
 	token, secret, err := bootstraptoken.Authenticate(ctx, c.kube.CoreV1(), req.BootstrapToken, req.ClusterName, c.clock.Now())
 	if r, ok := bootstraptoken.Refused(err); ok {
 		return &protocol.Error{Code: protocol.CodeTokenRefused, Message: r.Error()}, nil
@@ -93,6 +96,13 @@ func (c *Controller) join(ctx context.Context, req *protocol.JoinRequest) (proto
 	x509req, err := checkRequest(req.CSR, req.ClusterName)
 	if err != nil {
 		return &protocol.Error{Code: protocol.CodeCSRRefused, Message: err.Error()}, nil
+	}
+	taken, err := c.checkIdentity(ctx, req.ClusterName, token)
+	if err != nil {
+		return nil, err
+	}
+	if taken != "" {
+		return &protocol.Error{Code: protocol.CodeTokenRefused, Message: taken}, nil
 	}
 	if err := bootstraptoken.Bind(ctx, c.kube.CoreV1(), secret, req.ClusterName); err != nil {
 		if r, ok := bootstraptoken.Refused(err); ok {

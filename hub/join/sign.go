@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
 	flotillaclient "github.com/flotilla-io/flotilla/api/client/clientset/versioned"
@@ -36,8 +37,9 @@ func (c *Controller) sign(ctx context.Context, csr *certificatesv1.CertificateSi
 	if err != nil {
 		return c.fail(ctx, csr, err.Error())
 	}
-	if err := c.record(ctx, csr, cluster, serial); err != nil {
-		if errors.Is(err, errSuperseded) {
+	joined, err := c.record(ctx, csr, cluster, serial)
+	if err != nil {
+		if errors.Is(err, errFailed) {
 			return nil // marked Failed
 		}
 		return err
@@ -48,6 +50,7 @@ func (c *Controller) sign(ctx context.Context, csr *certificatesv1.CertificateSi
 		return fmt.Errorf("store the certificate of request %s: %w", csr.Name, err)
 	}
 	c.logger.Info("agent certificate issued", "request", csr.Name, "cluster", cluster, "serial", serial.Text(16), "validFor", ttl)
+	c.consume(ctx, joined)
 	return nil
 }
 
@@ -65,17 +68,39 @@ func (c *Controller) fail(ctx context.Context, csr *certificatesv1.CertificateSi
 	return nil
 }
 
+// failed marks a request the hub will not sign and gives errFailed.
+func (c *Controller) failed(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, message string) error {
+	if err := c.fail(ctx, csr, message); err != nil {
+		return err
+	}
+	return errFailed
+}
+
 // RecordSerial notes serial as the cluster's current agent certificate,
 // registering the Cluster with the agent's metadata if it does not exist:
 // sessions with any other certificate of the cluster are refused from then
-// on.
+// on. It is the operator's `certs issue`, which replaces whatever
+// certificate the cluster had.
 func RecordSerial(ctx context.Context, client flotillaclient.Interface, cluster string, serial *big.Int, reg Registration) error {
+	_, _, err := recordSerial(ctx, client, cluster, serial, reg, "", nil)
+	return err
+}
+
+// recordSerial is RecordSerial for join request requestUID (empty: none),
+// if admit (nil: always) lets the Cluster as it is take serial; admit's
+// error is returned as it is. It returns the Cluster as recorded and the
+// serial it replaced ("" if none, or if an earlier attempt of the same
+// request replaced it).
+func recordSerial(ctx context.Context, client flotillaclient.Interface, cluster string, serial *big.Int, reg Registration,
+	requestUID types.UID, admit func(*v1alpha1.Cluster) error) (*v1alpha1.Cluster, string, error) {
 	clusters := client.FlotillaV1alpha1().Clusters()
 	hex := serial.Text(16)
+	var recorded *v1alpha1.Cluster
+	var replaced string
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		existing, err := clusters.Get(ctx, cluster, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			_, err = clusters.Create(ctx, newCluster(cluster, hex, reg), metav1.CreateOptions{FieldManager: controller.FieldManager})
+			recorded, err = clusters.Create(ctx, newCluster(cluster, hex, requestUID, reg), metav1.CreateOptions{FieldManager: controller.FieldManager})
 			if apierrors.IsAlreadyExists(err) {
 				return apierrors.NewConflict(v1alpha1.Resource("clusters"), cluster, err) // created meanwhile: update it
 			}
@@ -87,29 +112,63 @@ func RecordSerial(ctx context.Context, client flotillaclient.Interface, cluster 
 		if existing.DeletionTimestamp != nil {
 			return fmt.Errorf("cluster %s is being deleted: join again once it is gone", cluster)
 		}
+		if admit != nil {
+			if err := admit(existing); err != nil {
+				return err
+			}
+		}
+		recorded, replaced = existing, replacedSerial(existing, hex, requestUID)
 		if existing.Annotations[v1alpha1.AnnotationAgentCertificateSerial] == hex && existing.Annotations[v1alpha1.AnnotationAgentCertificatePreviousSerial] == "" {
 			return nil
 		}
-		update := existing.DeepCopy()
-		if update.Annotations == nil {
-			update.Annotations = map[string]string{}
-		}
-		update.Annotations[v1alpha1.AnnotationAgentCertificateSerial] = hex
-		delete(update.Annotations, v1alpha1.AnnotationAgentCertificatePreviousSerial) // a join supersedes a rotation's previous certificate too
-		_, err = clusters.Update(ctx, update, metav1.UpdateOptions{FieldManager: controller.FieldManager})
+		recorded, err = clusters.Update(ctx, withSerial(existing, hex, requestUID), metav1.UpdateOptions{FieldManager: controller.FieldManager})
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("record the certificate serial of cluster %s: %w", cluster, err)
+		var taken *identityTaken
+		if errors.As(err, &taken) {
+			return nil, "", err
+		}
+		return nil, "", fmt.Errorf("record the certificate serial of cluster %s: %w", cluster, err)
 	}
-	return nil
+	return recorded, replaced, nil
+}
+
+// replacedSerial is the certificate serial that recording hex for join
+// request requestUID supersedes: "" when there is none, or when the
+// same request recorded it.
+func replacedSerial(existing *v1alpha1.Cluster, hex string, requestUID types.UID) string {
+	old := existing.Annotations[v1alpha1.AnnotationAgentCertificateSerial]
+	if old == hex || (requestUID != "" && existing.Annotations[RequestUIDAnnotation] == string(requestUID)) {
+		return ""
+	}
+	return old
+}
+
+// withSerial is existing recording hex, issued for join request
+// requestUID (empty: none), as its only certificate.
+func withSerial(existing *v1alpha1.Cluster, hex string, requestUID types.UID) *v1alpha1.Cluster {
+	update := existing.DeepCopy()
+	if update.Annotations == nil {
+		update.Annotations = map[string]string{}
+	}
+	update.Annotations[v1alpha1.AnnotationAgentCertificateSerial] = hex
+	delete(update.Annotations, v1alpha1.AnnotationAgentCertificatePreviousSerial) // a join supersedes a rotation's previous certificate too
+	delete(update.Annotations, RequestUIDAnnotation)
+	if requestUID != "" {
+		update.Annotations[RequestUIDAnnotation] = string(requestUID)
+	}
+	return update
 }
 
 // newCluster is a Cluster registered by its join.
-func newCluster(name, serial string, reg Registration) *v1alpha1.Cluster {
+func newCluster(name, serial string, requestUID types.UID, reg Registration) *v1alpha1.Cluster {
+	annotations := map[string]string{v1alpha1.AnnotationAgentCertificateSerial: serial}
+	if requestUID != "" {
+		annotations[RequestUIDAnnotation] = string(requestUID)
+	}
 	return &v1alpha1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: reg.Labels, Annotations: map[string]string{v1alpha1.AnnotationAgentCertificateSerial: serial},
-			Finalizers: []string{v1alpha1.ClusterFinalizer}},
-		Spec: v1alpha1.ClusterSpec{Provider: reg.Provider, Region: reg.Region, Zone: reg.Zone},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: reg.Labels, Annotations: annotations, Finalizers: []string{v1alpha1.ClusterFinalizer}},
+		Spec:       v1alpha1.ClusterSpec{Provider: reg.Provider, Region: reg.Region, Zone: reg.Zone},
 	}
 }

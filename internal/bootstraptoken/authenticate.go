@@ -23,6 +23,7 @@ const (
 	ReasonExpired       = "TokenExpired"
 	ReasonNotForJoining = "TokenNotForJoining"
 	ReasonOtherCluster  = "TokenForAnotherCluster"
+	ReasonUsed          = "TokenUsed"
 )
 
 // RefusedError is a token a join may not use, with the reason and a
@@ -105,10 +106,12 @@ func lookup(ctx context.Context, secrets corev1client.SecretsGetter, id string) 
 	return t, s, nil
 }
 
-// usable refuses an expired token, one not meant for authentication, or one
-// bound to another cluster.
+// usable refuses an expired token, one not meant for authentication, one
+// bound to another cluster, or a single-use token already used.
 func usable(t Token, s *corev1.Secret, cluster string, now time.Time) error {
 	switch {
+	case t.UsedBy != "":
+		return usedError(t)
 	case t.Expired(now):
 		return refused(ReasonExpired, "bootstrap token %s expired at %s; create a new one with `flotilla token create`", t.ID, t.Expires.Format(time.RFC3339))
 	case string(s.Data[bootstrapapi.BootstrapTokenUsageAuthentication]) != "true":
@@ -119,12 +122,13 @@ func usable(t Token, s *corev1.Secret, cluster string, now time.Time) error {
 	return nil
 }
 
-// Bind binds a token that is bound to no cluster to cluster, at its first
-// join, so it cannot join under another name later. s is the Secret
-// Authenticate returned: its resourceVersion guards against a second join
-// binding it meanwhile, whose name then wins.
+// Bind binds a single-use token that is bound to no cluster to cluster,
+// at its first join, so it cannot join under another name while that
+// join waits for its certificate. s is the Secret Authenticate returned:
+// its resourceVersion guards against a second join binding it meanwhile,
+// whose name then wins. A reusable token stays unbound.
 func Bind(ctx context.Context, secrets corev1client.SecretsGetter, s *corev1.Secret, cluster string) error {
-	if s.Labels[ClusterLabel] == cluster {
+	if s.Labels[ClusterLabel] == cluster || s.Labels[UseLabel] == UseReusable {
 		return nil
 	}
 	update := s.DeepCopy()

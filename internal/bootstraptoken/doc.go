@@ -5,8 +5,11 @@
 //     named bootstrap-token-<id> in kube-system, with token-id,
 //     token-secret, expiration, description and
 //     usage-bootstrap-authentication; a token may be bound to one cluster
-//     name (label flotilla.io/cluster), and an unbound one is bound to the
-//     first name that joins with it;
+//     name (label flotilla.io/cluster), and an unbound single-use one is
+//     bound to the first name that joins with it; its use (label
+//     flotilla.io/token-use) is once (the default: claimed by the request
+//     it joins with, deleted once that is signed), reusable (any number of
+//     new clusters) or replace (once, even a cluster that already joined);
 //   - the hub's join information: the address agents dial and the pin of
 //     the hub CA (sha256 of its public key, as kubeadm join's
 //     --discovery-token-ca-cert-hash), in ConfigMap kube-public/flotilla-hub-info,

@@ -22,13 +22,28 @@ const (
 	Namespace = metav1.NamespaceSystem
 	// ClusterLabel on a token Secret binds the token to one cluster name.
 	ClusterLabel = "flotilla.io/cluster"
-	// DefaultTTL is how long a new token lasts unless told otherwise.
-	DefaultTTL = 24 * time.Hour
+	// UseLabel on a token Secret says how often and for what it joins:
+	// UseOnce (also when absent), UseReusable or UseReplace.
+	UseLabel = "flotilla.io/token-use"
+	// UsedByAnnotation on a single-use token Secret names the certificate
+	// request that used it: the token joins nothing else.
+	UsedByAnnotation = "flotilla.io/used-by"
+	// DefaultTTL is how long a new token lasts unless told otherwise: a
+	// token is made for an install about to happen, and an hour covers
+	// one on a slow site link (image pulls included).
+	DefaultTTL = time.Hour
 	// maxDescription bounds a token's description.
 	maxDescription = 1024
 	// createAttempts: a new token's random ID may collide with an
 	// existing one; try again with a new token that many times.
 	createAttempts = 3
+)
+
+// Values of UseLabel.
+const (
+	UseOnce     = "once"     // one join, of a new cluster (the default)
+	UseReusable = "reusable" // any number of joins, of new clusters only
+	UseReplace  = "replace"  // one join, of its cluster even if it already joined
 )
 
 // Token is one bootstrap token as its Secret says.
@@ -38,6 +53,25 @@ type Token struct {
 	Description string    // free text
 	Expires     time.Time // zero: never
 	Created     time.Time
+	// Reusable: it joins any number of new clusters, never binds to one,
+	// and is not used up by a join.
+	Reusable bool
+	// Replace: it may join its Cluster even though that cluster already
+	// joined, superseding the agent certificate it has.
+	Replace bool
+	// UsedBy is the certificate request a single-use token was used for.
+	UsedBy string
+}
+
+// Use is the token's UseLabel value.
+func (t Token) Use() string {
+	switch {
+	case t.Reusable:
+		return UseReusable
+	case t.Replace:
+		return UseReplace
+	}
+	return UseOnce
 }
 
 // String is the token as an agent presents it: ID.Secret.
@@ -45,15 +79,24 @@ func (t Token) String() string { return tokenutil.TokenFromIDAndSecret(t.ID, t.S
 
 // CreateOptions says what token to make.
 type CreateOptions struct {
-	TTL         time.Duration // 0: never expires
+	TTL         time.Duration // 0: never expires (reusable tokens only)
 	Cluster     string
 	Description string
+	Reusable    bool // joins any number of new clusters
+	Replace     bool // may join Cluster although it already joined
 }
 
 // Validate refuses options no token could be made of, naming the flag.
 func (o CreateOptions) Validate() error {
-	if o.TTL < 0 {
-		return fmt.Errorf("--ttl %s: must not be negative (0 means the token never expires)", o.TTL)
+	switch {
+	case o.TTL < 0:
+		return fmt.Errorf("--ttl %s: must not be negative", o.TTL)
+	case o.Replace && o.Reusable:
+		return fmt.Errorf("--replace and --reusable: a reusable token never replaces a cluster that already joined; a replace token joins once")
+	case o.Replace && o.Cluster == "":
+		return fmt.Errorf("--replace needs --cluster NAME: a token replaces the certificate of exactly the cluster it was made for")
+	case o.TTL == 0 && !o.Reusable:
+		return fmt.Errorf("--ttl 0 (never expires) needs --reusable: a single-use token is made for one install about to happen and must expire")
 	}
 	if o.Cluster != "" {
 		if msgs := validation.IsDNS1123Subdomain(o.Cluster); len(msgs) > 0 {
@@ -80,7 +123,8 @@ func Create(ctx context.Context, client kubernetes.Interface, opts CreateOptions
 		if err != nil {
 			return Token{}, err
 		}
-		t := Token{ID: id, Secret: secret, Cluster: opts.Cluster, Description: opts.Description, Created: now.UTC().Truncate(time.Second)}
+		t := Token{ID: id, Secret: secret, Cluster: opts.Cluster, Description: opts.Description, Created: now.UTC().Truncate(time.Second),
+			Reusable: opts.Reusable, Replace: opts.Replace}
 		if opts.TTL > 0 {
 			t.Expires = now.Add(opts.TTL).UTC().Truncate(time.Second)
 		}
@@ -114,8 +158,9 @@ func (t Token) secret() *corev1.Secret {
 	if !t.Expires.IsZero() {
 		s.Data[bootstrapapi.BootstrapTokenExpirationKey] = []byte(t.Expires.Format(time.RFC3339))
 	}
+	s.Labels = map[string]string{UseLabel: t.Use()}
 	if t.Cluster != "" {
-		s.Labels = map[string]string{ClusterLabel: t.Cluster}
+		s.Labels[ClusterLabel] = t.Cluster
 	}
 	return s
 }
@@ -132,9 +177,19 @@ func FromSecret(s *corev1.Secret) (Token, error) {
 		Cluster:     s.Labels[ClusterLabel],
 		Description: string(s.Data[bootstrapapi.BootstrapTokenDescriptionKey]),
 		Created:     s.CreationTimestamp.Time,
+		UsedBy:      s.Annotations[UsedByAnnotation],
 	}
 	if !tokenutil.IsValidBootstrapToken(t.String()) || s.Name != tokenutil.BootstrapTokenSecretName(t.ID) {
 		return Token{}, fmt.Errorf("secret %s/%s: not a well-formed bootstrap token (token-id and token-secret must match [a-z0-9]{6} and [a-z0-9]{16}, the name bootstrap-token-<token-id>)", s.Namespace, s.Name)
+	}
+	switch use := s.Labels[UseLabel]; use {
+	case "", UseOnce:
+	case UseReusable:
+		t.Reusable = true
+	case UseReplace:
+		t.Replace = true
+	default:
+		return Token{}, fmt.Errorf("secret %s/%s: label %s=%q: want %s, %s or %s", s.Namespace, s.Name, UseLabel, use, UseOnce, UseReusable, UseReplace)
 	}
 	if exp := s.Data[bootstrapapi.BootstrapTokenExpirationKey]; len(exp) > 0 {
 		at, err := time.Parse(time.RFC3339, string(exp))
@@ -188,6 +243,15 @@ func Delete(ctx context.Context, client kubernetes.Interface, idOrToken string) 
 		return id, fmt.Errorf("delete bootstrap token %s: %w", id, err)
 	}
 	return id, nil
+}
+
+// IDOf is the ID of token (ID.Secret), or "" if it is malformed.
+func IDOf(token string) string {
+	id, _, err := splitToken(token)
+	if err != nil {
+		return ""
+	}
+	return id
 }
 
 // splitToken parses ID.Secret in kubeadm's format.

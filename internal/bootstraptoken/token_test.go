@@ -72,7 +72,7 @@ func TestCreateStoresAStandardTokenSecret(t *testing.T) {
 		t.Errorf("labels %v: want %s=edge-1", s.Labels, ClusterLabel)
 	}
 
-	never, err := Create(t.Context(), client, CreateOptions{}, now)
+	never, err := Create(t.Context(), client, CreateOptions{Reusable: true}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +88,11 @@ func TestCreateStoresAStandardTokenSecret(t *testing.T) {
 		t.Errorf("listed tokens (-want +got):\n%s", diff)
 	}
 	for _, x := range tokens {
-		if x.ID == never.ID && (!x.Expires.IsZero() || x.Cluster != "") {
-			t.Errorf("token made with no TTL and no cluster lists as %+v", x)
+		if x.ID == never.ID && (!x.Expires.IsZero() || x.Cluster != "" || !x.Reusable) {
+			t.Errorf("reusable token made with no TTL and no cluster lists as %+v", x)
+		}
+		if x.ID == tok.ID && (x.Reusable || x.Replace || x.UsedBy != "") {
+			t.Errorf("single-use token lists as %+v", x)
 		}
 	}
 }
@@ -101,8 +104,11 @@ func TestCreateRefusesBadOptions(t *testing.T) {
 		want string
 	}{
 		{CreateOptions{TTL: -time.Second}, "--ttl -1s: must not be negative"},
-		{CreateOptions{Cluster: "Edge_1"}, `--cluster "Edge_1": not a valid cluster name`},
-		{CreateOptions{Description: strings.Repeat("x", 1025)}, "--description: 1025 bytes, at most 1024"},
+		{CreateOptions{TTL: time.Hour, Cluster: "Edge_1"}, `--cluster "Edge_1": not a valid cluster name`},
+		{CreateOptions{TTL: time.Hour, Description: strings.Repeat("x", 1025)}, "--description: 1025 bytes, at most 1024"},
+		{CreateOptions{}, "--ttl 0 (never expires) needs --reusable"},
+		{CreateOptions{TTL: time.Hour, Replace: true}, "--replace needs --cluster NAME"},
+		{CreateOptions{TTL: time.Hour, Cluster: "edge-1", Replace: true, Reusable: true}, "--replace and --reusable"},
 	} {
 		if _, err := Create(t.Context(), client, tt.opts, time.Now()); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Create(%+v) = %v, want %q", tt.opts, err, tt.want)
@@ -115,11 +121,11 @@ func TestCreateRefusesBadOptions(t *testing.T) {
 
 func TestDelete(t *testing.T) {
 	client := kube(t)
-	a, err := Create(t.Context(), client, CreateOptions{}, time.Now())
+	a, err := Create(t.Context(), client, CreateOptions{TTL: time.Hour}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Create(t.Context(), client, CreateOptions{}, time.Now())
+	b, err := Create(t.Context(), client, CreateOptions{TTL: time.Hour}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,14 +154,18 @@ func TestAuthenticate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deleted, err := Create(t.Context(), client, CreateOptions{}, now)
+	reusable, err := Create(t.Context(), client, CreateOptions{Reusable: true}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := Create(t.Context(), client, CreateOptions{TTL: time.Hour}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Delete(t.Context(), client, deleted.ID); err != nil {
 		t.Fatal(err)
 	}
-	signingOnly, err := Create(t.Context(), client, CreateOptions{}, now)
+	signingOnly, err := Create(t.Context(), client, CreateOptions{TTL: time.Hour}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,6 +186,7 @@ func TestAuthenticate(t *testing.T) {
 		wantReason           string
 	}{
 		{"free token, any name", free.String(), "edge-9", now, ""},
+		{"reusable token, any name", reusable.String(), "edge-9", now, ""},
 		{"bound token, its name", bound.String(), "edge-1", now, ""},
 		{"bound token, another name", bound.String(), "edge-2", now, ReasonOtherCluster},
 		{"expired", free.String(), "edge-9", now.Add(time.Hour + time.Second), ReasonExpired},
@@ -222,5 +233,95 @@ func TestFromSecretRefusesMalformed(t *testing.T) {
 	}
 	if _, err := FromSecret(good); err != nil {
 		t.Errorf("well-formed secret: %v", err)
+	}
+}
+
+// TestSingleUseAndReusable: a single-use token is claimed by one
+// certificate request (again by the same one), refused to any other and
+// to new joins once claimed, and gone once consumed; a reusable token is
+// neither bound, nor used up.
+func TestSingleUseAndReusable(t *testing.T) {
+	client := kube(t)
+	ctx, secrets, now := t.Context(), client.CoreV1(), time.Now()
+	once, err := Create(ctx, client, CreateOptions{TTL: time.Hour, Cluster: "edge-1"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reusable, err := Create(ctx, client, CreateOptions{TTL: time.Hour, Reusable: true}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRefused := func(what string, err error, reason string) {
+		t.Helper()
+		if r, ok := Refused(err); !ok || r.Reason != reason {
+			t.Errorf("%s: %v, want refusal %s", what, err, reason)
+		}
+	}
+
+	claimed, found, err := Claim(ctx, secrets, once.ID, "request-a")
+	if err != nil || !found || claimed.UsedBy != "request-a" {
+		t.Fatalf("Claim = %+v, %t, %v; want it used by request-a", claimed, found, err)
+	}
+	if again, _, err := Claim(ctx, secrets, once.ID, "request-a"); err != nil || again.UsedBy != "request-a" {
+		t.Errorf("the same request claiming again: %+v, %v", again, err)
+	}
+	_, _, err = Claim(ctx, secrets, once.ID, "request-b")
+	wantRefused("another request claiming it", err, ReasonUsed)
+	_, _, err = Authenticate(ctx, secrets, once.String(), "edge-1", now)
+	wantRefused("a join with it once claimed", err, ReasonUsed)
+	for range 2 { // consuming twice is no error
+		if err := Consume(ctx, secrets, claimed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _, err = Authenticate(ctx, secrets, once.String(), "edge-1", now)
+	wantRefused("a join with it once consumed", err, ReasonUnknown)
+	if _, found, err := Claim(ctx, secrets, once.ID, "request-a"); found || err != nil {
+		t.Errorf("Claim of a consumed token: found %t, %v; want not found, no error", found, err)
+	}
+
+	for i, cluster := range []string{"edge-7", "edge-8"} {
+		tok, s, err := Authenticate(ctx, secrets, reusable.String(), cluster, now)
+		if err != nil {
+			t.Fatalf("reusable token, join %d (%s): %v", i+1, cluster, err)
+		}
+		if err := Bind(ctx, secrets, s, cluster); err != nil {
+			t.Fatal(err)
+		}
+		claimed, found, err := Claim(ctx, secrets, tok.ID, "request-"+cluster)
+		if err != nil || !found || claimed.UsedBy != "" {
+			t.Fatalf("Claim of a reusable token: %+v, %t, %v", claimed, found, err)
+		}
+		if err := Consume(ctx, secrets, claimed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tokens, _, _ := List(ctx, client); len(tokens) != 1 || tokens[0].ID != reusable.ID || tokens[0].Cluster != "" {
+		t.Errorf("after two joins the tokens are %+v; want the reusable one, unbound", tokens)
+	}
+}
+
+func TestFromSecretUse(t *testing.T) {
+	base := Token{ID: "abcdef", Secret: "0123456789abcdef"}.secret()
+	for _, tt := range []struct {
+		label                   string // "-": no label (a token made before tokens had uses)
+		reusable, replace, fail bool
+	}{
+		{label: "-"},
+		{label: UseOnce},
+		{label: UseReusable, reusable: true},
+		{label: UseReplace, replace: true},
+		{label: "twice", fail: true},
+	} {
+		s := base.DeepCopy()
+		if tt.label == "-" {
+			delete(s.Labels, UseLabel)
+		} else {
+			s.Labels[UseLabel] = tt.label
+		}
+		got, err := FromSecret(s)
+		if (err != nil) != tt.fail || got.Reusable != tt.reusable || got.Replace != tt.replace {
+			t.Errorf("label %q: %+v, %v", tt.label, got, err)
+		}
 	}
 }

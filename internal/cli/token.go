@@ -14,7 +14,7 @@ import (
 func tokenCommand() *command {
 	return &command{
 		name:  "token",
-		usage: "token create [--ttl DURATION] [--cluster NAME] [--description TEXT] | token list | token delete ID|TOKEN...",
+		usage: "token create [--ttl DURATION] [--cluster NAME [--replace]] [--reusable] [--description TEXT] | token list | token delete ID|TOKEN...",
 		short: "Create, list and delete the bootstrap tokens edge clusters join with",
 		long: `Manage bootstrap tokens, with which an edge cluster's agent joins the hub.
 
@@ -23,19 +23,33 @@ helm command that installs the agent into an edge cluster: the hub's address
 for agents and the pin of the hub CA (sha256 of its public key, as kubeadm
 join's --discovery-token-ca-cert-hash), as the hub published them. The agent
 trusts the hub by that pin alone, sends the token and a certificate request,
-and gets its certificate. A token lasts --ttl (0: until deleted). With
---cluster it joins only that cluster name; without, the first cluster that
-joins with it binds it to its name.
+and gets its certificate.
 
-list prints the tokens by ID (not their secrets), with their time left and
-cluster. delete removes tokens by ID or whole token: no new join can use
+A token joins one new cluster, once: the hub deletes it as soon as it has
+signed that join's certificate. It lasts --ttl (default 1h: make it right
+before the install it is for). With --cluster it joins only that cluster
+name; without, the first cluster that joins with it binds it to its name.
+A cluster that has joined keeps its name: a join under a name whose agent
+already holds a certificate is refused, unless the token was made with
+--cluster NAME --replace (re-installing that cluster's agent: the new
+certificate supersedes the old one, whose sessions are cut; the hub records
+an AgentCertificateReplaced event on the Cluster). --reusable makes a token
+for provisioning many new clusters: it joins any number of them, is not
+used up, never binds, never replaces; only a reusable token may have
+--ttl 0 (never expires; delete it when provisioning ends).
+
+list prints the tokens by ID (not their secrets), with their time left, use
+and cluster. delete removes tokens by ID or whole token: no new join can use
 them (clusters that already joined keep their certificates).
 
 Tokens are standard bootstrap.kubernetes.io/token Secrets in the hub's
 kube-system namespace (RBAC: create, list and delete of secrets there;
-ClusterRole flotilla-admin grants it). flotilla-hub token create does the
-same on the hub's machine with DATA/admin.kubeconfig.`,
-		example: `  flotilla token create --cluster edge-1 --ttl 2h --description "store 7"
+ClusterRole flotilla-admin grants it); the hub's audit log records who
+created each. flotilla-hub token create does the same on the hub's machine
+with DATA/admin.kubeconfig.`,
+		example: `  flotilla token create --cluster edge-1 --description "store 7"
+  flotilla token create --cluster edge-1 --replace
+  flotilla token create --reusable --ttl 8h --description "rollout wave 3"
   flotilla token create --token-only
   flotilla token list
   flotilla token delete abcdef
@@ -52,8 +66,10 @@ type tokenOptions struct {
 
 func bindToken(fs *pflag.FlagSet) runFunc {
 	o := &tokenOptions{}
-	fs.DurationVar(&o.create.TTL, "ttl", bootstraptoken.DefaultTTL, "create: how long the token can be used to join, as a `DURATION` (0: until deleted)")
+	fs.DurationVar(&o.create.TTL, "ttl", bootstraptoken.DefaultTTL, "create: how long the token can be used to join, as a `DURATION` (0: until deleted, with --reusable only)")
 	fs.StringVar(&o.create.Cluster, "cluster", "", "create: the only cluster `NAME` the token joins (default: the first to join with it)")
+	fs.BoolVar(&o.create.Replace, "replace", false, "create: with --cluster, the token may join that cluster although it already joined: the new agent certificate supersedes the old one (re-installing its agent); recorded as an event on the Cluster")
+	fs.BoolVar(&o.create.Reusable, "reusable", false, "create: the token joins any number of new clusters until it expires (provisioning many), instead of one; it never joins a cluster that already joined")
 	fs.StringVar(&o.create.Description, "description", "", "create: free `TEXT` kept with the token, shown by list")
 	fs.StringVar(&o.hubAddress, "hub-address", "", "create: the `HOST:PORT` agents dial, in the printed command (default the address the hub published: its --agent-address)")
 	fs.BoolVar(&o.tokenOnly, "token-only", false, "create: print only the token")
@@ -122,10 +138,17 @@ func expiryText(t bootstraptoken.Token) string {
 }
 
 func clusterText(t bootstraptoken.Token) string {
-	if t.Cluster == "" {
-		return "joins the first cluster that uses it"
+	switch {
+	case t.Reusable && t.Cluster == "":
+		return "joins any number of new clusters"
+	case t.Reusable:
+		return "joins only cluster " + t.Cluster + ", while it has not joined"
+	case t.Replace:
+		return "joins only cluster " + t.Cluster + ", once, replacing its agent certificate"
+	case t.Cluster == "":
+		return "joins once, the first new cluster that uses it"
 	}
-	return "joins only cluster " + t.Cluster
+	return "joins only cluster " + t.Cluster + ", once"
 }
 
 func listTokens(ctx context.Context, inv *invocation) error {
@@ -145,7 +168,7 @@ func listTokens(ctx context.Context, inv *invocation) error {
 		return nil
 	}
 	now := inv.Now()
-	tab := &table{header: []string{"ID", "TTL", "EXPIRES", "CLUSTER", "AGE", "DESCRIPTION"}}
+	tab := &table{header: []string{"ID", "TTL", "EXPIRES", "USE", "CLUSTER", "AGE", "DESCRIPTION"}}
 	for _, t := range tokens {
 		ttl, expires := "<forever>", "<never>"
 		if !t.Expires.IsZero() {
@@ -155,7 +178,11 @@ func listTokens(ctx context.Context, inv *invocation) error {
 				ttl = duration.ShortHumanDuration(left)
 			}
 		}
-		tab.add(t.ID, ttl, expires, orNone(t.Cluster), age(now, t.Created), orNone(oneLine(t.Description)))
+		use := t.Use()
+		if t.UsedBy != "" {
+			use = "used"
+		}
+		tab.add(t.ID, ttl, expires, use, orNone(t.Cluster), age(now, t.Created), orNone(oneLine(t.Description)))
 	}
 	return tab.write(inv.Stdout)
 }

@@ -70,7 +70,7 @@ func TestTokenCreatePrintsTheJoinCommand(t *testing.T) {
 	if tok == "" {
 		t.Fatalf("no token in %q", r.stdout)
 	}
-	want := "token " + tok + " created: expires 2026-05-01T14:00:00Z, joins only cluster edge-1\n\n" +
+	want := "token " + tok + " created: expires 2026-05-01T14:00:00Z, joins only cluster edge-1, once\n\n" +
 		"Join an edge cluster: with kubectl and helm pointed at it, from a checkout of Flotilla, run\n\n" +
 		"    helm install flotilla-agent charts/flotilla-agent \\\n" +
 		"    --namespace flotilla-system --create-namespace \\\n" +
@@ -85,7 +85,7 @@ func TestTokenCreatePrintsTheJoinCommand(t *testing.T) {
 		t.Errorf("the printed token does not join edge-1: %v", err)
 	}
 
-	r = h.run(t, "token", "create", "--token-only", "--ttl", "0", "--hub-address", "10.0.0.1:9443")
+	r = h.run(t, "token", "create", "--token-only", "--reusable", "--ttl", "0", "--hub-address", "10.0.0.1:9443")
 	wantExit(t, r, 0)
 	if !tokenPattern.MatchString(r.stdout) || len(r.stdout) != 24 {
 		t.Errorf("--token-only printed %q", r.stdout)
@@ -96,9 +96,9 @@ func TestTokenCreatePrintsTheJoinCommand(t *testing.T) {
 	id := tok[:6]
 	got := squeeze(r.stdout)
 	for _, want := range []string{
-		"ID TTL EXPIRES CLUSTER AGE DESCRIPTION",
-		id + " 2h 2026-05-01T14:00:00Z edge-1 0s store 7",
-		" <forever> <never> - 0s -",
+		"ID TTL EXPIRES USE CLUSTER AGE DESCRIPTION",
+		id + " 2h 2026-05-01T14:00:00Z once edge-1 0s store 7",
+		" <forever> <never> reusable - 0s -",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("token list:\n%s\nwant a line with %q", got, want)
@@ -143,6 +143,9 @@ func TestTokenUsageErrors(t *testing.T) {
 		{[]string{"create", "x"}, `token create takes no arguments, got ["x"]`},
 		{[]string{"create", "--ttl", "-1s"}, "--ttl -1s: must not be negative"},
 		{[]string{"create", "--cluster", "Bad_Name"}, `--cluster "Bad_Name": not a valid cluster name`},
+		{[]string{"create", "--ttl", "0"}, "--ttl 0 (never expires) needs --reusable"},
+		{[]string{"create", "--replace"}, "--replace needs --cluster NAME"},
+		{[]string{"create", "--cluster", "edge-1", "--replace", "--reusable"}, "--replace and --reusable"},
 		{[]string{"list", "x"}, `token list takes no arguments`},
 		{[]string{"delete"}, "token delete needs the ID or the whole token"},
 	} {

@@ -566,6 +566,15 @@ func TestAgentChart(t *testing.T) {
 		if err != nil || len(sec.Data["tls.crt"]) == 0 || len(sec.Data["tls.key"]) == 0 {
 			t.Errorf("certificate Secret %s: %v (keys %v)", certSecret, err, keysOf(sec))
 		}
+		// The spent token is emptied in its Secret, under the chart's RBAC.
+		tokenSecret := argValue(agentPod.Args, "--bootstrap-token-secret")
+		waitFor(t, 10*time.Second, "the token emptied in Secret "+tokenSecret, func() (bool, string) {
+			sec, err := member.CoreV1().Secrets(install.namespace).Get(t.Context(), tokenSecret, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return len(sec.Data["token"]) == 0, fmt.Sprintf("token key of %d bytes", len(sec.Data["token"]))
+		})
 		lease, err := member.CoordinationV1().Leases(install.namespace).Get(t.Context(), argValue(agentPod.Args, "--leader-elect-lease-name"), metav1.GetOptions{})
 		if err != nil || lease.Spec.HolderIdentity == nil || !strings.HasPrefix(*lease.Spec.HolderIdentity, pod.Name+"_") {
 			t.Errorf("election Lease: %v, holder %v; want held by pod %s", err, holder(lease), pod.Name)

@@ -84,7 +84,8 @@ func serialOf(t *testing.T, certFile string) string {
 // TestJoinWithBootstrapToken: an agent with a token and the CA pin and no
 // certificate joins, is registered with its metadata and turns Ready;
 // bad tokens and a wrong pin are refused with a reason on the agent's side
-// and register nothing; a newer join supersedes the older certificate.
+// and register nothing; a newer join with a --replace token supersedes
+// the older certificate.
 func TestJoinWithBootstrapToken(t *testing.T) {
 	env := membercluster.StartForTest(t, membercluster.Specs(1)...)
 	c := env.Cluster("member-1")
@@ -144,8 +145,9 @@ func TestJoinWithBootstrapToken(t *testing.T) {
 			log, _ := os.ReadFile(first.LogPath)
 			return strings.Contains(string(log), "msg=connected"), process.TailFile(first.LogPath, 3)
 		})
-		// ...when member-1 joins again with another key: a new serial.
-		token := h.createToken(t, "--cluster", "member-1")
+		// ...when member-1 joins again with another key, with a token made
+		// to replace its certificate: a new serial.
+		token := h.createToken(t, "--cluster", "member-1", "--replace")
 		second := filepath.Join(dir, "second")
 		args := joinArgs(h, c, second, token, pin)
 		ctx, cancel := context.WithCancel(t.Context())
