@@ -1,6 +1,7 @@
 package netlimit
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -220,6 +221,12 @@ func Release(c net.Conn) {
 	}
 }
 
+// Defaults of ServerLimits' timeouts, for the hub's servers on TCP.
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultIdleTimeout       = 30 * time.Second
+)
+
 // ServerLimits are what an HTTP server on TCP gives peers that have not
 // authenticated: its listener's caps and its timeouts.
 type ServerLimits struct {
@@ -237,4 +244,13 @@ type ServerLimits struct {
 func (s ServerLimits) Apply(srv *http.Server) {
 	srv.ReadHeaderTimeout = s.ReadHeaderTimeout
 	srv.IdleTimeout = s.IdleTimeout
+}
+
+// Or fills s's zero fields from def.
+func (s ServerLimits) Or(def ServerLimits) ServerLimits {
+	s.MaxConns = cmp.Or(s.MaxConns, def.MaxConns)
+	s.MaxConnsPerSource = cmp.Or(s.MaxConnsPerSource, def.MaxConnsPerSource)
+	s.ReadHeaderTimeout = cmp.Or(s.ReadHeaderTimeout, def.ReadHeaderTimeout)
+	s.IdleTimeout = cmp.Or(s.IdleTimeout, def.IdleTimeout)
+	return s
 }
