@@ -129,10 +129,7 @@ const (
 
 // DefaultHTTPLimits are HTTPAddr's caps and timeouts where
 // Config.HTTPLimits leaves them zero.
-var DefaultHTTPLimits = netlimit.ServerLimits{
-	Limits:            netlimit.Limits{MaxConns: DefaultHTTPMaxConns, MaxConnsPerSource: DefaultHTTPMaxConnsPerSource},
-	ReadHeaderTimeout: netlimit.DefaultReadHeaderTimeout, IdleTimeout: netlimit.DefaultIdleTimeout,
-}
+var DefaultHTTPLimits = netlimit.DefaultServerLimits(DefaultHTTPMaxConns, DefaultHTTPMaxConnsPerSource)
 
 // DefaultControllerWorkers is how many keys each controller reconciles at
 // once unless Config.ControllerWorkers says otherwise.

@@ -136,15 +136,7 @@ func TestHandshakeGateReleasesAnEndedConnection(t *testing.T) {
 func TestHandshakeGateHoldsBackTCP(t *testing.T) {
 	hubTLS, agentTLS := gateTestTLS(t)
 	gate := newHandshakeGate(HandshakeLimits{Max: 1}, discardLogger())
-	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
-	ws, err := listenWebSocket(t.Context(), testWebSocketConfig(hubTLS, netlimit.ServerLimits{}), gate, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() { defer close(served); ws.serve(logger) }()
-	t.Cleanup(func() { ws.close(); <-served })
-	addr := ws.Addr().String()
+	addr := serveWebSocket(t, hubTLS, netlimit.ServerLimits{}, gate).Addr().String()
 
 	silent, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -213,10 +205,21 @@ func waitGate(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// testWebSocketConfig listens on a free loopback port with hubTLS's
-// certificate and client CAs.
-func testWebSocketConfig(hubTLS *tls.Config, limits netlimit.ServerLimits) webSocketConfig {
-	return webSocketConfig{addr: "127.0.0.1:0", cert: hubTLS.Certificates[0], clientCAs: hubTLS.ClientCAs, limits: limits}
+// serveWebSocket serves the fallback on a free loopback port with
+// hubTLS's certificate and client CAs, limits and gate, until the test
+// ends.
+func serveWebSocket(t *testing.T, hubTLS *tls.Config, limits netlimit.ServerLimits, gate *handshakeGate) *webSocketListener {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
+	cfg := webSocketConfig{addr: "127.0.0.1:0", cert: hubTLS.Certificates[0], clientCAs: hubTLS.ClientCAs, limits: limits}
+	ws, err := listenWebSocket(t.Context(), cfg, gate, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { defer close(served); ws.serve(logger) }()
+	t.Cleanup(func() { ws.close(); <-served })
+	return ws
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -225,14 +228,7 @@ func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // hold its handshake place for its whole life.
 func TestWebSocketListenerRefusesHTTP2(t *testing.T) {
 	hubTLS, agentTLS := gateTestTLS(t)
-	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
-	ws, err := listenWebSocket(t.Context(), testWebSocketConfig(hubTLS, netlimit.ServerLimits{}), newHandshakeGate(HandshakeLimits{Max: 4}, logger), logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() { defer close(served); ws.serve(logger) }()
-	t.Cleanup(func() { ws.close(); <-served })
+	ws := serveWebSocket(t, hubTLS, netlimit.ServerLimits{}, newHandshakeGate(HandshakeLimits{Max: 4}, discardLogger()))
 	agentTLS = agentTLS.Clone()
 	agentTLS.NextProtos = []string{"h2"} // a client that speaks nothing else
 	c, err := tls.Dial("tcp", ws.Addr().String(), agentTLS)

@@ -39,10 +39,7 @@ const (
 
 // DefaultWebSocketLimits are the fallback's caps and timeouts where
 // Config.WebSocket leaves them zero.
-var DefaultWebSocketLimits = netlimit.ServerLimits{
-	Limits:            netlimit.Limits{MaxConns: DefaultWebSocketMaxConns, MaxConnsPerSource: DefaultWebSocketMaxConnsPerSource},
-	ReadHeaderTimeout: netlimit.DefaultReadHeaderTimeout, IdleTimeout: netlimit.DefaultIdleTimeout,
-}
+var DefaultWebSocketLimits = netlimit.DefaultServerLimits(DefaultWebSocketMaxConns, DefaultWebSocketMaxConnsPerSource)
 
 // webSocketConfig is where and how the fallback listens.
 type webSocketConfig struct {

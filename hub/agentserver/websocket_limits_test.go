@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"testing"
 	"time"
@@ -17,21 +16,15 @@ import (
 // header timeout, and one idle after a request after the idle timeout.
 func TestWebSocketListenerLimits(t *testing.T) {
 	hubTLS, _ := gateTestTLS(t)
-	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
 	limits := netlimit.ServerLimits{Limits: netlimit.Limits{MaxConns: 8, MaxConnsPerSource: 2},
 		ReadHeaderTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond}
-	ws, err := listenWebSocket(t.Context(), testWebSocketConfig(hubTLS, limits), newHandshakeGate(HandshakeLimits{Max: 4}, logger), logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() { defer close(served); ws.serve(logger) }()
-	t.Cleanup(func() { ws.close(); <-served })
+	ws := serveWebSocket(t, hubTLS, limits, newHandshakeGate(HandshakeLimits{Max: 4}, discardLogger()))
 	addr := ws.Addr().String()
 
 	silent := make([]net.Conn, 3)
 	dialed := time.Now()
 	for i := range silent {
+		var err error
 		if silent[i], err = net.Dial("tcp", addr); err != nil {
 			t.Fatal(err)
 		}

@@ -240,6 +240,13 @@ type ServerLimits struct {
 	IdleTimeout time.Duration
 }
 
+// DefaultServerLimits are caps of maxConns and perSource with the default
+// timeouts.
+func DefaultServerLimits(maxConns, perSource int) ServerLimits {
+	return ServerLimits{Limits: Limits{MaxConns: maxConns, MaxConnsPerSource: perSource},
+		ReadHeaderTimeout: DefaultReadHeaderTimeout, IdleTimeout: DefaultIdleTimeout}
+}
+
 // Apply sets s's timeouts on srv.
 func (s ServerLimits) Apply(srv *http.Server) {
 	srv.ReadHeaderTimeout = s.ReadHeaderTimeout
