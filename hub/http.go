@@ -11,6 +11,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/registry"
 	"github.com/flotilla-io/flotilla/hub/replicas"
 	"github.com/flotilla-io/flotilla/hub/stats"
+	"github.com/flotilla-io/flotilla/internal/netlimit"
 	"github.com/flotilla-io/flotilla/store"
 )
 
@@ -32,6 +33,8 @@ type httpServer struct {
 	dashboard http.Handler
 	// sessions is the replica's gossip, if any.
 	sessions *replicas.Gossip
+	// httpConns counts the connections to these endpoints.
+	httpConns *netlimit.Listener
 }
 
 func (a *httpServer) handler() http.Handler {

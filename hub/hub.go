@@ -23,6 +23,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/podlabel"
 	"github.com/flotilla-io/flotilla/hub/replicas"
 	"github.com/flotilla-io/flotilla/hub/sharedfiles"
+	"github.com/flotilla-io/flotilla/internal/netlimit"
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/store"
 )
@@ -83,11 +84,21 @@ type Config struct {
 	AgentCertTTL time.Duration
 	// AgentCSRApproval is join.ApprovalAuto or join.ApprovalManual.
 	AgentCSRApproval string
-	// MaxHandshakes bounds the agents' handshakes in flight, QUIC and the
-	// WebSocket fallback's TLS together; beyond it a QUIC connection is
-	// refused at once (the agent dials again soon) and a TCP one waits.
-	// 0: agentserver.DefaultMaxHandshakes.
-	MaxHandshakes int
+	// Handshakes bound the agents' handshakes in flight, QUIC and the
+	// WebSocket fallback's TLS together: beyond Max a QUIC connection is
+	// refused at once (the agent dials again soon) and a TCP one waits;
+	// past RetryThreshold a QUIC connection proves its source address
+	// first (Retry); PerSource caps one source address's. Zero fields:
+	// agentserver's defaults.
+	Handshakes agentserver.HandshakeLimits
+	// QUICHandshakeTimeout: a QUIC handshake silent this long is dropped;
+	// 0: agentserver.DefaultHandshakeTimeout.
+	QUICHandshakeTimeout time.Duration
+	// WebSocketLimits cap the WebSocket fallback's connections until
+	// their upgrade and time their TLS handshakes, headers and idle
+	// spells; HTTPLimits do the same for HTTPAddr's. Zero fields:
+	// agentserver.DefaultWebSocketLimits, DefaultHTTPLimits.
+	WebSocketLimits, HTTPLimits netlimit.ServerLimits
 	// ControllerWorkers is how many bindings (or Works, templates...)
 	// each controller reconciles at once; 0: DefaultControllerWorkers.
 	ControllerWorkers int
@@ -107,6 +118,18 @@ type Config struct {
 	Logger         *slog.Logger
 	Clock          clock.WithTicker
 }
+
+// Defaults of the caps on the connections to HTTPAddr: an operator's
+// browser, Prometheus and probes need a handful each; behind a Service
+// many may come from one node's address.
+const (
+	DefaultHTTPMaxConns          = 1024
+	DefaultHTTPMaxConnsPerSource = 64
+)
+
+// DefaultHTTPLimits are HTTPAddr's caps and timeouts where
+// Config.HTTPLimits leaves them zero.
+var DefaultHTTPLimits = netlimit.DefaultServerLimits(DefaultHTTPMaxConns, DefaultHTTPMaxConnsPerSource)
 
 // DefaultControllerWorkers is how many keys each controller reconciles at
 // once unless Config.ControllerWorkers says otherwise.
@@ -169,9 +192,11 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		return fmt.Errorf("listen for HTTP on %s: %w", cfg.HTTPAddr, err)
 	}
 	r.httpAddr = httpLn.Addr()
+	httpLimits := cfg.HTTPLimits.Or(DefaultHTTPLimits)
+	r.httpConns = netlimit.NewListener(httpLn, "http", httpLimits.Limits, logger, nil)
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	stopHTTP := serveHTTP(ctx, httpLn, r.http, stop)
+	stopHTTP := serveHTTP(ctx, r.httpConns, httpLimits, r.http, stop)
 	go func() {
 		select {
 		case <-api.Done():
@@ -201,13 +226,14 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	return err
 }
 
-// serveHTTP serves handler on ln until the returned function is called
-// (which waits up to 10 s for requests to finish); a failure of the server
-// stops the hub through stop. Requests see ctx: dashboard streams end with
-// the hub rather than holding up its shutdown.
-func serveHTTP(ctx context.Context, ln net.Listener, handler http.Handler, stop context.CancelCauseFunc) func() {
-	server := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
+// serveHTTP serves handler on ln, with limits' timeouts, until the
+// returned function is called (which waits up to 10 s for requests to
+// finish); a failure of the server stops the hub through stop. Requests
+// see ctx: dashboard streams end with the hub rather than holding up its
+// shutdown.
+func serveHTTP(ctx context.Context, ln net.Listener, limits netlimit.ServerLimits, handler http.Handler, stop context.CancelCauseFunc) func() {
+	server := &http.Server{Handler: handler, BaseContext: func(net.Listener) context.Context { return ctx }}
+	limits.Apply(server)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -245,7 +271,9 @@ type replica struct {
 	ca       *pki.CA
 	http     *switchHandler
 	httpAddr net.Addr
-	ready    func(quicAddr, httpAddr net.Addr)
+	// httpConns caps the connections to httpAddr and counts them.
+	httpConns *netlimit.Listener
+	ready     func(quicAddr, httpAddr net.Addr)
 	// labeler, if set, marks this pod while it leads.
 	labeler *podlabel.Labeler
 	// identity is the replica's name in the election and the gossip;

@@ -276,7 +276,7 @@ const supersedeQueue = 1024
 // httpServer is the leader's HTTP endpoints over what the term runs.
 func (t *term) httpServer() *httpServer {
 	return &httpServer{registry: t.registry, agents: t.front, failover: t.failover, guard: t.guard, dashboard: t.board.Handler(),
-		metrics: t.metrics, events: t.recorder, sessions: t.r.sessions,
+		metrics: t.metrics, events: t.recorder, sessions: t.r.sessions, httpConns: t.r.httpConns,
 		probes: readinessProbes(t.r.store, t.clients.Kube, t.informers, t.front.Serving)}
 }
 
@@ -304,6 +304,6 @@ func recordStoreState(recorder controller.Recorder, refusing bool, why string) {
 // agentServer is the part of cfg the agents' front needs.
 func (cfg Config) agentServer() agentserver.Config {
 	return agentserver.Config{QUICAddr: cfg.QUICAddr, WebSocketAddr: cfg.WebSocketAddr, DataDir: cfg.DataDir, TLSSANs: cfg.TLSSANs,
-		MaxHandshakes: cfg.MaxHandshakes, AgentCertTTL: cfg.AgentCertTTL, AgentCSRApproval: cfg.AgentCSRApproval,
-		Health: cfg.Health, HubID: cfg.HubID, Clock: cfg.Clock, Logger: cfg.Logger}
+		Handshakes: cfg.Handshakes, HandshakeTimeout: cfg.QUICHandshakeTimeout, WebSocket: cfg.WebSocketLimits,
+		AgentCertTTL: cfg.AgentCertTTL, AgentCSRApproval: cfg.AgentCSRApproval, Health: cfg.Health, HubID: cfg.HubID, Clock: cfg.Clock, Logger: cfg.Logger}
 }

@@ -15,7 +15,9 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/workqueue"
 
 	"github.com/flotilla-io/flotilla/eviction"
+	"github.com/flotilla-io/flotilla/hub/agentserver"
 	"github.com/flotilla-io/flotilla/hub/failover"
+	"github.com/flotilla-io/flotilla/internal/netlimit"
 	"github.com/flotilla-io/flotilla/internal/version"
 )
 
@@ -43,7 +45,7 @@ func (a *httpServer) collectors() []prometheus.Collector {
 	for _, m := range a.funcMetrics() {
 		out = append(out, m.collector())
 	}
-	return append(out, zoneCollector{a.failover}, a.registry.Collector(),
+	return append(out, zoneCollector{a.failover}, connCollector{a.listenerStats}, a.registry.Collector(),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }
 
@@ -103,6 +105,9 @@ func (a *httpServer) funcMetrics() []funcMetric {
 	counter("flotilla_store_alarms_disarmed_total", "NOSPACE alarms the store guard disarmed after the data fit again.", func() float64 { return float64(a.guard.Stats().Disarms) })
 	counter("flotilla_quic_handshakes_refused_total", "Agents' first QUIC packets refused because --max-handshakes were in flight (a dial may send two; the agent dials again in 1-3 s).", func() float64 { return float64(a.agents.Counters().HandshakesRefused) })
 	gauge("flotilla_agent_handshakes_in_flight", "Agents' handshakes under way, QUIC and TLS on TCP (the WebSocket fallback) together, bounded by --max-handshakes.", func() float64 { return float64(a.agents.Snapshot().HandshakesInFlight) })
+	counter("flotilla_quic_handshakes_source_limited_total", "Agents' first QUIC packets refused because their source address (an IPv6 /64), validated by a Retry, had --max-handshakes-per-source in flight.", func() float64 { return float64(a.agents.Counters().HandshakesSourceLimited) })
+	counter("flotilla_quic_retries_total", "QUIC Initial packets answered with a Retry, so that their source address proves itself first: --quic-retry-threshold handshakes were in flight, or the source had --max-handshakes-per-source unvalidated ones. Spoofed packets never answer it.", func() float64 { return float64(a.agents.Counters().Retries) })
+	counter("flotilla_quic_handshakes_abandoned_total", "QUIC handshakes that ended before the hub accepted their connection: failed, or silent beyond --quic-handshake-timeout (an Initial packet nobody followed up).", func() float64 { return float64(a.agents.Counters().HandshakesAbandoned) })
 	counter("flotilla_join_attempts_limited_total", "Join connections refused because their source address tried too often.", func() float64 { return float64(a.agents.Counters().JoinsLimited) })
 	counter("flotilla_served_apis_coalesced_total", "Lists of served APIs replaced by a newer one before they were stored (beyond a cluster's pace).", func() float64 { return float64(a.registry.Counters().APIsCoalesced) })
 	counter("flotilla_status_changes_coalesced_total", "Status reports whose change to the Cluster was replaced by a newer report's before its paced write (a burst of 4, then one per 10 s per cluster).", func() float64 { return float64(a.registry.Counters().ReportsCoalesced) })
@@ -152,6 +157,51 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// listenerStats are the connection counts of the hub's listeners on TCP
+// by name: http, and websocket while the agents' fallback listens.
+func (a *httpServer) listenerStats() map[string]netlimit.Stats {
+	out := map[string]netlimit.Stats{}
+	if a.httpConns != nil {
+		out["http"] = a.httpConns.Stats()
+	}
+	if a.agents != nil && a.agents.WebSocketAddr() != agentserver.WebSocketOff {
+		out["websocket"] = a.agents.Counters().WebSocketConns
+	}
+	return out
+}
+
+// connCollector exports the connection counts of the hub's listeners on
+// TCP, a series per listener.
+type connCollector struct {
+	listeners func() map[string]netlimit.Stats
+}
+
+var (
+	tcpOpenDesc = prometheus.NewDesc("flotilla_tcp_connections_open",
+		"Connections a listener of the hub holds and counts against its caps, per listener: http (--http-addr), websocket (the agents' fallback, until their upgrade).", []string{"listener"}, nil)
+	tcpRefusedDesc = prometheus.NewDesc("flotilla_tcp_connections_refused_total",
+		"Connections closed as soon as accepted because their source address (an IPv6 /64) held the listener's --http-max-conns-per-source or --websocket-max-conns-per-source.", []string{"listener"}, nil)
+	tcpWaitedDesc = prometheus.NewDesc("flotilla_tcp_connections_waited_total",
+		"Times a listener held its --http-max-conns or --websocket-max-conns and new connections waited in the kernel's accept queue.", []string{"listener"}, nil)
+	tcpTimedOutDesc = prometheus.NewDesc("flotilla_tcp_connections_timed_out_total",
+		"Connections the hub closed after a timeout: a TLS handshake or request headers beyond --tcp-read-header-timeout, or idle beyond --tcp-idle-timeout.", []string{"listener"}, nil)
+)
+
+func (connCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{tcpOpenDesc, tcpRefusedDesc, tcpWaitedDesc, tcpTimedOutDesc} {
+		ch <- d
+	}
+}
+
+func (c connCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, st := range c.listeners() {
+		ch <- prometheus.MustNewConstMetric(tcpOpenDesc, prometheus.GaugeValue, float64(st.Open), name)
+		ch <- prometheus.MustNewConstMetric(tcpRefusedDesc, prometheus.CounterValue, float64(st.Refused), name)
+		ch <- prometheus.MustNewConstMetric(tcpWaitedDesc, prometheus.CounterValue, float64(st.Waited), name)
+		ch <- prometheus.MustNewConstMetric(tcpTimedOutDesc, prometheus.CounterValue, float64(st.TimedOut), name)
+	}
 }
 
 // zoneCollector exports each zone's partition protection mode (one series

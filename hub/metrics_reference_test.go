@@ -10,6 +10,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/failover"
 	"github.com/flotilla-io/flotilla/hub/replicas"
 	"github.com/flotilla-io/flotilla/internal/docgen"
+	"github.com/flotilla-io/flotilla/internal/netlimit"
 )
 
 // TestReferenceMetrics: docs/reference/metrics.md lists the hub's metric
@@ -26,7 +27,7 @@ func TestReferenceMetrics(t *testing.T) {
 		m.read = func() float64 { return 0 }
 		documented = append(documented, m.collector())
 	}
-	documented = append(documented, zoneCollector{oneZone{}})
+	documented = append(documented, zoneCollector{oneZone{}}, connCollector{oneListener})
 	documented = append(documented, newHubMetrics().instruments()...)
 	families, err := docgen.Families(documented...)
 	if err != nil {
@@ -49,6 +50,9 @@ func TestReferenceMetrics(t *testing.T) {
 		}
 	}
 }
+
+// oneListener is one listener's connection counts.
+func oneListener() map[string]netlimit.Stats { return map[string]netlimit.Stats{"http": {}} }
 
 // oneZone is a failover controller with one zone, in mode Normal, and an
 // eviction waiting there.

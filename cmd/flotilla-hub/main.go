@@ -27,6 +27,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/failover"
 	"github.com/flotilla-io/flotilla/hub/health"
 	"github.com/flotilla-io/flotilla/hub/join"
+	"github.com/flotilla-io/flotilla/internal/netlimit"
 	"github.com/flotilla-io/flotilla/internal/version"
 	"github.com/flotilla-io/flotilla/store"
 )
@@ -101,7 +102,16 @@ func newFlags(cfg *hub.Config, o *serveOptions, hostname string) *pflag.FlagSet 
 	flags.DurationVar(&cfg.LeaseFlushInterval, "lease-flush-interval", 10*time.Second, "how often renewed leases are written to the store in batches: each lease at most once per interval, whatever the heartbeat rate")
 	flags.DurationVar(&cfg.EventTTL, "event-ttl", time.Hour, "how long events are kept (the API server's --event-ttl)")
 	flags.Float64Var(&cfg.LeaseWritesPerSecond, "lease-writes-per-second", 100, "most writes per second of the cluster registry to the API server (0: no limit): leases get what Cluster writes leave (at least a tenth); with more clusters than this times --lease-flush-interval, each stored lease is refreshed less often (health changes are never held back, and health is decided in memory)")
-	flags.IntVar(&cfg.MaxHandshakes, "max-handshakes", agentserver.DefaultMaxHandshakes, "agents' handshakes the hub carries at once, QUIC and the WebSocket fallback's TLS together; beyond it a QUIC connection is refused at its first packet and the agent dials again in 1-3 s, a TCP connection waits to be accepted (after a restart the whole fleet dials at once: handshakes beyond what the cores finish would all be slow and time out; 1 to 100000)")
+	flags.IntVar(&cfg.Handshakes.Max, "max-handshakes", agentserver.DefaultMaxHandshakes, "agents' handshakes the hub carries at once, QUIC and the WebSocket fallback's TLS together; beyond it a QUIC connection is refused at its first packet and the agent dials again in 1-3 s, a TCP connection waits to be accepted (after a restart the whole fleet dials at once: handshakes beyond what the cores finish would all be slow and time out; 1 to 100000)")
+	flags.IntVar(&cfg.Handshakes.RetryThreshold, "quic-retry-threshold", agentserver.DefaultRetryThreshold, "handshakes in flight (QUIC and TLS) from which a new QUIC connection must prove its source address first: the hub answers its first packet with a Retry (one round trip more), which spoofed packets never answer, so they hold at most this many handshake places (1 to 100000)")
+	flags.IntVar(&cfg.Handshakes.PerSource, "max-handshakes-per-source", agentserver.DefaultMaxHandshakesPerSource, "QUIC handshakes in flight from one source address (an IPv6 /64) once it proved itself with a Retry; beyond it the agent is refused and dials again in 1-3 s; a source not validated gets a Retry beyond it (1 to 100000)")
+	flags.DurationVar(&cfg.QUICHandshakeTimeout, "quic-handshake-timeout", agentserver.DefaultHandshakeTimeout, "a QUIC handshake silent this long is dropped, and one takes at most twice this in all: what a peer that never completes its handshake holds a place for (100ms to 1m)")
+	flags.DurationVar(&cfg.WebSocketLimits.ReadHeaderTimeout, "tcp-read-header-timeout", netlimit.DefaultReadHeaderTimeout, "on --websocket-addr and --http-addr: time for a TLS handshake, and then for each request's headers; a connection that sends nothing is closed after it")
+	flags.DurationVar(&cfg.WebSocketLimits.IdleTimeout, "tcp-idle-timeout", netlimit.DefaultIdleTimeout, "on --websocket-addr and --http-addr: how long a keep-alive connection may wait for its next request before the hub closes it")
+	flags.IntVar(&cfg.WebSocketLimits.MaxConns, "websocket-max-conns", agentserver.DefaultWebSocketMaxConns, "connections the WebSocket fallback holds at once before their upgrade (after it, the agent's session is bounded by the agents); beyond it new ones wait in the kernel's accept queue (1 to 1000000)")
+	flags.IntVar(&cfg.WebSocketLimits.MaxConnsPerSource, "websocket-max-conns-per-source", agentserver.DefaultWebSocketMaxConnsPerSource, "connections of one source address (an IPv6 /64) the WebSocket fallback holds at once before their upgrade; beyond it one is closed as soon as accepted (1 to 1000000)")
+	flags.IntVar(&cfg.HTTPLimits.MaxConns, "http-max-conns", hub.DefaultHTTPMaxConns, "connections --http-addr holds at once; beyond it new ones wait in the kernel's accept queue (1 to 1000000)")
+	flags.IntVar(&cfg.HTTPLimits.MaxConnsPerSource, "http-max-conns-per-source", hub.DefaultHTTPMaxConnsPerSource, "connections of one source address (an IPv6 /64) --http-addr holds at once; beyond it one is closed as soon as accepted (1 to 1000000)")
 	flags.IntVar(&cfg.ControllerWorkers, "controller-workers", hub.DefaultControllerWorkers, "bindings (and Works, templates...) each controller reconciles at once: each waits for its writes to the API server, so more workers help when those answers are slow and cores are free (1 to 256)")
 	flags.Int64Var(&cfg.Store.Quota, "store-quota-bytes", store.DefaultQuota, "etcd's backend quota: set on the embedded etcd; with --etcd-endpoints, give the external etcd's --quota-backend-bytes")
 	flags.Float64Var(&cfg.Store.AgentThreshold, "store-agent-write-threshold", store.DefaultAgentThreshold, "fraction of --store-quota-bytes in use above which what agents drive (Work status reports, events about agents) is no longer stored, so health changes always have room (stored again below 80 % of it)")
@@ -182,6 +192,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := validateDurations(cfg); err != nil {
 		return err
 	}
+	if err := setConnLimits(&cfg); err != nil {
+		return err
+	}
 	cfg.LeaderElection.Enabled = o.leaderElect || (!flags.Changed("leader-elect") && len(cfg.EtcdEndpoints) > 0)
 	if err := validateLeaderElection(cfg.LeaderElection); err != nil {
 		return err
@@ -227,6 +240,38 @@ func validateDurations(cfg hub.Config) error {
 	return nil
 }
 
+// setConnLimits checks the limits on what peers not authenticated yet
+// may hold, and gives the HTTP server the TCP timeouts too.
+func setConnLimits(cfg *hub.Config) error {
+	cfg.HTTPLimits.ReadHeaderTimeout = cfg.WebSocketLimits.ReadHeaderTimeout
+	cfg.HTTPLimits.IdleTimeout = cfg.WebSocketLimits.IdleTimeout
+	for _, c := range []struct {
+		name     string
+		n, limit int
+	}{
+		{"--max-handshakes", cfg.Handshakes.Max, 100000},
+		{"--quic-retry-threshold", cfg.Handshakes.RetryThreshold, 100000},
+		{"--max-handshakes-per-source", cfg.Handshakes.PerSource, 100000},
+		{"--websocket-max-conns", cfg.WebSocketLimits.MaxConns, 1000000},
+		{"--websocket-max-conns-per-source", cfg.WebSocketLimits.MaxConnsPerSource, 1000000},
+		{"--http-max-conns", cfg.HTTPLimits.MaxConns, 1000000},
+		{"--http-max-conns-per-source", cfg.HTTPLimits.MaxConnsPerSource, 1000000},
+	} {
+		if c.n < 1 || c.n > c.limit {
+			return fmt.Errorf("%s %d: want 1 to %d", c.name, c.n, c.limit)
+		}
+	}
+	if d := cfg.QUICHandshakeTimeout; d < 100*time.Millisecond || d > time.Minute {
+		return fmt.Errorf("--quic-handshake-timeout %v: want 100ms to 1m", d)
+	}
+	for name, d := range map[string]time.Duration{"--tcp-read-header-timeout": cfg.WebSocketLimits.ReadHeaderTimeout, "--tcp-idle-timeout": cfg.WebSocketLimits.IdleTimeout} {
+		if d <= 0 {
+			return fmt.Errorf("%s %v: want a positive duration", name, d)
+		}
+	}
+	return nil
+}
+
 // setAPIServer checks the API server flags and fills in their defaults.
 func setAPIServer(cfg *hub.Config) error {
 	switch cfg.AuditLogPath {
@@ -247,9 +292,6 @@ func setAPIServer(cfg *hub.Config) error {
 		if _, _, err := net.SplitHostPort(cfg.WebSocketAddr); err != nil {
 			return fmt.Errorf("--websocket-addr %q: want HOST:PORT, :PORT or off: %w", cfg.WebSocketAddr, err)
 		}
-	}
-	if cfg.MaxHandshakes < 1 || cfg.MaxHandshakes > 100000 {
-		return fmt.Errorf("--max-handshakes %d: want 1 to 100000", cfg.MaxHandshakes)
 	}
 	if cfg.ControllerWorkers < 1 || cfg.ControllerWorkers > 256 {
 		return fmt.Errorf("--controller-workers %d: want 1 to 256", cfg.ControllerWorkers)

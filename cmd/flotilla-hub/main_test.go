@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
@@ -34,6 +35,14 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"threshold above the quota", []string{"--data-dir", dir, "--store-agent-write-threshold=1.5"}, "--store-agent-write-threshold 1.5: want a fraction of the quota in (0, 1]"},
 		{"no store checks", []string{"--data-dir", dir, "--store-check-interval=0s"}, "--store-check-interval 0s: want a positive duration"},
 		{"no controller workers", []string{"--data-dir", dir, "--controller-workers=0"}, "--controller-workers 0: want 1 to 256"},
+		{"no handshakes", []string{"--data-dir", dir, "--max-handshakes=0"}, "--max-handshakes 0: want 1 to 100000"},
+		{"no Retry threshold", []string{"--data-dir", dir, "--quic-retry-threshold=0"}, "--quic-retry-threshold 0: want 1 to 100000"},
+		{"no handshakes per source", []string{"--data-dir", dir, "--max-handshakes-per-source=0"}, "--max-handshakes-per-source 0: want 1 to 100000"},
+		{"long QUIC handshakes", []string{"--data-dir", dir, "--quic-handshake-timeout=2m"}, "--quic-handshake-timeout 2m0s: want 100ms to 1m"},
+		{"no header timeout", []string{"--data-dir", dir, "--tcp-read-header-timeout=0s"}, "--tcp-read-header-timeout 0s: want a positive duration"},
+		{"no idle timeout", []string{"--data-dir", dir, "--tcp-idle-timeout=0s"}, "--tcp-idle-timeout 0s: want a positive duration"},
+		{"no WebSocket connections", []string{"--data-dir", dir, "--websocket-max-conns=0"}, "--websocket-max-conns 0: want 1 to 1000000"},
+		{"no HTTP connections per source", []string{"--data-dir", dir, "--http-max-conns-per-source=-1"}, "--http-max-conns-per-source -1: want 1 to 1000000"},
 		{"bad WebSocket address", []string{"--data-dir", dir, "--websocket-addr=7443"}, `--websocket-addr "7443": want HOST:PORT, :PORT or off`},
 		{"short agent certificates", []string{"--data-dir", dir, "--agent-cert-ttl", "50s"}, "--agent-cert-ttl 50s: want at least 1m"},
 		{"renew deadline past the lease", []string{"--data-dir", dir, "--leader-elect", "--leader-elect-renew-deadline=20s"}, "--leader-elect-lease-duration 15s: want more than --leader-elect-renew-deadline (20s)"},
@@ -62,6 +71,48 @@ func TestRunRejectsBadInput(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "out")); !os.IsNotExist(err) {
 		t.Errorf("a refused certs issue wrote %s (stat: %v)", filepath.Join(dir, "out"), err)
+	}
+}
+
+// TestConnLimitDefaults: by default nothing unauthenticated holds a
+// place for long. A QUIC handshake ends within twice its idle timeout; on
+// TCP a connection that sends nothing ends after the header timeout, one
+// that finishes its TLS handshake and then sends nothing after two, one
+// idle after a request after the idle timeout: each within 60 s. Retry
+// starts well before the handshake places run out, and the HTTP server
+// gets the same timeouts as the WebSocket fallback.
+func TestConnLimitDefaults(t *testing.T) {
+	var cfg hub.Config
+	var o serveOptions
+	if err := newFlags(&cfg, &o, "hub").Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := setConnLimits(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	const idleBound = 60 * time.Second
+	ws, web := cfg.WebSocketLimits, cfg.HTTPLimits
+	for what, d := range map[string]time.Duration{
+		"a QUIC handshake that stalls":            2 * cfg.QUICHandshakeTimeout,
+		"a TCP connection that sends nothing":     ws.ReadHeaderTimeout,
+		"a TLS connection that sends no request":  2 * ws.ReadHeaderTimeout,
+		"a connection idle after a request":       ws.IdleTimeout,
+		"an HTTP connection that sends nothing":   web.ReadHeaderTimeout,
+		"an HTTP connection idle after a request": web.IdleTimeout,
+	} {
+		if d <= 0 || d > idleBound {
+			t.Errorf("%s is held for %v by default, want at most %v", what, d, idleBound)
+		}
+	}
+	if web.ReadHeaderTimeout != ws.ReadHeaderTimeout || web.IdleTimeout != ws.IdleTimeout {
+		t.Errorf("HTTP timeouts %v/%v, want the WebSocket fallback's %v/%v", web.ReadHeaderTimeout, web.IdleTimeout, ws.ReadHeaderTimeout, ws.IdleTimeout)
+	}
+	h := cfg.Handshakes
+	if h.RetryThreshold >= h.Max || h.PerSource >= h.Max {
+		t.Errorf("handshake limits %+v: want Retry and the per-source cap to start below --max-handshakes", h)
+	}
+	if ws.MaxConnsPerSource >= ws.MaxConns || web.MaxConnsPerSource >= web.MaxConns {
+		t.Errorf("per-source caps %d, %d not below the totals %d, %d", ws.MaxConnsPerSource, web.MaxConnsPerSource, ws.MaxConns, web.MaxConns)
 	}
 }
 

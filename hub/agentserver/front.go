@@ -1,6 +1,7 @@
 package agentserver
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/health"
 	"github.com/flotilla-io/flotilla/hub/join"
 	"github.com/flotilla-io/flotilla/internal/kube"
+	"github.com/flotilla-io/flotilla/internal/netlimit"
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/transport"
@@ -35,9 +37,17 @@ type Config struct {
 	DataDir string
 	// TLSSANs are extra names or addresses for the serving certificate.
 	TLSSANs []string
-	// MaxHandshakes bounds the handshakes in flight, QUIC and TLS on TCP
-	// together; 0: DefaultMaxHandshakes.
-	MaxHandshakes int
+	// Handshakes bound the handshakes in flight, QUIC and TLS on TCP
+	// together, and say when QUIC validates source addresses (zero
+	// fields: the defaults).
+	Handshakes HandshakeLimits
+	// HandshakeTimeout: a QUIC handshake silent this long is dropped
+	// (twice this in all); 0: DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
+	// WebSocket caps the fallback's connections until their upgrade,
+	// and times its TLS handshakes, headers and idle connections; zero
+	// fields: DefaultWebSocketLimits'.
+	WebSocket netlimit.ServerLimits
 	// AgentCertTTL and AgentCSRApproval are for joins and renewals
 	// (package join).
 	AgentCertTTL     time.Duration
@@ -105,9 +115,12 @@ func Open(ctx context.Context, cfg Config, hubCA *pki.CA, clients *kube.Clients,
 		logger.Warn("the agents' UDP socket got a smaller receive buffer than asked: packets may be dropped while thousands of agents reconnect (raise net.core.rmem_max)",
 			"asked", receiveBuffer, "granted", granted, "err", err)
 	}
-	handshakes := newHandshakeGate(cfg.MaxHandshakes)
-	f.quic = &quic.Transport{Conn: f.udpConn, StatelessResetKey: resetKey, ConnContext: handshakes.admit}
+	handshakes := newHandshakeGate(cfg.Handshakes, logger)
+	f.quic = &quic.Transport{Conn: f.udpConn, StatelessResetKey: resetKey, ConnContext: handshakes.admit, VerifySourceAddress: handshakes.verifySource}
 	quicConf := protocol.QUICConfig()
+	// What a peer that never completes its handshake (a spoofed Initial)
+	// holds of the hub, and for how long.
+	quicConf.HandshakeIdleTimeout = cmp.Or(cfg.HandshakeTimeout, DefaultHandshakeTimeout)
 	// An agent needs a control and a status stream (Work streams later);
 	// a low limit bounds what one connection can make the hub buffer.
 	quicConf.MaxIncomingStreams = 8
@@ -117,7 +130,9 @@ func Open(ctx context.Context, cfg Config, hubCA *pki.CA, clients *kube.Clients,
 	}
 	agentsCtx, stopAgents := context.WithCancel(ctx)
 	f.agentsCtx, f.stopAgents = agentsCtx, stopAgents
-	if f.ws, err = listenWebSocket(agentsCtx, cfg.WebSocketAddr, f.udpConn.LocalAddr(), cert, ca.Pool(hubCA), handshakes, logger); err != nil {
+	wsConfig := webSocketConfig{addr: cfg.WebSocketAddr, udp: f.udpConn.LocalAddr(), cert: cert, clientCAs: ca.Pool(hubCA),
+		limits: cfg.WebSocket.Or(DefaultWebSocketLimits)}
+	if f.ws, err = listenWebSocket(agentsCtx, wsConfig, handshakes, logger); err != nil {
 		return nil, err
 	}
 	f.dispatcher = dispatch.New(clients, informers, recorder, cfg.Clock, logger)
@@ -230,8 +245,16 @@ type Counters struct {
 	// newer one before they were applied.
 	LimitedRenewals, CoalescedReports int64
 	// HandshakesRefused are first QUIC packets refused while
-	// --max-handshakes were in flight.
-	HandshakesRefused int64
+	// --max-handshakes were in flight; HandshakesSourceLimited those
+	// refused while their source address had --max-handshakes-per-source.
+	HandshakesRefused, HandshakesSourceLimited int64
+	// Retries are QUIC Initial packets answered with a Retry (source
+	// address validation); HandshakesAbandoned QUIC handshakes that ended
+	// before the hub accepted their connection (timed out or failed).
+	Retries, HandshakesAbandoned int64
+	// WebSocketConns are the WebSocket fallback's connection counts
+	// before their upgrade (zero without the fallback).
+	WebSocketConns netlimit.Stats
 	// JoinsLimited are join connections refused because their source
 	// address tried too often.
 	JoinsLimited int64
@@ -239,12 +262,17 @@ type Counters struct {
 
 // Counters returns the front's counts so far.
 func (f *Front) Counters() Counters {
-	s := f.agents
-	return Counters{
+	s, g := f.agents, f.agents.handshakes
+	c := Counters{
 		Rejected: s.rejected.Load(), Replaced: s.replaced.Load(), RenewalDatagrams: s.renewalDatagrams.Load(),
 		LimitedRenewals: s.limits.limitedRenewals.Load(), CoalescedReports: s.limits.coalescedReports.Load(),
-		HandshakesRefused: s.handshakes.refused.Load(), JoinsLimited: s.joinLimit.limitedCount(),
+		HandshakesRefused: g.refused.Load(), HandshakesSourceLimited: g.sourceLimited.Load(),
+		Retries: g.retries.Load(), HandshakesAbandoned: g.abandoned.Load(), JoinsLimited: s.joinLimit.limitedCount(),
 	}
+	if f.ws != nil {
+		c.WebSocketConns = f.ws.Stats()
+	}
+	return c
 }
 
 // Snapshot is the front's state now.
@@ -259,5 +287,5 @@ type Snapshot struct {
 // Snapshot returns the front's state now.
 func (f *Front) Snapshot() Snapshot {
 	total, websocket := f.agents.sessionCounts()
-	return Snapshot{Sessions: total, WebSocketSessions: websocket, HandshakesInFlight: f.agents.handshakes.inFlight.Load()}
+	return Snapshot{Sessions: total, WebSocketSessions: websocket, HandshakesInFlight: int64(f.agents.handshakes.held())}
 }

@@ -3,6 +3,7 @@ package agentserver
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/agent"
 	"github.com/flotilla-io/flotilla/hub/ca"
+	"github.com/flotilla-io/flotilla/internal/netlimit"
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/transport"
@@ -53,7 +55,7 @@ func TestHandshakeGateRefusesBeyondTheLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate := newHandshakeGate(1)
+	gate := newHandshakeGate(HandshakeLimits{Max: 1}, discardLogger())
 	tr := &quic.Transport{Conn: udp, ConnContext: gate.admit}
 	t.Cleanup(func() { tr.Close(); udp.Close() })
 	ln, err := tr.Listen(hubTLS, protocol.QUICConfig())
@@ -76,10 +78,10 @@ func TestHandshakeGateRefusesBeyondTheLimit(t *testing.T) {
 	if !agent.HubBusy(err) {
 		t.Fatalf("second dial while the first is not accepted: %v, want the hub busy", err)
 	}
-	// The agent's first flight may take two packets, each refused.
-	if got := gate.refused.Load(); got < 1 {
-		t.Errorf("refused = %d, want at least 1", got)
-	}
+	// The agent's first flight takes two packets (its ClientHello carries
+	// a post-quantum key share), each refused; the second may come after
+	// the dial returned, and would take the place freed below.
+	waitGate(t, "both first packets refused", func() bool { return gate.refused.Load() >= 2 })
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if _, err := accept.Accept(ctx); err != nil {
@@ -93,7 +95,7 @@ func TestHandshakeGateRefusesBeyondTheLimit(t *testing.T) {
 	if _, err := accept.Accept(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := gate.inFlight.Load(); got != 0 {
+	if got := gate.held(); got != 0 {
 		t.Errorf("in flight after both were accepted = %d, want 0", got)
 	}
 }
@@ -101,7 +103,7 @@ func TestHandshakeGateRefusesBeyondTheLimit(t *testing.T) {
 // A connection that ends before the hub accepts it gives its place back.
 func TestHandshakeGateReleasesAnEndedConnection(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		gate := newHandshakeGate(1)
+		gate := newHandshakeGate(HandshakeLimits{Max: 1}, discardLogger())
 		ctx, cancel := context.WithCancel(t.Context())
 		connCtx, err := gate.admit(ctx, &quic.ClientInfo{})
 		if err != nil {
@@ -112,13 +114,16 @@ func TestHandshakeGateReleasesAnEndedConnection(t *testing.T) {
 		}
 		cancel()
 		synctest.Wait() // context.AfterFunc releases on a goroutine of its own
-		if got := gate.inFlight.Load(); got != 0 {
+		if got := gate.held(); got != 0 {
 			t.Fatalf("in flight = %d after the connection ended, want 0", got)
 		}
 		// Released twice (ended, then accepted late) counts once.
 		connCtx.Value(ticketKey{}).(*ticket).release()
-		if got := gate.inFlight.Load(); got != 0 {
+		if got := gate.held(); got != 0 {
 			t.Errorf("in flight = %d after a second release, want 0", got)
+		}
+		if got := gate.abandoned.Load(); got != 1 {
+			t.Errorf("abandoned = %d, want 1", got)
 		}
 	})
 }
@@ -130,16 +135,8 @@ func TestHandshakeGateReleasesAnEndedConnection(t *testing.T) {
 // and its first request gives the place back.
 func TestHandshakeGateHoldsBackTCP(t *testing.T) {
 	hubTLS, agentTLS := gateTestTLS(t)
-	gate := newHandshakeGate(1)
-	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
-	ws, err := listenWebSocket(t.Context(), "127.0.0.1:0", nil, hubTLS.Certificates[0], hubTLS.ClientCAs, gate, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() { defer close(served); ws.serve(logger) }()
-	t.Cleanup(func() { ws.close(); <-served })
-	addr := ws.Addr().String()
+	gate := newHandshakeGate(HandshakeLimits{Max: 1}, discardLogger())
+	addr := serveWebSocket(t, hubTLS, netlimit.ServerLimits{}, gate).Addr().String()
 
 	silent, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -182,7 +179,7 @@ func TestHandshakeGateHoldsBackTCP(t *testing.T) {
 		t.Fatalf("TLS dial after the place was freed: %v", err)
 	}
 	defer c.Close()
-	if got := gate.inFlight.Load(); got != 1 {
+	if got := gate.held(); got != 1 {
 		t.Errorf("in flight after the handshake, before its first request = %d, want 1", got)
 	}
 	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: hub\r\n\r\n"); err != nil {
@@ -192,28 +189,46 @@ func TestHandshakeGateHoldsBackTCP(t *testing.T) {
 }
 
 // waitInFlight waits up to 10 s for the gate to hold want handshakes.
-func waitInFlight(t *testing.T, gate *handshakeGate, want int64) {
+func waitInFlight(t *testing.T, gate *handshakeGate, want int) {
+	t.Helper()
+	waitGate(t, fmt.Sprintf("%d in flight", want), func() bool { return gate.held() == want })
+}
+
+// waitGate polls cond for up to 10 s.
+func waitGate(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return gate.inFlight.Load() == want, nil
+		return cond(), nil
 	})
 	if err != nil {
-		t.Fatalf("in flight = %d after 10 s, want %d", gate.inFlight.Load(), want)
+		t.Fatalf("not %s after 10 s", what)
 	}
 }
 
-// The WebSocket server offers HTTP/1.1 only: an HTTP/2 connection would
-// hold its handshake place for its whole life.
-func TestWebSocketListenerRefusesHTTP2(t *testing.T) {
-	hubTLS, agentTLS := gateTestTLS(t)
+// serveWebSocket serves the fallback on a free loopback port with
+// hubTLS's certificate and client CAs, limits and gate, until the test
+// ends.
+func serveWebSocket(t *testing.T, hubTLS *tls.Config, limits netlimit.ServerLimits, gate *handshakeGate) *webSocketListener {
+	t.Helper()
 	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
-	ws, err := listenWebSocket(t.Context(), "127.0.0.1:0", nil, hubTLS.Certificates[0], hubTLS.ClientCAs, newHandshakeGate(4), logger)
+	cfg := webSocketConfig{addr: "127.0.0.1:0", cert: hubTLS.Certificates[0], clientCAs: hubTLS.ClientCAs, limits: limits}
+	ws, err := listenWebSocket(t.Context(), cfg, gate, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
 	served := make(chan struct{})
 	go func() { defer close(served); ws.serve(logger) }()
 	t.Cleanup(func() { ws.close(); <-served })
+	return ws
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// The WebSocket server offers HTTP/1.1 only: an HTTP/2 connection would
+// hold its handshake place for its whole life.
+func TestWebSocketListenerRefusesHTTP2(t *testing.T) {
+	hubTLS, agentTLS := gateTestTLS(t)
+	ws := serveWebSocket(t, hubTLS, netlimit.ServerLimits{}, newHandshakeGate(HandshakeLimits{Max: 4}, discardLogger()))
 	agentTLS = agentTLS.Clone()
 	agentTLS.NextProtos = []string{"h2"} // a client that speaks nothing else
 	c, err := tls.Dial("tcp", ws.Addr().String(), agentTLS)

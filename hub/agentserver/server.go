@@ -81,7 +81,7 @@ type agentSession struct {
 
 func newAgentServer(cfg Config, backend Backend, d *dispatch.Dispatcher, joins *join.Controller) *agentServer {
 	return &agentServer{backend: backend, health: cfg.Health, dispatch: d, joins: joins, hubID: cfg.HubID, clock: cfg.Clock, logger: cfg.Logger, sessions: map[string]*agentSession{},
-		limits: defaultSessionLimits(), handshakes: newHandshakeGate(0)}
+		limits: defaultSessionLimits(), handshakes: newHandshakeGate(cfg.Handshakes, cfg.Logger)}
 }
 
 // acceptor hands out agent connections: a QUIC listener's, or the

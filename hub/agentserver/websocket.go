@@ -10,8 +10,8 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"time"
 
+	"github.com/flotilla-io/flotilla/internal/netlimit"
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/transport"
 )
@@ -24,14 +24,39 @@ const WebSocketOff = "off"
 type webSocketListener struct {
 	*transport.WebSocketServer
 	ln     net.Listener
+	capped *netlimit.Listener // under ln: the caps on connections
 	server *http.Server
 }
 
-// listenWebSocket listens at addr; empty addr means the port QUIC is bound
-// to (udp), on TCP, and then a failure to listen is a warning (the hub
+// Defaults of the WebSocket fallback's caps on connections before their
+// upgrade (after it, a connection is the agent server's, which checks its
+// certificate or its join at once): sites behind one NAT or proxy reach
+// the hub from one address, a handful at a time but for a restart.
+const (
+	DefaultWebSocketMaxConns          = 4096
+	DefaultWebSocketMaxConnsPerSource = 64
+)
+
+// DefaultWebSocketLimits are the fallback's caps and timeouts where
+// Config.WebSocket leaves them zero.
+var DefaultWebSocketLimits = netlimit.DefaultServerLimits(DefaultWebSocketMaxConns, DefaultWebSocketMaxConnsPerSource)
+
+// webSocketConfig is where and how the fallback listens.
+type webSocketConfig struct {
+	// addr: empty means the port QUIC is bound to (udp), on TCP.
+	addr      string
+	udp       net.Addr
+	cert      tls.Certificate
+	clientCAs *x509.CertPool
+	limits    netlimit.ServerLimits
+}
+
+// listenWebSocket listens at cfg.addr; an empty one means the port QUIC is
+// bound to, on TCP, and then a failure to listen is a warning (the hub
 // runs without the fallback), not an error. It returns nil when addr is
 // WebSocketOff or the default cannot be had.
-func listenWebSocket(ctx context.Context, addr string, udp net.Addr, cert tls.Certificate, clientCAs *x509.CertPool, handshakes *handshakeGate, logger *slog.Logger) (*webSocketListener, error) {
+func listenWebSocket(ctx context.Context, cfg webSocketConfig, handshakes *handshakeGate, logger *slog.Logger) (*webSocketListener, error) {
+	addr, udp := cfg.addr, cfg.udp
 	if addr == WebSocketOff {
 		return nil, nil
 	}
@@ -59,22 +84,26 @@ func listenWebSocket(ctx context.Context, addr string, udp net.Addr, cert tls.Ce
 	mux.Handle(transport.WebSocketPath, ws)
 	// HTTP/1.1 only: the WebSocket upgrade needs nothing else, and an
 	// HTTP/2 connection would hold its handshake place for its whole life
-	// (releaseOnState never hears it become active).
+	// (onConnState never hears it become active).
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	server := &http.Server{
-		Protocols:         protocols,
-		Handler:           mux,
-		TLSConfig:         protocol.ServerWebSocketTLSConfig(cert, clientCAs),
-		ReadHeaderTimeout: 10 * time.Second,
-		MaxHeaderBytes:    16 << 10,
+		Protocols:      protocols,
+		Handler:        mux,
+		TLSConfig:      protocol.ServerWebSocketTLSConfig(cfg.cert, cfg.clientCAs),
+		MaxHeaderBytes: 16 << 10,
 		// TLS handshake errors of scanners would otherwise go to stderr.
 		ErrorLog:    slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 		BaseContext: func(net.Listener) context.Context { return ctx },
-		ConnState:   releaseOnState,
+		ConnState:   onConnState,
 	}
-	return &webSocketListener{WebSocketServer: ws, ln: gatedTCPListener{Listener: ln, gate: handshakes, ctx: ctx}, server: server}, nil
+	cfg.limits.Apply(server)
+	capped := netlimit.NewListener(ln, "websocket", cfg.limits.Limits, logger, nil)
+	return &webSocketListener{WebSocketServer: ws, ln: gatedTCPListener{Listener: capped, gate: handshakes, ctx: ctx}, capped: capped, server: server}, nil
 }
+
+// Stats are the fallback's connection counts (before their upgrade).
+func (l *webSocketListener) Stats() netlimit.Stats { return l.capped.Stats() }
 
 // Addr is where the fallback listens.
 func (l *webSocketListener) Addr() net.Addr { return l.ln.Addr() }

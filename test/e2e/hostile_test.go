@@ -621,12 +621,13 @@ func allEvents(t *testing.T, h *hub, cluster string) int32 {
 	return eventCount(t, h, "Cluster", "default", cluster, "")
 }
 
-// grepMetrics returns the lines of metrics that start with one of names.
+// grepMetrics returns the lines of metrics that start with one of names
+// (each series of a labelled one).
 func grepMetrics(metrics string, names ...string) string {
 	var out []string
 	for line := range strings.SplitSeq(metrics, "\n") {
 		for _, name := range names {
-			if strings.HasPrefix(line, name+" ") {
+			if strings.HasPrefix(line, name+" ") || strings.HasPrefix(line, name+"{") {
 				out = append(out, line)
 			}
 		}
