@@ -15,10 +15,12 @@ import (
 	"fmt"
 	"path"
 	"slices"
+
+	"github.com/flotilla-io/flotilla/protocol"
 )
 
 // Reason is the reason the agent and the hub give for a refusal.
-const Reason = "RefusedByMemberPolicy"
+const Reason = protocol.ReasonRefusedByMemberPolicy
 
 // Names of the settings, as the agent's flags and the chart's values spell
 // them, for messages that tell the member's owner what to change.
@@ -35,7 +37,7 @@ const (
 var DefaultDenyNamespaces = []string{"kube-system", "kube-public", "kube-node-lease"}
 
 // Policy bounds the hub. The zero Policy refuses every cluster-scoped kind
-// and allows every namespace.
+// and allows every namespace; a nil *Policy bounds nothing.
 type Policy struct {
 	// AllowNamespaces are namespace names or patterns ("team-*"); empty
 	// allows every namespace that is not denied.
@@ -92,6 +94,9 @@ func (o Object) String() string {
 // A Namespace object is judged as a cluster-scoped kind and by its name
 // as a namespace.
 func (p *Policy) Check(o Object) error {
+	if p == nil {
+		return nil
+	}
 	refuse := func(why, rule string) error { return &Refused{Object: o.String(), Why: why, Rule: rule} }
 	if k, ok := matchKind(p.DenyKinds, o.Kind); ok {
 		return refuse(fmt.Sprintf("kind %s is denied", o.Kind), fmt.Sprintf("%s entry %q", RuleDenyKinds, k))
@@ -112,6 +117,9 @@ func (p *Policy) Check(o Object) error {
 
 // CheckNamespace returns nil if the hub may write in namespace ns.
 func (p *Policy) CheckNamespace(ns string) error {
+	if p == nil {
+		return nil
+	}
 	return p.checkNamespace(ns, func(why, rule string) error {
 		return &Refused{Object: "namespace " + ns, Why: why, Rule: rule}
 	})
@@ -137,7 +145,7 @@ func (p *Policy) checkNamespace(ns string, refuse func(why, rule string) error) 
 // its objects in each of them instead of across the cluster. ok is false
 // when any namespace may be allowed.
 func (p *Policy) FixedNamespaces() (namespaces []string, ok bool) {
-	if len(p.AllowNamespaces) == 0 {
+	if p == nil || len(p.AllowNamespaces) == 0 {
 		return nil, false
 	}
 	for _, ns := range p.AllowNamespaces {
@@ -154,7 +162,7 @@ func (p *Policy) FixedNamespaces() (namespaces []string, ok bool) {
 // NamespaceLabels are the labels of a namespace the agent creates: the
 // Pod Security Admission level to enforce, if any.
 func (p *Policy) NamespaceLabels() map[string]string {
-	if p.PodSecurity == "" {
+	if p == nil || p.PodSecurity == "" {
 		return nil
 	}
 	return map[string]string{LabelPodSecurityEnforce: p.PodSecurity}

@@ -30,7 +30,7 @@ type applyRun struct {
 	refs       []*objectRef // by ordinal, once mapped
 	results    []protocol.ManifestResult
 	failed     []bool
-	refused    []bool // by the member policy
+	refused    []bool          // by the member policy
 	namespaces map[string]bool // known to exist
 }
 
