@@ -127,7 +127,7 @@ func newAgent(cfg Config, tlsConf *tls.Config, clients kubeClients, probe cluste
 	log := cfg.Logger.With("cluster", cfg.ClusterName)
 	m := cfg.metrics
 	works, err := work.NewEngine(work.Config{Kube: client, Dynamic: dyn, SystemNamespace: cfg.SystemNamespace,
-		Logger: log.With("component", "work"), Clock: cfg.Clock, ObserveApply: m.observeApply})
+		Logger: log.With("component", "work"), Clock: cfg.Clock, ObserveApply: m.observeApply, Policy: cfg.MemberPolicy})
 	if err != nil {
 		return nil, err
 	}

@@ -12,8 +12,23 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 
+	"github.com/flotilla-io/flotilla/agent/memberpolicy"
 	"github.com/flotilla-io/flotilla/agent/work"
 )
+
+// DefaultPodSecurity is the Pod Security Admission level of the namespaces
+// the agent creates, unless its owner says otherwise.
+const DefaultPodSecurity = "baseline"
+
+// DefaultMemberPolicy is the policy of an agent whose owner set none: see
+// Config.MemberPolicy.
+func DefaultMemberPolicy(systemNamespace string) *memberpolicy.Policy {
+	if systemNamespace == "" {
+		systemNamespace = work.DefaultSystemNamespace
+	}
+	return &memberpolicy.Policy{DenyNamespaces: memberpolicy.DefaultDenyNamespaces,
+		Reserved: []string{systemNamespace}, PodSecurity: DefaultPodSecurity}
+}
 
 // Defaults for Config fields left zero.
 const (
@@ -93,6 +108,12 @@ type Config struct {
 	// its records of the Works it applied, its credential Secret and its
 	// election Lease (default flotilla-system). It is created if missing.
 	SystemNamespace string
+	// MemberPolicy bounds what the hub may write in the member cluster
+	// (see package memberpolicy). Nil: the default policy, which refuses
+	// kube-system, kube-public, kube-node-lease and SystemNamespace, every
+	// cluster-scoped kind, and labels created namespaces Pod Security
+	// baseline.
+	MemberPolicy *memberpolicy.Policy
 	// KubeQPS and KubeBurst limit the agent's requests to its member
 	// cluster (defaults 50 and 100; client-go's own 5/10 would throttle a
 	// rollout of many Works).
@@ -151,6 +172,9 @@ const (
 
 // withDefaults returns cfg with zero fields set to their defaults.
 func (cfg Config) withDefaults() Config {
+	if cfg.MemberPolicy == nil {
+		cfg.MemberPolicy = DefaultMemberPolicy(cfg.SystemNamespace)
+	}
 	if cfg.LeaseDuration == 0 {
 		cfg.LeaseDuration = DefaultLeaseDuration
 	}

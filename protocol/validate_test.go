@@ -144,6 +144,8 @@ func TestValidateRejects(t *testing.T) {
 		{"delete without name", &WorkDelete{}, "name is required"},
 		{"applied bad health", &WorkApplied{Name: "w", Generation: 1, Manifests: []ManifestResult{{Name: "x", Health: "Fine"}}}, `manifests[0].health "Fine"`},
 		{"applied negative ordinal", &WorkApplied{Name: "w", Generation: 1, Manifests: []ManifestResult{{Ordinal: -1, Name: "x", Health: HealthHealthy}}}, "manifests[0].ordinal -1"},
+		{"applied with a reason", &WorkApplied{Name: "w", Generation: 1, Applied: true, Reason: ReasonRefusedByMemberPolicy}, `reason "RefusedByMemberPolicy"`},
+		{"unknown reason", &WorkApplied{Name: "w", Generation: 1, Reason: "Whatever"}, `reason "Whatever"`},
 		{"status with non-object status", &WorkStatus{Name: "w", Generation: 1, Manifests: []ManifestResult{{Name: "x", Health: HealthHealthy, Status: json.RawMessage(`"ready"`)}}}, "manifests[0].status must be a JSON object"},
 		{"deleted without name", &WorkDeleted{}, "name is required"},
 	}

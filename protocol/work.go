@@ -86,12 +86,21 @@ type ManifestResult struct {
 // WorkApplied answers WorkUpsert. Applied is false if any manifest failed;
 // Message then says which and why.
 type WorkApplied struct {
-	Name       string           `json:"name"`
-	Generation int64            `json:"generation"`
-	Applied    bool             `json:"applied"`
-	Message    string           `json:"message,omitempty"`
-	Manifests  []ManifestResult `json:"manifests,omitempty"`
+	Name       string `json:"name"`
+	Generation int64  `json:"generation"`
+	Applied    bool   `json:"applied"`
+	Message    string `json:"message,omitempty"`
+	// Reason, when not applied, is ReasonRefusedByMemberPolicy if the
+	// member cluster's policy refused a manifest; empty otherwise. Older
+	// hubs ignore it.
+	Reason    string           `json:"reason,omitempty"`
+	Manifests []ManifestResult `json:"manifests,omitempty"`
 }
+
+// ReasonRefusedByMemberPolicy says that the member cluster's own policy
+// (set by its owner in the agent's flags) refused a manifest: the agent
+// did not apply it.
+const ReasonRefusedByMemberPolicy = "RefusedByMemberPolicy"
 
 // WorkDeleted confirms that the objects of a Work are gone.
 type WorkDeleted struct {
@@ -156,8 +165,17 @@ func (m *WorkDelete) Validate() error {
 
 // Validate checks the name, generation and manifest results.
 func (m *WorkApplied) Validate() error {
-	checks := []error{workName("name", m.Name), positive("generation", m.Generation), maxLen("message", m.Message, maxLongString)}
+	checks := []error{workName("name", m.Name), positive("generation", m.Generation), maxLen("message", m.Message, maxLongString),
+		appliedReason(m)}
 	return invalid(TypeWorkApplied, append(checks, manifestResults(m.Manifests)...)...)
+}
+
+// appliedReason allows no reason but the member policy's, on a failure.
+func appliedReason(m *WorkApplied) error {
+	if m.Reason == "" || m.Reason == ReasonRefusedByMemberPolicy && !m.Applied {
+		return nil
+	}
+	return fmt.Errorf("reason %q: want none, or %s when not applied", truncate(m.Reason), ReasonRefusedByMemberPolicy)
 }
 
 // Validate requires a name.

@@ -2,6 +2,7 @@ package work
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -29,6 +30,7 @@ type applyRun struct {
 	refs       []*objectRef // by ordinal, once mapped
 	results    []protocol.ManifestResult
 	failed     []bool
+	refused    []bool          // by the member policy
 	namespaces map[string]bool // known to exist
 }
 
@@ -40,7 +42,7 @@ func (e *Engine) apply(op *operation) applyResult {
 	u := op.upsert
 	a := &applyRun{e: e, op: op, manifests: decodeManifests(u.Manifests),
 		refs: make([]*objectRef, len(u.Manifests)), results: make([]protocol.ManifestResult, len(u.Manifests)),
-		failed: make([]bool, len(u.Manifests)), namespaces: map[string]bool{}}
+		failed: make([]bool, len(u.Manifests)), refused: make([]bool, len(u.Manifests)), namespaces: map[string]bool{}}
 	a.record = &record{Binding: u.Binding}
 	if op.record != nil {
 		a.record = op.record
@@ -51,6 +53,9 @@ func (e *Engine) apply(op *operation) applyResult {
 	a.applyPhase(late)
 	answer := &protocol.WorkApplied{Name: op.work, Generation: u.Generation, Manifests: a.results}
 	answer.Message = a.failureSummary()
+	if slices.Contains(a.refused, true) {
+		answer.Reason = protocol.ReasonRefusedByMemberPolicy
+	}
 	if answer.Message == "" {
 		answer.Message = a.finish()
 	}
@@ -64,6 +69,9 @@ func (a *applyRun) applyPhase(ordinals []int) {
 	var mapped []int
 	for _, i := range ordinals {
 		ref, err := a.resolve(a.manifests[i])
+		if err == nil {
+			err = a.e.admit(ref) // before anything is recorded or written
+		}
 		if err != nil {
 			a.fail(i, err)
 			continue
@@ -129,7 +137,7 @@ func (a *applyRun) remember(refs []objectRef) error {
 func (a *applyRun) applyOne(m manifest, ref objectRef) error {
 	ctx := a.op.ctx
 	if ref.Namespace != "" && !a.namespaces[ref.Namespace] {
-		if err := EnsureNamespace(ctx, a.e.kube, ref.Namespace); err != nil {
+		if err := ensureNamespace(ctx, a.e.kube, ref.Namespace, a.e.cfg.Policy.NamespaceLabels()); err != nil {
 			return fmt.Errorf("%s: %w", ref, err)
 		}
 		a.namespaces[ref.Namespace] = true
@@ -138,11 +146,14 @@ func (a *applyRun) applyOne(m manifest, ref objectRef) error {
 		return err
 	}
 	obj := prepare(m.obj, ref.Namespace, a.op.work, a.op.upsert.Binding)
+	if ref.gvk().GroupKind() == namespaceKind {
+		a.e.withPolicyLabels(obj)
+	}
 	applied, err := a.e.resource(ref).Apply(ctx, ref.Name, obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	if err != nil {
 		return fmt.Errorf("%s: apply: %w", ref, err)
 	}
-	a.e.watch.ensure(ref.gvr())
+	a.e.watch.ensure(ref)
 	r := &a.results[m.ordinal]
 	r.Health, r.Message = health(applied)
 	r.Status = keyStatus(applied)
@@ -151,7 +162,7 @@ func (a *applyRun) applyOne(m manifest, ref objectRef) error {
 
 // fail marks manifest i as failed because of err.
 func (a *applyRun) fail(i int, err error) {
-	a.failed[i] = true
+	a.failed[i], a.refused[i] = true, isRefused(err)
 	r := &a.results[i]
 	if a.refs[i] == nil {
 		*r = manifestIdentity(a.manifests[i])

@@ -68,8 +68,16 @@ func (c *testCluster) startEngine(t *testing.T) *runningEngine {
 // real one).
 func (c *testCluster) startEngineWithClock(t *testing.T, clk clock.Clock) *runningEngine {
 	t.Helper()
-	e, err := NewEngine(Config{Kube: c.kube, Dynamic: c.dyn, RetryInitial: 200 * time.Millisecond,
-		RetryMax: 2 * time.Second, Logger: testLogger(t), Clock: clk})
+	return c.startEngineWith(t, func(cfg *Config) { cfg.Clock = clk })
+}
+
+// startEngineWith is startEngine with settings of its own.
+func (c *testCluster) startEngineWith(t *testing.T, set func(*Config)) *runningEngine {
+	t.Helper()
+	cfg := Config{Kube: c.kube, Dynamic: c.dyn, RetryInitial: 200 * time.Millisecond,
+		RetryMax: 2 * time.Second, Logger: testLogger(t)}
+	set(&cfg)
+	e, err := NewEngine(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

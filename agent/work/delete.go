@@ -80,10 +80,16 @@ func (e *Engine) prune(op *operation, stale []objectRef) error {
 
 var background = metav1.DeletePropagationBackground
 
-// removeObject asks ref's object to go, if it is the Work's. gone reports
-// that it is no longer there as the Work's object: not found, someone
-// else's, or a new object since asked recorded the UID it deleted.
+// removeObject asks ref's object to go, if it is the Work's and the member
+// policy allows. gone reports that it is no longer there as the Work's
+// object: not found, someone else's, or a new object since asked recorded
+// the UID it deleted; an object outside the policy is left where it is and
+// counts as gone.
 func (e *Engine) removeObject(ctx context.Context, ref objectRef, work string, asked map[identity]types.UID) (gone bool, err error) {
+	if err := e.admit(ref); err != nil {
+		e.log.Warn("not deleting an object outside the member policy: it stays in the cluster", "work", work, "err", err)
+		return true, nil
+	}
 	obj, err := e.owned(ctx, ref, work)
 	switch {
 	case errors.Is(err, errNotManaged):

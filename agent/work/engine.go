@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"github.com/flotilla-io/flotilla/agent/memberpolicy"
 	"github.com/flotilla-io/flotilla/protocol"
 )
 
@@ -53,6 +54,14 @@ type Config struct {
 	Logger *slog.Logger
 	// Clock times fencing; nil means the real clock.
 	Clock clock.Clock
+	// Policy is the member cluster's bound on what Works may write: a
+	// manifest it refuses is not applied and fails with the reason
+	// RefusedByMemberPolicy, objects outside it are neither pruned nor
+	// deleted, and the namespaces the engine creates get its Pod Security
+	// label. Nil: no bound but RBAC's (the agent always sets one). With a
+	// fixed list of allowed namespaces the engine watches its objects in
+	// each of them rather than across the cluster.
+	Policy *memberpolicy.Policy
 	// ObserveApply, if set, is told how long each apply attempt that ran
 	// to its end took and whether it applied the generation (for metrics).
 	ObserveApply func(took time.Duration, applied bool)
@@ -247,7 +256,8 @@ func (e *Engine) start(ctx context.Context, records map[string]*record) {
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](e.cfg.RetryInitial, e.cfg.RetryMax)
 	e.queue = workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{})
 	e.statusQ = workqueue.NewTypedDelayingQueue[string]()
-	e.watch = newWatcher(ctx, e.dyn, e.objectChanged, e.resourceSynced)
+	_, perNamespace := e.cfg.Policy.FixedNamespaces()
+	e.watch = newWatcher(ctx, e.dyn, perNamespace, e.objectChanged, e.resourceSynced)
 	// Until the hub answers, the agent counts itself cut off from its start.
 	if e.contact.IsZero() {
 		e.contact = e.clock.Now()
@@ -259,7 +269,7 @@ func (e *Engine) start(ctx context.Context, records map[string]*record) {
 			st.current = recordedSet(r)
 		}
 		for _, ref := range r.all() {
-			e.watch.ensure(ref.gvr())
+			e.watch.ensure(ref)
 		}
 		if r.fenced() && st.desired == nil && !st.deleting {
 			// Fenced before a restart: fenced again, in case something

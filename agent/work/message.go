@@ -11,13 +11,19 @@ import (
 const maxMessage = 4 << 10
 
 // failureSummary says which manifests failed and why, or "" if none did.
+// Refusals by the member policy come first: they last until the member's
+// owner changes the policy.
 func (a *applyRun) failureSummary() string {
-	var msgs []string
-	for i, failed := range a.failed {
-		if failed {
-			msgs = append(msgs, a.results[i].Message)
+	var refused, failed []string
+	for i := range a.failed {
+		switch {
+		case a.refused[i]:
+			refused = append(refused, a.results[i].Message)
+		case a.failed[i]:
+			failed = append(failed, a.results[i].Message)
 		}
 	}
+	msgs := append(refused, failed...)
 	if len(msgs) == 0 {
 		return ""
 	}

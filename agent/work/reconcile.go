@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/flotilla-io/flotilla/protocol"
@@ -133,20 +132,20 @@ func (e *Engine) settle(op *operation, ok bool) *workState {
 	return st
 }
 
-// resourcesInUse are the resources of every object a Work may have. Call
-// with e.mu held.
-func (e *Engine) resourcesInUse() map[schema.GroupVersionResource]bool {
-	use := map[schema.GroupVersionResource]bool{}
+// watchesInUse are the informers that watch every object a Work may
+// have. Call with e.mu held.
+func (e *Engine) watchesInUse() map[watchKey]bool {
+	use := map[watchKey]bool{}
 	for _, st := range e.works {
 		for _, ref := range st.record.all() {
-			use[ref.gvr()] = true
+			use[e.watch.key(ref)] = true
 		}
 		if st.current == nil {
 			continue
 		}
 		for _, entry := range st.current.entries {
 			if !entry.failed {
-				use[refOf(entry.result).gvr()] = true
+				use[e.watch.key(refOf(entry.result))] = true
 			}
 		}
 	}
@@ -166,7 +165,7 @@ func (e *Engine) settleApply(op *operation, res applyResult) {
 	e.feeds.emit(res.answer)
 	// A prune may have dropped the last object of a resource, and health
 	// may have moved on since the apply.
-	e.watch.retain(e.resourcesInUse())
+	e.watch.retain(e.watchesInUse())
 	e.statusQ.Add(op.work)
 	log := e.log.Info
 	if !res.answer.Applied {
@@ -192,7 +191,7 @@ func (e *Engine) settleDelete(op *operation, err error) {
 		return
 	}
 	delete(e.works, op.work)
-	e.watch.retain(e.resourcesInUse())
+	e.watch.retain(e.watchesInUse())
 	e.feeds.emit(&protocol.WorkDeleted{Name: op.work})
 	e.log.Info("Work deleted", "work", op.work)
 }

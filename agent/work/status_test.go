@@ -31,7 +31,7 @@ func TestStatusIsCoalesced(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	e.ctx, e.statusQ = ctx, workqueue.NewTypedDelayingQueue[string]()
-	e.watch = newWatcher(ctx, dyn, func(string) {}, func(schema.GroupVersionResource) {})
+	e.watch = newWatcher(ctx, dyn, false, func(string) {}, func(schema.GroupVersionResource) {})
 	t.Cleanup(func() {
 		cancel()
 		e.statusQ.ShutDown()

@@ -102,6 +102,11 @@ const (
 	ReasonAppliedSuccessful = "AppliedSuccessful"
 	ReasonAppliedFailed     = "AppliedFailed"
 	ReasonAppliedPending    = "Pending"
+	// ReasonRefusedByMemberPolicy: the member cluster's own policy (set
+	// by its owner in the agent's values) refused a manifest; the agent
+	// applied the others. The message names each refused manifest and the
+	// rule.
+	ReasonRefusedByMemberPolicy = "RefusedByMemberPolicy"
 
 	// WorkConditionFenced is True once the agent reported (when it
 	// reconnected) that it had stopped the Work's workloads while cut off,

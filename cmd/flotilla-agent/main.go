@@ -21,6 +21,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/agent"
 	"github.com/flotilla-io/flotilla/agent/credstore"
+	"github.com/flotilla-io/flotilla/agent/memberpolicy"
 	"github.com/flotilla-io/flotilla/agent/work"
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/internal/version"
@@ -88,6 +89,11 @@ func parseFlags(args []string, stdout io.Writer) (agent.Config, slog.Level, erro
 	if err := joinFlags(&cfg, o.tokenFile, o.labels); err != nil {
 		return cfg, 0, err
 	}
+	policy, err := memberPolicy(o.policy, cfg.SystemNamespace)
+	if err != nil {
+		return cfg, 0, err
+	}
+	cfg.MemberPolicy = policy
 	if o.enableProfiling {
 		if o.profilingAddr == "" {
 			return cfg, 0, errors.New("--enable-profiling needs a --profiling-addr")
@@ -105,6 +111,7 @@ func parseFlags(args []string, stdout io.Writer) (agent.Config, slog.Level, erro
 type options struct {
 	tokenFile, labels, profilingAddr, logLevel string
 	enableProfiling, showVersion               bool
+	policy                                     memberpolicy.Settings
 }
 
 // newFlags returns the agent's flags, bound to cfg and o.
@@ -145,6 +152,7 @@ func newFlags(cfg *agent.Config, o *options) *pflag.FlagSet {
 	fs.StringVar(&o.profilingAddr, "profiling-addr", "127.0.0.1:7082", "TCP address of the profiling endpoints, with --enable-profiling (keep it loopback and reach it with kubectl port-forward: profiles show what the agent holds)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
+	addPolicyFlags(fs, &o.policy)
 	return fs
 }
 
@@ -300,5 +308,5 @@ HTTP endpoints (--http-addr, plain HTTP, no authentication):
 
 Profiling (--enable-profiling): Go's /debug/pprof/ endpoints on
 --profiling-addr only, never on --http-addr.
-`
+` + memberPolicyUsage
 }

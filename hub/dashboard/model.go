@@ -105,6 +105,9 @@ type PlacementView struct {
 	Replicas int32  `json:"replicas,omitempty"`
 	Applied  bool   `json:"applied"`
 	Health   string `json:"health,omitempty"`
+	// Message says why the Work is not applied there (e.g. refused by
+	// the member cluster's policy); empty once applied.
+	Message string `json:"message,omitempty"`
 }
 
 // TaskView is one graceful eviction task.

@@ -70,7 +70,11 @@ func bindingView(b controller.Binding, zoneOf func(string) string, grace time.Du
 	}
 	for _, tc := range spec.Clusters {
 		it := items[tc.Name]
-		v.Placement = append(v.Placement, PlacementView{Cluster: tc.Name, Replicas: tc.Replicas, Applied: it.Applied, Health: it.Health})
+		pv := PlacementView{Cluster: tc.Name, Replicas: tc.Replicas, Applied: it.Applied, Health: it.Health}
+		if !it.Applied {
+			pv.Message = it.AppliedMessage
+		}
+		v.Placement = append(v.Placement, pv)
 	}
 	for i := range spec.GracefulEvictionTasks {
 		task := &spec.GracefulEvictionTasks[i]

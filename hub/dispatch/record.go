@@ -36,9 +36,9 @@ func (s *session) record(ctx context.Context, m protocol.Message) {
 
 // recordApplied stores the generation the agent applied and how it went.
 func (s *session) recordApplied(ctx context.Context, m *protocol.WorkApplied, fromInventory bool) {
-	var restored *v1alpha1.Work
+	var restored, refused *v1alpha1.Work
 	s.updateStatus(ctx, m.Name, func(w *v1alpha1.Work) bool {
-		restored = nil
+		restored, refused = nil, nil
 		if w.DeletionTimestamp != nil {
 			return false
 		}
@@ -49,11 +49,17 @@ func (s *session) recordApplied(ctx context.Context, m *protocol.WorkApplied, fr
 		}
 		if !m.Applied {
 			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonAppliedFailed, m.Message
+			if m.Reason == protocol.ReasonRefusedByMemberPolicy {
+				cond.Reason = v1alpha1.ReasonRefusedByMemberPolicy
+			}
 		}
 		if m.Generation > w.Generation || m.Generation < w.Status.ObservedGeneration {
 			return false // from an older session, or not from this hub's Work
 		}
 		changed := meta.SetStatusCondition(&w.Status.Conditions, cond)
+		if changed && cond.Reason == v1alpha1.ReasonRefusedByMemberPolicy {
+			refused = w
+		}
 		if m.Applied && w.Status.ObservedGeneration != m.Generation {
 			w.Status.ObservedGeneration, changed = m.Generation, true
 		}
@@ -69,6 +75,19 @@ func (s *session) recordApplied(ctx context.Context, m *protocol.WorkApplied, fr
 		s.d.recorder.Event(workRef(restored), corev1.EventTypeNormal, "FencingLifted",
 			"the agent applied the Work again after it reconnected: its workloads run as the Work says")
 	}
+	if refused != nil {
+		s.recordRefused(refused, m.Message)
+	}
+}
+
+// recordRefused tells, on the Work and on its Cluster (whose events the
+// dashboard shows), that the member cluster's policy refused manifests of
+// the Work; message names them and the rules. It is called when the
+// Work's condition changes, not for every retry of the agent.
+func (s *session) recordRefused(w *v1alpha1.Work, message string) {
+	s.d.recorder.Event(workRef(w), corev1.EventTypeWarning, v1alpha1.ReasonRefusedByMemberPolicy, message)
+	cluster := corev1.ObjectReference{APIVersion: v1alpha1.APIVersion, Kind: v1alpha1.KindCluster, Name: s.cluster}
+	s.d.recorder.Event(cluster, corev1.EventTypeWarning, v1alpha1.ReasonRefusedByMemberPolicy, "Work "+w.Name+": "+message)
 }
 
 // recordFenced notes on a Work that its agent reported it fenced: the

@@ -258,13 +258,14 @@ func (h *hub) lease(t *testing.T, name string) *coordinationv1.Lease {
 // agent is a running flotilla-agent process.
 type agent struct{ *process.Process }
 
-// startAgent runs an agent for a member cluster against the hub.
-func startAgent(t *testing.T, h *hub, c *membercluster.Cluster) *agent {
+// startAgent runs an agent for a member cluster against the hub, with
+// extra flags.
+func startAgent(t *testing.T, h *hub, c *membercluster.Cluster, extra ...string) *agent {
 	t.Helper()
 	certDir := h.issueCert(t, c.Name)
-	return runAgent(t, c.Name, filepath.Join(filepath.Dir(certDir), "agent-"+c.Name+".log"),
-		"--hub="+h.quicAddr, "--cluster-name="+c.Name, "--kubeconfig="+c.Kubeconfig,
-		"--cert-dir="+certDir, "--lease-duration="+testLeaseDuration.String(), "--status-interval=500ms")
+	return runAgent(t, c.Name, filepath.Join(filepath.Dir(certDir), "agent-"+c.Name+".log"), append([]string{
+		"--hub=" + h.quicAddr, "--cluster-name=" + c.Name, "--kubeconfig=" + c.Kubeconfig,
+		"--cert-dir=" + certDir, "--lease-duration=" + testLeaseDuration.String(), "--status-interval=500ms"}, extra...)...)
 }
 
 // runAgent runs flotilla-agent for cluster with args until the test ends,

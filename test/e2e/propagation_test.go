@@ -98,10 +98,16 @@ type fleet struct {
 // agent per cluster, and waits until every cluster is Ready.
 func startFleet(t *testing.T, clusters int, hubFlags ...string) *fleet {
 	t.Helper()
+	return startFleetAgents(t, clusters, nil, hubFlags...)
+}
+
+// startFleetAgents is startFleet with extra flags for every agent.
+func startFleetAgents(t *testing.T, clusters int, agentFlags []string, hubFlags ...string) *fleet {
+	t.Helper()
 	f := &fleet{t: t, env: membercluster.StartForTest(t, membercluster.Specs(clusters)...), hub: startHub(t, hubFlags...),
 		agents: map[string]*agent{}, clients: map[string]kubernetes.Interface{}, dir: t.TempDir()}
 	for _, c := range f.env.Clusters() {
-		f.agents[c.Name] = startAgent(t, f.hub, c)
+		f.agents[c.Name] = startAgent(t, f.hub, c, agentFlags...)
 		client, err := c.Clientset()
 		if err != nil {
 			t.Fatal(err)
@@ -239,7 +245,8 @@ func (f *fleet) handMade(cluster, namespace, name string) *appsv1.Deployment {
 // update, an agent away during an update, hand-made objects left alone,
 // delete, and bad input refused.
 func TestPropagation(t *testing.T) {
-	f := startFleet(t, 3)
+	// The member policy must list the cluster-scoped kind propagated below.
+	f := startFleetAgents(t, 3, []string{"--member-policy-cluster-scoped=rbac.authorization.k8s.io/ClusterRole"})
 	// Hand-made Deployments: one beside the Work's objects, one with the
 	// template's own name in a cluster the policy does not select.
 	besides := f.handMade("member-1", "web", "handmade")

@@ -459,7 +459,9 @@ async function clusterAction(act) {
 
 function healthPill(p) {
   const h = p.health || (p.applied ? "Unknown" : "not applied");
-  return `<span class="pill ${esc(p.health || "")}" title="applied: ${p.applied}">${esc(p.cluster)}${p.replicas ? " ×" + p.replicas : ""}: ${esc(h)}</span>`;
+  const pill = `<span class="pill ${esc(p.health || "")}" title="applied: ${p.applied}${p.message ? " – " + esc(p.message) : ""}">${esc(p.cluster)}${p.replicas ? " ×" + p.replicas : ""}: ${esc(h)}</span>`;
+  // Why it is not applied there (a failure, a refusal by the member's policy).
+  return p.message ? pill + `<div class="muted placement-message">${esc(p.cluster)}: ${esc(p.message)}</div>` : pill;
 }
 
 function bindingsTable(list, onCluster) {
