@@ -17,6 +17,10 @@ type applyResult struct {
 	answer *protocol.WorkApplied
 	set    *manifestSet
 	took   time.Duration
+	// refusedOnly: every manifest that failed was refused by the member
+	// policy. Trying again changes nothing until the policy or the Work
+	// does, so the Work is not retried.
+	refusedOnly bool
 }
 
 // applyRun is one attempt at applying a generation of a Work. Every object
@@ -60,7 +64,20 @@ func (e *Engine) apply(op *operation) applyResult {
 		answer.Message = a.finish()
 	}
 	answer.Applied = answer.Message == ""
-	return applyResult{answer: answer, set: a.manifestSet(), took: time.Since(start)}
+	return applyResult{answer: answer, set: a.manifestSet(), took: time.Since(start), refusedOnly: a.refusedOnly()}
+}
+
+// refusedOnly says whether some manifest failed and every one that did was
+// refused by the member policy.
+func (a *applyRun) refusedOnly() bool {
+	someFailed := false
+	for i, failed := range a.failed {
+		if failed && !a.refused[i] {
+			return false
+		}
+		someFailed = someFailed || failed
+	}
+	return someFailed
 }
 
 // applyPhase maps, records and applies the manifests at ordinals.

@@ -157,7 +157,9 @@ func (e *Engine) watchesInUse() map[watchKey]bool {
 func (e *Engine) settleApply(op *operation, res applyResult) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	st := e.settle(op, res.answer.Applied)
+	// A Work only the member policy failed is settled too: a retry would
+	// refuse it again, and would keep replacing the set status watches.
+	st := e.settle(op, res.answer.Applied || res.refusedOnly)
 	if st == nil {
 		return
 	}
