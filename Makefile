@@ -50,10 +50,10 @@ vet: generate-check ## go vet and gofmt check of the four modules, and generate-
 
 # The end-to-end tests run after the others, not beside them: their timing
 # (leases of seconds, link flaps) must not share the two cores with -race
-# unit tests.
+# unit tests. They take about half an hour on 2 cores: their own timeout.
 test: testbin vet ## every test, unit and end-to-end against real member clusters, with -race
 	$(GO) test $(GOTESTFLAGS) $$($(GO) list ./... | grep -v '/test/e2e$$')
-	$(GO) test $(GOTESTFLAGS) ./test/e2e
+	$(GO) test $(GOTESTFLAGS) -timeout 60m ./test/e2e
 	cd test/tools && $(GO) test $(GOTESTFLAGS) ./cmd/...
 	cd test/tools/promtool && FLOTILLA_TESTBIN=$(TESTBIN) $(GO) test $(GOTESTFLAGS) ./...
 	cd test/tools/diagram && $(GO) test $(GOTESTFLAGS) ./...
@@ -62,7 +62,7 @@ unit: ## unit tests only (no member clusters)
 	$(GO) test $(GOTESTFLAGS) $$($(GO) list ./... | grep -v '/test/')
 
 e2e: testbin ## end-to-end tests only (real member clusters)
-	$(GO) test $(GOTESTFLAGS) ./test/...
+	$(GO) test $(GOTESTFLAGS) -timeout 60m ./test/...
 
 bench: ## Go benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./...
