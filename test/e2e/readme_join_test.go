@@ -20,7 +20,6 @@ import (
 // output's expiry reads.
 const (
 	readmeToken      = "abcdef.0123456789abcdef"
-	readmeTokenID    = "abcdef"
 	readmeHubAddress = "hub.example.com:7443"
 	readmePin        = "sha256:4f1c..."
 	readmeExpiry     = "2026-11-27T12:00:00Z"
@@ -160,9 +159,6 @@ func (j *readmeJoin) real(c doccmd.Command) []string {
 	r := strings.NewReplacer(readmeToken, j.token, readmePin, j.pin, readmeHubAddress, j.address)
 	var args []string
 	for _, a := range c.Args {
-		if a == readmeTokenID && j.token != "" {
-			a = j.token[:6]
-		}
 		args = append(args, r.Replace(a))
 	}
 	return args
