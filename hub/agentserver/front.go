@@ -258,6 +258,9 @@ type Counters struct {
 	// JoinsLimited are join connections refused because their source
 	// address tried too often.
 	JoinsLimited int64
+	// Joins are what the join controller's guard counted: failed joins,
+	// and joins refused unread for their token ID or the hub's budget.
+	Joins join.GuardCounts
 }
 
 // Counters returns the front's counts so far.
@@ -271,6 +274,9 @@ func (f *Front) Counters() Counters {
 	}
 	if f.ws != nil {
 		c.WebSocketConns = f.ws.Stats()
+	}
+	if f.joins != nil {
+		c.Joins = f.joins.GuardCounts()
 	}
 	return c
 }

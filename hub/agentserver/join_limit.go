@@ -9,11 +9,12 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/flotilla-io/flotilla/internal/netlimit"
 	"github.com/flotilla-io/flotilla/protocol"
 	"github.com/flotilla-io/flotilla/transport"
 )
 
-// Join connections are limited per source address: a join presents a
+// Join connections are limited per source address (an IPv6 /64): a join presents a
 // bootstrap token, and guessing one must not be a matter of trying fast.
 // The limit is far above what one address joins honestly (an agent joins
 // once; a site behind one NAT joins a few clusters at a time).
@@ -24,27 +25,27 @@ const (
 	joinRefuseGrace = 2 * time.Second
 )
 
-// joinLimiter is a token bucket per source IP.
+// joinLimiter is a token bucket per source (joinSource).
 type joinLimiter struct {
 	mu      sync.Mutex
 	sources map[string]*rate.Limiter
 	limited int64
 }
 
-// allow takes a join attempt of ip at now, or says how long to wait.
-func (l *joinLimiter) allow(ip string, now time.Time) (bool, time.Duration) {
+// allow takes a join attempt of source at now, or says how long to wait.
+func (l *joinLimiter) allow(source string, now time.Time) (bool, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.sources == nil {
 		l.sources = map[string]*rate.Limiter{}
 	}
-	lim, ok := l.sources[ip]
+	lim, ok := l.sources[source]
 	if !ok {
 		if len(l.sources) >= maxJoinSources {
 			l.forgetIdleLocked(now)
 		}
 		lim = rate.NewLimiter(rate.Every(joinEvery), joinBurst)
-		l.sources[ip] = lim
+		l.sources[source] = lim
 	}
 	r := lim.ReserveN(now, 1)
 	if delay := r.DelayFrom(now); delay > 0 {
@@ -58,9 +59,9 @@ func (l *joinLimiter) allow(ip string, now time.Time) (bool, time.Duration) {
 // forgetIdleLocked drops the addresses whose bucket is full again: they
 // have not joined for a while.
 func (l *joinLimiter) forgetIdleLocked(now time.Time) {
-	for ip, lim := range l.sources {
+	for source, lim := range l.sources {
 		if lim.TokensAt(now) >= joinBurst {
-			delete(l.sources, ip)
+			delete(l.sources, source)
 		}
 	}
 }
@@ -71,23 +72,23 @@ func (l *joinLimiter) limitedCount() int64 {
 	return l.limited
 }
 
-// sourceIP is the IP of addr, or addr itself.
-func sourceIP(addr net.Addr) string {
-	if udp, ok := addr.(*net.UDPAddr); ok {
-		return udp.IP.String()
+// joinSource names the addresses addr's join attempts count against:
+// its IPv4 address or its IPv6 /64 (a site picks any address in it).
+func joinSource(addr net.Addr) string {
+	if p := netlimit.Source(addr); p.IsValid() {
+		if p.Addr().Is4() {
+			return p.Addr().String()
+		}
+		return p.String()
 	}
-	host, _, err := net.SplitHostPort(addr.String())
-	if err != nil {
-		return addr.String()
-	}
-	return host
+	return addr.String()
 }
 
 // refuseJoin tells a join connection over its address's limit to come
 // back later: an Error on its join stream if it opens one at once, and
 // the close reason either way.
-func (s *agentServer) refuseJoin(ctx context.Context, conn transport.Conn, ip string, wait time.Duration) {
-	message := fmt.Sprintf("too many join attempts from %s: try again in %v", ip, wait.Round(time.Second)+time.Second)
+func (s *agentServer) refuseJoin(ctx context.Context, conn transport.Conn, source string, wait time.Duration) {
+	message := fmt.Sprintf("too many join attempts from %s: try again in %v", source, wait.Round(time.Second)+time.Second)
 	s.logger.Warn("join refused: too many attempts from this address", "remote", conn.RemoteAddr().String(), "retryIn", wait)
 	acceptCtx, cancel := context.WithTimeout(ctx, joinRefuseGrace)
 	defer cancel()

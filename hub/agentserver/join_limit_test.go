@@ -39,18 +39,20 @@ func TestJoinLimiter(t *testing.T) {
 	}
 }
 
-func TestSourceIP(t *testing.T) {
+func TestJoinSource(t *testing.T) {
 	tests := []struct {
 		addr net.Addr
 		want string
 	}{
 		{&net.UDPAddr{IP: net.ParseIP("192.0.2.7"), Port: 4000}, "192.0.2.7"},
-		{&net.UDPAddr{IP: net.ParseIP("2001:db8::1"), Port: 4000}, "2001:db8::1"},
+		{&net.UDPAddr{IP: net.ParseIP("::ffff:192.0.2.9"), Port: 4000}, "192.0.2.9"},
+		{&net.UDPAddr{IP: net.ParseIP("2001:db8::1"), Port: 4000}, "2001:db8::/64"},
+		{&net.UDPAddr{IP: net.ParseIP("2001:db8::ffff:1"), Port: 4000}, "2001:db8::/64"},
 		{&net.TCPAddr{IP: net.ParseIP("192.0.2.8"), Port: 1}, "192.0.2.8"},
 	}
 	for _, tt := range tests {
-		if got := sourceIP(tt.addr); got != tt.want {
-			t.Errorf("sourceIP(%v) = %q, want %q", tt.addr, got, tt.want)
+		if got := joinSource(tt.addr); got != tt.want {
+			t.Errorf("joinSource(%v) = %q, want %q", tt.addr, got, tt.want)
 		}
 	}
 }

@@ -159,9 +159,9 @@ func (sess *agentSession) write(m protocol.Message) error {
 func (s *agentServer) handle(ctx context.Context, conn transport.Conn) {
 	remote := conn.RemoteAddr().String()
 	if conn.TLS().NegotiatedProtocol == protocol.JoinALPN {
-		ip := sourceIP(conn.RemoteAddr())
-		if ok, wait := s.joinLimit.allow(ip, time.Now()); !ok {
-			s.refuseJoin(ctx, conn, ip, wait)
+		source := joinSource(conn.RemoteAddr())
+		if ok, wait := s.joinLimit.allow(source, time.Now()); !ok {
+			s.refuseJoin(ctx, conn, source, wait)
 			return
 		}
 		s.joins.Serve(ctx, conn) // an agent without a certificate yet

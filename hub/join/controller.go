@@ -69,6 +69,7 @@ type Controller struct {
 	lister  certificateslisters.CertificateSigningRequestLister
 	synced  cache.InformerSynced
 	queue   *controller.Queue
+	guard   *guard // failed joins
 
 	mu      sync.Mutex
 	waiters map[string][]chan struct{} // by request name: closed on any change
@@ -86,7 +87,7 @@ func New(clients *kube.Clients, cfg Config, clk clock.WithTicker, logger *slog.L
 	c := &Controller{
 		kube: clients.Kube, flotilla: clients.Flotilla, cfg: cfg, clock: clk, logger: logger.With("controller", "join"),
 		factory: factory, lister: inf.Lister(), synced: inf.Informer().HasSynced,
-		waiters: map[string][]chan struct{}{},
+		waiters: map[string][]chan struct{}{}, guard: newGuard(),
 	}
 	c.queue = controller.NewQueueWithClock("join", c.reconcile, logger, clk)
 	_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -57,18 +58,11 @@ func (c *Controller) serve(ctx context.Context, conn transport.Conn) (protocol.M
 		return nil, "", fmt.Errorf("accept the join stream: %w", err)
 	}
 	_ = str.SetReadDeadline(time.Now().Add(requestTimeout))
-	if kind, err := protocol.ReadStreamKind(str); err != nil || kind != protocol.StreamJoin {
-		return nil, "", errors.Join(fmt.Errorf("want a join stream, got %v", kind), err)
-	}
-	m, err := protocol.NewReader(str, protocol.MaxJoinFrame).ReadMessage()
+	req, err := readRequest(str)
 	if err != nil {
-		return nil, "", fmt.Errorf("read the join request: %w", err)
+		return nil, "", err
 	}
-	req, ok := m.(*protocol.JoinRequest)
-	if !ok {
-		return nil, "", fmt.Errorf("want a JoinRequest, got %v", m.Type())
-	}
-	answer, err := c.join(ctx, req)
+	answer, err := c.guarded(ctx, req)
 	if err != nil {
 		return nil, req.ClusterName, err
 	}
@@ -79,6 +73,40 @@ func (c *Controller) serve(ctx context.Context, conn transport.Conn) (protocol.M
 	_ = str.Close()
 	return answer, req.ClusterName, nil
 }
+
+// readRequest reads a join stream: its kind, then one JoinRequest of at
+// most protocol.MaxJoinFrame bytes.
+func readRequest(r io.Reader) (*protocol.JoinRequest, error) {
+	if kind, err := protocol.ReadStreamKind(r); err != nil || kind != protocol.StreamJoin {
+		return nil, errors.Join(fmt.Errorf("want a join stream, got %v", kind), err)
+	}
+	m, err := protocol.NewReader(r, protocol.MaxJoinFrame).ReadMessage()
+	if err != nil {
+		return nil, fmt.Errorf("read the join request: %w", err)
+	}
+	req, ok := m.(*protocol.JoinRequest)
+	if !ok {
+		return nil, fmt.Errorf("want a JoinRequest, got %v", m.Type())
+	}
+	return req, nil
+}
+
+// guarded is join, unless the guard refuses the request's token at once;
+// a refused token or request counts as a failed join.
+func (c *Controller) guarded(ctx context.Context, req *protocol.JoinRequest) (protocol.Message, error) {
+	id := bootstraptoken.IDOf(req.BootstrapToken)
+	if refusal := c.guard.refusal(id, c.clock.Now()); refusal != "" {
+		return &protocol.Error{Code: protocol.CodeRateLimited, Message: refusal}, nil
+	}
+	answer, err := c.join(ctx, req)
+	if e, ok := answer.(*protocol.Error); ok && (e.Code == protocol.CodeTokenRefused || e.Code == protocol.CodeCSRRefused) {
+		c.guard.failed(id, c.clock.Now())
+	}
+	return answer, err
+}
+
+// GuardCounts returns the joins refused or failed so far.
+func (c *Controller) GuardCounts() GuardCounts { return c.guard.Counts() }
 
 // join decides a request: an Error for a refusal, a JoinResponse with the
 // certificate or Pending; an error only when the hub itself failed.
