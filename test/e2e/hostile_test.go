@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -270,17 +271,30 @@ func TestHostileAgent(t *testing.T) {
 	})
 
 	// Before: join attempts were unlimited, so bootstrap tokens could be
-	// guessed as fast as the hub answered.
-	t.Run("join attempts are limited per source address", func(t *testing.T) {
+	// guessed as fast as the hub answered; then one token ID could be
+	// tried again and again from as many addresses as an attacker had.
+	t.Run("join attempts are limited per token and per source address", func(t *testing.T) {
 		const attempts = 45
 		codes := map[string]int{}
-		var limited string
-		for range attempts {
-			e := guessJoin(t, h.quicAddr)
+		var locked, limited string
+		for i := range attempts {
+			token := "abcdef.0123456789abcdef" // one ID, guessing its secret
+			if i > tokenLockoutFailures {
+				token = fmt.Sprintf("g%05d.0123456789abcdef", i) // then other IDs
+			}
+			e := guessJoin(t, h.quicAddr, "127.0.0.1", token)
 			codes[e.Code]++
-			if e.Code == protocol.CodeRateLimited {
+			switch {
+			case i < tokenLockoutFailures && e.Code != protocol.CodeTokenRefused:
+				t.Errorf("guess %d answered %s %q, want %s", i, e.Code, e.Message, protocol.CodeTokenRefused)
+			case i == tokenLockoutFailures:
+				locked = e.Message
+			case e.Code == protocol.CodeRateLimited:
 				limited = e.Message
 			}
+		}
+		if !strings.Contains(locked, "bootstrap token abcdef failed 5 joins") {
+			t.Errorf("the 6th guess of one token ID was answered %q, want it locked out", locked)
 		}
 		if codes[protocol.CodeTokenRefused] < 5 || codes[protocol.CodeTokenRefused] > 40 || codes[protocol.CodeRateLimited] < 5 {
 			t.Errorf("answers to %d guessed joins: %v; want the first refused for their token, then rate limited", attempts, codes)
@@ -289,6 +303,35 @@ func TestHostileAgent(t *testing.T) {
 			t.Errorf("rate-limited answer %q, want it to name the address", limited)
 		}
 		t.Logf("after: %d guessed joins from one address → %v", attempts, codes)
+	})
+
+	// Before: a guesser with many addresses had a budget per address.
+	t.Run("failed joins spend one budget for the whole hub", func(t *testing.T) {
+		failed, refusedAt := 0, 0
+		var refusal string
+		for i := 0; refusal == "" && i < 300; i++ {
+			source := fmt.Sprintf("127.0.0.%d", 2+i/25) // fewer than 30 guesses each: no source is limited
+			e := guessJoin(t, h.quicAddr, source, fmt.Sprintf("b%05d.0123456789abcdef", i))
+			switch {
+			case e.Code == protocol.CodeTokenRefused:
+				failed++
+			case strings.Contains(e.Message, "too many failed joins on this hub"):
+				refusal, refusedAt = e.Message, i
+			default:
+				t.Fatalf("guess %d from %s answered %s %q", i, source, e.Code, e.Message)
+			}
+		}
+		// The budget is 60 failures; the ones of the subtest before and
+		// the refill while these ran (one a second) shift it a little.
+		if refusal == "" || failed > 120 {
+			t.Fatalf("%d guesses failed from %d addresses without the hub refusing more", failed, refusedAt/25+1)
+		}
+		spent := promcheck.Value(scrapeHub(t, h), "flotilla_joins_budget_spent_total", nil)
+		if spent < 1 {
+			t.Errorf("flotilla_joins_budget_spent_total = %v, want the refusal counted", spent)
+		}
+		honestReady(t, "while joins are refused")
+		t.Logf("after: the hub refused joins after %d failed guesses from %d addresses: %q", failed, refusedAt/25+1, refusal)
 	})
 
 	t.Run("the honest cluster's health changes are stored", func(t *testing.T) {
@@ -558,15 +601,27 @@ func (r *rogueAgent) sendFrame(size int, typ protocol.MessageType) error {
 	return err
 }
 
-// guessJoin tries to join with a guessed bootstrap token and returns the
-// hub's refusal.
-func guessJoin(t *testing.T, addr string) *protocol.Error {
+// tokenLockoutFailures failed joins of one token ID lock it out.
+const tokenLockoutFailures = 5
+
+// guessJoin tries to join from local address source with a guessed
+// bootstrap token and returns the hub's refusal.
+func guessJoin(t *testing.T, addr, source, token string) *protocol.Error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 	defer cancel()
+	hub, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(source)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
 	// The test does not check the hub: the pin is the agent's business.
 	conf := &tls.Config{MinVersion: tls.VersionTLS13, NextProtos: []string{protocol.JoinALPN}, InsecureSkipVerify: true}
-	conn, err := quic.DialAddr(ctx, addr, conf, protocol.QUICConfig())
+	conn, err := quic.Dial(ctx, udp, hub, conf, protocol.QUICConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -578,7 +633,7 @@ func guessJoin(t *testing.T, addr string) *protocol.Error {
 	if err := protocol.WriteStreamKind(str, protocol.StreamJoin); err != nil {
 		t.Fatal(err)
 	}
-	req := &protocol.JoinRequest{ProtocolVersion: protocol.Version, ClusterName: "guess", BootstrapToken: "abcdef.0123456789abcdef", CSR: []byte("not a request"), AgentVersion: "hostile"}
+	req := &protocol.JoinRequest{ProtocolVersion: protocol.Version, ClusterName: "guess", BootstrapToken: token, CSR: []byte("not a request"), AgentVersion: "hostile"}
 	if err := protocol.WriteMessage(str, req); err != nil {
 		t.Fatal(err)
 	}
