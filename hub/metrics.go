@@ -93,6 +93,9 @@ func (a *httpServer) funcMetrics() []funcMetric {
 		return float64(a.events.Dropped())
 	})
 	counter("flotilla_work_reports_dropped_total", "Work status reports not written because the store was too full.", func() float64 { return float64(a.agents.Dispatcher().Limits().Dropped) })
+	counter("flotilla_work_deleted_unrequested_total", "WorkDeleted reports for Works the hub had not asked the agent to delete: ignored, or for a Work the agent holds, paced like status reports and answered by sending the Work again.", func() float64 {
+		return float64(a.agents.Dispatcher().Limits().UnrequestedDeletes)
+	})
 	counter("flotilla_registry_store_writes_total", "Cluster and lease objects the registry wrote to the API server.", func() float64 { return float64(a.registry.Counters().StoreWrites) })
 	counter("flotilla_registry_store_conflicts_total", "Registry writes that met a conflict and were retried.", func() float64 { return float64(a.registry.Counters().StoreConflicts) })
 	gauge("flotilla_store_db_size_bytes", "Size of etcd's database (the largest member), as of the store guard's last check.", func() float64 { return float64(a.guard.Stats().Size) })
