@@ -96,6 +96,12 @@ func (a *httpServer) funcMetrics() []funcMetric {
 	counter("flotilla_work_deleted_unrequested_total", "WorkDeleted reports for Works the hub had not asked the agent to delete: ignored, or for a Work the agent holds, paced like status reports and answered by sending the Work again.", func() float64 {
 		return float64(a.agents.Dispatcher().Limits().UnrequestedDeletes)
 	})
+	counter("flotilla_dashboard_signin_failures_total", "Dashboard sign-ins whose token the hub's API refused (each cost a TokenReview).", func() float64 {
+		return float64(a.signIns().Failed)
+	})
+	counter("flotilla_dashboard_signins_limited_total", "Dashboard sign-ins refused with 429, before any TokenReview: their source address (IPv4, or IPv6 /64) failed too often.", func() float64 {
+		return float64(a.signIns().Limited)
+	})
 	counter("flotilla_registry_store_writes_total", "Cluster and lease objects the registry wrote to the API server.", func() float64 { return float64(a.registry.Counters().StoreWrites) })
 	counter("flotilla_registry_store_conflicts_total", "Registry writes that met a conflict and were retried.", func() float64 { return float64(a.registry.Counters().StoreConflicts) })
 	gauge("flotilla_store_db_size_bytes", "Size of etcd's database (the largest member), as of the store guard's last check.", func() float64 { return float64(a.guard.Stats().Size) })
