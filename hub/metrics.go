@@ -83,7 +83,7 @@ func (a *httpServer) funcMetrics() []funcMetric {
 	counter("flotilla_lease_renewal_datagrams_total", "Lease renewals received as QUIC datagrams (the rest came on control streams).", func() float64 { return float64(a.agents.Counters().RenewalDatagrams) })
 	counter("flotilla_lease_renewals_limited_total", "Lease renewals beyond a session's rate: acknowledged, not stamped again.", func() float64 { return float64(a.agents.Counters().LimitedRenewals) })
 	counter("flotilla_status_reports_coalesced_total", "Cluster status reports replaced by a newer one before they were applied (beyond a session's rate).", func() float64 { return float64(a.agents.Counters().CoalescedReports) })
-	counter("flotilla_work_reports_coalesced_total", "Work status reports replaced by a newer one of the same Work before they were written.", func() float64 { return float64(a.agents.Dispatcher().Limits().Coalesced) })
+	counter("flotilla_work_reports_coalesced_total", "Work reports (status, or the deletion of a Work the hub wants held) replaced by a newer one of the same Work before they were written.", func() float64 { return float64(a.agents.Dispatcher().Limits().Coalesced) })
 	counter("flotilla_work_reports_truncated_total", "Work status reports stored in part (too many manifests or bytes).", func() float64 { return float64(a.agents.Dispatcher().Limits().Truncated) })
 	counter("flotilla_events_suppressed_total", "Events about clusters left out beyond the bound per cluster and reason.", func() float64 { return float64(a.registry.Counters().EventsSuppressed) })
 	counter("flotilla_events_dropped_total", "Events not recorded because too many event writes were waiting for the API server.", func() float64 {
