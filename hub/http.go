@@ -7,6 +7,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/hub/agentserver"
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/hub/dashboard"
 	"github.com/flotilla-io/flotilla/hub/failover"
 	"github.com/flotilla-io/flotilla/hub/registry"
 	"github.com/flotilla-io/flotilla/hub/replicas"
@@ -31,6 +32,8 @@ type httpServer struct {
 	probes []probe
 	// dashboard serves the web page at "/" and its API under /dashboard/.
 	dashboard http.Handler
+	// board is the dashboard itself, for its counters.
+	board *dashboard.Dashboard
 	// sessions is the replica's gossip, if any.
 	sessions *replicas.Gossip
 	// httpConns counts the connections to these endpoints.
@@ -74,6 +77,14 @@ func (a *httpServer) stats(w http.ResponseWriter, _ *http.Request) {
 		RejectedAgentConn: a.agents.Counters().Rejected,
 		UnstoredClusters:  snap.UnstoredClusters, UnstoredHealth: snap.UnstoredHealth, UnstoredLeases: snap.UnstoredLeases,
 	})
+}
+
+// signIns are the dashboard's sign-in counts (none without a dashboard).
+func (a *httpServer) signIns() dashboard.SignInStats {
+	if a.board == nil {
+		return dashboard.SignInStats{}
+	}
+	return a.board.SignInStats()
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

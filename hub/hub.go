@@ -6,6 +6,7 @@ package hub
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,6 +48,9 @@ type Config struct {
 	// HTTPAddr serves the dashboard, /livez, /readyz, /healthz, /metrics
 	// and /debug/stats.
 	HTTPAddr string
+	// HTTPTLS serves HTTPAddr over TLS, with a certificate of the hub CA
+	// for the names the QUIC certificate has (TLSSANs).
+	HTTPTLS bool
 	// ProfilingAddr serves /debug/pprof/; empty: no profiling endpoints.
 	// While they serve, the process samples mutex contention (a setting of
 	// the whole process).
@@ -194,9 +198,14 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	r.httpAddr = httpLn.Addr()
 	httpLimits := cfg.HTTPLimits.Or(DefaultHTTPLimits)
 	r.httpConns = netlimit.NewListener(httpLn, "http", httpLimits.Limits, logger, nil)
+	httpServed, err := httpListener(cfg, hubCA, r.httpConns)
+	if err != nil {
+		_ = httpLn.Close()
+		return err
+	}
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	stopHTTP := serveHTTP(ctx, r.httpConns, httpLimits, r.http, stop)
+	stopHTTP := serveHTTP(ctx, httpServed, httpLimits, r.http, stop)
 	go func() {
 		select {
 		case <-api.Done():
@@ -224,6 +233,20 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	stopHTTP()
 	<-labelDone // the label comes off the pod on the way out
 	return err
+}
+
+// httpListener is ln, or with cfg.HTTPTLS, ln serving TLS with a
+// certificate of the hub CA (the server's ReadHeaderTimeout bounds the
+// handshake).
+func httpListener(cfg Config, hubCA *pki.CA, ln net.Listener) (net.Listener, error) {
+	if !cfg.HTTPTLS {
+		return ln, nil
+	}
+	cert, err := ca.ServingCertificate(hubCA, cfg.TLSSANs)
+	if err != nil {
+		return nil, fmt.Errorf("serving certificate for --http-tls: %w", err)
+	}
+	return tls.NewListener(ln, &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}), nil
 }
 
 // serveHTTP serves handler on ln, with limits' timeouts, until the

@@ -275,7 +275,7 @@ const supersedeQueue = 1024
 
 // httpServer is the leader's HTTP endpoints over what the term runs.
 func (t *term) httpServer() *httpServer {
-	return &httpServer{registry: t.registry, agents: t.front, failover: t.failover, guard: t.guard, dashboard: t.board.Handler(),
+	return &httpServer{registry: t.registry, agents: t.front, failover: t.failover, guard: t.guard, dashboard: t.board.Handler(), board: t.board,
 		metrics: t.metrics, events: t.recorder, sessions: t.r.sessions, httpConns: t.r.httpConns,
 		probes: readinessProbes(t.r.store, t.clients.Kube, t.informers, t.front.Serving)}
 }

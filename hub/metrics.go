@@ -83,7 +83,7 @@ func (a *httpServer) funcMetrics() []funcMetric {
 	counter("flotilla_lease_renewal_datagrams_total", "Lease renewals received as QUIC datagrams (the rest came on control streams).", func() float64 { return float64(a.agents.Counters().RenewalDatagrams) })
 	counter("flotilla_lease_renewals_limited_total", "Lease renewals beyond a session's rate: acknowledged, not stamped again.", func() float64 { return float64(a.agents.Counters().LimitedRenewals) })
 	counter("flotilla_status_reports_coalesced_total", "Cluster status reports replaced by a newer one before they were applied (beyond a session's rate).", func() float64 { return float64(a.agents.Counters().CoalescedReports) })
-	counter("flotilla_work_reports_coalesced_total", "Work status reports replaced by a newer one of the same Work before they were written.", func() float64 { return float64(a.agents.Dispatcher().Limits().Coalesced) })
+	counter("flotilla_work_reports_coalesced_total", "Work reports (status, or the deletion of a Work the hub wants held) replaced by a newer one of the same Work before they were written.", func() float64 { return float64(a.agents.Dispatcher().Limits().Coalesced) })
 	counter("flotilla_work_reports_truncated_total", "Work status reports stored in part (too many manifests or bytes).", func() float64 { return float64(a.agents.Dispatcher().Limits().Truncated) })
 	counter("flotilla_events_suppressed_total", "Events about clusters left out beyond the bound per cluster and reason.", func() float64 { return float64(a.registry.Counters().EventsSuppressed) })
 	counter("flotilla_events_dropped_total", "Events not recorded because too many event writes were waiting for the API server.", func() float64 {
@@ -93,6 +93,15 @@ func (a *httpServer) funcMetrics() []funcMetric {
 		return float64(a.events.Dropped())
 	})
 	counter("flotilla_work_reports_dropped_total", "Work status reports not written because the store was too full.", func() float64 { return float64(a.agents.Dispatcher().Limits().Dropped) })
+	counter("flotilla_work_deleted_unrequested_total", "WorkDeleted reports for Works the hub had not asked the agent to delete: ignored, or for a Work the agent holds, paced like status reports and answered by sending the Work again.", func() float64 {
+		return float64(a.agents.Dispatcher().Limits().UnrequestedDeletes)
+	})
+	counter("flotilla_dashboard_signin_failures_total", "Dashboard sign-ins whose token the hub's API refused (each cost a TokenReview).", func() float64 {
+		return float64(a.signIns().Failed)
+	})
+	counter("flotilla_dashboard_signins_limited_total", "Dashboard sign-ins refused with 429, before any TokenReview: their source address (IPv4, or IPv6 /64) failed too often.", func() float64 {
+		return float64(a.signIns().Limited)
+	})
 	counter("flotilla_registry_store_writes_total", "Cluster and lease objects the registry wrote to the API server.", func() float64 { return float64(a.registry.Counters().StoreWrites) })
 	counter("flotilla_registry_store_conflicts_total", "Registry writes that met a conflict and were retried.", func() float64 { return float64(a.registry.Counters().StoreConflicts) })
 	gauge("flotilla_store_db_size_bytes", "Size of etcd's database (the largest member), as of the store guard's last check.", func() float64 { return float64(a.guard.Stats().Size) })

@@ -90,6 +90,7 @@ func newFlags(cfg *hub.Config, o *serveOptions, hostname string) *pflag.FlagSet 
 	flags.StringVar(&cfg.AgentAddress, "agent-address", "", "HOST:PORT agents reach --quic-addr at, printed in join commands (flotilla token create); HOST must be in the serving certificate (see --tls-san) (default this host's name, or --quic-addr's IP if it names one, and the bound port)")
 	flags.StringVar(&cfg.WebSocketAddr, "websocket-addr", "", `TCP address of the WebSocket fallback (TLS, path /flotilla/v1/agent) for agents whose UDP is blocked; "off" turns it off (default --quic-addr's port on TCP, if free)`)
 	flags.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:7080", "TCP address of the dashboard, /livez, /readyz (?verbose lists each check), /healthz and /metrics")
+	flags.BoolVar(&cfg.HTTPTLS, "http-tls", false, "serve --http-addr over HTTPS, with a certificate of the hub CA (DATA/pki/ca.crt) for the names of the QUIC certificate (--tls-san); set it whenever --http-addr is not loopback, since dashboard tokens travel with every request")
 	flags.BoolVar(&o.enableProfiling, "enable-profiling", false, "serve Go's profiling endpoints (/debug/pprof/) on --profiling-addr, and sample 1 in 100 mutex contentions for the mutex profile")
 	flags.StringVar(&o.profilingAddr, "profiling-addr", "127.0.0.1:7081", "TCP address of the profiling endpoints, with --enable-profiling (keep it loopback: profiles show what the hub holds)")
 	flags.DurationVar(&cfg.Health.GracePeriod, "cluster-monitor-grace-period", defaults.GracePeriod, "time without a lease renewal before a cluster's Ready goes Unknown")
@@ -129,7 +130,7 @@ func newFlags(cfg *hub.Config, o *serveOptions, hostname string) *pflag.FlagSet 
 	flags.DurationVar(&cfg.Gossip.Interval, "gossip-interval", time.Second, "with --gossip-join: how often the leader sends its agent sessions to the other replicas (100ms up to --leader-elect-lease-duration)")
 	flags.DurationVar(&cfg.AgentCertTTL, "agent-cert-ttl", 90*24*time.Hour, "lifetime of the certificates agents get when they join, at least 1m (agents renew at 80 %)")
 	flags.StringVar(&cfg.AgentCSRApproval, "agent-csr-approval", join.ApprovalAuto, "how joining agents' certificate requests are approved: auto (when their bootstrap token is valid for the cluster) or manual (kubectl certificate approve)")
-	flags.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra DNS names or IPs for the hub's QUIC and API serving certificates (localhost, 127.0.0.1 and the hostname are always included)")
+	flags.StringSliceVar(&cfg.TLSSANs, "tls-san", nil, "extra DNS names or IPs for the hub's QUIC, API and (--http-tls) HTTP serving certificates (localhost, 127.0.0.1 and the hostname are always included)")
 	o.failover = failover.DefaultConfig()
 	fo := &o.failover
 	flags.Int64Var(&o.notReadySeconds, "default-not-ready-toleration-seconds", int64(fo.DefaultNotReadyToleration/time.Second),

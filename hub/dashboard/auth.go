@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -44,6 +45,7 @@ type authCache struct {
 	kube  kubernetes.Interface
 	ttl   time.Duration
 	clock clock.PassiveClock
+	limit *signInLimiter
 
 	mu      sync.Mutex
 	idents  map[[32]byte]identEntry
@@ -67,13 +69,16 @@ type answerEntry struct {
 }
 
 func newAuthCache(kube kubernetes.Interface, ttl time.Duration, clk clock.PassiveClock) *authCache {
-	return &authCache{kube: kube, ttl: ttl, clock: clk, idents: map[[32]byte]identEntry{}, answers: map[answerKey]answerEntry{}}
+	return &authCache{kube: kube, ttl: ttl, clock: clk, limit: newSignInLimiter(clk), idents: map[[32]byte]identEntry{}, answers: map[answerKey]answerEntry{}}
 }
 
-// authenticate returns the identity of token. A refused token is
-// remembered too, so that a page retrying with it does not make a
-// TokenReview each time; errors reaching the API are not.
-func (a *authCache) authenticate(ctx context.Context, token string) (Identity, error) {
+// authenticate returns the identity of token, presented from src. A
+// refused token is remembered too, so that a page retrying with it does
+// not make a TokenReview each time; errors reaching the API are not. A
+// token not remembered costs src an attempt of its sign-in budget, given
+// back unless the token is refused; with none left, the answer is
+// *ErrSignInLimited and no TokenReview is made.
+func (a *authCache) authenticate(ctx context.Context, token string, src netip.Prefix) (Identity, error) {
 	if token == "" {
 		return Identity{}, fmt.Errorf("%w: no bearer token", ErrUnauthenticated)
 	}
@@ -85,10 +90,19 @@ func (a *authCache) authenticate(ctx context.Context, token string) (Identity, e
 	if ok && now.Before(e.expires) {
 		return e.id, e.err
 	}
+	if ok, wait := a.limit.take(src); !ok {
+		return Identity{}, &ErrSignInLimited{Source: src, Wait: wait}
+	}
 	review, err := a.kube.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
 		Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
 	if err != nil {
+		a.limit.giveBack(src) // not the token's fault
 		return Identity{}, fmt.Errorf("token review: %w", err)
+	}
+	if review.Status.Authenticated {
+		a.limit.giveBack(src)
+	} else {
+		a.limit.failed.Add(1)
 	}
 	var id Identity
 	var refused error

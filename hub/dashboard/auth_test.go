@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"errors"
+	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,7 +51,7 @@ func TestAuthenticateCaches(t *testing.T) {
 	ctx := t.Context()
 
 	for range 3 {
-		id, err := a.authenticate(ctx, "good")
+		id, err := a.authenticate(ctx, "good", netip.Prefix{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,18 +63,18 @@ func TestAuthenticateCaches(t *testing.T) {
 		t.Errorf("%d token reviews for three requests within the TTL, want 1", n)
 	}
 	for range 2 {
-		if _, err := a.authenticate(ctx, "bad"); !errors.Is(err, ErrUnauthenticated) {
+		if _, err := a.authenticate(ctx, "bad", netip.Prefix{}); !errors.Is(err, ErrUnauthenticated) {
 			t.Errorf("bad token: err = %v, want ErrUnauthenticated", err)
 		}
 	}
 	if n := tokenReviews.Load(); n != 2 {
 		t.Errorf("%d token reviews, want 2 (a refusal is cached too)", n)
 	}
-	if _, err := a.authenticate(ctx, ""); !errors.Is(err, ErrUnauthenticated) {
+	if _, err := a.authenticate(ctx, "", netip.Prefix{}); !errors.Is(err, ErrUnauthenticated) {
 		t.Errorf("no token: err = %v, want ErrUnauthenticated", err)
 	}
 	clk.Step(10 * time.Second)
-	if _, err := a.authenticate(ctx, "good"); err != nil {
+	if _, err := a.authenticate(ctx, "good", netip.Prefix{}); err != nil {
 		t.Fatal(err)
 	}
 	if n := tokenReviews.Load(); n != 3 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
+	"github.com/flotilla-io/flotilla/internal/netlimit"
 )
 
 // Config is what the dashboard reads and how it reaches the hub's API.
@@ -46,6 +47,8 @@ type Config struct {
 type Dashboard struct {
 	cfg  Config
 	auth *authCache
+	// limitLog paces the log lines of limited sign-ins.
+	limitLog *netlimit.Throttle
 
 	dirtyClusters, dirtyBindings *keySet
 
@@ -70,7 +73,7 @@ func New(cfg Config) *Dashboard {
 		cfg.ZoneModes = func() map[string]string { return nil }
 	}
 	d := &Dashboard{
-		cfg: cfg, auth: newAuthCache(cfg.Kube, cfg.AuthTTL, cfg.Clock),
+		cfg: cfg, auth: newAuthCache(cfg.Kube, cfg.AuthTTL, cfg.Clock), limitLog: netlimit.NewThrottle(10*time.Second, cfg.Clock),
 		dirtyClusters: newKeySet(), dirtyBindings: newKeySet(),
 		subs: map[*subscriber]struct{}{}, zones: map[string]string{},
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"strconv"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
@@ -65,13 +67,20 @@ func (d *Dashboard) authed(next func(http.ResponseWriter, *http.Request, *user))
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		token := bearerToken(r.Header.Get("Authorization"))
-		id, err := d.auth.authenticate(r.Context(), token)
-		if err != nil {
-			code := http.StatusBadGateway
-			if errors.Is(err, ErrUnauthenticated) {
-				code = http.StatusUnauthorized
-			}
-			writeError(w, code, err)
+		src := requestSource(r.RemoteAddr)
+		id, err := d.auth.authenticate(r.Context(), token, src)
+		var limited *ErrSignInLimited
+		switch {
+		case errors.As(err, &limited):
+			d.logLimited(limited)
+			w.Header().Set("Retry-After", strconv.Itoa(int(limited.Wait/time.Second)+1))
+			writeError(w, http.StatusTooManyRequests, err)
+			return
+		case errors.Is(err, ErrUnauthenticated):
+			writeError(w, http.StatusUnauthorized, err)
+			return
+		case err != nil:
+			writeError(w, http.StatusBadGateway, err)
 			return
 		}
 		u := &user{token: token, id: id}
@@ -85,6 +94,15 @@ func (d *Dashboard) authed(next func(http.ResponseWriter, *http.Request, *user))
 			return
 		}
 		next(w, r, u)
+	}
+}
+
+// logLimited says, at most once per 10 s, that sign-ins were refused for
+// their source's failures.
+func (d *Dashboard) logLimited(e *ErrSignInLimited) {
+	if ok, held := d.limitLog.Allow(); ok {
+		d.cfg.Logger.Warn("dashboard sign-in refused: too many failed sign-ins from this address (the hub made no TokenReview)",
+			"source", describeSource(e.Source), "retryIn", e.Wait.Round(time.Second), "alsoRefusedSinceLastLine", held)
 	}
 }
 

@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,12 +20,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/test/hubapi"
+	"github.com/google/go-cmp/cmp"
 )
 
 // memLeases is a LeaseSource held by the test, standing in for the hub's
@@ -69,6 +74,7 @@ type fixture struct {
 	operator, viewer string
 	streamsEnded     chan struct{}
 	clusterName      string
+	tokenReviews     atomic.Int64 // made by the dashboard
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -83,7 +89,7 @@ func newFixture(t *testing.T) *fixture {
 	f.createBinding(t, f.otherNS, "db")
 	f.operator, f.viewer = f.tokens(t)
 
-	clients, err := kube.NewClients(env.RESTConfig())
+	clients, err := kube.NewClients(countTokenReviews(env.RESTConfig(), &f.tokenReviews))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,6 +140,24 @@ func (f *fixture) createBinding(t *testing.T, ns, name string) {
 		t.Fatal(err)
 	}
 }
+
+// countTokenReviews returns cfg counting the TokenReviews made through it.
+func countTokenReviews(cfg *rest.Config, n *atomic.Int64) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.Wrap(func(next http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if strings.HasSuffix(req.URL.Path, "/tokenreviews") {
+				n.Add(1)
+			}
+			return next.RoundTrip(req)
+		})
+	})
+	return out
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // tokens makes ServiceAccounts in the test's namespace: an operator (may
 // list and update clusters, list every binding) and a viewer (may list
@@ -423,3 +447,54 @@ func (nilSource[PT]) Synced() <-chan struct{}           { return nil }
 func (nilSource[PT]) Get(string) PT                     { var zero PT; return zero }
 func (nilSource[PT]) List() []PT                        { return nil }
 func (nilSource[PT]) AddHandler(controller.Handler[PT]) {}
+
+// Guessing tokens against the real dashboard costs the hub's API a few
+// TokenReviews, not one per guess: past the budget of the source address
+// the answer is 429 with Retry-After, made before any review. A user
+// signed in before keeps working.
+func TestGuessedTokensCostBoundedTokenReviews(t *testing.T) {
+	f := newFixture(t)
+	whoami := func(token string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, f.url+"/dashboard/api/whoami", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	if resp := whoami(f.operator); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the operator's sign-in: %s", resp.Status)
+	}
+	before := f.tokenReviews.Load()
+	const guesses = 40
+	codes := map[int]int{}
+	retryAfter := ""
+	for i := range guesses {
+		resp := whoami(fmt.Sprintf("guess-%d", i))
+		codes[resp.StatusCode]++
+		if resp.StatusCode == http.StatusTooManyRequests {
+			retryAfter = resp.Header.Get("Retry-After")
+		}
+	}
+	reviews := f.tokenReviews.Load() - before
+	t.Logf("%d guessed tokens from one address: answers %v, %d TokenReviews", guesses, codes, reviews)
+	if diff := cmp.Diff(map[int]int{http.StatusUnauthorized: signInBurst, http.StatusTooManyRequests: guesses - signInBurst}, codes); diff != "" {
+		t.Errorf("answers (-want +got):\n%s", diff)
+	}
+	if reviews != signInBurst {
+		t.Errorf("%d TokenReviews for %d guesses, want %d", reviews, guesses, signInBurst)
+	}
+	if secs, err := strconv.Atoi(retryAfter); err != nil || secs < 1 || secs > int(signInEvery/time.Second)+1 {
+		t.Errorf("Retry-After %q, want whole seconds up to the refill", retryAfter)
+	}
+	if resp := whoami(f.operator); resp.StatusCode != http.StatusOK {
+		t.Errorf("the operator, signed in before the guesses: %s", resp.Status)
+	}
+}

@@ -43,6 +43,9 @@ type Dispatcher struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session // by cluster: the newest session
+	// paces are the clusters' status limiters, kept across their sessions
+	// until the Cluster goes.
+	paces map[string]statusLimiter
 
 	clock            clock.PassiveClock
 	upserts, deletes atomic.Int64
@@ -92,7 +95,7 @@ func (d *Dispatcher) Counts() Counts {
 // stamps.
 func New(clients *kube.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.PassiveClock, logger *slog.Logger) *Dispatcher {
 	d := &Dispatcher{clients: clients, recorder: recorder, clock: clk, logger: logger.With("component", "dispatch"),
-		works: informers.Works, clusters: informers.Clusters, sessions: map[string]*session{}}
+		works: informers.Works, clusters: informers.Clusters, sessions: map[string]*session{}, paces: map[string]statusLimiter{}}
 	d.released = controller.NewQueue("dispatch-released", d.release, logger)
 	d.works.AddHandler(func(old, cur *v1alpha1.Work) {
 		w := controller.Subject(old, cur)
@@ -118,6 +121,11 @@ func New(clients *kube.Clients, informers *controller.Informers, recorder contro
 	d.clusters.AddHandler(func(old, cur *v1alpha1.Cluster) {
 		if cur == nil || cur.DeletionTimestamp != nil {
 			d.released.Add(controller.Subject(old, cur).Name)
+		}
+		if cur == nil {
+			d.mu.Lock()
+			delete(d.paces, controller.Subject(old, cur).Name)
+			d.mu.Unlock()
 		}
 	})
 	return d
@@ -175,6 +183,20 @@ func (d *Dispatcher) worksOf(cluster string) map[string]*v1alpha1.Work {
 		out[w.Name] = w
 	}
 	return out
+}
+
+// paceOf returns cluster's status limiter, new for a cluster it has not
+// seen. There is one per Cluster that has had a session (each needs a
+// valid agent certificate), so the map is bounded by the fleet.
+func (d *Dispatcher) paceOf(cluster string) statusLimiter {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l, ok := d.paces[cluster]
+	if !ok {
+		l = newStatusLimiter()
+		d.paces[cluster] = l
+	}
+	return l
 }
 
 func (d *Dispatcher) attach(s *session) {

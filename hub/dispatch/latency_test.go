@@ -20,7 +20,7 @@ func TestDispatchLatencyObserved(t *testing.T) {
 	var mu sync.Mutex
 	var ops []string
 	var took []time.Duration
-	f := startSessionWith(t, []workSpec{{name: "old", generation: 1}}, []protocol.WorkRef{{Name: "old", Generation: 1}}, func(d *Dispatcher) {
+	f := startSessionWith(t, []workSpec{{name: "old", generation: 1}}, []protocol.WorkRef{{Name: "old", Generation: 1}}, func(d *Dispatcher, _ string) {
 		d.SetLatencyObserver(func(op string, d time.Duration) {
 			mu.Lock()
 			defer mu.Unlock()

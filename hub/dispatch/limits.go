@@ -56,16 +56,23 @@ type Limits struct {
 	Truncated int64
 	// Dropped reports were not written: the store was too full.
 	Dropped int64
+	// UnrequestedDeletes are WorkDeleted reports for Works the hub had
+	// not asked the agent to delete: ignored, or for a Work the agent
+	// held, paced as status reports and answered by sending it again.
+	UnrequestedDeletes int64
 }
 
-type limitCounters struct{ coalesced, truncated, dropped atomic.Int64 }
+type limitCounters struct{ coalesced, truncated, dropped, unrequestedDeletes atomic.Int64 }
 
 // Limits returns the counts so far.
 func (d *Dispatcher) Limits() Limits {
-	return Limits{Coalesced: d.limits.coalesced.Load(), Truncated: d.limits.truncated.Load(), Dropped: d.limits.dropped.Load()}
+	return Limits{Coalesced: d.limits.coalesced.Load(), Truncated: d.limits.truncated.Load(), Dropped: d.limits.dropped.Load(),
+		UnrequestedDeletes: d.limits.unrequestedDeletes.Load()}
 }
 
-// statusLimiter paces one session's status writes.
+// statusLimiter paces one cluster's status writes, and the Works its agent
+// says it dropped that are sent again. It belongs to the cluster, not the
+// session: a new session does not bring a new burst.
 type statusLimiter struct {
 	writes, bytes *rate.Limiter
 }
@@ -142,6 +149,19 @@ func encodedSize(ms v1alpha1.ManifestStatus) int {
 		return maxStoredStatusBytes // never stored
 	}
 	return len(b)
+}
+
+// workSize is what sending w again costs: its manifests' bytes (0 for
+// no Work).
+func workSize(w *v1alpha1.Work) int {
+	if w == nil {
+		return 0
+	}
+	size := 0
+	for _, m := range w.Spec.Workload.Manifests {
+		size += len(m.Raw)
+	}
+	return size
 }
 
 // reportSize is roughly what storing m's manifest results costs.

@@ -28,7 +28,7 @@ func (s *session) record(ctx context.Context, m protocol.Message) {
 			return s.setManifests(w, m.Manifests)
 		})
 	case *protocol.WorkDeleted:
-		s.recordDeleted(ctx, m.Name)
+		s.resendDropped(m.Name)
 	default:
 		s.logger.Warn("unexpected message on the work stream; ignored", "type", m.Type())
 	}
@@ -137,37 +137,66 @@ func (s *session) setManifests(w *v1alpha1.Work, results []protocol.ManifestResu
 
 // recordDeleted removes the finalizer of a deleted Work whose objects the
 // agent has deleted, so the Work goes. A Work created anew meanwhile is
-// sent afresh.
+// sent afresh. The Work is read from the informer: an agent's answers cost
+// the API a write only where a finalizer goes, and a read only when the
+// informer's copy was behind.
 func (s *session) recordDeleted(ctx context.Context, name string) {
+	s.forget(name)
+	w := s.d.works.Get(s.namespace + "/" + name)
+	if w == nil {
+		// Gone, or never there (a Work only the agent listed); one created
+		// since reaches the informer and is sent then.
+		return
+	}
+	works := s.d.clients.Flotilla.FlotillaV1alpha1().Works(s.namespace)
+	w = w.DeepCopy()
+	for attempt := 1; ; attempt++ {
+		switch {
+		case w.DeletionTimestamp == nil:
+			s.notify(name) // created anew: the agent no longer has it
+			return
+		case !slices.Contains(w.Finalizers, v1alpha1.WorkFinalizer):
+			return // not the hub's to hold
+		}
+		// Only the version read: an Update carries its resourceVersion,
+		// so a Work created anew meanwhile is never touched.
+		w.Finalizers = slices.DeleteFunc(w.Finalizers, func(f string) bool { return f == v1alpha1.WorkFinalizer })
+		_, err := works.Update(ctx, w, metav1.UpdateOptions{FieldManager: controller.FieldManager})
+		switch {
+		case err == nil:
+			s.logger.Info("work deleted from the member cluster", "work", name)
+			return
+		case apierrors.IsNotFound(err):
+			return
+		case !apierrors.IsConflict(err) || attempt == updateRetries:
+			s.logger.Error("remove the finalizer of a deleted Work", "work", name, "err", err)
+			return
+		}
+		if w, err = works.Get(ctx, name, metav1.GetOptions{}); err != nil {
+			if !apierrors.IsNotFound(err) {
+				s.logger.Error("read Work after its deletion", "work", name, "err", err)
+			}
+			return
+		}
+	}
+}
+
+// resendDropped sends a Work again that the agent said it deleted
+// although the hub wants it held, unless the hub has since sent its
+// deletion (the agent answers that one).
+func (s *session) resendDropped(name string) {
+	if have, held := s.sent[name]; !held || have == deleteSent {
+		return
+	}
+	s.forget(name)
+	s.notify(name)
+}
+
+// forget drops what the session knows the agent holds of a Work.
+func (s *session) forget(name string) {
 	delete(s.sent, name)
 	delete(s.written, name)
 	delete(s.answered, name)
-	works := s.d.clients.Flotilla.FlotillaV1alpha1().Works(s.namespace)
-	w, err := works.Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return
-	case err != nil:
-		s.logger.Error("read Work after its deletion", "work", name, "err", err)
-		return
-	case w.DeletionTimestamp == nil:
-		s.notify(name)
-		return
-	case !slices.Contains(w.Finalizers, v1alpha1.WorkFinalizer):
-		return // not the hub's to hold
-	}
-	// Only the version just read: an Update carries its resourceVersion,
-	// so a Work created anew meanwhile is never touched.
-	w.Finalizers = slices.DeleteFunc(w.Finalizers, func(f string) bool { return f == v1alpha1.WorkFinalizer })
-	if _, err := works.Update(ctx, w, metav1.UpdateOptions{FieldManager: controller.FieldManager}); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			s.notify(name) // changed meanwhile: look again
-			return
-		}
-		s.logger.Error("remove the finalizer of a deleted Work", "work", name, "err", err)
-		return
-	}
-	s.logger.Info("work deleted from the member cluster", "work", name)
 }
 
 // updateRetries bounds retries of a status write that conflicts with

@@ -62,7 +62,8 @@ type session struct {
 	// anything else the agent reports is queued and paced.
 	answered map[string]int64
 	// queued holds the newest report per Work not yet written; limit
-	// paces their writes and retry fires when it allows the next.
+	// (the cluster's) paces their writes and retry fires when it allows
+	// the next.
 	queued map[string]protocol.Message
 	limit  statusLimiter
 	retry  *time.Timer
@@ -84,7 +85,7 @@ func (s *session) notify(name string) {
 func (d *Dispatcher) Serve(ctx context.Context, cluster string, stream Stream) error {
 	s := &session{d: d, cluster: cluster, namespace: v1alpha1.ExecutionNamespace(cluster), stream: stream, logger: d.logger.With("cluster", cluster),
 		pending: map[string]time.Time{}, wake: make(chan struct{}, 1), sent: map[string]int64{}, fenced: map[string]bool{}, written: map[string]*v1alpha1.Work{},
-		answered: map[string]int64{}, queued: map[string]protocol.Message{}, limit: newStatusLimiter()}
+		answered: map[string]int64{}, queued: map[string]protocol.Message{}, limit: d.paceOf(cluster)}
 	reader := protocol.NewAgentReader(stream) // large frames go only to the agent
 	defer func() {
 		if s.retry != nil {
@@ -163,10 +164,17 @@ func (s *session) receive(ctx context.Context, m protocol.Message) {
 	case *protocol.WorkStatus:
 		s.queue(ctx, m.Name, m)
 	case *protocol.WorkDeleted:
-		if _, held := s.sent[m.Name]; !held {
-			return // nothing the hub asked to delete, or already recorded
+		switch have, held := s.sent[m.Name]; {
+		case held && have == deleteSent:
+			s.recordDeleted(ctx, m.Name) // the answer to a delete the hub sent
+		case held:
+			// The agent dropped a Work the hub wants it to hold: sent
+			// again, at the pace of its reports, for a looping agent.
+			s.d.limits.unrequestedDeletes.Add(1)
+			s.queue(ctx, m.Name, m)
+		default:
+			s.d.limits.unrequestedDeletes.Add(1) // nothing there, or already recorded
 		}
-		s.record(ctx, m)
 	default:
 		s.record(ctx, m)
 	}
@@ -194,14 +202,7 @@ func (s *session) writeQueued(ctx context.Context) {
 		return
 	}
 	for name, m := range s.queued {
-		var results []protocol.ManifestResult
-		switch m := m.(type) {
-		case *protocol.WorkApplied:
-			results = m.Manifests
-		case *protocol.WorkStatus:
-			results = m.Manifests
-		}
-		ok, delay := s.limit.allow(time.Now(), reportSize(results))
+		ok, delay := s.limit.allow(time.Now(), s.queuedSize(name, m))
 		if !ok {
 			if s.retry == nil {
 				s.retry = time.NewTimer(delay)
@@ -211,6 +212,20 @@ func (s *session) writeQueued(ctx context.Context) {
 		delete(s.queued, name)
 		s.record(ctx, m)
 	}
+}
+
+// queuedSize is what writing a queued report costs in bytes: the status
+// it stores, or for a Work the agent says it dropped, the Work sent again.
+func (s *session) queuedSize(name string, m protocol.Message) int {
+	switch m := m.(type) {
+	case *protocol.WorkApplied:
+		return reportSize(m.Manifests)
+	case *protocol.WorkStatus:
+		return reportSize(m.Manifests)
+	case *protocol.WorkDeleted:
+		return workSize(s.d.works.Get(s.namespace + "/" + name))
+	}
+	return 0
 }
 
 // readLoop passes the agent's messages to the session loop.

@@ -5,16 +5,22 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"net/http"
 	"slices"
 	"sort"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 
@@ -75,7 +81,40 @@ type fixture struct {
 	works   flotillav1alpha1.WorkInterface
 	agent   *agentEnd
 	d       *Dispatcher
+	calls   *apiCalls // the dispatcher's requests
 }
+
+// apiCalls counts requests about one Work (not the informers' lists and
+// watches), by method.
+type apiCalls struct {
+	mu       sync.Mutex
+	byMethod map[string]int
+}
+
+func (c *apiCalls) wrap(cfg *rest.Config) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.Wrap(func(next http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if strings.Contains(req.URL.Path, "/works/") {
+				c.mu.Lock()
+				c.byMethod[req.Method]++
+				c.mu.Unlock()
+			}
+			return next.RoundTrip(req)
+		})
+	})
+	return out
+}
+
+func (c *apiCalls) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.byMethod)
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // manifest is a ConfigMap whose content tells generations apart.
 func manifest(name string, generation int64) v1alpha1.Manifest {
@@ -91,9 +130,9 @@ func startSession(t *testing.T, works []workSpec, inventory []protocol.WorkRef) 
 	return startSessionWith(t, works, inventory, nil)
 }
 
-// startSessionWith is startSession with setup run on the dispatcher before
-// it starts.
-func startSessionWith(t *testing.T, works []workSpec, inventory []protocol.WorkRef, setup func(*Dispatcher)) *fixture {
+// startSessionWith is startSession with setup run on the dispatcher (and
+// the cluster's name) before it starts.
+func startSessionWith(t *testing.T, works []workSpec, inventory []protocol.WorkRef, setup func(d *Dispatcher, cluster string)) *fixture {
 	t.Helper()
 	env := hubapi.Start(t)
 	cluster := newCluster(t, env)
@@ -101,7 +140,8 @@ func startSessionWith(t *testing.T, works []workSpec, inventory []protocol.WorkR
 	for _, ws := range works {
 		f.create(t, ws)
 	}
-	clients, err := kube.NewClients(env.RESTConfig())
+	f.calls = &apiCalls{byMethod: map[string]int{}}
+	clients, err := kube.NewClients(f.calls.wrap(env.RESTConfig()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +151,7 @@ func startSessionWith(t *testing.T, works []workSpec, inventory []protocol.WorkR
 	}
 	d := New(clients, informers, controller.DiscardRecorder{}, clock.RealClock{}, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	if setup != nil {
-		setup(d)
+		setup(d, cluster)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	informers.Start(ctx)
@@ -364,4 +404,75 @@ func TestDeletedClusterReleasesItsWorks(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.await(t, "live", "its removal", gone)
+}
+
+// The agent's answers to deletions are looked up in the informer: only
+// the finalizer's removal reaches the API, however many Works the agent
+// listed that never existed and however many deletions it reports that
+// the hub never asked for.
+func TestDeletedAnswersComeFromTheInformer(t *testing.T) {
+	inventory := []protocol.WorkRef{{Name: "tombstone", Generation: 1}}
+	for i := range 50 {
+		inventory = append(inventory, protocol.WorkRef{Name: fmt.Sprintf("listed-%d", i), Generation: 1})
+	}
+	f := startSession(t, []workSpec{{name: "tombstone", generation: 1, deleting: true}}, inventory)
+	for range inventory {
+		if m, ok := f.agent.next().(*protocol.WorkDelete); !ok {
+			t.Fatalf("resync sent %s, want only deletions", describeMsg(m))
+		}
+	}
+	for i := range 50 {
+		f.agent.send(&protocol.WorkDeleted{Name: fmt.Sprintf("listed-%d", i)})
+		f.agent.send(&protocol.WorkDeleted{Name: fmt.Sprintf("never-%d", i)})
+	}
+	before := f.calls.snapshot()
+	f.agent.send(&protocol.WorkDeleted{Name: "tombstone"}) // after the rest: handled last
+	f.await(t, "tombstone", "its removal", gone)
+	calls := f.calls.snapshot()
+	if diff := cmp.Diff(map[string]int{http.MethodPut: 1}, subtract(calls, before)); diff != "" {
+		t.Errorf("API calls for the tombstone's confirmation (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(before, calls); before[http.MethodGet] != 0 || before[http.MethodPut] != 0 {
+		t.Errorf("API calls before the tombstone's confirmation: %v, want none (diff %s)", before, diff)
+	}
+	if got := f.d.Limits().UnrequestedDeletes; got != 50 {
+		t.Errorf("UnrequestedDeletes = %d, want 50 (the never-listed names)", got)
+	}
+}
+
+// An agent that says it deleted a Work the hub wants it to hold gets the
+// Work again, at the cluster's pace: here two at once, then one an hour.
+func TestDeletedReportsOfAHeldWorkArePaced(t *testing.T) {
+	f := startSessionWith(t, []workSpec{{name: "again", generation: 1}, {name: "other", generation: 1}},
+		[]protocol.WorkRef{{Name: "again", Generation: 1}, {Name: "other", Generation: 1}}, func(d *Dispatcher, cluster string) {
+			d.paces[cluster] = statusLimiter{writes: rate.NewLimiter(rate.Every(time.Hour), 2), bytes: rate.NewLimiter(rate.Inf, 0)}
+		})
+	for i := range 2 {
+		f.agent.send(&protocol.WorkDeleted{Name: "again"})
+		if got := describeMsg(f.agent.next()); got != "upsert again@1" {
+			t.Fatalf("deletion %d of a held Work: %s, want upsert again@1", i+1, got)
+		}
+	}
+	f.agent.send(&protocol.WorkDeleted{Name: "again"}) // beyond the pace: held back
+	f.agent.send(&protocol.WorkDeleted{Name: "never"}) // once read, the one before is in the session
+	f.bump(t, "other")
+	if got := describeMsg(f.agent.next()); got != "upsert other@2" {
+		t.Errorf("after a deletion beyond the pace and a new generation of another Work: %s, want upsert other@2", got)
+	}
+	if got := f.d.Limits().UnrequestedDeletes; got != 4 {
+		t.Errorf("UnrequestedDeletes = %d, want 4", got)
+	}
+	if calls := f.calls.snapshot(); calls[http.MethodGet] != 0 {
+		t.Errorf("API calls %v, want no reads", calls)
+	}
+}
+
+func subtract(a, b map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, v := range a {
+		if d := v - b[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
 }

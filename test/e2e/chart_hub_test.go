@@ -1,8 +1,13 @@
 package e2e
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -15,6 +20,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -86,6 +92,32 @@ func TestHubChartRender(t *testing.T) {
 				t.Errorf("the agents Service selects %v, want every replica", agents.Spec.Selector)
 			}
 		}},
+		{name: "defaults: the HTTP endpoint over TLS", check: checkHubHTTPTLS(true)},
+		{name: "HTTP endpoint without TLS", sets: []string{"hub.httpTLS=false"}, check: checkHubHTTPTLS(false)},
+		{name: "defaults: agents keep their source addresses", check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			var agents corev1.Service
+			findObject(t, objs, "Service", "flotilla-hub-agents", &agents)
+			if agents.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
+				t.Errorf("agents Service externalTrafficPolicy %q, want Local", agents.Spec.ExternalTrafficPolicy)
+			}
+		}},
+		{name: "defaults: a NetworkPolicy", check: checkHubNetworkPolicy(false)},
+		{name: "NetworkPolicy of replicas, API limited", sets: []string{"replicas=2", "etcd.endpoints={https://etcd-0:2379}",
+			"networkPolicy.apiFrom[0].ipBlock.cidr=192.0.2.0/24"}, check: checkHubNetworkPolicy(true)},
+		{name: "no NetworkPolicy", sets: []string{"networkPolicy.enabled=false"}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			for _, o := range objs {
+				if o.GetKind() == "NetworkPolicy" {
+					t.Errorf("renders NetworkPolicy %s with networkPolicy.enabled=false", o.GetName())
+				}
+			}
+		}},
+		{name: "ServiceMonitor scrapes HTTPS", sets: []string{"metrics.serviceMonitor.enabled=true"}, check: checkHubServiceMonitor(`{"insecureSkipVerify":true}`)},
+		{name: "ServiceMonitor verifies with a CA", sets: []string{"metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.insecureSkipVerify=false",
+			"metrics.serviceMonitor.tlsConfig.ca.secret.name=hub-ca", "metrics.serviceMonitor.tlsConfig.ca.secret.key=ca.crt"},
+			check: checkHubServiceMonitor(`{"ca":{"secret":{"key":"ca.crt","name":"hub-ca"}},"insecureSkipVerify":false}`)},
+		{name: "ServiceMonitor tlsConfig cannot skip verification on its own", sets: []string{"metrics.serviceMonitor.tlsConfig.insecureSkipVerify=true"},
+			wantErr: []string{"/metrics/serviceMonitor/tlsConfig"}},
+		{name: "bad NetworkPolicy peer", sets: []string{"networkPolicy.httpFrom[0].cidr=0.0.0.0/0"}, wantErr: []string{"/networkPolicy/httpFrom/0"}},
 		{name: "replicas on the embedded etcd", sets: []string{"replicas=2"}, wantErr: []string{"replicas > 1 needs etcd.endpoints"}},
 		{name: "no replicas", sets: []string{"replicas=0"}, wantErr: []string{"/replicas"}},
 		{name: "bad CSR approval mode", sets: []string{"hub.agentCSRApproval=sometimes"}, wantErr: []string{"/hub/agentCSRApproval"}},
@@ -232,6 +264,113 @@ func checkHubServices(t *testing.T, objs []*unstructured.Unstructured) {
 	}
 }
 
+// checkHubHTTPTLS: with TLS, the hub serves --http-addr over HTTPS, its
+// certificate names the metrics Service, and the probes use HTTPS.
+func checkHubHTTPTLS(on bool) func(t *testing.T, objs []*unstructured.Unstructured) {
+	return func(t *testing.T, objs []*unstructured.Unstructured) {
+		t.Helper()
+		ctr := hubStatefulSet(t, objs).Spec.Template.Spec.Containers[0]
+		if got := slices.Contains(ctr.Args, "--http-tls"); got != on {
+			t.Errorf("args %q: --http-tls %v, want %v", ctr.Args, got, on)
+		}
+		sans := ""
+		for _, a := range ctr.Args {
+			if v, ok := strings.CutPrefix(a, "--tls-san="); ok {
+				sans = v
+			}
+		}
+		if got := strings.Contains(sans, "flotilla-hub-metrics.flotilla-hub.svc"); got != on {
+			t.Errorf("--tls-san=%s names the metrics Service: %v, want %v", sans, got, on)
+		}
+		want := corev1.URISchemeHTTP
+		if on {
+			want = corev1.URISchemeHTTPS
+		}
+		for name, probe := range map[string]*corev1.Probe{"startup": ctr.StartupProbe, "liveness": ctr.LivenessProbe, "readiness": ctr.ReadinessProbe} {
+			if got := probe.HTTPGet.Scheme; got != want && !(got == "" && want == corev1.URISchemeHTTP) {
+				t.Errorf("%s probe scheme %q, want %s", name, got, want)
+			}
+		}
+	}
+}
+
+// checkHubNetworkPolicy: agents reach the QUIC and WebSocket ports from
+// anywhere, the HTTP port only from the release's namespace, the API from
+// anywhere unless limited, and replicas each other's gossip.
+func checkHubNetworkPolicy(replicated bool) func(t *testing.T, objs []*unstructured.Unstructured) {
+	return func(t *testing.T, objs []*unstructured.Unstructured) {
+		t.Helper()
+		var np networkingv1.NetworkPolicy
+		findObject(t, objs, "NetworkPolicy", "flotilla-hub", &np)
+		sts := hubStatefulSet(t, objs)
+		if !cmpLabels(np.Spec.PodSelector.MatchLabels, sts.Spec.Template.Labels) {
+			t.Errorf("NetworkPolicy selects %v, the hub pod has %v", np.Spec.PodSelector.MatchLabels, sts.Spec.Template.Labels)
+		}
+		if diff := cmp.Diff([]networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, np.Spec.PolicyTypes); diff != "" {
+			t.Errorf("policyTypes (-want +got):\n%s", diff)
+		}
+		port := func(name string, proto corev1.Protocol) networkingv1.NetworkPolicyPort {
+			p := intstr.FromString(name)
+			return networkingv1.NetworkPolicyPort{Port: &p, Protocol: &proto}
+		}
+		want := []networkingv1.NetworkPolicyIngressRule{
+			{Ports: []networkingv1.NetworkPolicyPort{port("quic", corev1.ProtocolUDP), port("websocket", corev1.ProtocolTCP)}},
+			{Ports: []networkingv1.NetworkPolicyPort{port("api", corev1.ProtocolTCP)}},
+			{Ports: []networkingv1.NetworkPolicyPort{port("http", corev1.ProtocolTCP)}, From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}},
+		}
+		if replicated {
+			want[1].From = []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "192.0.2.0/24"}}}
+			want = append(want, networkingv1.NetworkPolicyIngressRule{
+				Ports: []networkingv1.NetworkPolicyPort{port("gossip-tcp", corev1.ProtocolTCP), port("gossip-udp", corev1.ProtocolUDP)},
+				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: sts.Spec.Selector.MatchLabels}}}})
+		}
+		if diff := cmp.Diff(want, np.Spec.Ingress); diff != "" {
+			t.Errorf("ingress rules (-want +got):\n%s", diff)
+		}
+		ports := map[string]bool{}
+		for _, p := range sts.Spec.Template.Spec.Containers[0].Ports {
+			ports[p.Name] = true
+		}
+		for _, rule := range np.Spec.Ingress {
+			for _, p := range rule.Ports {
+				if !ports[p.Port.StrVal] {
+					t.Errorf("NetworkPolicy names port %s, which the hub container lacks", p.Port.StrVal)
+				}
+			}
+		}
+	}
+}
+
+// checkHubServiceMonitor: the ServiceMonitor scrapes /metrics over HTTPS
+// with tlsConfig (JSON).
+func checkHubServiceMonitor(tlsConfig string) func(t *testing.T, objs []*unstructured.Unstructured) {
+	return func(t *testing.T, objs []*unstructured.Unstructured) {
+		t.Helper()
+		var sm struct {
+			Spec struct {
+				Endpoints []struct {
+					Port      string         `json:"port"`
+					Path      string         `json:"path"`
+					Scheme    string         `json:"scheme"`
+					TLSConfig map[string]any `json:"tlsConfig"`
+				} `json:"endpoints"`
+			} `json:"spec"`
+		}
+		findObject(t, objs, "ServiceMonitor", "", &sm)
+		if len(sm.Spec.Endpoints) != 1 {
+			t.Fatalf("ServiceMonitor endpoints %+v, want one", sm.Spec.Endpoints)
+		}
+		ep := sm.Spec.Endpoints[0]
+		got, err := json.Marshal(ep.TLSConfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ep.Port != "http" || ep.Path != "/metrics" || ep.Scheme != "https" || string(got) != tlsConfig {
+			t.Errorf("ServiceMonitor endpoint %s %s %s, tlsConfig %s; want http /metrics https, %s", ep.Port, ep.Path, ep.Scheme, got, tlsConfig)
+		}
+	}
+}
+
 // cmpLabels: every selector label is on the pod.
 func cmpLabels(selector, labels map[string]string) bool {
 	if len(selector) == 0 {
@@ -278,17 +417,27 @@ func TestHubChart(t *testing.T) {
 		checkPodProcess(t, hubPod, pod)
 	})
 
-	t.Run("answers /readyz and serves its API", func(t *testing.T) {
+	t.Run("answers /readyz over HTTPS and serves its API", func(t *testing.T) {
+		pid, err := hubPod.ProgramPID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The certificate is the hub CA's, for the metrics Service's name.
+		caFile := filepath.Join("/proc", strconv.Itoa(pid), "root", hubDataDir, "pki", "ca.crt")
+		readyz := "https://127.0.0.1:" + strconv.Itoa(httpPort) + "/readyz"
 		waitFor(t, 120*time.Second, "the hub's /readyz", func() (bool, string) {
 			if hubPod.HasExited() {
 				t.Fatalf("the hub exited: %v", hubPod.ExitError())
 			}
-			code, err := httpStatus("http://127.0.0.1:" + strconv.Itoa(httpPort) + "/readyz")
+			client, err := caClient(caFile, "flotilla-hub-metrics."+namespace+".svc")
+			if err != nil {
+				return false, err.Error()
+			}
+			code, err := clientStatus(client, readyz)
 			return code == http.StatusOK, strconv.Itoa(code) + " " + errString(err)
 		})
-		pid, err := hubPod.ProgramPID()
-		if err != nil {
-			t.Fatal(err)
+		if code, err := httpStatus("http://127.0.0.1:" + strconv.Itoa(httpPort) + "/readyz"); code != http.StatusBadRequest {
+			t.Errorf("plain HTTP to the HTTPS endpoint: %d %v, want 400", code, err)
 		}
 		kubeconfig := filepath.Join("/proc", strconv.Itoa(pid), "root", hubDataDir, "admin.kubeconfig")
 		out := mustKubectl(t, kubeconfig, "get", "--raw", "/readyz")
@@ -318,6 +467,45 @@ func TestHubChart(t *testing.T) {
 			return err == nil && out == "True", out
 		})
 	})
+}
+
+// caClient is an HTTPS client that trusts only the CA in caFile and
+// checks that the server's certificate names serverName.
+func caClient(caFile, serverName string) (*http.Client, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no certificate", caFile)
+	}
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, ServerName: serverName}}}, nil
+}
+
+// insecureClient is an HTTPS client that does not check the server's
+// certificate: for a test that checks something else.
+var insecureClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+	TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true}}}
+
+func clientStatus(client *http.Client, u string) (int, error) {
+	resp, err := client.Get(u)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func clientGet(client *http.Client, u string) (int, string) {
+	resp, err := client.Get(u)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return resp.StatusCode, string(body)
 }
 
 func errString(err error) string {
@@ -389,7 +577,7 @@ func TestHubChartReplicas(t *testing.T) {
 	}
 	ctrs := []*podrun.Container{startPod(t, c, &pods[0], imageOf("flotilla-hub")), startPod(t, c, second, imageOf("flotilla-hub"))}
 	readyz := func(i int) int {
-		code, _ := httpStatus("http://127.0.0.1:" + strconv.Itoa(pp[i].http) + "/readyz")
+		code, _ := clientStatus(insecureClient, "https://127.0.0.1:"+strconv.Itoa(pp[i].http)+"/readyz")
 		return code
 	}
 	leaders := func() []string {
@@ -420,7 +608,7 @@ func TestHubChartReplicas(t *testing.T) {
 	standby := 1 - leader
 	t.Logf("%s leads, %s stands by", pods[leader].Name, pods[standby].Name)
 	waitFor(t, 30*time.Second, "the replicas gossip", func() (bool, string) {
-		_, body := httpGet("http://127.0.0.1:" + strconv.Itoa(pp[leader].http) + "/metrics")
+		_, body := clientGet(insecureClient, "https://127.0.0.1:"+strconv.Itoa(pp[leader].http)+"/metrics")
 		return strings.Contains(body, "\nflotilla_hub_gossip_members 2\n") && !strings.Contains(body, "\nflotilla_hub_session_tables_sent_total 0\n"),
 			"leader's gossip metrics: " + metricLines(body, "flotilla_hub_gossip_", "flotilla_hub_session_tables_")
 	})

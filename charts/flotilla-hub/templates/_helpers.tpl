@@ -65,6 +65,23 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- with include "flotilla-hub.agentHost" . -}}
 {{- $sans = append $sans . -}}
 {{- end -}}
+{{- if .Values.hub.httpTLS -}}
+{{- $metrics := printf "%s-metrics" $api -}}
+{{- $sans = concat $sans (list $metrics (printf "%s.%s.svc" $metrics $ns) (printf "%s.%s.svc.cluster.local" $metrics $ns)) -}}
+{{- end -}}
 {{- $sans = concat $sans .Values.hub.tlsSANs -}}
 {{- join "," (uniq $sans) -}}
+{{- end -}}
+
+{{/*
+A probe of the HTTP endpoint: with hub.httpTLS, an httpGet without a
+scheme gets HTTPS (the kubelet does not verify the certificate).
+Called with (list probe httpTLS).
+*/}}
+{{- define "flotilla-hub.probe" -}}
+{{- $probe := deepCopy (index . 0) -}}
+{{- if and (index . 1) $probe.httpGet (not $probe.httpGet.scheme) -}}
+{{- $_ := set $probe.httpGet "scheme" "HTTPS" -}}
+{{- end -}}
+{{- toYaml $probe -}}
 {{- end -}}
