@@ -94,8 +94,11 @@ type Config struct {
 	// nothing else.
 	HubCAHash string
 	// Provider, Region, Zone and Labels are registration metadata sent
-	// when joining; the hub puts them on the Cluster it registers. Each
-	// value is a Kubernetes label value, and Labels' keys label keys.
+	// when joining. The hub takes only Labels under
+	// protocol.AgentLabelPrefix from an agent, and ignores the rest (the
+	// token it joins with sets them); the agent warns of them at its
+	// join. Each value is a Kubernetes label value, and Labels' keys
+	// label keys.
 	Provider, Region, Zone string
 	Labels                 map[string]string
 	// LeaseDuration is the lease the agent asks the hub for (default 40s,

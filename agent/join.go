@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -84,6 +85,10 @@ func (a *Agent) join(ctx context.Context) error {
 	}
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("join request: %w", err)
+	}
+	if ignored := a.cfg.metadataTheHubIgnores(); len(ignored) > 0 {
+		log.Warn("the hub takes provider, region, zone and labels from the token, not from the agent: it ignores these (set them with flotilla token create --provider/--region/--zone/--label, or on the Cluster); the agent may set only labels under "+protocol.AgentLabelPrefix,
+			"ignored", strings.Join(ignored, ","))
 	}
 	log.Info("no certificate yet: joining the hub with a bootstrap token", "store", a.store.Location(credstore.CertFile))
 	b := newBackoff(joinBackoffInitial, joinBackoffMax, a.jitter)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/flotilla-io/flotilla/internal/pki"
+	"github.com/flotilla-io/flotilla/protocol"
 )
 
 // maxClusterLabels is the most registration labels a join may carry (the
@@ -75,6 +76,26 @@ func CheckMetadataValue(value string) error {
 		return fmt.Errorf("%q is not a label value: %s", value, strings.Join(msgs, "; "))
 	}
 	return nil
+}
+
+// metadataTheHubIgnores lists the registration metadata the agent would
+// send and the hub does not take from an agent: all but the labels
+// under protocol.AgentLabelPrefix.
+func (cfg Config) metadataTheHubIgnores() []string {
+	var ignored []string
+	for _, f := range []struct{ flag, value string }{
+		{"--cluster-provider", cfg.Provider}, {"--cluster-region", cfg.Region}, {"--cluster-zone", cfg.Zone},
+	} {
+		if f.value != "" {
+			ignored = append(ignored, f.flag+"="+f.value)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(cfg.Labels)) {
+		if !protocol.IsAgentLabel(k) {
+			ignored = append(ignored, "--cluster-labels "+k+"="+cfg.Labels[k])
+		}
+	}
+	return ignored
 }
 
 // validateJoin checks the join settings and registration metadata.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -38,6 +39,19 @@ const (
 	MaxJoinFrame = 96 << 10
 )
 
+// AgentLabelPrefix starts the only Cluster labels an agent may set, as
+// Kubernetes' NodeRestriction lets a kubelet set only its own prefixes:
+// a selector on such a label trusts what the member cluster says of
+// itself, and nothing else does.
+const AgentLabelPrefix = "agent.flotilla.io/"
+
+// MaxAgentLabels bounds the labels under AgentLabelPrefix the hub puts on
+// an agent's Cluster; it ignores more.
+const MaxAgentLabels = 16
+
+// IsAgentLabel reports whether key is a label an agent may set.
+func IsAgentLabel(key string) bool { return strings.HasPrefix(key, AgentLabelPrefix) }
+
 // JoinRequest asks for the client certificate of ClusterName.
 type JoinRequest struct {
 	ProtocolVersion int    `json:"protocolVersion"`
@@ -48,8 +62,10 @@ type JoinRequest struct {
 	// signed by the agent's own key (which never leaves the agent).
 	CSR          []byte `json:"csr"`
 	AgentVersion string `json:"agentVersion"`
-	// Provider, Region, Zone and Labels are put on the Cluster when the
-	// hub registers it (an operator's later edits win).
+	// Provider, Region, Zone and Labels are what the agent would like on
+	// its Cluster. The hub takes only Labels under AgentLabelPrefix: the
+	// rest come from the token or the hub's operator, and are ignored
+	// here (an event on the Cluster lists them).
 	Provider string            `json:"provider,omitempty"`
 	Region   string            `json:"region,omitempty"`
 	Zone     string            `json:"zone,omitempty"`

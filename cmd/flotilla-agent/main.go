@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"unicode"
@@ -25,6 +26,7 @@ import (
 	"github.com/flotilla-io/flotilla/agent/work"
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/internal/version"
+	"github.com/flotilla-io/flotilla/protocol"
 )
 
 func main() {
@@ -132,10 +134,10 @@ func newFlags(cfg *agent.Config, o *options) *pflag.FlagSet {
 	fs.StringVar(&cfg.BootstrapTokenSecret, "bootstrap-token-secret", "", "Secret in --system-namespace that holds the bootstrap token (the one --bootstrap-token-file mounts): once the join has stored the certificate, the agent empties the token there, so the member cluster keeps no copy (needs get and update on it)")
 	fs.StringVar(&cfg.BootstrapTokenSecretKey, "bootstrap-token-secret-key", agent.DefaultBootstrapTokenSecretKey, "the token's key in --bootstrap-token-secret")
 	fs.StringVar(&cfg.HubCAHash, "hub-ca-hash", "", "sha256:<hex> hash of the hub CA's public key: a joining agent trusts only a hub that presents this CA")
-	fs.StringVar(&cfg.Provider, "cluster-provider", "", "the cluster's provider (e.g. aws), for the Cluster the hub registers when it joins")
-	fs.StringVar(&cfg.Region, "cluster-region", "", "the cluster's region, for the Cluster the hub registers when it joins")
-	fs.StringVar(&cfg.Zone, "cluster-zone", "", "the cluster's zone, for the Cluster the hub registers when it joins")
-	fs.StringVar(&o.labels, "cluster-labels", "", "labels for the Cluster the hub registers when it joins, KEY=VALUE,KEY2=VALUE2")
+	fs.StringVar(&cfg.Provider, "cluster-provider", "", "deprecated, ignored by the hub: the hub registers the cluster with the provider of the token it joins with (flotilla token create --provider); accepted so older installs keep working, with a warning at the join")
+	fs.StringVar(&cfg.Region, "cluster-region", "", "deprecated, ignored by the hub: the region comes from the token (flotilla token create --region); accepted with a warning at the join")
+	fs.StringVar(&cfg.Zone, "cluster-zone", "", "deprecated, ignored by the hub: the zone comes from the token (flotilla token create --zone); accepted with a warning at the join")
+	fs.StringVar(&o.labels, "cluster-labels", "", "labels the agent asks the hub to put on its Cluster when it joins, KEY=VALUE,KEY2=VALUE2: the hub takes only keys under "+protocol.AgentLabelPrefix+" (at most "+strconv.Itoa(protocol.MaxAgentLabels)+") and ignores the rest, which come from the token (flotilla token create --label)")
 	fs.DurationVar(&cfg.LeaseDuration, "lease-duration", agent.DefaultLeaseDuration, "cluster lease duration to ask the hub for (1s to 1h); the agent renews every quarter of it")
 	fs.DurationVar(&cfg.StatusInterval, "status-interval", agent.DefaultStatusInterval, "how often to collect cluster health and capacity; a report goes to the hub when it changed, else every "+agent.UnchangedReportEvery.String())
 	fs.StringVar(&cfg.SystemNamespace, "system-namespace", work.DefaultSystemNamespace,
@@ -245,8 +247,12 @@ Joining:
   tls.key (or keeps the one an earlier join left), dials the hub trusting
   it only if the hub presents the CA with that hash, and sends the token, a
   certificate request for "cluster:<cluster-name>" and the
-  --cluster-provider, --cluster-region, --cluster-zone and --cluster-labels
-  metadata. Once the hub signs the request, the agent checks the
+  --cluster-labels under ` + protocol.AgentLabelPrefix + `. The hub registers the
+  Cluster with the provider, region, zone and labels of the token (flotilla
+  token create --provider/--region/--zone/--label), never with the agent's:
+  it ignores --cluster-provider, --cluster-region, --cluster-zone and other
+  labels, and records what it ignored as an event on the Cluster. Once the
+  hub signs the request, the agent checks the
   certificate, stores ca.crt and tls.crt, and starts its session. While the
   request waits for an operator's approval (kubectl certificate approve),
   or the hub cannot be reached, it asks again with the same key, every 5 s

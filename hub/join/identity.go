@@ -108,7 +108,8 @@ func (c *Controller) recordJoin(ctx context.Context, csr *certificatesv1.Certifi
 		}
 		return nil
 	}
-	recorded, replaced, err := recordSerial(ctx, c.flotilla, cluster, serial, registration(csr), csr.UID, admit)
+	reg := registration(csr)
+	recorded, replaced, err := recordSerial(ctx, c.flotilla, cluster, serial, reg, csr.UID, admit)
 	var taken *identityTaken
 	if errors.As(err, &taken) {
 		return nil, c.failed(ctx, csr, taken.Error())
@@ -118,6 +119,9 @@ func (c *Controller) recordJoin(ctx context.Context, csr *certificatesv1.Certifi
 	}
 	if replaced != "" {
 		c.replaced(recorded, csr, tok.ID, replaced, serial)
+	}
+	if len(reg.Ignored) > 0 {
+		c.ignored(recorded, csr, tok.ID, reg)
 	}
 	return &joinRecord{token: tok, found: found}, nil
 }

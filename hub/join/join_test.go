@@ -116,8 +116,7 @@ func request(t *testing.T, cluster, token string, subject *pkix.Name) (*protocol
 		t.Fatal(err)
 	}
 	return &protocol.JoinRequest{ProtocolVersion: protocol.Version, ClusterName: cluster, BootstrapToken: token,
-		CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), AgentVersion: "test",
-		Provider: "kwok", Region: "eu-1", Zone: "eu-1a", Labels: map[string]string{"site": "store-7"}}, parsed
+		CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), AgentVersion: "test"}, parsed
 }
 
 // issued checks answer is a certificate for cluster signed by f's CA and
@@ -150,9 +149,14 @@ func (f *fixture) issued(answer protocol.Message, cluster string) *x509.Certific
 	return cert
 }
 
+// TestJoinOverQUICIssuesAndRegisters: a join over QUIC gets its
+// certificate and registers the Cluster with the token's metadata and the
+// agent's labels under agent.flotilla.io/, and nothing else the agent
+// asked for (request asks for region eu-1, zone eu-1a, site=store-7).
 func TestJoinOverQUICIssuesAndRegisters(t *testing.T) {
 	f := newFixture(t, ApprovalAuto, 10*time.Second)
-	tok := f.token(bootstraptoken.CreateOptions{TTL: time.Hour})
+	tok := f.token(bootstraptoken.CreateOptions{TTL: time.Hour,
+		Metadata: bootstraptoken.ClusterMetadata{Provider: "kwok", Region: "r1", Zone: "z1", Labels: map[string]string{"tier": "edge"}}})
 
 	// The hub side: the real TLS settings and serving certificate.
 	serving, err := ca.ServingCertificate(f.ca, nil)
@@ -172,6 +176,8 @@ func TestJoinOverQUICIssuesAndRegisters(t *testing.T) {
 	}()
 
 	req, _ := request(t, "edge-1", tok.String(), nil)
+	req.Provider, req.Region, req.Zone = "kwok", "eu-1", "eu-1a"
+	req.Labels = map[string]string{"site": "store-7", protocol.AgentLabelPrefix + "site": "a"}
 	conn, err := quic.DialAddr(t.Context(), ln.Addr().String(), protocol.JoinTLSConfig(pki.Pin(f.ca.Cert)), protocol.QUICConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -200,9 +206,17 @@ func TestJoinOverQUICIssuesAndRegisters(t *testing.T) {
 	if got := cluster.Annotations[v1alpha1.AnnotationAgentCertificateSerial]; got != cert.SerialNumber.Text(16) {
 		t.Errorf("recorded serial %q, the certificate's is %s", got, cert.SerialNumber.Text(16))
 	}
-	wantSpec := v1alpha1.ClusterSpec{Provider: "kwok", Region: "eu-1", Zone: "eu-1a"}
-	if diff := cmp.Diff(wantSpec, cluster.Spec); diff != "" || cluster.Labels["site"] != "store-7" {
-		t.Errorf("registered spec (-want +got):\n%s\nlabels %v", diff, cluster.Labels)
+	wantSpec := v1alpha1.ClusterSpec{Provider: "kwok", Region: "r1", Zone: "z1"}
+	if diff := cmp.Diff(wantSpec, cluster.Spec); diff != "" {
+		t.Errorf("registered spec (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{"tier": "edge", "agent.flotilla.io/site": "a"}, cluster.Labels); diff != "" {
+		t.Errorf("registered labels (-want +got):\n%s", diff)
+	}
+	wantEvent := `Warning AgentMetadataIgnored Cluster edge-1: the agent's join (token ` + tok.ID + `, certificate request ` + requestName("edge-1", mustParse(t, req.CSR)) +
+		`) asked for region "eu-1", zone "eu-1a", label site=store-7: ignored`
+	if events := f.events.List(); len(events) != 1 || !strings.HasPrefix(events[0], wantEvent) {
+		t.Errorf("events %q, want one starting %q", events, wantEvent)
 	}
 	// The token was used up: it joins nothing else.
 	again, _ := request(t, "edge-2", tok.String(), nil)
@@ -213,6 +227,16 @@ func TestJoinOverQUICIssuesAndRegisters(t *testing.T) {
 	if e, ok := refusal.(*protocol.Error); !ok || e.Code != protocol.CodeTokenRefused || !strings.Contains(e.Message, "does not exist") {
 		t.Errorf("the same token for edge-2: %#v, want TokenRefused, the token gone", refusal)
 	}
+}
+
+func mustParse(t *testing.T, csrPEM []byte) *x509.CertificateRequest {
+	t.Helper()
+	block, _ := pem.Decode(csrPEM)
+	req, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
 }
 
 func TestJoinRefusals(t *testing.T) {

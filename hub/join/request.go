@@ -23,20 +23,14 @@ const (
 	ClusterLabel = "flotilla.io/cluster"
 	// TokenAnnotation is the ID of the bootstrap token the join presented.
 	TokenAnnotation = "flotilla.io/bootstrap-token-id"
-	// RegistrationAnnotation holds the agent's metadata (JSON Registration).
-	RegistrationAnnotation = "flotilla.io/registration"
+	// RegistrationAnnotation holds what the hub decided, at the join, to
+	// register the Cluster with (JSON Registration). Requests from hubs
+	// that took the agent's word (annotation flotilla.io/registration)
+	// register nothing.
+	RegistrationAnnotation = "flotilla.io/cluster-registration"
 	// csrNamePrefix starts the name of every request the hub creates.
 	csrNamePrefix = "flotilla-agent-"
 )
-
-// Registration is what the agent asks the hub to put on its Cluster when
-// it registers it.
-type Registration struct {
-	Provider string            `json:"provider,omitempty"`
-	Region   string            `json:"region,omitempty"`
-	Zone     string            `json:"zone,omitempty"`
-	Labels   map[string]string `json:"labels,omitempty"`
-}
 
 // checkRequest parses a PEM certificate request and refuses anything but a
 // self-signed request for cluster's identity with an acceptable key.
@@ -80,8 +74,8 @@ func requestName(cluster string, req *x509.CertificateRequest) string {
 }
 
 // newRequest is the CertificateSigningRequest the hub creates for a join.
-func newRequest(j *protocol.JoinRequest, req *x509.CertificateRequest, tokenID string, ttlSeconds int32) (*certificatesv1.CertificateSigningRequest, error) {
-	reg, err := json.Marshal(Registration{Provider: j.Provider, Region: j.Region, Zone: j.Zone, Labels: j.Labels})
+func newRequest(j *protocol.JoinRequest, req *x509.CertificateRequest, r Registration, tokenID string, ttlSeconds int32) (*certificatesv1.CertificateSigningRequest, error) {
+	reg, err := json.Marshal(r)
 	if err != nil {
 		return nil, fmt.Errorf("encode registration of %s: %w", j.ClusterName, err)
 	}
@@ -98,12 +92,4 @@ func newRequest(j *protocol.JoinRequest, req *x509.CertificateRequest, tokenID s
 			Usages:            []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
 		},
 	}, nil
-}
-
-// registration reads a request's metadata; a bad annotation (edited by
-// hand) gives none rather than failing the join.
-func registration(csr *certificatesv1.CertificateSigningRequest) Registration {
-	var r Registration
-	_ = json.Unmarshal([]byte(csr.Annotations[RegistrationAnnotation]), &r)
-	return r
 }

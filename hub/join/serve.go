@@ -138,7 +138,7 @@ func (c *Controller) join(ctx context.Context, req *protocol.JoinRequest) (proto
 		}
 		return nil, err
 	}
-	csr, err := newRequest(req, x509req, token.ID, requestSeconds(c.cfg.CertTTL))
+	csr, err := newRequest(req, x509req, c.registration(req, token), token.ID, requestSeconds(c.cfg.CertTTL))
 	if err != nil {
 		return nil, err
 	}

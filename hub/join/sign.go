@@ -9,6 +9,7 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -77,7 +78,7 @@ func (c *Controller) failed(ctx context.Context, csr *certificatesv1.Certificate
 }
 
 // RecordSerial notes serial as the cluster's current agent certificate,
-// registering the Cluster with the agent's metadata if it does not exist:
+// registering the Cluster with reg (an existing one gets what reg sets):
 // sessions with any other certificate of the cluster are refused from then
 // on. It is the operator's `certs issue`, which replaces whatever
 // certificate the cluster had.
@@ -118,10 +119,12 @@ func recordSerial(ctx context.Context, client flotillaclient.Interface, cluster 
 			}
 		}
 		recorded, replaced = existing, replacedSerial(existing, hex, requestUID)
-		if existing.Annotations[v1alpha1.AnnotationAgentCertificateSerial] == hex && existing.Annotations[v1alpha1.AnnotationAgentCertificatePreviousSerial] == "" {
+		update := withRegistration(existing, reg)
+		if existing.Annotations[v1alpha1.AnnotationAgentCertificateSerial] == hex && existing.Annotations[v1alpha1.AnnotationAgentCertificatePreviousSerial] == "" &&
+			equality.Semantic.DeepEqual(existing.Labels, update.Labels) && equality.Semantic.DeepEqual(existing.Spec, update.Spec) {
 			return nil
 		}
-		recorded, err = clusters.Update(ctx, withSerial(existing, hex, requestUID), metav1.UpdateOptions{FieldManager: controller.FieldManager})
+		recorded, err = clusters.Update(ctx, withSerial(update, hex, requestUID), metav1.UpdateOptions{FieldManager: controller.FieldManager})
 		return err
 	})
 	if err != nil {

@@ -10,6 +10,9 @@
 //     flotilla.io/token-use) is once (the default: claimed by the request
 //     it joins with, deleted once that is signed), reusable (any number of
 //     new clusters) or replace (once, even a cluster that already joined);
+//     and it carries the provider, region, zone and labels the hub
+//     registers the joining cluster with (ClusterMetadata, data key
+//     flotilla-cluster-metadata), which the agent does not choose;
 //   - the hub's join information: the address agents dial and the pin of
 //     the hub CA (sha256 of its public key, as kubeadm join's
 //     --discovery-token-ca-cert-hash), in ConfigMap kube-public/flotilla-hub-info,

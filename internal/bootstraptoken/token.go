@@ -61,6 +61,8 @@ type Token struct {
 	Replace bool
 	// UsedBy is the certificate request a single-use token was used for.
 	UsedBy string
+	// Metadata is what a join with it registers the Cluster with.
+	Metadata ClusterMetadata
 }
 
 // Use is the token's UseLabel value.
@@ -84,6 +86,7 @@ type CreateOptions struct {
 	Description string
 	Reusable    bool // joins any number of new clusters
 	Replace     bool // may join Cluster although it already joined
+	Metadata    ClusterMetadata
 }
 
 // Validate refuses options no token could be made of, naming the flag.
@@ -106,7 +109,7 @@ func (o CreateOptions) Validate() error {
 	if len(o.Description) > maxDescription {
 		return fmt.Errorf("--description: %d bytes, at most %d", len(o.Description), maxDescription)
 	}
-	return nil
+	return o.Metadata.Validate()
 }
 
 // Create makes a new random token and stores its Secret.
@@ -124,7 +127,7 @@ func Create(ctx context.Context, client kubernetes.Interface, opts CreateOptions
 			return Token{}, err
 		}
 		t := Token{ID: id, Secret: secret, Cluster: opts.Cluster, Description: opts.Description, Created: now.UTC().Truncate(time.Second),
-			Reusable: opts.Reusable, Replace: opts.Replace}
+			Reusable: opts.Reusable, Replace: opts.Replace, Metadata: opts.Metadata}
 		if opts.TTL > 0 {
 			t.Expires = now.Add(opts.TTL).UTC().Truncate(time.Second)
 		}
@@ -157,6 +160,9 @@ func (t Token) secret() *corev1.Secret {
 	}
 	if !t.Expires.IsZero() {
 		s.Data[bootstrapapi.BootstrapTokenExpirationKey] = []byte(t.Expires.Format(time.RFC3339))
+	}
+	if m := t.Metadata.encode(); m != nil {
+		s.Data[MetadataKey] = m
 	}
 	s.Labels = map[string]string{UseLabel: t.Use()}
 	if t.Cluster != "" {
@@ -198,6 +204,11 @@ func FromSecret(s *corev1.Secret) (Token, error) {
 		}
 		t.Expires = at
 	}
+	m, err := decodeMetadata(s.Data[MetadataKey])
+	if err != nil {
+		return Token{}, fmt.Errorf("secret %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	t.Metadata = m
 	return t, nil
 }
 

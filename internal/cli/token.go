@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -14,7 +16,7 @@ import (
 func tokenCommand() *command {
 	return &command{
 		name:  "token",
-		usage: "token create [--ttl DURATION] [--cluster NAME [--replace]] [--reusable] [--description TEXT] | token list | token delete ID|TOKEN...",
+		usage: "token create [--ttl DURATION] [--cluster NAME [--replace]] [--reusable] [--description TEXT] [--provider P] [--region R] [--zone Z] [--label KEY=VALUE]... | token list [-o wide|json|yaml] | token delete ID|TOKEN...",
 		short: "Create, list and delete the bootstrap tokens edge clusters join with",
 		long: `Manage bootstrap tokens, with which an edge cluster's agent joins the hub.
 
@@ -38,8 +40,17 @@ for provisioning many new clusters: it joins any number of them, is not
 used up, never binds, never replaces; only a reusable token may have
 --ttl 0 (never expires; delete it when provisioning ends).
 
+The hub registers the Cluster that joins with the token's --provider,
+--region, --zone and --label KEY=VALUE (repeatable), never with what the
+joining agent asks for: that would let an edge site place itself into the
+selectors of policies (those that place Secrets) or into a zone of its
+choosing. The agent may set only labels under agent.flotilla.io/; the hub
+ignores the rest of what it asks for and records an AgentMetadataIgnored
+event on the Cluster. A join of a Cluster that exists (--replace) adds
+or changes what the token sets and removes nothing.
+
 list prints the tokens by ID (not their secrets), with their time left, use
-and cluster. delete removes tokens by ID or whole token: no new join can use
+and cluster; -o wide adds what they register the Cluster with. delete removes tokens by ID or whole token: no new join can use
 them (clusters that already joined keep their certificates).
 
 Tokens are standard bootstrap.kubernetes.io/token Secrets in the hub's
@@ -48,10 +59,11 @@ ClusterRole flotilla-admin grants it); the hub's audit log records who
 created each. flotilla-hub token create does the same on the hub's machine
 with DATA/admin.kubeconfig.`,
 		example: `  flotilla token create --cluster edge-1 --description "store 7"
+  flotilla token create --cluster edge-1 --region eu-west-1 --zone eu-west-1a --label tier=edge
   flotilla token create --cluster edge-1 --replace
   flotilla token create --reusable --ttl 8h --description "rollout wave 3"
   flotilla token create --token-only
-  flotilla token list
+  flotilla token list -o wide
   flotilla token delete abcdef
 `,
 		bind: bindToken,
@@ -60,8 +72,10 @@ with DATA/admin.kubeconfig.`,
 
 type tokenOptions struct {
 	create     bootstraptoken.CreateOptions
+	labels     []string
 	hubAddress string
 	tokenOnly  bool
+	output     string
 }
 
 func bindToken(fs *pflag.FlagSet) runFunc {
@@ -73,6 +87,11 @@ func bindToken(fs *pflag.FlagSet) runFunc {
 	fs.StringVar(&o.create.Description, "description", "", "create: free `TEXT` kept with the token, shown by list")
 	fs.StringVar(&o.hubAddress, "hub-address", "", "create: the `HOST:PORT` agents dial, in the printed command (default the address the hub published: its --agent-address)")
 	fs.BoolVar(&o.tokenOnly, "token-only", false, "create: print only the token")
+	fs.StringVar(&o.create.Metadata.Provider, "provider", "", "create: the `PROVIDER` (e.g. aws) the hub registers the joining cluster with (a label value); the agent's own --cluster-provider is ignored")
+	fs.StringVar(&o.create.Metadata.Region, "region", "", "create: the `REGION` the hub registers the joining cluster with (a label value); the agent's own --cluster-region is ignored")
+	fs.StringVar(&o.create.Metadata.Zone, "zone", "", "create: the `ZONE` the hub registers the joining cluster with (a label value): failover's per-zone eviction rate counts it there; the agent's own --cluster-zone is ignored")
+	fs.StringArrayVar(&o.labels, "label", nil, "create: a label `KEY=VALUE` for the joining cluster's Cluster (repeatable; not under agent.flotilla.io/, the only prefix the agent may set itself)")
+	fs.StringVarP(&o.output, "output", "o", "", "list: output `FORMAT`: wide (with what each token registers), json or yaml (default a table)")
 	return o.run
 }
 
@@ -85,6 +104,9 @@ func (o *tokenOptions) run(ctx context.Context, inv *invocation, args []string) 
 		if len(rest) > 0 {
 			return inv.usagef("token create takes no arguments, got %q", rest)
 		}
+		if err := o.parseLabels(); err != nil {
+			return inv.usagef("%v", err)
+		}
 		if err := o.create.Validate(); err != nil {
 			return inv.usagef("%v", err)
 		}
@@ -93,7 +115,11 @@ func (o *tokenOptions) run(ctx context.Context, inv *invocation, args []string) 
 		if len(rest) > 0 {
 			return inv.usagef("token list takes no arguments, got %q", rest)
 		}
-		return listTokens(ctx, inv)
+		format, err := parseOutput(o.output)
+		if err != nil {
+			return inv.usagef("%v", err)
+		}
+		return listTokens(ctx, inv, format)
 	case "delete":
 		if len(rest) == 0 {
 			return inv.usagef("token delete needs the ID or the whole token of at least one token")
@@ -102,6 +128,20 @@ func (o *tokenOptions) run(ctx context.Context, inv *invocation, args []string) 
 	default:
 		return inv.usagef("unknown token command %q: expected create, list or delete", verb)
 	}
+}
+
+// parseLabels reads the --label flags into the token's metadata.
+func (o *tokenOptions) parseLabels() error {
+	if len(o.labels) == 0 {
+		return nil
+	}
+	o.create.Metadata.Labels = map[string]string{}
+	for _, kv := range o.labels {
+		if err := bootstraptoken.ParseLabel(o.create.Metadata.Labels, kv); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (o *tokenOptions) createToken(ctx context.Context, inv *invocation) error {
@@ -125,7 +165,11 @@ func (o *tokenOptions) createToken(ctx context.Context, inv *invocation) error {
 		fmt.Fprintln(inv.Stdout, t)
 		return nil
 	}
-	fmt.Fprintf(inv.Stdout, "token %s created: %s, %s\n\n", t, expiryText(t), clusterText(t))
+	fmt.Fprintf(inv.Stdout, "token %s created: %s, %s\n", t, expiryText(t), clusterText(t))
+	if m := t.Metadata.String(); m != "" {
+		fmt.Fprintf(inv.Stdout, "the hub registers the cluster with %s\n", m)
+	}
+	fmt.Fprintln(inv.Stdout)
 	fmt.Fprintf(inv.Stdout, "Join an edge cluster: with kubectl and helm pointed at it, from a checkout of Flotilla, run\n\n    %s", bootstraptoken.JoinCommand(info, t))
 	return nil
 }
@@ -151,7 +195,7 @@ func clusterText(t bootstraptoken.Token) string {
 	return "joins only cluster " + t.Cluster + ", once"
 }
 
-func listTokens(ctx context.Context, inv *invocation) error {
+func listTokens(ctx context.Context, inv *invocation, format outputFormat) error {
 	c, err := inv.clients()
 	if err != nil {
 		return err
@@ -163,12 +207,18 @@ func listTokens(ctx context.Context, inv *invocation) error {
 	for _, e := range bad {
 		fmt.Fprintf(inv.Stderr, "warning: %v\n", e)
 	}
+	if format == outputJSON || format == outputYAML {
+		return writeTokens(inv.Stdout, tokens, format)
+	}
 	if len(tokens) == 0 {
 		fmt.Fprintln(inv.Stderr, "No bootstrap tokens.")
 		return nil
 	}
 	now := inv.Now()
 	tab := &table{header: []string{"ID", "TTL", "EXPIRES", "USE", "CLUSTER", "AGE", "DESCRIPTION"}}
+	if format == outputWide {
+		tab.header = append(tab.header, "PROVIDER", "REGION", "ZONE", "LABELS")
+	}
 	for _, t := range tokens {
 		ttl, expires := "<forever>", "<never>"
 		if !t.Expires.IsZero() {
@@ -178,13 +228,54 @@ func listTokens(ctx context.Context, inv *invocation) error {
 				ttl = duration.ShortHumanDuration(left)
 			}
 		}
-		use := t.Use()
-		if t.UsedBy != "" {
-			use = "used"
+		row := []string{t.ID, ttl, expires, tokenUse(t), orNone(t.Cluster), age(now, t.Created), orNone(oneLine(t.Description))}
+		if format == outputWide {
+			m := t.Metadata
+			row = append(row, orNone(m.Provider), orNone(m.Region), orNone(m.Zone), orNone(m.LabelsText()))
 		}
-		tab.add(t.ID, ttl, expires, use, orNone(t.Cluster), age(now, t.Created), orNone(oneLine(t.Description)))
+		tab.add(row...)
 	}
 	return tab.write(inv.Stdout)
+}
+
+func tokenUse(t bootstraptoken.Token) string {
+	if t.UsedBy != "" {
+		return "used"
+	}
+	return t.Use()
+}
+
+// tokenView is a token as list -o json or yaml shows it: never its secret.
+type tokenView struct {
+	ID          string                          `json:"id"`
+	Use         string                          `json:"use"`
+	UsedBy      string                          `json:"usedBy,omitempty"`
+	Cluster     string                          `json:"cluster,omitempty"`
+	Expires     *time.Time                      `json:"expires,omitempty"`
+	Created     time.Time                       `json:"created"`
+	Description string                          `json:"description,omitempty"`
+	Registers   *bootstraptoken.ClusterMetadata `json:"registers,omitempty"`
+}
+
+// writeTokens prints tokens as a JSON or YAML list of tokenView.
+func writeTokens(w io.Writer, tokens []bootstraptoken.Token, format outputFormat) error {
+	views := make([]tokenView, 0, len(tokens))
+	for _, t := range tokens {
+		v := tokenView{ID: t.ID, Use: t.Use(), UsedBy: t.UsedBy, Cluster: t.Cluster, Created: t.Created.UTC(), Description: t.Description}
+		if !t.Expires.IsZero() {
+			at := t.Expires.UTC()
+			v.Expires = &at
+		}
+		if !t.Metadata.IsZero() {
+			v.Registers = &t.Metadata
+		}
+		views = append(views, v)
+	}
+	raw, err := json.Marshal(views)
+	if err != nil {
+		return fmt.Errorf("encoding tokens: %w", err)
+	}
+	return writeRaw(w, raw, format)
 }
 
 func deleteTokens(ctx context.Context, inv *invocation, ids []string) error {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
@@ -119,6 +120,48 @@ func TestTokenCreatePrintsTheJoinCommand(t *testing.T) {
 	}
 }
 
+// TestTokenMetadata: what a token registers its cluster with is said by
+// create and shown by list -o wide and -o json.
+func TestTokenMetadata(t *testing.T) {
+	h := newHub(t)
+	h.dropTokens(t)
+	h.publishInfo(t)
+
+	r := h.run(t, "token", "create", "--region", "r1", "--zone", "z1", "--label", "tier=edge", "--label", "example.com/site=7")
+	wantExit(t, r, 0)
+	tok := tokenPattern.FindString(r.stdout)
+	if want := "created: expires 2026-05-01T13:00:00Z, joins once, the first new cluster that uses it\n" +
+		"the hub registers the cluster with region r1, zone z1, labels example.com/site=7,tier=edge\n\n"; !strings.Contains(r.stdout, want) {
+		t.Errorf("token create printed:\n%s\nwant %q", r.stdout, want)
+	}
+
+	r = h.run(t, "token", "list", "-o", "wide")
+	wantExit(t, r, 0)
+	got := squeeze(r.stdout)
+	for _, want := range []string{
+		"ID TTL EXPIRES USE CLUSTER AGE DESCRIPTION PROVIDER REGION ZONE LABELS",
+		tok[:6] + " 1h 2026-05-01T13:00:00Z once - 0s - - r1 z1 example.com/site=7,tier=edge",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("token list -o wide:\n%s\nwant a line with %q", got, want)
+		}
+	}
+
+	r = h.run(t, "token", "list", "-o", "json")
+	wantExit(t, r, 0)
+	var listed []tokenView
+	if err := json.Unmarshal([]byte(r.stdout), &listed); err != nil || len(listed) != 1 {
+		t.Fatalf("token list -o json: %v\n%s", err, r.stdout)
+	}
+	want := bootstraptoken.ClusterMetadata{Region: "r1", Zone: "z1", Labels: map[string]string{"tier": "edge", "example.com/site": "7"}}
+	if listed[0].ID != tok[:6] || listed[0].Registers == nil || !cmp.Equal(want, *listed[0].Registers) {
+		t.Errorf("token list -o json: %+v, want %s registering %+v", listed[0], tok[:6], want)
+	}
+	if strings.Contains(r.stdout, tok[7:]) {
+		t.Errorf("token list -o json shows the secret:\n%s", r.stdout)
+	}
+}
+
 func TestTokenCreateNeedsTheHubsJoinInformation(t *testing.T) {
 	h := newHub(t)
 	h.dropTokens(t)
@@ -146,7 +189,15 @@ func TestTokenUsageErrors(t *testing.T) {
 		{[]string{"create", "--ttl", "0"}, "--ttl 0 (never expires) needs --reusable"},
 		{[]string{"create", "--replace"}, "--replace needs --cluster NAME"},
 		{[]string{"create", "--cluster", "edge-1", "--replace", "--reusable"}, "--replace and --reusable"},
+		{[]string{"create", "--region", "eu west"}, `--region "eu west": not a label value`},
+		{[]string{"create", "--zone", strings.Repeat("z", 64)}, `--zone "` + strings.Repeat("z", 64) + `": not a label value`},
+		{[]string{"create", "--provider", "-aws"}, `--provider "-aws": not a label value`},
+		{[]string{"create", "--label", "tier"}, `--label "tier": want KEY=VALUE`},
+		{[]string{"create", "--label", "tier=edge", "--label", "tier=core"}, `--label "tier=core": key tier given twice`},
+		{[]string{"create", "--label", "bad key=x"}, `--label bad key=x: "bad key" is not a label key`},
+		{[]string{"create", "--label", "agent.flotilla.io/site=a"}, "--label agent.flotilla.io/site=a: labels under agent.flotilla.io/ are the ones the cluster's agent sets"},
 		{[]string{"list", "x"}, `token list takes no arguments`},
+		{[]string{"list", "-o", "xml"}, `invalid --output "xml"`},
 		{[]string{"delete"}, "token delete needs the ID or the whole token"},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

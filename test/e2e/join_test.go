@@ -82,7 +82,7 @@ func serialOf(t *testing.T, certFile string) string {
 }
 
 // TestJoinWithBootstrapToken: an agent with a token and the CA pin and no
-// certificate joins, is registered with its metadata and turns Ready;
+// certificate joins, is registered with its token's metadata and turns Ready;
 // bad tokens and a wrong pin are refused with a reason on the agent's side
 // and register nothing; a newer join with a --replace token supersedes
 // the older certificate.
@@ -119,10 +119,9 @@ func TestJoinWithBootstrapToken(t *testing.T) {
 	})
 
 	certDir := filepath.Join(dir, "member-1")
-	t.Run("joins, registers with its metadata, turns Ready", func(t *testing.T) {
-		token := h.createToken(t, "--cluster", "member-1", "--ttl", "10m")
-		args := append(joinArgs(h, c, certDir, token, pin), "--cluster-provider=kwok", "--cluster-region=eu-1", "--cluster-zone=eu-1a", "--cluster-labels=site=store-7")
-		runAgent(t, "member-1", filepath.Join(dir, "agent-member-1.log"), args...)
+	t.Run("joins, registers with its token's metadata, turns Ready", func(t *testing.T) {
+		token := h.createToken(t, "--cluster", "member-1", "--ttl", "10m", "--provider=kwok", "--region=eu-1", "--zone=eu-1a", "--label=site=store-7")
+		runAgent(t, "member-1", filepath.Join(dir, "agent-member-1.log"), joinArgs(h, c, certDir, token, pin)...)
 		waitReady(t, h, "member-1", 60*time.Second)
 		cl := h.cluster(t, "member-1")
 		if diff := cmp.Diff(v1alpha1.ClusterSpec{Provider: "kwok", Region: "eu-1", Zone: "eu-1a"}, cl.Spec); diff != "" || cl.Labels["site"] != "store-7" {

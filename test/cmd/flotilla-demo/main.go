@@ -188,14 +188,14 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		if i == 0 {
-			say("bootstrap token for %s: flotilla-hub token create --data-dir %s --cluster %s printed\n%s", c.Name, dataDir, c.Name, join.output)
+			say("bootstrap token for %s: flotilla-hub token create --data-dir %s --cluster %s --provider kwok printed\n%s", c.Name, dataDir, c.Name, join.output)
 		}
 		say("%s's agent joins with token %s... and the CA pin (no certificate issued beforehand)", c.Name, join.token[:6])
 		certDir := filepath.Join(dir, "certs", c.Name)
 		a := &process.Process{
 			Name: "flotilla-agent/" + c.Name, Binary: bin("flotilla-agent"), LogPath: filepath.Join(dir, "agent-"+c.Name+".log"),
 			Args: []string{"--hub=" + o.quicAddr, "--cluster-name=" + c.Name, "--kubeconfig=" + c.Kubeconfig, "--cert-dir=" + certDir, "--lease-duration=8s",
-				"--bootstrap-token=" + join.token, "--hub-ca-hash=" + join.pin, "--cluster-provider=kwok", "--http-addr="},
+				"--bootstrap-token=" + join.token, "--hub-ca-hash=" + join.pin, "--http-addr="},
 			Env: []string{"QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true"},
 		}
 		if err := a.Start(); err != nil {
@@ -345,7 +345,7 @@ func createToken(ctx context.Context, hubBin, dataDir, cluster string) (joinValu
 	var out []byte
 	var err error
 	for range 120 {
-		out, err = exec.CommandContext(ctx, hubBin, "token", "create", "--data-dir", dataDir, "--cluster", cluster, "--ttl", "1h").CombinedOutput()
+		out, err = exec.CommandContext(ctx, hubBin, "token", "create", "--data-dir", dataDir, "--cluster", cluster, "--ttl", "1h", "--provider", "kwok").CombinedOutput()
 		if err == nil {
 			break
 		}
