@@ -1,6 +1,7 @@
 package join
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/internal/bootstraptoken"
@@ -69,6 +71,16 @@ func (f *fixture) serial(cluster string) string {
 	return c.Annotations[v1alpha1.AnnotationAgentCertificateSerial]
 }
 
+// tokenGone waits until token id is deleted: the join is answered as soon
+// as its certificate is stored, and the token deleted just after.
+func (f *fixture) tokenGone(id string) bool {
+	f.t.Helper()
+	err := wait.PollUntilContextTimeout(f.t.Context(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return !f.tokenExists(id), nil
+	})
+	return err == nil
+}
+
 func (f *fixture) tokenExists(id string) bool {
 	f.t.Helper()
 	tokens, _, err := bootstraptoken.List(f.t.Context(), f.env.Kube)
@@ -92,7 +104,7 @@ func TestJoinCannotTakeAJoinedCluster(t *testing.T) {
 	f := newFixture(t, ApprovalAuto, 10*time.Second)
 	own := f.token(bootstraptoken.CreateOptions{Cluster: "victim"})
 	first := f.issued(f.joinAs("victim", own), "victim")
-	if f.tokenExists(own.ID) {
+	if !f.tokenGone(own.ID) {
 		t.Error("the single-use token is still there after its join")
 	}
 	serial := first.SerialNumber.Text(16)
@@ -135,7 +147,7 @@ func TestJoinCannotTakeAJoinedCluster(t *testing.T) {
 	if got := f.serial("victim"); got != second.SerialNumber.Text(16) {
 		t.Errorf("after --replace victim's serial is %s, want the new certificate's %s", got, second.SerialNumber.Text(16))
 	}
-	if f.tokenExists(replace.ID) {
+	if !f.tokenGone(replace.ID) {
 		t.Error("the replace token is still there after its join")
 	}
 	events := f.events.List()
