@@ -259,7 +259,8 @@ func (a *Agent) saveJoinCertificate(ctx context.Context, key crypto.Signer, pin 
 
 // checkJoinResponse checks that the certificate resp carries is for key
 // and cluster, current, for client authentication, and issued by a CA in
-// resp.CACertificate whose public key has pin.
+// resp.CACertificate whose public key has pin, or by the agent CA the hub
+// sent after it (issuerPools).
 func checkJoinResponse(key crypto.Signer, cluster, pin string, resp *protocol.JoinResponse, now time.Time) (*x509.Certificate, error) {
 	chain, err := parseCertificates(resp.Certificate)
 	if err != nil {
@@ -280,16 +281,14 @@ func checkJoinResponse(key crypto.Signer, cluster, pin string, resp *protocol.Jo
 	if len(pinned) == 0 {
 		return nil, fmt.Errorf("the CA certificate the hub sent is not the one --hub-ca-hash %s names", pin)
 	}
-	roots, intermediates := x509.NewCertPool(), x509.NewCertPool()
+	trusted := x509.NewCertPool()
 	for _, ca := range pinned {
-		roots.AddCert(ca)
+		trusted.AddCert(ca)
 	}
-	for _, c := range chain[1:] {
-		intermediates.AddCert(c)
-	}
+	roots, intermediates := issuerPools(trusted, chain)
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: intermediates, CurrentTime: now,
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
-		return nil, fmt.Errorf("the certificate is not a client certificate of the pinned CA: %w", err)
+		return nil, fmt.Errorf("the certificate is not a client certificate of the pinned CA or of the agent CA the hub sent: %w", err)
 	}
 	return leaf, nil
 }

@@ -175,8 +175,9 @@ func (s *session) requestRenewal(ctx context.Context, csr []byte) (*protocol.Cer
 }
 
 // checkRenewed checks that a renewed certificate is for key and cluster,
-// current, and a client certificate of a CA in roots (ca.crt).
-func checkRenewed(key crypto.Signer, cluster string, roots *x509.CertPool, resp *protocol.CertificateRenewResponse, now time.Time) (*x509.Certificate, error) {
+// current, and a client certificate of a CA in trusted (ca.crt) or of the
+// agent CA the hub sent after it (issuerPools).
+func checkRenewed(key crypto.Signer, cluster string, trusted *x509.CertPool, resp *protocol.CertificateRenewResponse, now time.Time) (*x509.Certificate, error) {
 	chain, err := parseCertificates(resp.Certificate)
 	if err != nil {
 		return nil, fmt.Errorf("certificate: %w", err)
@@ -188,13 +189,10 @@ func checkRenewed(key crypto.Signer, cluster string, roots *x509.CertPool, resp 
 	if err := checkClientCert(leaf, cluster, now); err != nil {
 		return nil, fmt.Errorf("certificate: %w", err)
 	}
-	intermediates := x509.NewCertPool()
-	for _, c := range chain[1:] {
-		intermediates.AddCert(c)
-	}
+	roots, intermediates := issuerPools(trusted, chain)
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: intermediates, CurrentTime: now,
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
-		return nil, fmt.Errorf("the certificate is not a client certificate of the hub CA in %s: %w", credstore.CAFile, err)
+		return nil, fmt.Errorf("the certificate is not a client certificate of the hub CA in %s or of the agent CA the hub sent: %w", credstore.CAFile, err)
 	}
 	return leaf, nil
 }

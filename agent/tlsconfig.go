@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -76,4 +77,24 @@ func checkClientCert(leaf *x509.Certificate, cluster string, now time.Time) erro
 		return fmt.Errorf("not valid before %s", leaf.NotBefore.UTC().Format(time.RFC3339))
 	}
 	return nil
+}
+
+// issuerPools are the pools that verify a certificate the hub issued,
+// chain being what it sent (the certificate first): roots are trusted plus
+// the self-signed CA certificates after the certificate, the other ones
+// intermediates. The hub signs agent certificates with an agent CA of its
+// own, which its Kubernetes API does not trust, and sends it there; the
+// answer comes over a connection the hub CA (trusted) authenticated,
+// which vouches for it. Hubs from before the agent CA sign with the hub
+// CA itself and send the certificate alone.
+func issuerPools(trusted *x509.CertPool, chain []*x509.Certificate) (roots, intermediates *x509.CertPool) {
+	roots, intermediates = trusted.Clone(), x509.NewCertPool()
+	for _, c := range chain[1:] {
+		if c.IsCA && bytes.Equal(c.RawIssuer, c.RawSubject) && c.CheckSignatureFrom(c) == nil {
+			roots.AddCert(c)
+		} else {
+			intermediates.AddCert(c)
+		}
+	}
+	return roots, intermediates
 }

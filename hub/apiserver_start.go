@@ -25,7 +25,7 @@ func startAPIServer(ctx, runCtx context.Context, cfg Config, s *store.Store, ca 
 		AuditPolicyFile: cfg.AuditPolicyFile,
 		// The hub's own settings first: --kube-apiserver-arg wins.
 		ExtraArgs: append([]string{"--event-ttl=" + cfg.EventTTL.String()}, cfg.KubeAPIServerArgs...),
-		Admission: admission.Plugins(cfg.Clock),
+		Admission: admission.Plugins(cfg.Clock, apiserver.HubUser),
 		Logger:    cfg.Logger,
 	})
 	if err != nil {

@@ -169,6 +169,10 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 	if err != nil {
 		return err
 	}
+	agentCA, err := ca.EnsureAgentCA(cfg.DataDir)
+	if err != nil {
+		return err
+	}
 	// The API server stops with apiCtx, after everything that uses it.
 	apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
 	api, err := startAPIServer(ctx, apiCtx, cfg, s, hubCA)
@@ -185,7 +189,7 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		<-api.Done()
 		logger.Info("API server stopped", "took", time.Since(stopping).Round(time.Millisecond))
 	}()
-	r := &replica{cfg: cfg, store: s, api: api, ca: hubCA, http: &switchHandler{}, ready: ready}
+	r := &replica{cfg: cfg, store: s, api: api, ca: hubCA, agentCA: agentCA, http: &switchHandler{}, ready: ready}
 	if cfg.LabelLeaderPod {
 		if r.labeler, err = podlabel.InCluster(logger); err != nil {
 			return err
@@ -283,6 +287,9 @@ func ensureSharedFiles(dataDir string) error {
 	if _, err := ca.LoadGossipKey(dataDir); err != nil {
 		return err
 	}
+	if _, err := ca.EnsureAgentCA(dataDir); err != nil {
+		return err
+	}
 	return apiserver.EnsureServiceAccountKey(dataDir)
 }
 
@@ -292,6 +299,7 @@ type replica struct {
 	store    *store.Store
 	api      *apiserver.Server
 	ca       *pki.CA
+	agentCA  *pki.CA // signs agent certificates
 	http     *switchHandler
 	httpAddr net.Addr
 	// httpConns caps the connections to httpAddr and counts them.
@@ -308,3 +316,6 @@ type replica struct {
 	front *agentserver.Front
 	relay *replicas.Relay
 }
+
+// cas are the CAs the agents' front uses.
+func (r *replica) cas() agentserver.CAs { return agentserver.CAs{Hub: r.ca, Agent: r.agentCA} }

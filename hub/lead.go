@@ -12,6 +12,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/agentserver"
+	"github.com/flotilla-io/flotilla/hub/apiserver"
 	"github.com/flotilla-io/flotilla/hub/binding"
 	"github.com/flotilla-io/flotilla/hub/clusterdeletion"
 	"github.com/flotilla-io/flotilla/hub/controller"
@@ -152,7 +153,7 @@ func (t *term) openFront(ctx, _ context.Context) error {
 	t.front = t.r.front
 	if t.front == nil {
 		var err error
-		if t.front, err = agentserver.Open(ctx, t.cfg.agentServer(), t.r.ca, t.clients, t.informers, t.recorder, t.registry); err != nil {
+		if t.front, err = agentserver.Open(ctx, t.cfg.agentServer(), t.r.cas(), t.clients, t.informers, t.recorder, t.registry); err != nil {
 			return err
 		}
 		t.ownFront = true
@@ -305,5 +306,5 @@ func recordStoreState(recorder controller.Recorder, refusing bool, why string) {
 func (cfg Config) agentServer() agentserver.Config {
 	return agentserver.Config{QUICAddr: cfg.QUICAddr, WebSocketAddr: cfg.WebSocketAddr, DataDir: cfg.DataDir, TLSSANs: cfg.TLSSANs,
 		Handshakes: cfg.Handshakes, HandshakeTimeout: cfg.QUICHandshakeTimeout, WebSocket: cfg.WebSocketLimits,
-		AgentCertTTL: cfg.AgentCertTTL, AgentCSRApproval: cfg.AgentCSRApproval, Health: cfg.Health, HubID: cfg.HubID, Clock: cfg.Clock, Logger: cfg.Logger}
+		AgentCertTTL: cfg.AgentCertTTL, AgentCSRApproval: cfg.AgentCSRApproval, HubUser: apiserver.HubUser, Health: cfg.Health, HubID: cfg.HubID, Clock: cfg.Clock, Logger: cfg.Logger}
 }

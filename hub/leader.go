@@ -152,7 +152,7 @@ func (r *replica) serveAgents(ctx context.Context) (stop func(), err error) {
 	informers := controller.NewAgentInformers(clients)
 	recorder := controller.StartEventRecorder(frontCtx, clients.Kube)
 	r.relay = replicas.NewRelay(cfg.HubID, r.identity, clients.Flotilla.FlotillaV1alpha1().Clusters(), informers.Clusters.Get, r.sessions.SendTo, cfg.Clock, cfg.Logger)
-	if r.front, err = agentserver.Open(frontCtx, cfg.agentServer(), r.ca, clients, informers, recorder, r.relay); err != nil {
+	if r.front, err = agentserver.Open(frontCtx, cfg.agentServer(), r.cas(), clients, informers, recorder, r.relay); err != nil {
 		stopFront()
 		return nil, err
 	}

@@ -62,3 +62,17 @@ const AnnotationAgentCertificateSerial = "flotilla.io/agent-certificate-serial"
 // AnnotationAgentCertificateSerial), so an agent that never received its
 // new certificate is not locked out. A join or `certs issue` removes it.
 const AnnotationAgentCertificatePreviousSerial = "flotilla.io/agent-certificate-previous-serial"
+
+// AnnotationAgentCertificateRequestUID on a Cluster is the UID of the join
+// request whose certificate serial it records, so that signing that
+// request again (after a failed write) is not taken for another join.
+const AnnotationAgentCertificateRequestUID = "flotilla.io/agent-certificate-request-uid"
+
+// AgentCertificateAnnotations are the annotations that say which agent
+// certificates a Cluster accepts: only the hub writes them (admission
+// plugin FlotillaProtection).
+var AgentCertificateAnnotations = []string{AnnotationAgentCertificateSerial, AnnotationAgentCertificatePreviousSerial, AnnotationAgentCertificateRequestUID}
+
+// AgentSignerName is the signer of agent certificates: only the hub
+// creates CertificateSigningRequests for it, and signs them.
+const AgentSignerName = "flotilla.io/agent"

@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/clientcmd"
 
 	flotillaclient "github.com/flotilla-io/flotilla/api/client/clientset/versioned"
 	"github.com/flotilla-io/flotilla/hub/apiserver"
@@ -30,7 +29,7 @@ type issueOptions struct {
 // newIssueFlags returns the flags of certs issue, bound to o.
 func newIssueFlags(o *issueOptions) *pflag.FlagSet {
 	flags := pflag.NewFlagSet("flotilla-hub certs issue", pflag.ContinueOnError)
-	flags.StringVar(&o.dataDir, "data-dir", "flotilla-data", "hub data folder; its CA (pki/ca.crt, pki/ca.key) is created if missing")
+	flags.StringVar(&o.dataDir, "data-dir", "flotilla-data", "hub data folder: the hub CA (pki/ca.crt) goes into --out as ca.crt, the agent CA (pki/agent-ca.crt, pki/agent-ca.key) signs the certificate")
 	flags.StringVar(&o.cluster, "cluster", "", "cluster name the certificate identifies (CommonName cluster:NAME)")
 	flags.StringVar(&o.out, "out", "", "folder to write ca.crt, tls.crt and tls.key into, for the agent's --cert-dir")
 	flags.DurationVar(&o.timeout, "timeout", time.Minute, "how long to wait for the hub's API (a hub starting) to register the cluster")
@@ -43,11 +42,12 @@ func issueCerts(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	flags.SetOutput(stderr)
 	flags.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: flotilla-hub certs issue --data-dir DIR --cluster NAME --out DIR\n\n"+
-			"Signs a client certificate for the agent of cluster NAME with the hub CA, for sites\n"+
+			"Signs a client certificate for the agent of cluster NAME with the agent CA, for sites\n"+
 			"where agents cannot join with a bootstrap token. Like a join, it registers the\n"+
-			"cluster and records the certificate's serial on its Cluster through the hub's API\n"+
-			"(DATA/admin.kubeconfig; the hub must be running): the cluster's older certificates\n"+
-			"are refused from then on.\n\nFlags:\n")
+			"cluster and records the certificate's serial on its Cluster through the hub's API,\n"+
+			"as the hub (DATA/admin.kubeconfig impersonating flotilla:hub, the only user that may\n"+
+			"write the serial; the hub must be running): the cluster's older certificates are\n"+
+			"refused from then on.\n\nFlags:\n")
 		flags.PrintDefaults()
 	}
 	if err := flags.Parse(args); err != nil {
@@ -76,13 +76,14 @@ func issueCerts(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 // recordSerial records serial as cluster's certificate through the hub's
 // API, registering the cluster: sessions need a registered cluster. It
-// waits up to timeout for the hub (which may be starting) to write its
-// admin kubeconfig and answer.
+// acts as the hub (apiserver.AsHub), the only user admission lets write
+// the serial. It waits up to timeout for the hub (which may be starting)
+// to write its admin kubeconfig and answer.
 func recordSerial(ctx context.Context, dataDir, cluster string, serial *big.Int, timeout time.Duration) error {
 	kubeconfig := apiserver.AdminKubeconfigPath(dataDir)
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		client, err := adminClient(kubeconfig)
+		client, err := hubClient(dataDir, kubeconfig)
 		if err != nil {
 			last = err
 			return false, nil
@@ -109,15 +110,15 @@ func waitForFile(ctx context.Context, path string, timeout time.Duration) error 
 	return err
 }
 
-// adminClient reaches the hub's API as its admin, once the hub wrote the
-// kubeconfig.
-func adminClient(kubeconfig string) (flotillaclient.Interface, error) {
+// hubClient reaches the hub's API as the hub, once the hub wrote the
+// admin kubeconfig.
+func hubClient(dataDir, kubeconfig string) (flotillaclient.Interface, error) {
 	if _, err := os.Stat(kubeconfig); err != nil {
 		return nil, err
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	cfg, err := apiserver.AsHub(dataDir)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", kubeconfig, err)
+		return nil, err
 	}
 	return flotillaclient.NewForConfig(cfg)
 }

@@ -44,6 +44,7 @@ func (r request) attributes() admission.Attributes {
 var (
 	operator = &user.DefaultInfo{Name: "otto", Groups: []string{user.AllAuthenticated}}
 	admin    = &user.DefaultInfo{Name: "flotilla:admin", Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}}
+	hubUser  = &user.DefaultInfo{Name: "flotilla:hub", Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}}
 )
 
 // object decodes a YAML document; a nil-returning typo fails the test.

@@ -16,11 +16,13 @@ const (
 )
 
 // Plugins are Flotilla's admission plugins for the hub's API server; clk
-// stamps taints (nil means the real clock).
-func Plugins(clk clock.PassiveClock) []apiserver.AdmissionPlugin {
+// stamps taints (nil means the real clock); hubUser is the user the hub's
+// own clients authenticate as (apiserver.HubUser), the only one that
+// writes agent certificate requests and serials.
+func Plugins(clk clock.PassiveClock, hubUser string) []apiserver.AdmissionPlugin {
 	return []apiserver.AdmissionPlugin{
 		{Name: ValidationPluginName, New: func() (admission.Interface, error) { return NewValidation(), nil }},
 		{Name: TaintTimePluginName, New: func() (admission.Interface, error) { return NewTaintTime(clk), nil }},
-		{Name: ProtectionPluginName, New: func() (admission.Interface, error) { return NewProtection(), nil }},
+		{Name: ProtectionPluginName, New: func() (admission.Interface, error) { return NewProtection(hubUser), nil }},
 	}
 }

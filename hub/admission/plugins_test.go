@@ -19,7 +19,7 @@ func TestPlugins(t *testing.T) {
 		{Name: "FlotillaProtection", Validating: true, Handles: []admission.Operation{admission.Create, admission.Update, admission.Delete}},
 	}
 	var got []plugin
-	for _, p := range Plugins(nil) {
+	for _, p := range Plugins(nil, "flotilla:hub") {
 		i, err := p.New()
 		if err != nil {
 			t.Fatalf("%s: %v", p.Name, err)

@@ -26,17 +26,21 @@ import (
 // kind.
 //
 // It also refuses writes of bootstrap-token Secrets to users who may not
-// manage tokens (see TokensResource).
+// manage tokens (see TokensResource), and to everyone but the hub itself
+// the creation of agent certificate requests and writes of the Clusters'
+// agent certificate serials (protection_agentcerts.go).
 type Protection struct {
 	*admission.Handler
 	authorizer authorizer.Authorizer
+	hubUser    string // the user the hub's own clients authenticate as
 }
 
 var _ admission.ValidationInterface = (*Protection)(nil)
 
-// NewProtection returns the FlotillaProtection plugin.
-func NewProtection() *Protection {
-	return &Protection{Handler: admission.NewHandler(admission.Create, admission.Update, admission.Delete)}
+// NewProtection returns the FlotillaProtection plugin of a hub whose own
+// clients authenticate as hubUser.
+func NewProtection(hubUser string) *Protection {
+	return &Protection{Handler: admission.NewHandler(admission.Create, admission.Update, admission.Delete), hubUser: hubUser}
 }
 
 // protectedGroups are the API groups whose CRDs are the hub's.
@@ -47,13 +51,17 @@ var (
 	namespaceResource = schema.GroupResource{Resource: "namespaces"}
 )
 
-// Validate refuses a protected request of a user outside system:masters.
+// Validate refuses a write of what only the hub writes to anyone else,
+// and a protected request of a user outside system:masters.
 func (p *Protection) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	resource := a.GetResource().GroupResource()
+	name := objectName(a)
+	if why := p.agentCertRefusal(a); why != "" {
+		return apierrors.NewForbidden(resource, name, fmt.Errorf("%s; %s is not the hub", why, userName(a.GetUserInfo())))
+	}
 	if isMaster(a.GetUserInfo()) {
 		return nil
 	}
-	resource := a.GetResource().GroupResource()
-	name := objectName(a)
 	tokenWhy, err := p.tokenRefusal(ctx, a, name)
 	if err != nil {
 		return apierrors.NewInternalError(err)

@@ -77,7 +77,7 @@ func TestProtection(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := request{op: tt.op, gvk: tt.gvk, resource: tt.res, subresource: tt.sub, name: tt.reqName, obj: tt.obj, old: tt.old, user: tt.user}
-			err := NewProtection().Validate(context.Background(), r.attributes(), nil)
+			err := NewProtection(hubUser.Name).Validate(context.Background(), r.attributes(), nil)
 			if tt.want == "" {
 				if err != nil {
 					t.Errorf("refused: %v", err)
@@ -144,7 +144,7 @@ func TestProtectionOfTokens(t *testing.T) {
 				r.obj = tt.obj
 			}
 			r.name = tt.obj.(*core.Secret).Name
-			p := NewProtection()
+			p := NewProtection(hubUser.Name)
 			p.SetAuthorizer(allowAda)
 			err := p.Validate(context.Background(), r.attributes(), nil)
 			got := ""

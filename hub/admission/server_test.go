@@ -81,7 +81,7 @@ func startServer(ctx context.Context, dir string) (*store.Store, error) {
 	shared.clock = clocktesting.NewFakePassiveClock(time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC))
 	shared.server, err = apiserver.Start(ctx, apiserver.Config{
 		DataDir: dir, Addr: "127.0.0.1:0", Etcd: apiserver.EtcdConfig{Servers: s.Endpoints()}, CA: shared.ca,
-		Admission: Plugins(shared.clock), Logger: logger,
+		Admission: Plugins(shared.clock, apiserver.HubUser), Logger: logger,
 	})
 	if err != nil {
 		return s, fmt.Errorf("start API server: %w", err)

@@ -5,7 +5,10 @@
 //
 // The hub records, on each Cluster, the serial of the last certificate it
 // issued (a join, `certs issue` or a rotation) and, during a rotation, the
-// one renewed; any other certificate of the cluster is superseded.
+// one renewed; any other certificate of the cluster is superseded. A
+// Cluster without a recorded serial (made by hand, or re-created after a
+// delete) accepts no certificate at all: old certificates of its name stay
+// revoked.
 package agentcert
 
 import (
@@ -26,17 +29,22 @@ import (
 )
 
 // Allowed says whether certificate serial may serve c: nil unless c is
-// being deleted (which revokes its certificates) or serial is neither the
-// certificate the hub last issued for it nor, during a rotation, the one
-// renewed.
+// being deleted (which revokes its certificates), records no certificate,
+// or serial is neither the certificate the hub last issued for it nor,
+// during a rotation, the one renewed.
 func Allowed(c *v1alpha1.Cluster, serial *big.Int) error {
 	if c.DeletionTimestamp != nil {
 		return fmt.Errorf("cluster %s is being deleted: its agent certificates are revoked", c.Name)
 	}
+	recorded := c.Annotations[v1alpha1.AnnotationAgentCertificateSerial]
+	if recorded == "" {
+		return fmt.Errorf("cluster %s records no agent certificate (annotation %s; it was created by hand, or again after a delete, which revoked its certificates): "+
+			"it accepts none. Give its agent a certificate with flotilla-hub certs issue --cluster %s on the hub, or join it with a token (flotilla token create --cluster %s)",
+			c.Name, v1alpha1.AnnotationAgentCertificateSerial, c.Name, c.Name)
+	}
 	// A rotation's previous certificate stays acceptable until the agent's
 	// first session with the new one (RetirePrevious).
-	if recorded := c.Annotations[v1alpha1.AnnotationAgentCertificateSerial]; recorded != "" && recorded != serial.Text(16) &&
-		c.Annotations[v1alpha1.AnnotationAgentCertificatePreviousSerial] != serial.Text(16) {
+	if recorded != serial.Text(16) && c.Annotations[v1alpha1.AnnotationAgentCertificatePreviousSerial] != serial.Text(16) {
 		return fmt.Errorf("certificate %s of cluster %s is superseded by %s (a newer join or rotation); join again with a bootstrap token", serial.Text(16), c.Name, recorded)
 	}
 	return nil

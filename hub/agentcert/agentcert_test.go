@@ -32,7 +32,10 @@ func TestAllowedAndCurrent(t *testing.T) {
 		wantErr     string // "" : allowed
 		wantCurrent bool
 	}{
-		{name: "nothing recorded", cluster: cluster("", ""), serial: 0xa},
+		{name: "nothing recorded", cluster: cluster("", ""), serial: 0xa,
+			wantErr: "cluster edge-1 records no agent certificate (annotation flotilla.io/agent-certificate-serial; it was created by hand, or again after a delete, which revoked its certificates): " +
+				"it accepts none. Give its agent a certificate with flotilla-hub certs issue --cluster edge-1 on the hub, or join it with a token (flotilla token create --cluster edge-1)"},
+		{name: "only a previous one recorded", cluster: cluster("", "a"), serial: 0xa, wantErr: "records no agent certificate"},
 		{name: "the current one", cluster: cluster("b", ""), serial: 0xb, wantCurrent: true},
 		{name: "superseded", cluster: cluster("b", ""), serial: 0xa, wantErr: "certificate a of cluster edge-1 is superseded by b"},
 		{name: "renewed, during a rotation", cluster: cluster("b", "a"), serial: 0xa},

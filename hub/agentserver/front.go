@@ -52,12 +52,25 @@ type Config struct {
 	// (package join).
 	AgentCertTTL     time.Duration
 	AgentCSRApproval string
+	// HubUser is the user the hub's clients authenticate as to its API:
+	// the signer signs only the certificate requests it created.
+	HubUser string
 	// Health are the thresholds the granted lease follows.
 	Health health.Config
 	// HubID names this hub replica in sessions and welcomes.
 	HubID  string
 	Clock  clock.WithTicker
 	Logger *slog.Logger
+}
+
+// CAs are the hub's certificate authorities.
+type CAs struct {
+	// Hub signs the serving certificate; agents pin it.
+	Hub *pki.CA
+	// Agent signs agent certificates. Sessions accept certificates of
+	// both: agents that joined before the agent CA existed hold one of
+	// the hub CA until their next renewal.
+	Agent *pki.CA
 }
 
 // Front is a replica's side that faces agents: the QUIC and WebSocket
@@ -86,10 +99,10 @@ type Front struct {
 
 // Open listens for agents. Its dispatcher and its handlers on informers'
 // Clusters are added before they start; Start serves.
-func Open(ctx context.Context, cfg Config, hubCA *pki.CA, clients *kube.Clients, informers *controller.Informers,
+func Open(ctx context.Context, cfg Config, cas CAs, clients *kube.Clients, informers *controller.Informers,
 	recorder controller.Recorder, backend Backend) (*Front, error) {
 	logger := cfg.Logger
-	cert, err := ca.ServingCertificate(hubCA, cfg.TLSSANs)
+	cert, err := ca.ServingCertificate(cas.Hub, cfg.TLSSANs)
 	if err != nil {
 		return nil, fmt.Errorf("hub serving certificate: %w", err)
 	}
@@ -125,18 +138,21 @@ func Open(ctx context.Context, cfg Config, hubCA *pki.CA, clients *kube.Clients,
 	// a low limit bounds what one connection can make the hub buffer.
 	quicConf.MaxIncomingStreams = 8
 	quicConf.MaxIncomingUniStreams = -1
-	if f.ln, err = f.quic.Listen(protocol.ServerTLSConfig(cert, ca.Pool(hubCA)), quicConf); err != nil {
+	// Sessions accept agent certificates of either CA (see CAs.Agent); the
+	// Cluster's recorded serial then decides (package agentcert).
+	clientCAs := ca.Pool(cas.Agent, cas.Hub)
+	if f.ln, err = f.quic.Listen(protocol.ServerTLSConfig(cert, clientCAs), quicConf); err != nil {
 		return nil, fmt.Errorf("listen for agents on %s (UDP): %w", cfg.QUICAddr, err)
 	}
 	agentsCtx, stopAgents := context.WithCancel(ctx)
 	f.agentsCtx, f.stopAgents = agentsCtx, stopAgents
-	wsConfig := webSocketConfig{addr: cfg.WebSocketAddr, udp: f.udpConn.LocalAddr(), cert: cert, clientCAs: ca.Pool(hubCA),
+	wsConfig := webSocketConfig{addr: cfg.WebSocketAddr, udp: f.udpConn.LocalAddr(), cert: cert, clientCAs: clientCAs,
 		limits: cfg.WebSocket.Or(DefaultWebSocketLimits)}
 	if f.ws, err = listenWebSocket(agentsCtx, wsConfig, handshakes, logger); err != nil {
 		return nil, err
 	}
 	f.dispatcher = dispatch.New(clients, informers, recorder, cfg.Clock, logger)
-	f.joins = join.New(clients, join.Config{CA: hubCA, CertTTL: cfg.AgentCertTTL, Approval: cfg.AgentCSRApproval, Wait: joinWait, Recorder: recorder}, cfg.Clock, logger)
+	f.joins = join.New(clients, join.Config{CA: cas.Hub, AgentCA: cas.Agent, HubUser: cfg.HubUser, CertTTL: cfg.AgentCertTTL, Approval: cfg.AgentCSRApproval, Wait: joinWait, Recorder: recorder}, cfg.Clock, logger)
 	f.agents = newAgentServer(cfg, backend, f.dispatcher, f.joins)
 	f.agents.handshakes = handshakes
 	informers.Clusters.AddHandler(func(old, cur *v1alpha1.Cluster) {

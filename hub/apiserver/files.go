@@ -212,6 +212,22 @@ rules:
 - level: Metadata
 `
 
+// AsHub is a client configuration, from the admin kubeconfig in dataDir,
+// that acts as the hub itself (user HubUser, group system:masters) by
+// impersonation: the few writes only the hub may make (the agent
+// certificate serials on Clusters, package admission), made on the hub's
+// machine by a command that holds its data directory and CA
+// (flotilla-hub certs issue). The audit log records the admin behind them.
+func AsHub(dataDir string) (*rest.Config, error) {
+	path := AdminKubeconfigPath(dataDir)
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: HubUser, Groups: []string{masters}}
+	return cfg, nil
+}
+
 // AdminKubeconfigPath is where the hub with data directory dataDir writes
 // its admin kubeconfig.
 func AdminKubeconfigPath(dataDir string) string { return filepath.Join(dataDir, "admin.kubeconfig") }

@@ -1,6 +1,9 @@
-// Package ca keeps the hub's certificate authority and its other keys in
-// the data directory (DATA/pki): the CA that signs agent, user and serving
-// certificates, the QUIC serving certificate, and the stateless-reset key.
+// Package ca keeps the hub's certificate authorities and its other keys in
+// the data directory (DATA/pki): the hub CA, which signs user and serving
+// certificates and which agents pin; the agent CA, which signs agent
+// certificates alone, so that they authenticate agent sessions and nothing
+// else (the Kubernetes API trusts the hub CA only); the QUIC serving
+// certificate, and the stateless-reset key.
 package ca
 
 import (
@@ -37,19 +40,32 @@ func pkiDir(dataDir string) string { return filepath.Join(dataDir, "pki") }
 
 // EnsureCA loads the hub CA from DATA/pki, creating it on first use.
 func EnsureCA(dataDir string) (*pki.CA, error) {
+	return ensureCA(dataDir, "ca", "flotilla-hub-ca", "hub CA")
+}
+
+// EnsureAgentCA loads the agent CA from DATA/pki (agent-ca.crt,
+// agent-ca.key), creating it on first use: it signs agent certificates,
+// which agent sessions accept and the hub's Kubernetes API does not.
+func EnsureAgentCA(dataDir string) (*pki.CA, error) {
+	return ensureCA(dataDir, "agent-ca", "flotilla-agent-ca", "agent CA")
+}
+
+// ensureCA loads DATA/pki/base.crt and base.key, or creates a CA called
+// commonName there when neither exists; what names it in errors.
+func ensureCA(dataDir, base, commonName, what string) (*pki.CA, error) {
 	dir := pkiDir(dataDir)
-	certFile, keyFile := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
+	certFile, keyFile := filepath.Join(dir, base+".crt"), filepath.Join(dir, base+".key")
 	ca, err := pki.LoadCA(certFile, keyFile)
 	if err == nil {
 		return ca, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("hub CA in %s: %w", dir, err)
+		return nil, fmt.Errorf("%s in %s: %w", what, dir, err)
 	}
 	if _, statErr := os.Stat(certFile); statErr == nil {
-		return nil, fmt.Errorf("hub CA in %s: %w", dir, err) // certificate without key: do not overwrite
+		return nil, fmt.Errorf("%s in %s: %w", what, dir, err) // certificate without key: do not overwrite
 	}
-	ca, err = pki.NewCA("flotilla-hub-ca", caValidity)
+	ca, err = pki.NewCA(commonName, caValidity)
 	if err != nil {
 		return nil, err
 	}
@@ -58,10 +74,10 @@ func EnsureCA(dataDir string) (*pki.CA, error) {
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("hub CA: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if err := writeFiles(map[string][]byte{keyFile: keyPEM, certFile: ca.CertPEM()}); err != nil {
-		return nil, fmt.Errorf("hub CA: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return ca, nil
 }
@@ -105,16 +121,20 @@ func ServingCertificate(ca *pki.CA, sans []string) (tls.Certificate, error) {
 	return cert, nil
 }
 
-func Pool(ca *pki.CA) *x509.CertPool {
+// Pool is a certificate pool of cas.
+func Pool(cas ...*pki.CA) *x509.CertPool {
 	pool := x509.NewCertPool()
-	pool.AddCert(ca.Cert)
+	for _, ca := range cas {
+		pool.AddCert(ca.Cert)
+	}
 	return pool
 }
 
-// IssueAgentCertificate writes ca.crt, tls.crt and tls.key for the agent of
-// cluster into outDir, signed by the hub CA in dataDir. record, if not
-// nil, is given the certificate's serial before anything is written: its
-// error discards the certificate.
+// IssueAgentCertificate writes ca.crt (the hub CA, which the agent
+// verifies the hub with), tls.crt and tls.key (signed by the agent CA) for
+// the agent of cluster into outDir, from the CAs in dataDir. record, if
+// not nil, is given the certificate's serial before anything is written:
+// its error discards the certificate.
 func IssueAgentCertificate(dataDir, cluster, outDir string, record func(serial *big.Int) error) error {
 	if msgs := validation.IsDNS1123Subdomain(cluster); len(msgs) > 0 {
 		return fmt.Errorf("--cluster %q: %v", cluster, msgs)
@@ -123,7 +143,11 @@ func IssueAgentCertificate(dataDir, cluster, outDir string, record func(serial *
 	if err != nil {
 		return err
 	}
-	kp, err := ca.Issue(pki.Request{CommonName: protocol.ClusterCommonName(cluster), Usage: pki.ClientAuth, ValidFor: agentValidity})
+	agentCA, err := EnsureAgentCA(dataDir)
+	if err != nil {
+		return err
+	}
+	kp, err := agentCA.Issue(pki.Request{CommonName: protocol.ClusterCommonName(cluster), Usage: pki.ClientAuth, ValidFor: agentValidity})
 	if err != nil {
 		return err
 	}

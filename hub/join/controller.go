@@ -37,11 +37,20 @@ const (
 	reasonAutoApproved   = "FlotillaBootstrapTokenValid"
 	reasonTokenRefused   = "FlotillaBootstrapTokenRefused"
 	reasonRequestRefused = "FlotillaRequestRefused"
+	// ReasonNotCreatedByHub fails a request someone else created.
+	ReasonNotCreatedByHub = "FlotillaRequestNotCreatedByHub"
 )
 
 // Config says how agent certificates are approved and signed.
 type Config struct {
+	// CA is the hub CA, which agents pin: joins and renewals send it.
 	CA *pki.CA
+	// AgentCA signs the agents' certificates.
+	AgentCA *pki.CA
+	// HubUser is the user the hub's own clients authenticate as to its
+	// API (spec.username of the requests it creates): requests of any
+	// other creator are failed, never approved nor signed.
+	HubUser string
 	// CertTTL is the lifetime of an agent certificate (--agent-cert-ttl).
 	CertTTL time.Duration
 	// Approval is ApprovalAuto or ApprovalManual.
@@ -170,6 +179,9 @@ func (c *Controller) reconcile(ctx context.Context, name string) error {
 	}
 	if finished(csr) || len(csr.Status.Certificate) > 0 {
 		return nil
+	}
+	if csr.Spec.Username != c.cfg.HubUser {
+		return c.refuseCreator(ctx, csr)
 	}
 	if !approved(csr) {
 		if renewal(csr) {

@@ -19,9 +19,8 @@ import (
 
 const (
 	// RequestUIDAnnotation on a Cluster is the UID of the join request
-	// whose certificate serial it records, so that signing that request
-	// again (after a failed write) is not taken for another join.
-	RequestUIDAnnotation = "flotilla.io/agent-certificate-request-uid"
+	// whose certificate serial it records.
+	RequestUIDAnnotation = v1alpha1.AnnotationAgentCertificateRequestUID
 	// ReasonIdentityTaken starts the refusal of a join for a cluster that
 	// already joined.
 	ReasonIdentityTaken = "ClusterIdentityTaken"

@@ -32,15 +32,20 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(hubapi.Main(m)) }
 
-// fixture is a running join controller on the shared API server, with a
-// CA of its own; everything a test makes is deleted at its end.
+// fixture is a running join controller on the shared API server, with
+// CAs of its own, whose clients authenticate as testHubUser; everything a
+// test makes is deleted at its end.
 type fixture struct {
-	t      *testing.T
-	env    *hubapi.Env
-	c      *Controller
-	ca     *pki.CA
-	events *controllertest.Recorder
+	t       *testing.T
+	env     *hubapi.Env
+	c       *Controller
+	ca      *pki.CA // the hub CA
+	agentCA *pki.CA
+	events  *controllertest.Recorder
 }
+
+// testHubUser is the hub's user in the tests (the hub's is flotilla:hub).
+const testHubUser = "join-test:hub"
 
 func newFixture(t *testing.T, approval string, wait time.Duration, change ...func(*Config)) *fixture {
 	t.Helper()
@@ -50,12 +55,16 @@ func newFixture(t *testing.T, approval string, wait time.Duration, change ...fun
 	if err != nil {
 		t.Fatal(err)
 	}
-	clients, err := kube.NewClients(env.RESTConfig())
+	agentCA, err := pki.NewCA("join-test-agents", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, env: env, ca: hubCA, events: &controllertest.Recorder{}}
-	cfg := Config{CA: hubCA, CertTTL: 24 * time.Hour, Approval: approval, Wait: wait, Recorder: f.events}
+	clients, err := kube.NewClients(env.AsUser(testHubUser, "system:masters"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, env: env, ca: hubCA, agentCA: agentCA, events: &controllertest.Recorder{}}
+	cfg := Config{CA: hubCA, AgentCA: agentCA, HubUser: testHubUser, CertTTL: 24 * time.Hour, Approval: approval, Wait: wait, Recorder: f.events}
 	for _, f := range change {
 		f(&cfg)
 	}
@@ -119,8 +128,8 @@ func request(t *testing.T, cluster, token string, subject *pkix.Name) (*protocol
 		CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), AgentVersion: "test"}, parsed
 }
 
-// issued checks answer is a certificate for cluster signed by f's CA and
-// returns it.
+// issued checks answer is a certificate for cluster signed by f's agent
+// CA, not its hub CA, with the hub CA as the answer's CA, and returns it.
 func (f *fixture) issued(answer protocol.Message, cluster string) *x509.Certificate {
 	f.t.Helper()
 	resp, ok := answer.(*protocol.JoinResponse)
@@ -135,10 +144,11 @@ func (f *fixture) issued(answer protocol.Message, cluster string) *x509.Certific
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	pool := x509.NewCertPool()
-	pool.AddCert(f.ca.Cert)
-	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
-		f.t.Errorf("certificate does not verify for client auth: %v", err)
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: ca.Pool(f.agentCA), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		f.t.Errorf("certificate does not verify for client auth with the agent CA: %v", err)
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: ca.Pool(f.ca), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err == nil {
+		f.t.Error("the agent certificate verifies with the hub CA: it would authenticate to the hub's API")
 	}
 	if cert.Subject.CommonName != protocol.ClusterCommonName(cluster) || len(cert.Subject.Organization) > 0 {
 		f.t.Errorf("certificate subject %v, want CN=cluster:%s alone", cert.Subject, cluster)

@@ -12,13 +12,14 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/internal/pki"
 	"github.com/flotilla-io/flotilla/protocol"
 )
 
 const (
 	// SignerName is the signer of agent certificates.
-	SignerName = "flotilla.io/agent"
+	SignerName = v1alpha1.AgentSignerName
 	// ClusterLabel on a CertificateSigningRequest names the cluster it is for.
 	ClusterLabel = "flotilla.io/cluster"
 	// TokenAnnotation is the ID of the bootstrap token the join presented.

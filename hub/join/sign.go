@@ -34,7 +34,7 @@ func (c *Controller) sign(ctx context.Context, csr *certificatesv1.CertificateSi
 	if s := csr.Spec.ExpirationSeconds; s != nil && time.Duration(*s)*time.Second < ttl {
 		ttl = time.Duration(*s) * time.Second
 	}
-	certPEM, serial, err := c.cfg.CA.SignClient(req.PublicKey, protocol.ClusterCommonName(cluster), ttl, c.clock.Now())
+	certPEM, serial, err := c.cfg.AgentCA.SignClient(req.PublicKey, protocol.ClusterCommonName(cluster), ttl, c.clock.Now())
 	if err != nil {
 		return c.fail(ctx, csr, err.Error())
 	}
@@ -46,7 +46,9 @@ func (c *Controller) sign(ctx context.Context, csr *certificatesv1.CertificateSi
 		return err
 	}
 	update := csr.DeepCopy()
-	update.Status.Certificate = certPEM
+	// The agent CA follows: the agent trusts the hub CA only, and takes
+	// the agent CA from the hub's answer (see agent.issuerPools).
+	update.Status.Certificate = append(certPEM, c.cfg.AgentCA.CertPEM()...)
 	if _, err := c.kube.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, update, metav1.UpdateOptions{FieldManager: controller.FieldManager}); err != nil {
 		return fmt.Errorf("store the certificate of request %s: %w", csr.Name, err)
 	}
@@ -57,15 +59,39 @@ func (c *Controller) sign(ctx context.Context, csr *certificatesv1.CertificateSi
 
 // fail marks a request the hub will not sign.
 func (c *Controller) fail(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, message string) error {
+	if err := c.failWith(ctx, csr, reasonRequestRefused, message); err != nil {
+		return err
+	}
+	c.logger.Warn("agent certificate request failed", "request", csr.Name, "cluster", csr.Labels[ClusterLabel], "reason", message)
+	return nil
+}
+
+// refuseCreator fails a request the hub did not create, whoever created
+// it and whatever it says (a renewal, a join, approved by an operator):
+// the hub signs only what it created after proving the agent's identity,
+// by a session with its current certificate or by a bootstrap token. A
+// Warning event on the request and a warning in the log say who made it.
+func (c *Controller) refuseCreator(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) error {
+	msg := fmt.Sprintf("certificate request %s for signer %s was created by user %q, not by the hub (%s): the hub signs only the requests it creates itself, "+
+		"for an agent that joins with a bootstrap token or renews over its session. To add a cluster, create a token (flotilla token create) and start its agent with it",
+		csr.Name, SignerName, csr.Spec.Username, c.cfg.HubUser)
+	ref := corev1.ObjectReference{APIVersion: certificatesv1.SchemeGroupVersion.String(), Kind: "CertificateSigningRequest", Name: csr.Name, UID: csr.UID}
+	c.recorder().Event(ref, corev1.EventTypeWarning, ReasonNotCreatedByHub, msg)
+	c.logger.Warn("agent certificate request not created by the hub: failed, not signed", "request", csr.Name,
+		"cluster", csr.Labels[ClusterLabel], "creator", csr.Spec.Username, "renewalOf", csr.Annotations[RenewalOfAnnotation])
+	return c.failWith(ctx, csr, ReasonNotCreatedByHub, msg)
+}
+
+// failWith marks a request the hub will not sign, for reason.
+func (c *Controller) failWith(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, reason, message string) error {
 	update := csr.DeepCopy()
 	update.Status.Conditions = append(update.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
-		Type: certificatesv1.CertificateFailed, Status: corev1.ConditionTrue, Reason: reasonRequestRefused,
+		Type: certificatesv1.CertificateFailed, Status: corev1.ConditionTrue, Reason: reason,
 		Message: message, LastUpdateTime: metav1.NewTime(c.clock.Now()),
 	})
 	if _, err := c.kube.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, update, metav1.UpdateOptions{FieldManager: controller.FieldManager}); err != nil {
 		return fmt.Errorf("mark request %s failed: %w", csr.Name, err)
 	}
-	c.logger.Warn("agent certificate request failed", "request", csr.Name, "cluster", csr.Labels[ClusterLabel], "reason", message)
 	return nil
 }
 

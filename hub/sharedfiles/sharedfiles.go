@@ -1,6 +1,7 @@
 // Package sharedfiles keeps the files every hub replica must hold alike in
-// the store they share: the CA (agents and API clients trust one CA
-// whichever replica they reach), the ServiceAccount signing key (a token
+// the store they share: the hub CA (agents and API clients trust one CA
+// whichever replica they reach), the agent CA (an agent certificate one
+// replica signed opens sessions on all), the ServiceAccount signing key (a token
 // one replica signed is valid on all), the QUIC stateless-reset key (a
 // replica answers packets meant for another one with a reset) and the
 // gossip key (only the hub's replicas join their gossip).
@@ -33,7 +34,12 @@ import (
 const Key = "/flotilla-hub/shared-files/v1"
 
 // Paths are the shared files, relative to the data directory.
-var Paths = []string{"pki/ca.crt", "pki/ca.key", "pki/stateless-reset.key", "apiserver/service-account.key", "pki/gossip.key"}
+var Paths = []string{"pki/ca.crt", "pki/ca.key", "pki/stateless-reset.key", "apiserver/service-account.key", "pki/gossip.key",
+	"pki/agent-ca.crt", "pki/agent-ca.key"}
+
+// caPairs are the certificates and keys of the CAs: a replica never
+// replaces one it already held (see install).
+var caPairs = [][2]string{{"pki/ca.crt", "pki/ca.key"}, {"pki/agent-ca.crt", "pki/agent-ca.key"}}
 
 // required are the files a stored set must hold whatever version stored
 // it; the others of Paths are added when missing (see addMissing).
@@ -211,7 +217,7 @@ func read(dataDir string) (map[string][]byte, error) {
 // and is replaced.
 func install(dataDir string, files map[string][]byte, existed map[string]bool, logger *slog.Logger) error {
 	differs := map[string]bool{} // missing or different
-	ownCA := 0                   // CA files there before this start, and different
+	ownCA := map[string]bool{}   // CA files there before this start, and different
 	for _, p := range Paths {
 		local, err := os.ReadFile(filepath.Join(dataDir, p))
 		switch {
@@ -221,14 +227,15 @@ func install(dataDir string, files map[string][]byte, existed map[string]bool, l
 			return fmt.Errorf("shared file: %w", err)
 		case !bytes.Equal(local, files[p]):
 			differs[p] = true
-			if (p == "pki/ca.crt" || p == "pki/ca.key") && (existed == nil || existed[p]) {
-				ownCA++
-			}
+			ownCA[p] = existed == nil || existed[p]
 		}
 	}
-	if ownCA == 2 {
-		return fmt.Errorf("the CA in %s differs from the one the hub's other replicas share in etcd (%s): "+
-			"this data directory belongs to another hub; start with an empty --data-dir, or move its pki/ aside", filepath.Join(dataDir, "pki"), Key)
+	for _, pair := range caPairs {
+		if ownCA[pair[0]] && ownCA[pair[1]] {
+			return fmt.Errorf("the CA in %s (%s) differs from the one the hub's other replicas share in etcd (%s): "+
+				"this data directory belongs to another hub; start with an empty --data-dir, or move its pki/ aside",
+				filepath.Join(dataDir, "pki"), filepath.Base(pair[0]), Key)
+		}
 	}
 	var wrote []string
 	for _, p := range Paths {

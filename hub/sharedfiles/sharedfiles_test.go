@@ -167,6 +167,8 @@ func TestRepairsAnInterruptedInstall(t *testing.T) {
 		{name: "own certificate only", local: map[string]string{"pki/ca.crt": "mine"}},
 		{name: "own service-account key", local: map[string]string{"apiserver/service-account.key": "mine"}},
 		{name: "own CA", local: map[string]string{"pki/ca.crt": "mine", "pki/ca.key": "mine too"}, wantRefusal: true},
+		{name: "own agent certificate only", local: map[string]string{"pki/agent-ca.crt": "mine"}},
+		{name: "own agent CA", local: map[string]string{"pki/agent-ca.crt": "mine", "pki/agent-ca.key": "mine too"}, wantRefusal: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -180,8 +182,10 @@ func TestRepairsAnInterruptedInstall(t *testing.T) {
 				if err == nil {
 					t.Fatal("a directory with a CA of its own took the shared files")
 				}
-				if got := string(mustReadFile(t, dir, "pki/ca.key")); got != "mine too" {
-					t.Errorf("the refused directory's key became %q", got)
+				for p, data := range tt.local {
+					if got := string(mustReadFile(t, dir, p)); got != data {
+						t.Errorf("the refused directory's %s became %q", p, got)
+					}
 				}
 				return
 			}
@@ -205,7 +209,7 @@ func mustReadFile(t *testing.T, dir, p string) []byte {
 }
 
 // TestOlderSetGetsNewFiles: a set stored by a version without the gossip
-// key gets the first upgraded replica's, which every later replica takes;
+// key and the agent CA gets the first upgraded replica's, which every later replica takes;
 // the CA and the other keys stay the stored ones.
 func TestOlderSetGetsNewFiles(t *testing.T) {
 	kv := openStore(t)
@@ -233,7 +237,10 @@ func TestOlderSetGetsNewFiles(t *testing.T) {
 	if err := Sync(t.Context(), kv, second, makeFiles(second, "second"), quiet()); err != nil {
 		t.Fatalf("second upgraded replica: %v", err)
 	}
-	want := map[string][]byte{"pki/gossip.key": []byte("first:pki/gossip.key")}
+	want := map[string][]byte{}
+	for _, p := range []string{"pki/gossip.key", "pki/agent-ca.crt", "pki/agent-ca.key"} {
+		want[p] = []byte("first:" + p)
+	}
 	maps.Copy(want, old)
 	for name, dir := range map[string]string{"first": first, "second": second} {
 		if diff := cmp.Diff(want, mustRead(t, dir)); diff != "" {

@@ -55,7 +55,9 @@ type fleet struct {
 	busy atomic.Int64
 }
 
-func newFleet(hubAddr string, ca *pki.CA, count, sockets int, leaseDuration, statusChange time.Duration) (*fleet, error) {
+// newFleet makes count agents with certificates of agentCA that trust
+// hubCA, sharing sockets UDP sockets.
+func newFleet(hubAddr string, hubCA, agentCA *pki.CA, count, sockets int, leaseDuration, statusChange time.Duration) (*fleet, error) {
 	f := &fleet{hubAddr: hubAddr, leaseDuration: leaseDuration, statusChange: statusChange}
 	for range sockets {
 		conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
@@ -65,10 +67,10 @@ func newFleet(hubAddr string, ca *pki.CA, count, sockets int, leaseDuration, sta
 		f.transports = append(f.transports, &quic.Transport{Conn: conn})
 	}
 	roots := x509.NewCertPool()
-	roots.AddCert(ca.Cert)
+	roots.AddCert(hubCA.Cert)
 	for i := range count {
 		name := fmt.Sprintf("load-%05d", i)
-		kp, err := ca.Issue(pki.Request{CommonName: protocol.ClusterCommonName(name), Usage: pki.ClientAuth, ValidFor: 24 * time.Hour})
+		kp, err := agentCA.Issue(pki.Request{CommonName: protocol.ClusterCommonName(name), Usage: pki.ClientAuth, ValidFor: 24 * time.Hour})
 		if err != nil {
 			return nil, err
 		}

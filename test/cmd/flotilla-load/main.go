@@ -21,8 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flotilla-io/flotilla/hub/apiserver"
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/flotilla-io/flotilla/agent"
 	flotillaclient "github.com/flotilla-io/flotilla/api/client/clientset/versioned"
@@ -113,19 +113,23 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	agentCA, err := hubca.EnsureAgentCA(dataDir)
+	if err != nil {
+		return err
+	}
 	h, err := startHub(o, dir, dataDir)
 	if err != nil {
 		return err
 	}
 	defer h.proc.Stop()
 
-	f, err := newFleet(h.quicAddr, ca, o.agents, o.sockets, o.leaseDuration, o.statusChange)
+	f, err := newFleet(h.quicAddr, ca, agentCA, o.agents, o.sockets, o.leaseDuration, o.statusChange)
 	if err != nil {
 		return err
 	}
 	defer f.close()
 	regStarted := time.Now()
-	if err := registerFleet(ctx, f, filepath.Join(dataDir, "admin.kubeconfig")); err != nil {
+	if err := registerFleet(ctx, f, dataDir); err != nil {
 		return fmt.Errorf("register the agents' clusters: %w", err)
 	}
 	logf("registered %d clusters (as certs issue does) in %v", o.agents, time.Since(regStarted).Round(time.Millisecond))
@@ -256,9 +260,10 @@ func machine() string {
 	return fmt.Sprintf("%s, %d CPUs, %s/%s, %s", host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
 }
 
-// registerFleet registers the fleet's clusters through the hub's API.
-func registerFleet(ctx context.Context, f *fleet, kubeconfig string) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+// registerFleet registers the fleet's clusters through the hub's API, as
+// the hub (only it may record certificate serials).
+func registerFleet(ctx context.Context, f *fleet, dataDir string) error {
+	cfg, err := apiserver.AsHub(dataDir)
 	if err != nil {
 		return err
 	}
