@@ -82,6 +82,7 @@ func (a *Agent) join(ctx context.Context) error {
 		Region:          a.cfg.Region,
 		Zone:            a.cfg.Zone,
 		Labels:          a.cfg.Labels,
+		AcceptsAgentCA:  true,
 	}
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("join request: %w", err)

@@ -336,7 +336,7 @@ func checkJoinRequests(t *testing.T, s *joinSetup, requests []*protocol.JoinRequ
 	for i, req := range requests {
 		want := &protocol.JoinRequest{ProtocolVersion: protocol.Version, ClusterName: testCluster,
 			BootstrapToken: testToken, CSR: req.CSR, AgentVersion: "test",
-			Provider: "aws", Region: "eu-west-1", Zone: "eu-west-1a", Labels: map[string]string{"site": "store-7", "example.com/tier": "edge"}}
+			Provider: "aws", Region: "eu-west-1", Zone: "eu-west-1a", Labels: map[string]string{"site": "store-7", "example.com/tier": "edge"}, AcceptsAgentCA: true}
 		if diff := cmp.Diff(want, req); diff != "" {
 			t.Errorf("join request %d (-want +got):\n%s", i+1, diff)
 		}

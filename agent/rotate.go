@@ -154,7 +154,7 @@ func (s *session) requestRenewal(ctx context.Context, csr []byte) (*protocol.Cer
 	if err := protocol.WriteStreamKind(str, protocol.StreamRenew); err != nil {
 		return nil, explainConnError(err)
 	}
-	if err := writeFrame(str, &protocol.CertificateRenewRequest{CSR: csr}, writeTimeout); err != nil {
+	if err := writeFrame(str, &protocol.CertificateRenewRequest{CSR: csr, AcceptsAgentCA: true}, writeTimeout); err != nil {
 		return nil, fmt.Errorf("send the renewal request: %w", explainConnError(err))
 	}
 	str.Close() // the request is all this side sends

@@ -70,6 +70,10 @@ type JoinRequest struct {
 	Region   string            `json:"region,omitempty"`
 	Zone     string            `json:"zone,omitempty"`
 	Labels   map[string]string `json:"labels,omitempty"`
+	// AcceptsAgentCA: the agent takes a certificate of the hub's agent CA,
+	// sent after the certificate. Agents from before the agent CA do not
+	// say so, and get one of the hub CA, as they did.
+	AcceptsAgentCA bool `json:"acceptsAgentCA,omitempty"`
 }
 
 // JoinResponse answers a JoinRequest.

@@ -26,6 +26,8 @@ type CertificateRenewRequest struct {
 	// CSR is a PEM CERTIFICATE REQUEST for CommonName cluster:<name>, signed
 	// by the agent's new key.
 	CSR []byte `json:"csr"`
+	// AcceptsAgentCA: as in JoinRequest.
+	AcceptsAgentCA bool `json:"acceptsAgentCA,omitempty"`
 }
 
 // CertificateRenewResponse answers a CertificateRenewRequest.

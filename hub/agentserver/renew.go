@@ -57,7 +57,7 @@ func (s *agentServer) renew(ctx context.Context, sess *agentSession, req *protoc
 		return &protocol.Error{Code: protocol.CodeRateLimited, Message: "a renewal is already in flight on this session: wait for its answer"}
 	}
 	defer sess.renewing.Store(false)
-	answer, err := s.joins.Renew(ctx, sess.cluster, sess.serial, req.CSR)
+	answer, err := s.joins.Renew(ctx, sess.cluster, sess.serial, req.CSR, req.AcceptsAgentCA)
 	if err != nil {
 		s.logger.Warn("certificate renewal failed", "cluster", sess.cluster, "err", err)
 		return &protocol.Error{Code: protocol.CodeUnavailable, Message: truncate("the hub could not renew the certificate now, renew again later: "+err.Error(), 1024)}

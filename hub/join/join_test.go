@@ -125,7 +125,7 @@ func request(t *testing.T, cluster, token string, subject *pkix.Name) (*protocol
 		t.Fatal(err)
 	}
 	return &protocol.JoinRequest{ProtocolVersion: protocol.Version, ClusterName: cluster, BootstrapToken: token,
-		CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), AgentVersion: "test"}, parsed
+		CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), AgentVersion: "test", AcceptsAgentCA: true}, parsed
 }
 
 // issued checks answer is a certificate for cluster signed by f's agent

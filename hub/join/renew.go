@@ -60,11 +60,12 @@ func (c *Controller) renewInterval() time.Duration {
 
 // Renew answers an agent's renewal request on its session: cluster is the
 // session's cluster, oldSerial the serial of the certificate it connected
-// with, csrPEM the request for its new key. The answer is a
+// with, csrPEM the request for its new key, acceptsAgentCA whether the
+// agent takes a certificate of the agent CA (IssuerAnnotation). The answer is a
 // CertificateRenewResponse or an Error (CSRRefused, CSRDenied,
 // RateLimited, Unavailable); an error only when the hub itself failed.
 // The caller allows one renewal at a time per session.
-func (c *Controller) Renew(ctx context.Context, cluster string, oldSerial *big.Int, csrPEM []byte) (protocol.Message, error) {
+func (c *Controller) Renew(ctx context.Context, cluster string, oldSerial *big.Int, csrPEM []byte, acceptsAgentCA bool) (protocol.Message, error) {
 	req, err := checkRequest(csrPEM, cluster)
 	if err != nil {
 		return &protocol.Error{Code: protocol.CodeCSRRefused, Message: err.Error()}, nil
@@ -76,7 +77,7 @@ func (c *Controller) Renew(ctx context.Context, cluster string, oldSerial *big.I
 				last.UTC().Format(time.RFC3339), next.UTC().Format(time.RFC3339))}, nil
 		}
 	}
-	csr := newRenewalRequest(cluster, req, oldSerial, requestSeconds(c.cfg.CertTTL))
+	csr := markIssuer(newRenewalRequest(cluster, req, oldSerial, requestSeconds(c.cfg.CertTTL)), acceptsAgentCA)
 	changed := c.changeOf(csr.Name) // before creating, so no change is missed
 	if _, err := c.kube.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{FieldManager: controller.FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("create certificate request %s: %w", csr.Name, err)

@@ -43,7 +43,7 @@ func TestRenewIsApprovedInManualModeAndKeepsThePreviousSerial(t *testing.T) {
 		t.Fatal(err)
 	}
 	req, x509req := request(t, cluster, "", nil)
-	answer, err := f.c.Renew(t.Context(), cluster, old, req.CSR)
+	answer, err := f.c.Renew(t.Context(), cluster, old, req.CSR, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestRenewIsApprovedInManualModeAndKeepsThePreviousSerial(t *testing.T) {
 
 	// A second renewal at once is refused: the hub allows one a minute.
 	again, _ := request(t, cluster, "", nil)
-	answer, err = f.c.Renew(t.Context(), cluster, cert.SerialNumber, again.CSR)
+	answer, err = f.c.Renew(t.Context(), cluster, cert.SerialNumber, again.CSR, true)
 	if e, ok := answer.(*protocol.Error); err != nil || !ok || e.Code != protocol.CodeRateLimited || !strings.Contains(e.Message, "renew again after") {
 		t.Errorf("second renewal: %#v, %v; want RateLimited", answer, err)
 	}
@@ -96,13 +96,13 @@ func TestRenewRefusals(t *testing.T) {
 	}
 	// Same identity only.
 	other, _ := request(t, "edge-renew-3", "", nil)
-	answer, err := f.c.Renew(t.Context(), cluster, big.NewInt(0x10), other.CSR)
+	answer, err := f.c.Renew(t.Context(), cluster, big.NewInt(0x10), other.CSR, true)
 	if e, ok := answer.(*protocol.Error); err != nil || !ok || e.Code != protocol.CodeCSRRefused || !strings.Contains(e.Message, `want "cluster:edge-renew-2"`) {
 		t.Errorf("renewal for another cluster: %#v, %v; want CSRRefused", answer, err)
 	}
 	// A certificate a join superseded cannot renew.
 	req, _ := request(t, cluster, "", nil)
-	answer, err = f.c.Renew(t.Context(), cluster, big.NewInt(0x9), req.CSR)
+	answer, err = f.c.Renew(t.Context(), cluster, big.NewInt(0x9), req.CSR, true)
 	if e, ok := answer.(*protocol.Error); err != nil || !ok || e.Code != protocol.CodeCSRDenied || !strings.Contains(e.Message, "certificate 9 of cluster edge-renew-2 was superseded by 10") {
 		t.Errorf("renewal of a superseded certificate: %#v, %v; want CSRDenied", answer, err)
 	}

@@ -142,6 +142,7 @@ func (c *Controller) join(ctx context.Context, req *protocol.JoinRequest) (proto
 	if err != nil {
 		return nil, err
 	}
+	markIssuer(csr, req.AcceptsAgentCA)
 	// Subscribe before creating, so no change is missed.
 	changed := c.changeOf(csr.Name)
 	if _, err := c.kube.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{FieldManager: controller.FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -34,7 +34,8 @@ func (c *Controller) sign(ctx context.Context, csr *certificatesv1.CertificateSi
 	if s := csr.Spec.ExpirationSeconds; s != nil && time.Duration(*s)*time.Second < ttl {
 		ttl = time.Duration(*s) * time.Second
 	}
-	certPEM, serial, err := c.cfg.AgentCA.SignClient(req.PublicKey, protocol.ClusterCommonName(cluster), ttl, c.clock.Now())
+	ca, chain := c.issuer(csr)
+	certPEM, serial, err := ca.SignClient(req.PublicKey, protocol.ClusterCommonName(cluster), ttl, c.clock.Now())
 	if err != nil {
 		return c.fail(ctx, csr, err.Error())
 	}
@@ -48,7 +49,13 @@ func (c *Controller) sign(ctx context.Context, csr *certificatesv1.CertificateSi
 	update := csr.DeepCopy()
 	// The agent CA follows: the agent trusts the hub CA only, and takes
 	// the agent CA from the hub's answer (see agent.issuerPools).
-	update.Status.Certificate = append(certPEM, c.cfg.AgentCA.CertPEM()...)
+	update.Status.Certificate = certPEM
+	if chain {
+		update.Status.Certificate = append(certPEM, ca.CertPEM()...)
+	} else {
+		c.logger.Warn("agent certificate signed by the hub CA: the agent is older than the agent CA, and this certificate also authenticates to the hub's Kubernetes API (as a user no role grants anything); upgrade the agent",
+			"request", csr.Name, "cluster", cluster)
+	}
 	if _, err := c.kube.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, update, metav1.UpdateOptions{FieldManager: controller.FieldManager}); err != nil {
 		return fmt.Errorf("store the certificate of request %s: %w", csr.Name, err)
 	}
