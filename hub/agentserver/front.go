@@ -277,6 +277,8 @@ type Counters struct {
 	// Joins are what the join controller's guard counted: failed joins,
 	// and joins refused unread for their token ID or the hub's budget.
 	Joins join.GuardCounts
+	// Signer are what the agent certificate signer counted.
+	Signer join.SignerCounts
 }
 
 // Counters returns the front's counts so far.
@@ -293,6 +295,7 @@ func (f *Front) Counters() Counters {
 	}
 	if f.joins != nil {
 		c.Joins = f.joins.GuardCounts()
+		c.Signer = f.joins.SignerCounts()
 	}
 	return c
 }

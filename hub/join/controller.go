@@ -79,6 +79,7 @@ type Controller struct {
 	synced  cache.InformerSynced
 	queue   *controller.Queue
 	guard   *guard // failed joins
+	counts  signerCounts
 
 	mu      sync.Mutex
 	waiters map[string][]chan struct{} // by request name: closed on any change

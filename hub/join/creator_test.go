@@ -69,6 +69,9 @@ func TestRequestsOfOtherCreatorsAreFailed(t *testing.T) {
 			if f.events.Count("Warning "+ReasonNotCreatedByHub) == 0 {
 				t.Errorf("no Warning event %s: %v", ReasonNotCreatedByHub, f.events.List())
 			}
+			if n := f.c.SignerCounts().NotCreatedByHub; n < 1 {
+				t.Errorf("SignerCounts().NotCreatedByHub = %d, want the refusal counted", n)
+			}
 		})
 	}
 }

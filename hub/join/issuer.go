@@ -1,6 +1,8 @@
 package join
 
 import (
+	"sync/atomic"
+
 	certificatesv1 "k8s.io/api/certificates/v1"
 
 	"github.com/flotilla-io/flotilla/internal/pki"
@@ -31,4 +33,23 @@ func (c *Controller) issuer(csr *certificatesv1.CertificateSigningRequest) (ca *
 		return c.cfg.CA, false
 	}
 	return c.cfg.AgentCA, true
+}
+
+// SignerCounts are what the signer refused or allowed for compatibility.
+type SignerCounts struct {
+	// NotCreatedByHub requests were failed: someone else created them.
+	NotCreatedByHub int64
+	// HubCAIssued certificates were signed by the hub CA for agents from
+	// before the agent CA.
+	HubCAIssued int64
+	// MetadataIgnored joins asked for provider, region, zone or labels
+	// that only the token or an operator sets.
+	MetadataIgnored int64
+}
+
+type signerCounts struct{ notCreatedByHub, hubCAIssued, metadataIgnored atomic.Int64 }
+
+// SignerCounts returns the signer's counts so far.
+func (c *Controller) SignerCounts() SignerCounts {
+	return SignerCounts{NotCreatedByHub: c.counts.notCreatedByHub.Load(), HubCAIssued: c.counts.hubCAIssued.Load(), MetadataIgnored: c.counts.metadataIgnored.Load()}
 }

@@ -228,6 +228,9 @@ func TestJoinOverQUICIssuesAndRegisters(t *testing.T) {
 	if events := f.events.List(); len(events) != 1 || !strings.HasPrefix(events[0], wantEvent) {
 		t.Errorf("events %q, want one starting %q", events, wantEvent)
 	}
+	if n := f.c.SignerCounts().MetadataIgnored; n != 1 {
+		t.Errorf("SignerCounts().MetadataIgnored = %d, want 1", n)
+	}
 	// The token was used up: it joins nothing else.
 	again, _ := request(t, "edge-2", tok.String(), nil)
 	refusal, err := f.c.join(t.Context(), again)

@@ -100,6 +100,7 @@ func bounded(items []string) []string {
 func (c *Controller) registration(j *protocol.JoinRequest, t bootstraptoken.Token) Registration {
 	r := registrationOf(t.Metadata, j)
 	if len(r.Ignored) > 0 {
+		c.counts.metadataIgnored.Add(1)
 		c.logger.Warn("the joining agent asked for cluster metadata that only the token or an operator sets; ignored",
 			"cluster", j.ClusterName, "token", t.ID, "ignored", strings.Join(r.Ignored, ", "), "agentLabelPrefix", protocol.AgentLabelPrefix)
 	}

@@ -53,6 +53,7 @@ func (c *Controller) sign(ctx context.Context, csr *certificatesv1.CertificateSi
 	if chain {
 		update.Status.Certificate = append(certPEM, ca.CertPEM()...)
 	} else {
+		c.counts.hubCAIssued.Add(1)
 		c.logger.Warn("agent certificate signed by the hub CA: the agent is older than the agent CA, and this certificate also authenticates to the hub's Kubernetes API (as a user no role grants anything); upgrade the agent",
 			"request", csr.Name, "cluster", cluster)
 	}
@@ -84,6 +85,7 @@ func (c *Controller) refuseCreator(ctx context.Context, csr *certificatesv1.Cert
 		csr.Name, SignerName, csr.Spec.Username, c.cfg.HubUser)
 	ref := corev1.ObjectReference{APIVersion: certificatesv1.SchemeGroupVersion.String(), Kind: "CertificateSigningRequest", Name: csr.Name, UID: csr.UID}
 	c.recorder().Event(ref, corev1.EventTypeWarning, ReasonNotCreatedByHub, msg)
+	c.counts.notCreatedByHub.Add(1)
 	c.logger.Warn("agent certificate request not created by the hub: failed, not signed", "request", csr.Name,
 		"cluster", csr.Labels[ClusterLabel], "creator", csr.Spec.Username, "renewalOf", csr.Annotations[RenewalOfAnnotation])
 	return c.failWith(ctx, csr, ReasonNotCreatedByHub, msg)
