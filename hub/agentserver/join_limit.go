@@ -75,11 +75,8 @@ func (l *joinLimiter) limitedCount() int64 {
 // joinSource names the addresses addr's join attempts count against:
 // its IPv4 address or its IPv6 /64 (a site picks any address in it).
 func joinSource(addr net.Addr) string {
-	if p := netlimit.Source(addr); p.IsValid() {
-		if p.Addr().Is4() {
-			return p.Addr().String()
-		}
-		return p.String()
+	if name := netlimit.Name(netlimit.Source(addr)); name != "" {
+		return name
 	}
 	return addr.String()
 }

@@ -42,13 +42,10 @@ func (e *ErrSignInLimited) Error() string {
 }
 
 func describeSource(src netip.Prefix) string {
-	if !src.IsValid() {
-		return "this address"
+	if name := netlimit.Name(src); name != "" {
+		return name
 	}
-	if src.Addr().Is4() {
-		return src.Addr().String()
-	}
-	return src.String()
+	return "this address"
 }
 
 // signInLimiter is a token bucket of sign-in failures per source.

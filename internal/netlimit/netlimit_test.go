@@ -41,6 +41,21 @@ func TestSource(t *testing.T) {
 	}
 }
 
+func TestName(t *testing.T) {
+	for _, tc := range []struct {
+		src  netip.Prefix
+		want string
+	}{
+		{netip.MustParsePrefix("192.0.2.7/32"), "192.0.2.7"},
+		{netip.MustParsePrefix("2001:db8:1:2::/64"), "2001:db8:1:2::/64"},
+		{netip.Prefix{}, ""},
+	} {
+		if got := Name(tc.src); got != tc.want {
+			t.Errorf("Name(%v) = %q, want %q", tc.src, got, tc.want)
+		}
+	}
+}
+
 func TestCountsForgetEmptySources(t *testing.T) {
 	var c Counts
 	a, b := netip.MustParsePrefix("192.0.2.1/32"), netip.MustParsePrefix("2001:db8::/64")

@@ -29,6 +29,18 @@ func Source(addr net.Addr) netip.Prefix {
 	return p
 }
 
+// Name is how a person reads src: an IPv4 address without its /32, an
+// IPv6 /64 as a prefix; "" for the zero Prefix.
+func Name(src netip.Prefix) string {
+	switch {
+	case !src.IsValid():
+		return ""
+	case src.Addr().Is4():
+		return src.Addr().String()
+	}
+	return src.String()
+}
+
 // addrIP is the IP of a UDP or TCP address, or of any HOST:PORT.
 func addrIP(addr net.Addr) (netip.Addr, bool) {
 	switch a := addr.(type) {
