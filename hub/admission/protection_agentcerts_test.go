@@ -15,7 +15,7 @@ import (
 	"k8s.io/kubernetes/pkg/apis/certificates"
 )
 
-// TestProtectionOfAgentCertificateRequests (issue 27, item 2): only the
+// TestProtectionOfAgentCertificateRequests (the attack of a CSR creator): only the
 // hub creates certificate requests for signer flotilla.io/agent and sets
 // their labels and annotations; approving them, and requests for other
 // signers, are anyone's whom RBAC lets.
@@ -82,7 +82,7 @@ func TestProtectionOfAgentCertificateRequests(t *testing.T) {
 	}
 }
 
-// TestProtectionOfCertificateSerials (issue 27, item 2): only the hub sets,
+// TestProtectionOfCertificateSerials (the attack of a CSR creator): only the hub sets,
 // changes or removes the annotations of a Cluster that name the agent
 // certificates it accepts, system:masters (flotilla-admin) included;
 // everything else of a Cluster stays the operator's.

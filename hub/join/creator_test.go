@@ -14,7 +14,7 @@ import (
 	"github.com/flotilla-io/flotilla/internal/bootstraptoken"
 )
 
-// TestRequestsOfOtherCreatorsAreFailed (issue 27, item 2): a request for
+// TestRequestsOfOtherCreatorsAreFailed (the attack of a CSR creator): a request for
 // signer flotilla.io/agent that someone other than the hub created — one
 // that looks like a renewal of the cluster's current certificate, a join
 // with a valid token, or one an operator approved — is marked Failed and

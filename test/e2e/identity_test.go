@@ -32,7 +32,7 @@ spec:
   placement: {clusterAffinity: {clusterNames: [victim]}}
 `
 
-// TestClusterIdentityCannotBeTaken (issue 27, part 1): cluster victim
+// TestClusterIdentityCannotBeTaken (the attack of a second token): cluster victim
 // joined with its own token; other tokens — unbound, reusable, or bound to
 // victim without --replace — try to join as victim from another member
 // cluster. Each is refused with a reason the agent logs; victim keeps its

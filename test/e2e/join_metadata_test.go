@@ -44,7 +44,7 @@ spec:
   placement: {clusterAffinity: {labelSelector: {matchLabels: {tier: edge}}}}
 `
 
-// TestLabelChoosingJoin (issue 27, part 3): the token was made with
+// TestLabelChoosingJoin (the attack of a label-choosing agent): the token was made with
 // --region r1 --zone z1 --label tier=edge; the joining agent asks for
 // region evil, zone z9 and labels secrets=yes and agent.flotilla.io/site=a.
 // The Cluster gets the token's region, zone and label and the agent's

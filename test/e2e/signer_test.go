@@ -29,7 +29,7 @@ import (
 	"github.com/flotilla-io/flotilla/test/membercluster"
 )
 
-// TestOnlyTheHubSignsAgentCertificates (issue 27, item 2): a ServiceAccount
+// TestOnlyTheHubSignsAgentCertificates (the attack of a CSR creator): a ServiceAccount
 // allowed only create and get on CertificateSigningRequests, with a real
 // token against the hub's API, submits a renewal of running cluster
 // victim's current certificate (the serial flotilla-viewer can read). On

@@ -22,7 +22,7 @@ import (
 	"github.com/flotilla-io/flotilla/test/quicflood"
 )
 
-// floodInitials is the attack of issue 27 (3): single QUIC Initial
+// floodInitials is the handshake-flood attack: single QUIC Initial
 // packets from as many source addresses, never followed up.
 const floodInitials = 300
 
