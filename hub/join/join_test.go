@@ -231,7 +231,11 @@ func TestJoinOverQUICIssuesAndRegisters(t *testing.T) {
 	if n := f.c.SignerCounts().MetadataIgnored; n != 1 {
 		t.Errorf("SignerCounts().MetadataIgnored = %d, want 1", n)
 	}
-	// The token was used up: it joins nothing else.
+	// The token was used up: it joins nothing else. It is deleted just
+	// after the answer.
+	if !f.tokenGone(tok.ID) {
+		t.Fatal("the single-use token is still there after its join")
+	}
 	again, _ := request(t, "edge-2", tok.String(), nil)
 	refusal, err := f.c.join(t.Context(), again)
 	if err != nil {
