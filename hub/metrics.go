@@ -45,7 +45,7 @@ func (a *httpServer) collectors() []prometheus.Collector {
 	for _, m := range a.funcMetrics() {
 		out = append(out, m.collector())
 	}
-	return append(out, zoneCollector{a.failover}, connCollector{a.listenerStats}, a.registry.Collector(),
+	return append(out, zoneCollector{a.failover}, karmadaQueueCollector{a.failover}, connCollector{a.listenerStats}, a.registry.Collector(),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }
 

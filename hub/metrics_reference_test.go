@@ -27,7 +27,7 @@ func TestReferenceMetrics(t *testing.T) {
 		m.read = func() float64 { return 0 }
 		documented = append(documented, m.collector())
 	}
-	documented = append(documented, zoneCollector{oneZone{}}, connCollector{oneListener})
+	documented = append(documented, zoneCollector{oneZone{}}, karmadaQueueCollector{oneZone{}}, connCollector{oneListener})
 	documented = append(documented, newHubMetrics().instruments()...)
 	families, err := docgen.Families(documented...)
 	if err != nil {
@@ -59,6 +59,10 @@ func oneListener() map[string]netlimit.Stats { return map[string]netlimit.Stats{
 type oneZone struct{}
 
 func (oneZone) EvictionsWaiting() map[string]int { return map[string]int{"zone-a": 1} }
+
+func (oneZone) HeldEvictions() []failover.HeldEviction {
+	return []failover.HeldEviction{{Binding: "web/nginx-deployment", Cluster: "member-1"}}
+}
 
 func (oneZone) Stats() failover.Stats {
 	return failover.Stats{ZoneModes: map[string]string{"zone-a": string(eviction.ModeNormal)}}

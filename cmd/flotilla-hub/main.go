@@ -140,6 +140,7 @@ func newFlags(cfg *hub.Config, o *serveOptions, hostname string) *pflag.FlagSet 
 	flags.DurationVar(&fo.GracefulEvictionTimeout, "graceful-eviction-timeout", fo.GracefulEvictionTimeout,
 		"how long an evicted cluster keeps its copy when the replacement is scheduled but not healthy yet (tasks without their own grace period)")
 	flags.Float64Var(&fo.Zones.Rate, "eviction-rate", fo.Zones.Rate, "bindings evicted per second per zone (0 halts evictions, except in zones partially disrupted, which keep --secondary-eviction-rate)")
+	flags.Float64Var(&fo.Zones.Rate, "resource-eviction-rate", fo.Zones.Rate, "Karmada's name for --eviction-rate, accepted as karmada-controller-manager spells it (Karmada's rate is for the whole fleet, Flotilla's per zone: the same with one zone); give one of the two")
 	flags.Float64Var(&fo.Zones.SecondaryRate, "secondary-eviction-rate", fo.Zones.SecondaryRate,
 		"bindings evicted per second in a zone where --unhealthy-zone-threshold of the clusters are not Ready (zones of more than --large-zone-threshold clusters; smaller ones evict nothing; 0 halts evictions there too)")
 	flags.IntVar(&fo.Zones.LargeZoneThreshold, "large-zone-threshold", fo.Zones.LargeZoneThreshold, "zones with more clusters than this keep evicting at the secondary rate when partially disrupted")
@@ -186,6 +187,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return errors.New("--enable-profiling needs a --profiling-addr")
 		}
 		cfg.ProfilingAddr = o.profilingAddr
+	}
+	if flags.Changed("eviction-rate") && flags.Changed("resource-eviction-rate") {
+		return errors.New("--eviction-rate and --resource-eviction-rate (Karmada's name for it) are the same setting: give one")
 	}
 	if err := setFailover(&cfg, o.failover, o.notReadySeconds, o.unreachableSeconds); err != nil {
 		return err

@@ -177,3 +177,23 @@ func TestCertsIssueNeedsTheHub(t *testing.T) {
 		t.Errorf("a refused certs issue wrote %s (stat: %v)", out, err)
 	}
 }
+
+// TestKarmadaEvictionRateFlag: --resource-eviction-rate, as
+// karmada-controller-manager spells it, sets the eviction rate; giving it
+// with --eviction-rate is refused before anything starts.
+func TestKarmadaEvictionRateFlag(t *testing.T) {
+	var cfg hub.Config
+	var o serveOptions
+	flags := newFlags(&cfg, &o, "host")
+	if err := flags.Parse([]string{"--resource-eviction-rate=2.5"}); err != nil {
+		t.Fatal(err)
+	}
+	if o.failover.Zones.Rate != 2.5 {
+		t.Errorf("eviction rate %v after --resource-eviction-rate=2.5", o.failover.Zones.Rate)
+	}
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"--eviction-rate=1", "--resource-eviction-rate=2"}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "give one") {
+		t.Errorf("both rate flags: %v, want an error saying to give one", err)
+	}
+}

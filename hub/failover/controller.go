@@ -285,7 +285,11 @@ func (c *Controller) reconcileBinding(ctx context.Context, key string, read cont
 		!equality.Semantic.DeepEqual(read.Status().FailbackClusters, status.FailbackClusters) {
 		// Every spec change makes a new generation, which the scheduler
 		// observes before tasks judge its replacement.
+		start := c.clock.Now()
 		stored, err := c.store(ctx, key, read, want)
+		if len(evicted) > 0 && c.observer.EvictionProcessed != nil {
+			c.observer.EvictionProcessed(key, c.clock.Since(start), err)
+		}
 		if err != nil {
 			return fmt.Errorf("store failover decisions for %s: %w", key, err)
 		}

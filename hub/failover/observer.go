@@ -19,6 +19,9 @@ type Observer struct {
 	// EvictionWaited: an eviction held back by its zone's rate went ahead
 	// after waiting d.
 	EvictionWaited func(zone string, d time.Duration)
+	// EvictionProcessed: the evictions of binding key were written (err
+	// nil) or failed to be (err set, they are tried again), taking d.
+	EvictionProcessed func(key string, d time.Duration, err error)
 }
 
 // SetObserver sets what is told of evictions and tasks; call it before Run.
@@ -85,6 +88,27 @@ func (c *Controller) EvictionsWaiting() map[string]int {
 	for _, byCluster := range c.held {
 		for _, h := range byCluster {
 			out[h.zone]++
+		}
+	}
+	return out
+}
+
+// HeldEviction is an eviction due that its zone's rate holds back.
+type HeldEviction struct {
+	// Binding is the binding's key: namespace/name, or the name of a
+	// ClusterResourceBinding.
+	Binding string
+	Cluster string
+}
+
+// HeldEvictions lists the evictions the zones' rates hold back now.
+func (c *Controller) HeldEvictions() []HeldEviction {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []HeldEviction
+	for key, byCluster := range c.held {
+		for cluster := range byCluster {
+			out = append(out, HeldEviction{Binding: key, Cluster: cluster})
 		}
 	}
 	return out

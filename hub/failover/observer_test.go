@@ -24,6 +24,9 @@ type heard struct {
 	evicted []string // reason/zone
 	ended   []string
 	waited  []time.Duration
+	// processed are the binding keys whose evictions were written, and
+	// the errors ("ok" or the error).
+	processed []string
 }
 
 func (h *heard) observer() Observer {
@@ -31,6 +34,15 @@ func (h *heard) observer() Observer {
 		Evicted:        func(reason, zone string) { h.mu.Lock(); h.evicted = append(h.evicted, reason+"/"+zone); h.mu.Unlock() },
 		TaskEnded:      func(outcome string) { h.mu.Lock(); h.ended = append(h.ended, outcome); h.mu.Unlock() },
 		EvictionWaited: func(_ string, d time.Duration) { h.mu.Lock(); h.waited = append(h.waited, d); h.mu.Unlock() },
+		EvictionProcessed: func(key string, _ time.Duration, err error) {
+			result := "ok"
+			if err != nil {
+				result = err.Error()
+			}
+			h.mu.Lock()
+			h.processed = append(h.processed, key+": "+result)
+			h.mu.Unlock()
+		},
 	}
 }
 
@@ -68,6 +80,9 @@ func TestObserverHearsEvictionsAndTheQueue(t *testing.T) {
 		waiting := f.ctl.EvictionsWaiting()
 		return len(evicted) == 1 && waiting["default"] == 1, fmt.Sprintf("evicted %v, waiting %v", evicted, waiting)
 	})
+	if held := f.ctl.HeldEvictions(); len(held) != 1 || held[0].Cluster != "member-1" {
+		t.Errorf("held evictions %+v, want one from member-1", held)
+	}
 	clk.Step(time.Minute)
 	poll(t, "the second eviction", func() (bool, string) {
 		evicted, _, waited := h.snapshot()
@@ -82,6 +97,12 @@ func TestObserverHearsEvictionsAndTheQueue(t *testing.T) {
 	}
 	if n := f.ctl.EvictionsWaiting()["default"]; n != 0 {
 		t.Errorf("%d evictions still waiting", n)
+	}
+	h.mu.Lock()
+	processed := slices.Sorted(slices.Values(h.processed))
+	h.mu.Unlock()
+	if diff := cmp.Diff([]string{f.Namespace + "/a-deployment: ok", f.Namespace + "/b-deployment: ok"}, processed); diff != "" {
+		t.Errorf("evictions processed (-want +got):\n%s", diff)
 	}
 
 	for _, name := range []string{"a-deployment", "b-deployment"} {

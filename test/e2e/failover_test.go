@@ -169,7 +169,9 @@ func TestFailoverSeedScenario(t *testing.T) {
 	}
 	metrics := f.hub.metrics(t)
 	for _, want := range []string{`flotilla_evictions_total{reason="TaintUntolerated",zone="default"} 3`,
-		`flotilla_eviction_tasks_ended_total{outcome="ReplacementHealthy"} 2`, `flotilla_zone_mode{mode="Normal",zone="default"} 1`} {
+		`flotilla_eviction_tasks_ended_total{outcome="ReplacementHealthy"} 2`, `flotilla_zone_mode{mode="Normal",zone="default"} 1`,
+		// Karmada's names for the same, for Karmada's dashboards.
+		`eviction_processing_total{name="binding-eviction",result="success"} 3`, `eviction_queue_depth{name="binding-eviction"} 0`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, metrics)
 		}
