@@ -88,3 +88,38 @@ func conventions(name string, mf *dto.MetricFamily) []string {
 	}
 	return out
 }
+
+// Without returns the exposition without the counters and gauges named
+// (a histogram's series carry suffixes and are not matched): for names
+// another project chose that the conventions would reject (Karmada's
+// eviction_kind_total is a gauge), kept as they are so that dashboards
+// written for that project work.
+func Without(exposition []byte, names ...string) []byte {
+	var out bytes.Buffer
+	for line := range bytes.Lines(exposition) {
+		if !ofFamily(string(line), names) {
+			out.Write(line)
+		}
+	}
+	return out.Bytes()
+}
+
+// ofFamily reports whether an exposition line (a sample, or its HELP or
+// TYPE comment) belongs to one of the families named.
+func ofFamily(line string, names []string) bool {
+	if rest, ok := strings.CutPrefix(line, "# HELP "); ok {
+		line = rest
+	} else if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
+		line = rest
+	}
+	end := strings.IndexAny(line, "{ \n")
+	if end < 0 {
+		end = len(line)
+	}
+	for _, n := range names {
+		if line[:end] == n {
+			return true
+		}
+	}
+	return false
+}

@@ -3,6 +3,8 @@ package promcheck
 import (
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestProblems(t *testing.T) {
@@ -62,4 +64,22 @@ func FuzzProblems(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = Problems(b) // must not panic on any input
 	})
+}
+
+func TestWithout(t *testing.T) {
+	in := `# HELP eviction_kind_total Karmada's gauge.
+# TYPE eviction_kind_total gauge
+eviction_kind_total{member_cluster="a"} 1
+# HELP eviction_kind_totals Another.
+# TYPE eviction_kind_totals gauge
+eviction_kind_totals 2
+eviction_kind_total 3
+`
+	want := `# HELP eviction_kind_totals Another.
+# TYPE eviction_kind_totals gauge
+eviction_kind_totals 2
+`
+	if diff := cmp.Diff(want, string(Without([]byte(in), "eviction_kind_total"))); diff != "" {
+		t.Errorf("Without (-want +got):\n%s", diff)
+	}
 }

@@ -176,6 +176,12 @@ func TestFailoverSeedScenario(t *testing.T) {
 			t.Errorf("/metrics lacks %q:\n%s", want, metrics)
 		}
 	}
+	// A Karmada dashboard's queries over the same series.
+	checkPromQL(t, metrics, []string{"eviction_processing_total", "eviction_queue_depth", "eviction_processing_latency_seconds"}, []promQuery{
+		{Expr: `sum by (name) (eviction_processing_total{result="success"})`, ExpSamples: []promSample{{`{name="binding-eviction"}`, 3}}},
+		{Expr: `sum(eviction_queue_depth)`, ExpSamples: []promSample{{`{}`, 0}}},
+		{Expr: `count by (name) (eviction_processing_latency_seconds_count >= 3)`, ExpSamples: []promSample{{`{name="binding-eviction"}`, 1}}},
+	})
 	st := f.stats()
 	if st.Failover.Evictions != 3 || st.Failover.TasksEnded != 2 {
 		t.Errorf("failover stats %+v, want 3 evictions and 2 tasks ended by the hub (the third by hand)", st.Failover)
