@@ -3,6 +3,7 @@ package eviction
 import (
 	"time"
 
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -20,6 +21,13 @@ func noExecute(key string, added time.Time) corev1.Taint {
 	if !added.IsZero() {
 		t.TimeAdded = &metav1.Time{Time: added}
 	}
+	return t
+}
+
+// preferNoExecute is a PreferNoExecute taint added at added.
+func preferNoExecute(key string, added time.Time) corev1.Taint {
+	t := noExecute(key, added)
+	t.Effect = v1alpha1.TaintEffectPreferNoExecute
 	return t
 }
 

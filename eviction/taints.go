@@ -6,28 +6,36 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/scheduler"
 )
 
 // Decision is what the taint manager does with one binding on one cluster.
 type Decision struct {
-	Evict bool          // evict now
-	At    time.Time     // when !Evict: the earliest instant a toleration runs out; zero = never
-	Taint *corev1.Taint // the deciding taint (untolerated or expiring first); nil if none; points into the taints slice passed in
+	Evict bool // evict now
+	// Conditional: Evict comes from a PreferNoExecute taint only, so the
+	// binding leaves only if it can go to a healthy cluster with room; it
+	// stays otherwise. At is then the earliest instant another taint's
+	// toleration runs out.
+	Conditional bool
+	At          time.Time     // when !Evict or Conditional: the earliest instant a toleration runs out; zero = never
+	Taint       *corev1.Taint // the deciding taint (untolerated or expiring first); nil if none; points into the taints slice passed in
 }
 
 // Decide applies Kubernetes' NoExecute taint semantics per taint, with
-// Karmada's per-taint start: only NoExecute taints count. For each such
-// taint, the first toleration (in slice order) that tolerates it decides,
-// as in Kubernetes' and Karmada's GetMatchingTolerations; later ones that
-// also match do not count. No toleration tolerates it -> Evict now. The
-// deciding toleration without TolerationSeconds tolerates that taint
-// forever; otherwise the taint's allowance is its TolerationSeconds (a
-// value <= 0 counts as 0). The allowance runs from start =
-// max(taint.TimeAdded, since); a taint without TimeAdded starts at since,
-// or at now when since is zero too. deadline = start + allowance; deadline
-// <= now -> Evict now. Evict wins over any other taint (the first such
-// taint in slice order is Decision.Taint). Otherwise At = the minimum
+// Karmada's per-taint start: only NoExecute and PreferNoExecute taints
+// count. For each such taint, the first toleration (in slice order) that
+// tolerates it decides, as in Kubernetes' and Karmada's
+// GetMatchingTolerations; later ones that also match do not count. No
+// toleration tolerates it -> Evict now. The deciding toleration without
+// TolerationSeconds tolerates that taint forever; otherwise the taint's
+// allowance is its TolerationSeconds (a value <= 0 counts as 0). The
+// allowance runs from start = max(taint.TimeAdded, since); a taint without
+// TimeAdded starts at since, or at now when since is zero too. deadline =
+// start + allowance; deadline <= now -> Evict now. A NoExecute taint that
+// evicts wins over any other taint (the first such taint in slice order is
+// Decision.Taint); when only PreferNoExecute taints evict, the first of
+// them decides and the eviction is Conditional. Otherwise At = the minimum
 // deadline (Taint = that taint), zero if all tolerated forever. since is
 // the partition-protection floor: grace restarts when the hub leaves
 // isolation.
@@ -37,26 +45,33 @@ type Decision struct {
 // so that no allowance ends early.
 func Decide(taints []corev1.Taint, tolerations []corev1.Toleration, since, now time.Time) Decision {
 	var d Decision
+	var preferred *corev1.Taint // the first PreferNoExecute taint that evicts
 	for i := range taints {
 		taint := &taints[i]
-		if taint.Effect != corev1.TaintEffectNoExecute {
+		if taint.Effect != corev1.TaintEffectNoExecute && taint.Effect != v1alpha1.TaintEffectPreferNoExecute {
 			continue
 		}
 		allowance, forever, tolerated := allowanceFor(tolerations, taint)
-		if !tolerated {
-			return Decision{Evict: true, Taint: taint}
-		}
 		if forever {
 			continue
 		}
 		deadline := taintStart(taint, since, now).Add(allowance)
-		if !deadline.After(now) {
-			return Decision{Evict: true, Taint: taint}
+		if !tolerated || !deadline.After(now) {
+			if taint.Effect == corev1.TaintEffectNoExecute {
+				return Decision{Evict: true, Taint: taint}
+			}
+			if preferred == nil {
+				preferred = taint
+			}
+			continue
 		}
 		// Strictly earlier only, so that ties go to the first taint.
 		if d.At.IsZero() || deadline.Before(d.At) {
 			d.At, d.Taint = deadline, taint
 		}
+	}
+	if preferred != nil {
+		return Decision{Evict: true, Conditional: true, At: d.At, Taint: preferred}
 	}
 	return d
 }

@@ -23,8 +23,11 @@ func TestDecide(t *testing.T) {
 		tolerations []corev1.Toleration
 		since, now  time.Time
 		wantEvict   bool
-		wantAt      time.Time
-		wantTaint   int // index into taints; -1: nil
+		// wantConditional: the eviction is PreferNoExecute's, only if
+		// the binding can go elsewhere.
+		wantConditional bool
+		wantAt          time.Time
+		wantTaint       int // index into taints; -1: nil
 	}{
 		{name: "no taints", now: t0, wantTaint: -1},
 		{name: "NoSchedule is ignored", taints: []corev1.Taint{noSchedule}, now: t0, wantTaint: -1},
@@ -174,12 +177,35 @@ func TestDecide(t *testing.T) {
 			taints:      []corev1.Taint{noExecute(unreachable, time.Time{})},
 			tolerations: []corev1.Toleration{tolerate(unreachable, secs(0))},
 			now:         t0, wantEvict: true},
+		// PreferNoExecute counts as NoExecute does, but its evictions are
+		// conditional, and an unconditional one wins.
+		{name: "untolerated PreferNoExecute evicts, conditionally",
+			taints: []corev1.Taint{preferNoExecute("degraded", t0)}, now: t0, wantEvict: true, wantConditional: true},
+		{name: "a NoExecute toleration does not tolerate PreferNoExecute",
+			taints:      []corev1.Taint{preferNoExecute("degraded", t0)},
+			tolerations: []corev1.Toleration{tolerate("degraded", nil)}, now: t0, wantEvict: true, wantConditional: true},
+		{name: "tolerated PreferNoExecute waits for its seconds",
+			taints:      []corev1.Taint{preferNoExecute("degraded", t0)},
+			tolerations: []corev1.Toleration{{Key: "degraded", Operator: corev1.TolerationOpExists, Effect: v1alpha1.TaintEffectPreferNoExecute, TolerationSeconds: secs(60)}},
+			now:         at(30 * time.Second), wantAt: at(time.Minute)},
+		{name: "an expired PreferNoExecute toleration evicts, conditionally",
+			taints:      []corev1.Taint{preferNoExecute("degraded", t0)},
+			tolerations: []corev1.Toleration{{Key: "degraded", Operator: corev1.TolerationOpExists, TolerationSeconds: secs(60)}},
+			now:         at(time.Minute), wantEvict: true, wantConditional: true},
+		{name: "an untolerated NoExecute after a PreferNoExecute evicts unconditionally",
+			taints: []corev1.Taint{preferNoExecute("degraded", t0), noExecute(unreachable, t0)},
+			now:    t0, wantEvict: true, wantTaint: 1},
+		{name: "a conditional eviction keeps the next deadline of the others",
+			taints:      []corev1.Taint{noExecute(unreachable, t0), preferNoExecute("degraded", t0)},
+			tolerations: []corev1.Toleration{tolerate(unreachable, secs(300))},
+			now:         t0, wantEvict: true, wantConditional: true, wantAt: at(5 * time.Minute), wantTaint: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := Decide(tt.taints, tt.tolerations, tt.since, tt.now)
-			if got.Evict != tt.wantEvict || !got.At.Equal(tt.wantAt) {
-				t.Errorf("Decide = {Evict: %v, At: %v}, want {Evict: %v, At: %v}", got.Evict, got.At, tt.wantEvict, tt.wantAt)
+			if got.Evict != tt.wantEvict || got.Conditional != tt.wantConditional || !got.At.Equal(tt.wantAt) {
+				t.Errorf("Decide = {Evict: %v, Conditional: %v, At: %v}, want {Evict: %v, Conditional: %v, At: %v}",
+					got.Evict, got.Conditional, got.At, tt.wantEvict, tt.wantConditional, tt.wantAt)
 			}
 			checkTaint(t, got.Taint, tt.taints, tt.wantTaint)
 		})

@@ -11,7 +11,7 @@
 //     evicted from this binding". Otherwise a cluster fits when it matches
 //     the placement's cluster
 //     affinity (clusterNames, exclude, labelSelector, fieldSelector on
-//     provider/region/zone) and every NoSchedule or NoExecute taint on it is
+//     provider/region/zone) and every NoSchedule, NoExecute or PreferNoExecute taint on it is
 //     tolerated by placement.clusterTolerations. Clusters already in the
 //     binding's result skip the taint check: moving a workload off a tainted
 //     cluster is eviction's job, not the scheduler's, and dropping it here

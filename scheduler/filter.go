@@ -168,13 +168,14 @@ func serves(apis []v1alpha1.APIEnablement, apiVersion, kind string) bool {
 	return false
 }
 
-// untoleratedTaint returns the first NoSchedule or NoExecute taint that no
-// toleration tolerates, or nil. PreferNoSchedule would only lower a score,
-// and scoring does not count taints.
+// untoleratedTaint returns the first NoSchedule, NoExecute or
+// PreferNoExecute taint that no toleration tolerates, or nil.
+// PreferNoSchedule would only lower a score, and scoring does not count
+// taints.
 func untoleratedTaint(taints []corev1.Taint, tolerations []corev1.Toleration) *corev1.Taint {
 	for i := range taints {
 		t := &taints[i]
-		if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute {
+		if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute && t.Effect != v1alpha1.TaintEffectPreferNoExecute {
 			continue
 		}
 		if !Tolerates(tolerations, t) {

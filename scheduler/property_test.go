@@ -177,7 +177,7 @@ func checkInvariants(t *testing.T, label string, in Input, got Result, err error
 		}
 		if !placed[tc.Name] {
 			for _, taint := range byName[tc.Name].Spec.Taints {
-				hard := taint.Effect == corev1.TaintEffectNoSchedule || taint.Effect == corev1.TaintEffectNoExecute
+				hard := taint.Effect == corev1.TaintEffectNoSchedule || taint.Effect == corev1.TaintEffectNoExecute || taint.Effect == v1alpha1.TaintEffectPreferNoExecute
 				if hard && !Tolerates(in.Placement.ClusterTolerations, &taint) {
 					fail("%q has untolerated taint %v", tc.Name, taint)
 				}
@@ -463,6 +463,7 @@ var randomTaints = []corev1.Taint{
 	{Key: v1alpha1.TaintClusterUnschedulable, Effect: corev1.TaintEffectNoSchedule},
 	{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule},
 	{Key: "slow", Effect: corev1.TaintEffectPreferNoSchedule},
+	{Key: "degraded", Effect: v1alpha1.TaintEffectPreferNoExecute},
 }
 
 var randomTolerations = []corev1.Toleration{

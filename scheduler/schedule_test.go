@@ -78,13 +78,14 @@ func TestScheduleTaints(t *testing.T) {
 			newCluster("c", cordoned),
 			newCluster("d", tainted("example.com/slow", "yes", corev1.TaintEffectPreferNoSchedule)),
 			newCluster("e", tainted("dedicated", "gpu", corev1.TaintEffectNoSchedule)),
+			newCluster("f", tainted("example.com/degraded", "", v1alpha1.TaintEffectPreferNoExecute)),
 		}
 	}
 	tolerating := func(ts ...corev1.Toleration) Input {
 		return Input{Placement: &v1alpha1.Placement{ClusterTolerations: ts}, Replicas: 1, Clusters: fleet()}
 	}
 	runScheduleCases(t, []scheduleCase{
-		{"untolerated NoSchedule and NoExecute are filtered, PreferNoSchedule is not", tolerating(),
+		{"untolerated NoSchedule, NoExecute and PreferNoExecute are filtered, PreferNoSchedule is not", tolerating(),
 			Result{Clusters: targets("a", 1, "d", 1)}},
 		{"tolerated by key", tolerating(toleration(v1alpha1.TaintClusterUnreachable, corev1.TolerationOpExists, corev1.TaintEffectNoExecute)),
 			Result{Clusters: targets("a", 1, "b", 1, "d", 1)}},
@@ -95,7 +96,13 @@ func TestScheduleTaints(t *testing.T) {
 		{"wrong effect", tolerating(toleration(v1alpha1.TaintClusterUnreachable, corev1.TolerationOpExists, corev1.TaintEffectNoSchedule)),
 			Result{Clusters: targets("a", 1, "d", 1)}},
 		{"empty key with Exists tolerates everything", tolerating(toleration("", corev1.TolerationOpExists, "")),
-			Result{Clusters: targets("a", 1, "b", 1, "c", 1, "d", 1, "e", 1)}},
+			Result{Clusters: targets("a", 1, "b", 1, "c", 1, "d", 1, "e", 1, "f", 1)}},
+		{"PreferNoExecute tolerated", tolerating(toleration("example.com/degraded", corev1.TolerationOpExists, v1alpha1.TaintEffectPreferNoExecute)),
+			Result{Clusters: targets("a", 1, "d", 1, "f", 1)}},
+		{"a NoExecute toleration does not tolerate PreferNoExecute", tolerating(toleration("example.com/degraded", corev1.TolerationOpExists, corev1.TaintEffectNoExecute)),
+			Result{Clusters: targets("a", 1, "d", 1)}},
+		{"a binding on a PreferNoExecute cluster stays there", Input{Replicas: 1, Clusters: fleet(), Previous: targets("f", 1)},
+			Result{Clusters: targets("a", 1, "d", 1, "f", 1)}},
 		{"karmada key tolerates the flotilla taint", tolerating(
 			toleration("cluster.karmada.io/unreachable", corev1.TolerationOpExists, corev1.TaintEffectNoExecute),
 			toleration("cluster.karmada.io/unschedulable", corev1.TolerationOpExists, "")),

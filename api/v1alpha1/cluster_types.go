@@ -126,6 +126,13 @@ const (
 // the failover path (the terminating taint) before it goes.
 const ClusterFinalizer = "flotilla.io/cluster-cleanup"
 
+// TaintEffectPreferNoExecute is a taint effect beyond Kubernetes' and
+// Karmada's: for new placements it repels as NoSchedule does; a binding
+// already on the cluster that does not tolerate it (or no longer) is
+// evicted only when the scheduler can place it on a healthy cluster with
+// room, and otherwise stays.
+const TaintEffectPreferNoExecute corev1.TaintEffect = "PreferNoExecute"
+
 // Taint keys the hub manages. Karmada's cluster.karmada.io/* keys map to these.
 const (
 	TaintClusterNotReady      = "cluster.flotilla.io/not-ready"

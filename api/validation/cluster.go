@@ -32,7 +32,7 @@ func ClusterSpec(spec *v1alpha1.ClusterSpec, path *field.Path) field.ErrorList {
 
 // Taints checks taints as Kubernetes checks a node's: the key is a
 // qualified name, the value a label value and the effect one of
-// NoSchedule, PreferNoSchedule and NoExecute.
+// NoSchedule, PreferNoSchedule and NoExecute, or Flotilla's PreferNoExecute.
 func Taints(taints []corev1.Taint, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i, t := range taints {

@@ -27,10 +27,10 @@ func TestClusterTaints(t *testing.T) {
 			`spec.taints[0].value: Invalid value: "no spaces": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')`,
 		}},
 		{name: "bad effect", taints: `[{key: a, effect: NoSchedule}, {key: b, effect: Evict}]`, want: []string{
-			`spec.taints[1].effect: Unsupported value: "Evict": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"`,
+			`spec.taints[1].effect: Unsupported value: "Evict": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute", "PreferNoExecute"`,
 		}},
 		{name: "no effect", taints: `[{key: a}]`, want: []string{
-			`spec.taints[0].effect: Unsupported value: "": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"`,
+			`spec.taints[0].effect: Unsupported value: "": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute", "PreferNoExecute"`,
 		}},
 	}
 	for _, tt := range tests {

@@ -206,7 +206,7 @@ func fieldRequirement(req corev1.NodeSelectorRequirement, path *field.Path) fiel
 	return errs
 }
 
-var taintEffects = []corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute}
+var taintEffects = []corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute, v1alpha1.TaintEffectPreferNoExecute}
 
 func toleration(t *corev1.Toleration, path *field.Path) field.ErrorList {
 	var errs field.ErrorList

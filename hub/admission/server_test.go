@@ -210,7 +210,7 @@ func TestServerStampsTaintTime(t *testing.T) {
 
 	bad := got.DeepCopy()
 	bad.Spec.Taints[1].Effect = "Evict"
-	const refusal = `Cluster.flotilla.io "member-taints" is invalid: spec.taints[1].effect: Unsupported value: "Evict": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"`
+	const refusal = `Cluster.flotilla.io "member-taints" is invalid: spec.taints[1].effect: Unsupported value: "Evict": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute", "PreferNoExecute"`
 	if _, err := clusters.Update(ctx, bad, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) || err.Error() != refusal {
 		t.Errorf("update with a bad effect: %v\nwant: %s", err, refusal)
 	}

@@ -121,7 +121,7 @@ func TestValidation(t *testing.T) {
 			want: []metav1.StatusCause{{Type: metav1.CauseTypeFieldValueInvalid, Field: "spec.ttlSecondsAfterFinished", Message: "Invalid value: -1: must not be negative"}}},
 		{name: "bad taint effect", op: admission.Update, gvk: clusterGVK, old: clusterDoc, doc: edit(t, clusterDoc, "NoSchedule", "Evict"),
 			want: []metav1.StatusCause{{Type: metav1.CauseTypeFieldValueNotSupported, Field: "spec.taints[0].effect",
-				Message: `Unsupported value: "Evict": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"`}}},
+				Message: `Unsupported value: "Evict": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute", "PreferNoExecute"`}}},
 		{name: "bad taint key and value", op: admission.Create, gvk: clusterGVK, doc: edit(t, clusterDoc, `example.com/maintenance, value: "true"`, `"a/b/c", value: "x y"`),
 			want: []metav1.StatusCause{
 				{Type: metav1.CauseTypeFieldValueInvalid, Field: "spec.taints[0].key",

@@ -221,21 +221,21 @@ func (c *Controller) holdFor(key string, spec *v1alpha1.ResourceBindingSpec, sta
 	}
 	h := backOffHold{cluster: cluster}
 	leaving = append(slices.Clone(leaving), cluster)
-	targets, placed := c.placedAfter(spec, status, leaving, nil)
-	if !placed {
+	gains, err := c.placedAfter(spec, status, leaving, nil)
+	if err != nil {
 		evicting := appFailureTasks(spec, leaving)
 		if len(evicting) == 0 {
 			return h, false
 		}
-		targets, _ = c.placedAfter(spec, status, leaving, evicting)
-		for _, target := range targets {
+		gains, _ = c.placedAfter(spec, status, leaving, evicting)
+		for _, target := range clusterNames(gains) {
 			if slices.Contains(evicting, target) {
 				h.by = append(h.by, heldBy{cluster: target, evicting: true})
 			}
 		}
 		return h, len(h.by) > 0
 	}
-	for _, target := range targets {
+	for _, target := range clusterNames(gains) {
 		if bo, ok := c.backOffs.running(key, target, now); ok {
 			h.by = append(h.by, heldBy{cluster: target, appBackOff: bo})
 			if h.until.IsZero() || bo.end().Before(h.until) {
@@ -258,13 +258,14 @@ func appFailureTasks(spec *v1alpha1.ResourceBindingSpec, leaving []string) []str
 	return out
 }
 
-// placedAfter predicts the clusters the scheduler would give replicas to
-// (new ones, or more than they have) once the binding leaves the clusters
-// in leaving: the scheduling controller's input for the evicted binding
+// placedAfter predicts what the scheduler would give the binding once it
+// leaves the clusters in leaving: the clusters that gain replicas (new
+// ones, or more than they have), each with the replicas it gains. It is
+// the scheduling controller's input for the evicted binding
 // (hub/scheduling: keep the two alike), but that the clusters of its
-// eviction tasks in candidates stay candidates. placed is false when the
-// scheduler would find no place.
-func (c *Controller) placedAfter(spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus, leaving, candidates []string) (targets []string, placed bool) {
+// eviction tasks in candidates stay candidates. The error is the
+// scheduler's when it would find no place.
+func (c *Controller) placedAfter(spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus, leaving, candidates []string) ([]v1alpha1.TargetCluster, error) {
 	had := map[string]int32{}
 	var previous []v1alpha1.TargetCluster
 	for _, tc := range spec.Clusters {
@@ -287,14 +288,24 @@ func (c *Controller) placedAfter(spec *v1alpha1.ResourceBindingSpec, status *v1a
 		TemplateUID: spec.Resource.UID,
 	})
 	if err != nil {
-		return nil, false
+		return nil, err
 	}
+	var gains []v1alpha1.TargetCluster
 	for _, tc := range result.Clusters {
 		if r, ok := had[tc.Name]; !ok || tc.Replicas > r {
-			targets = append(targets, tc.Name)
+			gains = append(gains, v1alpha1.TargetCluster{Name: tc.Name, Replicas: tc.Replicas - r})
 		}
 	}
-	return targets, true
+	return gains, nil
+}
+
+// clusterNames are the clusters' names.
+func clusterNames(clusters []v1alpha1.TargetCluster) []string {
+	out := make([]string, len(clusters))
+	for i, tc := range clusters {
+		out[i] = tc.Name
+	}
+	return out
 }
 
 // announceHolds records an event and logs a line for each hold not

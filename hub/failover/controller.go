@@ -99,8 +99,11 @@ type Controller struct {
 	evictions, tasksEnded atomic.Int64
 	observer              Observer
 	// held are the evictions zone rates hold back (guarded by mu).
-	held   map[string]map[string]heldEviction // by binding key, then cluster
-	synced atomic.Bool                        // cluster events count once every informer has listed
+	held map[string]map[string]heldEviction // by binding key, then cluster
+	// deferred are the evictions PreferNoExecute taints ask for that wait
+	// for a healthy cluster with room, with why (guarded by mu).
+	deferred map[string]map[string]string // by binding key, then cluster
+	synced   atomic.Bool                  // cluster events count once every informer has listed
 }
 
 // New returns a failover controller that reads clusters, bindings and
@@ -108,7 +111,7 @@ type Controller struct {
 // adds its handlers to the informers; Run starts it.
 func New(clients *kube.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.WithTicker, logger *slog.Logger, cfg Config) *Controller {
 	c := &Controller{api: controller.BindingAPI{Client: clients.Flotilla.FlotillaV1alpha1()}, recorder: recorder, clock: clk, logger: logger.With("controller", "failover"),
-		cfg: cfg, zones: eviction.NewZones(cfg.Zones), fleet: newFleetCounts(), unhealthySince: map[string]map[string]time.Time{}, held: map[string]map[string]heldEviction{}, clusterTimes: newInstants(), bindingTimes: newInstants(),
+		cfg: cfg, zones: eviction.NewZones(cfg.Zones), fleet: newFleetCounts(), unhealthySince: map[string]map[string]time.Time{}, held: map[string]map[string]heldEviction{}, deferred: map[string]map[string]string{}, clusterTimes: newInstants(), bindingTimes: newInstants(),
 		clusters: informers.Clusters, bindings: informers.Bindings, clusterBindings: informers.ClusterBindings, works: informers.Works}
 	c.queue = controller.NewQueueWithClock("failover", c.reconcile, logger, clk) // the queue names the controller
 	// Status changes matter too: a task ends when the replacement reports
@@ -164,6 +167,9 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 func (c *Controller) clusterChanged(old, cur *v1alpha1.Cluster) {
 	c.clusterSeen(old, cur) // from the first list on: a restarted hub sees every time late
 	c.countCluster(old, cur)
+	if c.synced.Load() {
+		c.requeueDeferred(old, cur)
+	}
 	// Run observes every zone once the informers have listed; a partial
 	// list would see zones smaller or more broken than they are.
 	if !c.synced.Load() || old != nil && cur != nil && !healthChanged(old, cur) {
@@ -242,6 +248,7 @@ func (c *Controller) forget(key string) {
 	c.mu.Lock()
 	delete(c.unhealthySince, key)
 	c.forgetHeldLocked(key)
+	delete(c.deferred, key)
 	c.mu.Unlock()
 	c.backOffs.forget(key)
 	c.bindingSeen(key, nil, nil)
@@ -275,7 +282,10 @@ func (c *Controller) reconcileBinding(ctx context.Context, key string, read cont
 	stamped := c.stampTasks(key, spec, now)
 	j := &judgement{key: key, read: read.Object(), spec: spec, status: &current, now: now, wake: &wake}
 	ended := c.endTasks(j, tolerations)
-	evicted := c.dueEvictions(key, spec, tolerations, now, &wake)
+	evicted, deferred := c.dueEvictions(key, spec, status, tolerations, now, &wake)
+	for _, d := range deferred {
+		c.announceDeferred(read.Object(), spec, d)
+	}
 	evicted = append(evicted, c.applicationFailures(j, evicted)...)
 	for _, e := range evicted {
 		eviction.Evict(spec, e, now)

@@ -22,7 +22,8 @@ func (c *Controller) tolerations(spec *v1alpha1.ResourceBindingSpec) []corev1.To
 
 // dueEvictions returns the clusters of spec the binding must leave now, as
 // far as each zone's rate allows.
-func (c *Controller) dueEvictions(key string, spec *v1alpha1.ResourceBindingSpec, tolerations []corev1.Toleration, now time.Time, wake *wakeup) []eviction.Eviction {
+func (c *Controller) dueEvictions(key string, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus, tolerations []corev1.Toleration,
+	now time.Time, wake *wakeup) ([]eviction.Eviction, []deferral) {
 	purgeMode := ""
 	if spec.Failover != nil && spec.Failover.Cluster != nil {
 		purgeMode = spec.Failover.Cluster.PurgeMode
@@ -31,13 +32,27 @@ func (c *Controller) dueEvictions(key string, spec *v1alpha1.ResourceBindingSpec
 	defer c.mu.Unlock()
 	since := c.zones.GraceStart()
 	c.keepHeldLocked(key, spec.Clusters)
+	c.keepDeferredLocked(key, spec.Clusters)
 	var out []eviction.Eviction
+	var deferred []deferral
 	for _, tc := range spec.Clusters {
 		cl := c.clusters.Get(tc.Name)
 		if cl == nil {
 			continue
 		}
 		d := eviction.Decide(c.preciseTaints(cl, now), tolerations, since, now)
+		why := ""
+		if d.Evict && d.Conditional {
+			why = c.stayReason(spec, status, tc.Name)
+		}
+		if why == "" {
+			c.undeferLocked(key, tc.Name)
+		} else {
+			if c.deferLocked(key, tc.Name, why) {
+				deferred = append(deferred, deferral{cluster: tc.Name, taint: d.Taint.Key + ":" + string(d.Taint.Effect), why: why})
+			}
+			d.Evict = false // until a cluster changes (requeueDeferred) or another taint's time comes
+		}
 		if !d.Evict {
 			c.releaseLocked(key, tc.Name, false, now)
 			wake.at(d.At)
@@ -56,7 +71,7 @@ func (c *Controller) dueEvictions(key string, spec *v1alpha1.ResourceBindingSpec
 			Message:     fmt.Sprintf("cluster %s has taint %s:%s that the placement does not tolerate (any longer)", tc.Name, d.Taint.Key, d.Taint.Effect),
 		})
 	}
-	return out
+	return out, deferred
 }
 
 // evictionRecords names each eviction's reason and its cluster's zone.
