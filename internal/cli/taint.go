@@ -15,15 +15,16 @@ func taintCommand() *command {
 		short: "Add or remove taints on a cluster",
 		long: `Add or remove taints on a cluster, in kubectl's syntax. Bindings that do not
 tolerate a taint are not scheduled to the cluster (NoSchedule, or
-PreferNoSchedule as a preference) or are evicted from it (NoExecute).
+PreferNoSchedule as a preference) or are evicted from it (NoExecute; with
+PreferNoExecute only when a Ready cluster with room can take them).
 
 Each TAINT is one of:
   key=value:Effect   add the taint (key:Effect adds it without a value)
   key:Effect-        remove the taint with this key and effect
   key-               remove every taint with this key
-Effect is NoSchedule, PreferNoSchedule or NoExecute. The key is a qualified
-name (an optional DNS-subdomain prefix and '/', then up to 63 characters);
-the value follows the rules of label values.
+Effect is NoSchedule, PreferNoSchedule, NoExecute or PreferNoExecute. The
+key is a qualified name (an optional DNS-subdomain prefix and '/', then up
+to 63 characters); the value follows the rules of label values.
 
 Adding a key and effect the cluster already has with another value needs
 --overwrite; adding one it has with the same value changes nothing; removing

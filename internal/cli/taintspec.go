@@ -15,7 +15,7 @@ const taintSyntax = "key=value:Effect, key:Effect, key:Effect- or key-"
 
 // taintEffects are the effects a taint may have.
 var taintEffects = []corev1.TaintEffect{
-	corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute,
+	corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute, v1alpha1.TaintEffectPreferNoExecute,
 }
 
 // taintChange is one TAINT argument: a taint to add, or taints to remove.
