@@ -64,6 +64,10 @@ func TestOverflowTiers(t *testing.T) {
 
 	f.apply("inference.yaml", inferenceYAML(7))
 	f.waitOverflowPlacement(map[string]int32{"member-1": 3, "member-2": 4})
+	cond := meta.FindStatusCondition(f.binding("overflow", "inference-deployment").Status.Conditions, v1alpha1.BindingConditionScheduled)
+	if want := "placed on {member-2:4, member-1:3}; idc full, overflow to cloud: 4"; cond.Message != want {
+		t.Errorf("Scheduled: %q, want %q", cond.Message, want)
+	}
 
 	// The next schedule counts member-1's room from its report: wait
 	// until that shows the 3 replicas placed there (18 + 6 CPU).
