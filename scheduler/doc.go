@@ -31,6 +31,18 @@
 //     from the first group. When every group fails, the error is the last
 //     one tried.
 //
+//     A group with overflowAffinities (Karmada's overflow cluster
+//     affinities) has tiers: its own affinity is the primary tier, each
+//     overflow affinity one more, in order, and a cluster belongs to the
+//     first tier that matches it. For a binding with replicas, a cluster
+//     fits the group when it fits any tier; without replicas only the
+//     primary tier counts. Overflow tiers need a division by room (dynamic
+//     weights or Aggregated); with another division Schedule returns a
+//     plain error, as validation rejects such a policy. The group fails,
+//     and the next one is tried, only when no tier leaves a cluster or all
+//     of them together lack room; its name is the one recorded, whichever
+//     tiers the replicas went to.
+//
 //  2. Spread (only with placement.spreadConstraints). Each constraint
 //     groups the clusters left by the one before (the first: those that
 //     fit) by spreadByField (cluster name, spec.region, spec.zone,
@@ -93,6 +105,19 @@
 // the fewest replicas. Equal weights rank as in Karmada's candidate
 // order: clusters in the previous result first, then most capacity, then
 // name (on a scale-down, name alone).
+//
+// With overflow tiers, dynamic weights and Aggregated divide tier by
+// tier, as Karmada does: each tier, in order, gets as many of the replicas
+// the tiers before it did not take as it holds (its capacity: room plus
+// previous replicas of its selected clusters), divided among its clusters
+// as without tiers, with the tier's part of the previous result as its
+// previous result. Replicas thus overflow to a tier only when every
+// earlier one is full; a scale-down empties the last tiers first; and a
+// schedule after an earlier tier gained room moves replicas back to it
+// (the hub schedules a fully placed Divided binding again only when its
+// spec changes or a rebalance asks). A spread that keeps at most maxGroups
+// groups ranks first those with a cluster of an earlier tier.
+// [Result.Tiers] says how each tier was used.
 //
 // No cluster ever gets more than its room plus what it had: Webster over
 // weights that total at least the seats gives no party more than its

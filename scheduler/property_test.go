@@ -101,7 +101,11 @@ func checkInvariants(t *testing.T, label string, in Input, got Result, err error
 		}
 	}
 	group := groups[used].name
+	tiered := len(groups[used].overflow) > 0 && in.Replicas > 0
 	selected := fits(groups[used].affinity)
+	if tiered {
+		selected = fitsAny(in, groups[used], fits)
+	}
 
 	if err != nil {
 		var ue *UnschedulableError
@@ -194,6 +198,13 @@ func checkInvariants(t *testing.T, label string, in Input, got Result, err error
 		}
 		if spreads {
 			checkSpread(in, got, false, fail)
+		}
+		if tiered {
+			checkTiers(in, groups[used], selected, spreads, got, fits, fail)
+			return
+		}
+		if len(got.Tiers) > 0 {
+			fail("tiers reported for a group without overflow tiers")
 		}
 		if byCapacity(in.Placement) {
 			if spreads {
@@ -379,6 +390,7 @@ func fewest(need, start int64, values []int64) int {
 type affinityGroup struct {
 	name     string
 	affinity *v1alpha1.ClusterAffinity
+	overflow []v1alpha1.OverflowClusterAffinity
 }
 
 func affinityGroups(p *v1alpha1.Placement) []affinityGroup {
@@ -390,7 +402,8 @@ func affinityGroups(p *v1alpha1.Placement) []affinityGroup {
 	}
 	var gs []affinityGroup
 	for i := range p.ClusterAffinities {
-		gs = append(gs, affinityGroup{name: p.ClusterAffinities[i].AffinityName, affinity: &p.ClusterAffinities[i].ClusterAffinity})
+		a := &p.ClusterAffinities[i]
+		gs = append(gs, affinityGroup{name: a.AffinityName, affinity: &a.ClusterAffinity, overflow: a.OverflowAffinities})
 	}
 	return gs
 }
@@ -405,13 +418,17 @@ func triedGroups(in Input) []affinityGroup {
 	return append(gs[start:], gs[:start]...)
 }
 
-// alone is in with group g as its only cluster affinity.
+// alone is in with group g as its only cluster affinity (its only
+// group, if it has overflow tiers).
 func alone(in Input, g affinityGroup) Input {
 	if in.Placement == nil {
 		return in
 	}
 	p := *in.Placement
 	p.ClusterAffinities, p.ClusterAffinity = nil, g.affinity
+	if g.overflow != nil {
+		p.ClusterAffinities, p.ClusterAffinity = []v1alpha1.ClusterAffinityTerm{{AffinityName: g.name, ClusterAffinity: *g.affinity, OverflowAffinities: g.overflow}}, nil
+	}
 	in.Placement = &p
 	return in
 }
@@ -532,10 +549,13 @@ func randomInput(r *rand.Rand) Input {
 	switch r.IntN(5) {
 	case 0:
 		p.ReplicaScheduling = pick(r, nil, &v1alpha1.ReplicaSchedulingStrategy{ReplicaSchedulingType: v1alpha1.ReplicaSchedulingTypeDuplicated})
-	case 1:
-		p.ReplicaScheduling = dynamicWeight()
-	case 2:
-		p.ReplicaScheduling = aggregated()
+	case 1, 2:
+		p.ReplicaScheduling = pick(r, dynamicWeight(), aggregated())
+		for i := range p.ClusterAffinities {
+			if r.IntN(3) > 0 {
+				p.ClusterAffinities[i].OverflowAffinities = randomOverflow(r, all)
+			}
+		}
 	default:
 		var rules []v1alpha1.StaticClusterWeight
 		for range r.IntN(4) {

@@ -39,12 +39,24 @@ type Input struct {
 	// Karmada, it decides which way Webster breaks a tie between clusters
 	// by name (see [Webster]); empty: to the lower name.
 	TemplateUID types.UID
+	// Explain asks for Result.Passed: why each clusterAffinities group
+	// tried before the one used could not place the binding. It costs a
+	// second look at every cluster per such group, which the hub does not
+	// need; "flotilla plan" does.
+	Explain bool
 }
 
 // Result is a successful decision.
 type Result struct {
 	Clusters     []v1alpha1.TargetCluster // sorted by name; see division rules
 	AffinityName string                   // name of the clusterAffinities group used, "" otherwise
+	// Tiers, when the group used has overflowAffinities and the binding
+	// has replicas, are its tiers in order, primary first, and how each
+	// was used; nil otherwise.
+	Tiers []Tier
+	// Passed are the groups tried before the one used, in order, with
+	// why each failed; only with Input.Explain.
+	Passed []PassedGroup
 }
 
 // Schedule picks the clusters for one binding and divides its replicas
@@ -70,6 +82,9 @@ func Schedule(in Input) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("placement.replicaScheduling: %w", err)
 	}
+	if err := checkOverflow(placement, div); err != nil {
+		return Result{}, err
+	}
 	spreads, err := compileSpreads(placement.SpreadConstraints)
 	if err != nil {
 		return Result{}, err
@@ -94,14 +109,18 @@ func Schedule(in Input) (Result, error) {
 	}
 	order := termOrder(terms, in.ObservedAffinity, in.Fresh)
 	var lastErr error
+	var passed []PassedGroup
 	for i, t := range order {
 		last := i == len(order)-1
-		targets, err := r.scheduleTerm(&terms[t], last)
+		targets, tiers, err := r.scheduleTerm(&terms[t], last || in.Explain)
 		if err == nil {
-			return Result{Clusters: targets, AffinityName: terms[t].name}, nil
+			return Result{Clusters: targets, AffinityName: terms[t].name, Tiers: tiers, Passed: passed}, nil
 		}
 		if !errors.As(err, new(*UnschedulableError)) {
 			return Result{}, err
+		}
+		if in.Explain {
+			passed = append(passed, PassedGroup{Name: terms[t].name, Reason: err.Error()})
 		}
 		lastErr = err
 	}
@@ -120,37 +139,55 @@ type request struct {
 	room       *roomCache
 }
 
-// scheduleTerm selects, spreads and divides with one affinity group. When
-// it fails and explain is set, the error says why each cluster was left out.
-func (r *request) scheduleTerm(t *term, explain bool) ([]v1alpha1.TargetCluster, error) {
-	reasons := func() map[string]string {
-		why := map[string]string{}
-		r.candidates.filter(&t.matcher, nil, why)
-		return why
-	}
+// scheduleTerm selects, spreads and divides with one affinity group, and
+// says how its tiers were used if it has overflow tiers. When it fails and
+// explain is set, the error says why each cluster was left out.
+//
+// Overflow tiers count only for a binding with replicas (as in Karmada,
+// where they are for workloads): a cluster fits when it fits any tier.
+func (r *request) scheduleTerm(t *term, explain bool) ([]v1alpha1.TargetCluster, []Tier, error) {
 	var matched []bool
 	if r.in.Fleet != nil {
 		matched = r.in.Fleet.matching(&t.matcher)
 	}
+	var tg tiering
+	tiered := len(t.overflow) > 0 && r.in.Replicas > 0
+	if tiered {
+		tg, matched = r.tiersOf(t, matched)
+	}
+	reasons := func() map[string]string {
+		why := map[string]string{}
+		if tiered {
+			r.candidates.filter(&t.matcher, matched, why)
+		} else {
+			r.candidates.filter(&t.matcher, nil, why)
+		}
+		return why
+	}
 	selected := r.candidates.filter(&t.matcher, matched, nil)
 	if len(selected) == 0 {
 		if !explain {
-			return nil, &UnschedulableError{Reason: v1alpha1.ReasonNoClusterFit}
+			return nil, nil, &UnschedulableError{Reason: v1alpha1.ReasonNoClusterFit}
 		}
-		return nil, newUnschedulableError(len(r.candidates.clusters), reasons())
+		return nil, nil, newUnschedulableError(len(r.candidates.clusters), reasons())
 	}
 	if len(r.spreads) > 0 {
 		s := newScorer(r.in.Previous, &t.matcher, r.candidates.tolerations)
+		s.tier = tg.of
 		var err error
 		if selected, err = spread(r.spreads, r.in, &s, r.room, selected); err != nil {
 			var ue *UnschedulableError
 			if explain && errors.As(err, &ue) {
 				ue.FilterReasons = reasons()
 			}
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return r.div.divide(r.in, r.room, selected)
+	if tiered {
+		return r.div.divideTiers(r.in, r.room, selected, tg)
+	}
+	targets, err := r.div.divide(r.in, r.room, selected)
+	return targets, nil, err
 }
 
 // termOrder is the order to try the affinity groups in: from the one the
@@ -177,8 +214,9 @@ func termOrder(terms []term, observed string, fresh bool) []int {
 
 // term is one affinity group to try; name is "" for a plain clusterAffinity.
 type term struct {
-	name    string
-	matcher affinityMatcher
+	name     string
+	matcher  affinityMatcher
+	overflow []overflowTier // its overflowAffinities, in order
 }
 
 // compileTerms returns the affinity groups in the order to try them.
@@ -202,7 +240,11 @@ func compileTerms(p *v1alpha1.Placement) ([]term, error) {
 		if err != nil {
 			return nil, fmt.Errorf("placement.clusterAffinities[%d] (%s): %w", i, a.AffinityName, err)
 		}
-		terms[i] = term{name: a.AffinityName, matcher: m}
+		overflow, err := compileOverflow(a, i)
+		if err != nil {
+			return nil, err
+		}
+		terms[i] = term{name: a.AffinityName, matcher: m, overflow: overflow}
 	}
 	return terms, nil
 }

@@ -29,6 +29,9 @@ type scorer struct {
 	placed      map[string]bool // in Previous with replicas > 0
 	listed      map[string]bool // clusterNames of the affinity used; nil: none
 	tolerations []corev1.Toleration
+	// tier is the overflow tier of each cluster (0: primary); nil: the
+	// group has no overflow tiers.
+	tier map[string]int
 }
 
 func newScorer(previous []v1alpha1.TargetCluster, m *affinityMatcher, tolerations []corev1.Toleration) scorer {
@@ -118,6 +121,7 @@ func compileSpread(c v1alpha1.SpreadConstraint) (spreadRule, error) {
 type spreadGroup struct {
 	name     string
 	clusters []*v1alpha1.Cluster
+	tier     int // the first overflow tier among its clusters
 	score    int64
 	capacity int64
 }
@@ -149,10 +153,11 @@ func spreadOne(r *spreadRule, in *Input, s *scorer, room *roomCache, clusters []
 		if !ok {
 			i = len(groups)
 			index[v] = i
-			groups = append(groups, spreadGroup{name: v})
+			groups = append(groups, spreadGroup{name: v, tier: s.tier[c.Name]})
 		}
 		g := &groups[i]
 		g.clusters = append(g.clusters, c)
+		g.tier = min(g.tier, s.tier[c.Name])
 		g.score += s.score(c)
 	}
 	if len(groups) < r.min {
@@ -172,8 +177,9 @@ func spreadOne(r *spreadRule, in *Input, s *scorer, room *roomCache, clusters []
 			}
 		}
 	}
+	// An earlier overflow tier first: its clusters are to be filled first.
 	slices.SortFunc(groups, func(a, b spreadGroup) int {
-		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(b.capacity, a.capacity), strings.Compare(a.name, b.name))
+		return cmp.Or(cmp.Compare(a.tier, b.tier), cmp.Compare(b.score, a.score), cmp.Compare(b.capacity, a.capacity), strings.Compare(a.name, b.name))
 	})
 	return mergeGroups(groups[:r.max], len(clusters)), nil
 }

@@ -106,6 +106,20 @@ type ClusterAffinity struct {
 type ClusterAffinityTerm struct {
 	AffinityName    string `json:"affinityName"`
 	ClusterAffinity `json:",inline"`
+	// OverflowAffinities are further tiers of this group, in order: the
+	// scheduler fills the clusters of the inline ClusterAffinity (the
+	// primary tier) first and places on a tier only the replicas the
+	// tiers before it have no room for; a scale-down takes replicas from
+	// the last tier used first. A cluster belongs to the first tier that
+	// matches it. Only with Divided replica scheduling by dynamic weight
+	// or Aggregated, and only with a non-empty inline ClusterAffinity.
+	OverflowAffinities []OverflowClusterAffinity `json:"overflowAffinities,omitempty"`
+}
+
+// OverflowClusterAffinity is one overflow tier of a ClusterAffinityTerm.
+type OverflowClusterAffinity struct {
+	AffinityName    string `json:"affinityName"`
+	ClusterAffinity `json:",inline"`
 }
 
 // FieldSelector matches cluster fields: provider, region and zone.

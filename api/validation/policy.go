@@ -150,6 +150,7 @@ func Placement(p *v1alpha1.Placement, path *field.Path) field.ErrorList {
 	}
 	errs = append(errs, clusterAffinity(p.ClusterAffinity, path.Child("clusterAffinity"))...)
 	seen := sets.New[string]()
+	overflow := overflowAllowed(p.ReplicaScheduling)
 	for i := range p.ClusterAffinities {
 		term, tp := &p.ClusterAffinities[i], path.Child("clusterAffinities").Index(i)
 		switch {
@@ -160,6 +161,7 @@ func Placement(p *v1alpha1.Placement, path *field.Path) field.ErrorList {
 		}
 		seen.Insert(term.AffinityName)
 		errs = append(errs, clusterAffinity(&term.ClusterAffinity, tp)...)
+		errs = append(errs, overflowAffinities(term, overflow, tp)...)
 	}
 	for i := range p.ClusterTolerations {
 		errs = append(errs, toleration(&p.ClusterTolerations[i], path.Child("clusterTolerations").Index(i))...)
@@ -168,6 +170,67 @@ func Placement(p *v1alpha1.Placement, path *field.Path) field.ErrorList {
 		errs = append(errs, spreadConstraint(&p.SpreadConstraints[i], path.Child("spreadConstraints").Index(i))...)
 	}
 	return append(errs, replicaScheduling(p.ReplicaScheduling, path.Child("replicaScheduling"))...)
+}
+
+// overflowAllowed reports whether a placement with this replica
+// scheduling may have overflow tiers: only a division by room (Divided by
+// dynamic weight, or Aggregated) fills one tier before the next, so only
+// it can overflow (as Karmada's webhook says).
+func overflowAllowed(r *v1alpha1.ReplicaSchedulingStrategy) bool {
+	if r == nil || r.ReplicaSchedulingType != v1alpha1.ReplicaSchedulingTypeDivided {
+		return false
+	}
+	switch r.ReplicaDivisionPreference {
+	case v1alpha1.ReplicaDivisionPreferenceAggregated:
+		return true
+	case "", v1alpha1.ReplicaDivisionPreferenceWeighted:
+		return r.WeightPreference != nil && r.WeightPreference.DynamicWeight != ""
+	}
+	return false
+}
+
+// overflowAffinities checks a group's overflow tiers as Karmada's webhook
+// does: only with a division by room (allowed) and a primary tier that
+// selects something, each tier named (a label key, as Karmada wants) apart
+// from the group and the other tiers. An empty list counts as set, as in
+// Karmada.
+func overflowAffinities(term *v1alpha1.ClusterAffinityTerm, allowed bool, path *field.Path) field.ErrorList {
+	if term.OverflowAffinities == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	op := path.Child("overflowAffinities")
+	if !allowed {
+		errs = append(errs, field.Forbidden(op, "overflow tiers need replicaScheduling Divided with weightPreference.dynamicWeight or replicaDivisionPreference Aggregated: "+
+			"only a division by room fills one tier before the next"))
+	}
+	if emptyAffinity(&term.ClusterAffinity) {
+		errs = append(errs, field.Forbidden(op, "overflow tiers need the group's own clusterNames, exclude, labelSelector or fieldSelector: it is the primary tier"))
+	}
+	names := sets.New(term.AffinityName)
+	for i := range term.OverflowAffinities {
+		o, ip := &term.OverflowAffinities[i], op.Index(i)
+		switch {
+		case o.AffinityName == "":
+			errs = append(errs, field.Required(ip.Child("affinityName"), "each overflow tier needs a name"))
+		case names.Has(o.AffinityName):
+			errs = append(errs, field.Invalid(ip.Child("affinityName"), o.AffinityName,
+				"already names the group or an earlier tier of it: each tier needs its own name"))
+		default:
+			for _, msg := range validation.IsQualifiedName(o.AffinityName) {
+				errs = append(errs, field.Invalid(ip.Child("affinityName"), o.AffinityName, msg))
+			}
+		}
+		names.Insert(o.AffinityName)
+		errs = append(errs, clusterAffinity(&o.ClusterAffinity, ip)...)
+	}
+	return errs
+}
+
+// emptyAffinity reports whether a selects every cluster, constraining
+// nothing.
+func emptyAffinity(a *v1alpha1.ClusterAffinity) bool {
+	return a.LabelSelector == nil && a.FieldSelector == nil && len(a.ClusterNames) == 0 && len(a.Exclude) == 0
 }
 
 func clusterAffinity(a *v1alpha1.ClusterAffinity, path *field.Path) field.ErrorList {

@@ -121,3 +121,77 @@ func TestTemplate(t *testing.T) {
 		})
 	}
 }
+
+// overflowPolicy is Karmada's example of overflow tiers: on-prem first,
+// then the public cloud.
+const overflowPolicy = `
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: nginx, namespace: default}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: nginx}]
+  placement:
+    clusterAffinities:
+      - affinityName: on-prem
+        clusterNames: [cluster1]
+        overflowAffinities:
+          - affinityName: public-cloud
+            clusterNames: [cluster2, cluster3]
+    replicaScheduling:
+      replicaDivisionPreference: Weighted
+      replicaSchedulingType: Divided
+      weightPreference: {dynamicWeight: AvailableReplicas}
+`
+
+func TestOverflowAffinities(t *testing.T) {
+	const tiers = "spec.placement.clusterAffinities[0].overflowAffinities"
+	tests := []struct {
+		name     string
+		from, to string
+		want     []string // each in the errors; none: valid
+	}{
+		{"Karmada's example", "", "", nil},
+		{"Aggregated", "replicaDivisionPreference: Weighted", "replicaDivisionPreference: Aggregated", nil},
+		{"empty division preference with dynamic weight", "      replicaDivisionPreference: Weighted\n", "", nil},
+		{"static weights", "weightPreference: {dynamicWeight: AvailableReplicas}", "weightPreference: {staticWeightList: [{targetCluster: {clusterNames: [cluster1]}, weight: 1}]}",
+			[]string{tiers + ": Forbidden: overflow tiers need replicaScheduling Divided with weightPreference.dynamicWeight or replicaDivisionPreference Aggregated"}},
+		{"Duplicated", "replicaSchedulingType: Divided", "replicaSchedulingType: Duplicated", []string{tiers + ": Forbidden: overflow tiers need"}},
+		{"no replica scheduling", "    replicaScheduling:\n      replicaDivisionPreference: Weighted\n      replicaSchedulingType: Divided\n      weightPreference: {dynamicWeight: AvailableReplicas}\n", "",
+			[]string{tiers + ": Forbidden: overflow tiers need"}},
+		{"an empty list counts as set", "overflowAffinities:\n          - affinityName: public-cloud\n            clusterNames: [cluster2, cluster3]", "overflowAffinities: []\n",
+			nil},
+		{"no primary tier", "        clusterNames: [cluster1]\n", "", []string{tiers + ": Forbidden: overflow tiers need the group's own clusterNames"}},
+		{"tier named as the group", "affinityName: public-cloud", "affinityName: on-prem",
+			[]string{tiers + `[0].affinityName: Invalid value: "on-prem": already names the group or an earlier tier of it`}},
+		{"two tiers with one name", "            clusterNames: [cluster2, cluster3]", "            clusterNames: [cluster2]\n          - affinityName: public-cloud\n            clusterNames: [cluster3]",
+			[]string{tiers + `[1].affinityName: Invalid value: "public-cloud": already names`}},
+		{"tier without a name", "affinityName: public-cloud", "affinityName: \"\"", []string{tiers + "[0].affinityName: Required value: each overflow tier needs a name"}},
+		{"tier name not a label key", "affinityName: public-cloud", "affinityName: public cloud", []string{tiers + `[0].affinityName: Invalid value: "public cloud"`}},
+		{"bad field selector in a tier", "            clusterNames: [cluster2, cluster3]", "            fieldSelector: {matchExpressions: [{key: planet, operator: In, values: [earth]}]}",
+			[]string{tiers + `[0].fieldSelector.matchExpressions[0].key: Unsupported value: "planet"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := strings.Replace(overflowPolicy, tt.from, tt.to, 1)
+			if tt.from != "" && doc == overflowPolicy {
+				t.Fatalf("%q not in the policy", tt.from)
+			}
+			p, errs := PropagationPolicy(jsonOf(t, doc))
+			if len(tt.want) == 0 {
+				if len(errs) > 0 {
+					t.Fatalf("errors: %v", errs.ToAggregate())
+				}
+				if tt.from == "" && len(p.Spec.Placement.ClusterAffinities[0].OverflowAffinities) != 1 {
+					t.Errorf("overflow tiers decoded as %+v", p.Spec.Placement.ClusterAffinities[0])
+				}
+				return
+			}
+			got := errs.ToAggregate()
+			for _, want := range tt.want {
+				if got == nil || !strings.Contains(got.Error(), want) {
+					t.Errorf("errors = %v, want one containing %q", got, want)
+				}
+			}
+		})
+	}
+}

@@ -248,7 +248,7 @@ func (c *Controller) schedule(ctx context.Context, key string, b controller.Bind
 	var unschedulable *scheduler.UnschedulableError
 	switch {
 	case schedErr == nil:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, v1alpha1.ReasonScheduled, "placed on "+summary(result.Clusters)
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, v1alpha1.ReasonScheduled, "placed on "+summary(result.Clusters)+overflowNote(result.Tiers)
 	case errors.As(schedErr, &unschedulable):
 		// The previous result stays: a workload keeps running where it is.
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, unschedulable.Reason, unschedulable.Error()
@@ -304,7 +304,7 @@ func (c *Controller) schedule(ctx context.Context, key string, b controller.Bind
 	ref := controller.BindingRef(observed.Object())
 	switch {
 	case placed:
-		c.recorder.Event(ref, corev1.EventTypeNormal, "Scheduled", "placed on "+summary(result.Clusters))
+		c.recorder.Event(ref, corev1.EventTypeNormal, "Scheduled", cond.Message)
 	case condChanged && cond.Status == metav1.ConditionFalse:
 		c.recorder.Event(ref, corev1.EventTypeWarning, "ScheduleFailed", cond.Message)
 	}
@@ -448,6 +448,26 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
+}
+
+// overflowNote says, when replicas overflowed from a group's primary
+// tier, why and to which tiers, how many: "; idc full, overflow to
+// cloud: 4, spare: 2". Empty when they did not.
+func overflowNote(tiers []scheduler.Tier) string {
+	var parts []string
+	for _, t := range tiers[min(1, len(tiers)):] {
+		if t.Replicas > 0 {
+			parts = append(parts, fmt.Sprintf("%s: %d", t.Name, t.Replicas))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	why := tiers[0].Name + " full"
+	if len(tiers[0].Clusters) == 0 {
+		why = "no cluster of " + tiers[0].Name + " fits"
+	}
+	return fmt.Sprintf("; %s, overflow to %s", why, strings.Join(parts, ", "))
 }
 
 // summary prints a result as {member2:2, member1:1}, most replicas first.

@@ -21,7 +21,7 @@ func writeBindingDescription(w io.Writer, det *bindingDetails, now time.Time) er
 	d := &describeWriter{now: now}
 	b := det.binding
 	d.bindingOverview(b)
-	d.placement(b.Spec.Placement)
+	d.placement(b.Spec.Placement, b.Status.SchedulerObservedAffinityName)
 	d.conditions(b.Status.Conditions)
 	d.bindingClusters(b)
 	d.evictionTasks(b)
@@ -47,19 +47,16 @@ func (d *describeWriter) bindingOverview(b *v1alpha1.ResourceBinding) {
 	d.field(0, "Last Scheduled:", d.when(b.Status.LastScheduledTime))
 }
 
-// placement sums up where the binding may run and how its replicas divide.
-func (d *describeWriter) placement(p *v1alpha1.Placement) {
+// placement sums up where the binding may run and how its replicas
+// divide; inUse is the clusterAffinities group the scheduler used last.
+func (d *describeWriter) placement(p *v1alpha1.Placement, inUse string) {
 	if p == nil {
 		d.field(0, "Placement:", noneList)
 		return
 	}
 	d.heading("Placement:")
 	if len(p.ClusterAffinities) > 0 {
-		groups := make([]string, len(p.ClusterAffinities))
-		for i, a := range p.ClusterAffinities {
-			groups[i] = a.AffinityName + ": " + affinityText(&a.ClusterAffinity)
-		}
-		d.valuesAt(1, "Cluster Affinities:", groups)
+		d.valuesAt(1, "Cluster Affinities:", affinityGroupTexts(p.ClusterAffinities, inUse))
 	} else {
 		d.field(1, "Cluster Affinity:", affinityText(p.ClusterAffinity))
 	}
@@ -236,4 +233,23 @@ func (d *describeWriter) works(works []v1alpha1.Work) {
 			conditionStatus(w.Status.Conditions, v1alpha1.WorkConditionApplied), deleting(w))
 	}
 	d.table(t)
+}
+
+// affinityGroupTexts is a line per clusterAffinities group, marking the
+// one in use, and one per overflow tier below its group, in order.
+func affinityGroupTexts(groups []v1alpha1.ClusterAffinityTerm, inUse string) []string {
+	var lines []string
+	for i := range groups {
+		g := &groups[i]
+		name := g.AffinityName
+		if name == inUse {
+			name += " (in use)"
+		}
+		lines = append(lines, name+": "+affinityText(&g.ClusterAffinity))
+		for j := range g.OverflowAffinities {
+			o := &g.OverflowAffinities[j]
+			lines = append(lines, "  overflow tier "+o.AffinityName+": "+affinityText(&o.ClusterAffinity))
+		}
+	}
+	return lines
 }

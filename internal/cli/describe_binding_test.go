@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
 )
 
 func TestDescribeBinding(t *testing.T) {
@@ -205,5 +207,40 @@ func TestDescribeBindingErrors(t *testing.T) {
 				t.Errorf("stderr (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestDescribePlacementOverflowTiers: describe lists each group's
+// overflow tiers under it, in order, and marks the group in use.
+func TestDescribePlacementOverflowTiers(t *testing.T) {
+	p := &v1alpha1.Placement{
+		ClusterAffinities: []v1alpha1.ClusterAffinityTerm{
+			{AffinityName: "idc", ClusterAffinity: v1alpha1.ClusterAffinity{ClusterNames: []string{"idc-1", "idc-2"}},
+				OverflowAffinities: []v1alpha1.OverflowClusterAffinity{
+					{AffinityName: "cloud", ClusterAffinity: v1alpha1.ClusterAffinity{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"site": "cloud"}}}},
+					{AffinityName: "spare", ClusterAffinity: v1alpha1.ClusterAffinity{ClusterNames: []string{"spare-1"}}},
+				}},
+			{AffinityName: "backup", ClusterAffinity: v1alpha1.ClusterAffinity{ClusterNames: []string{"backup-1"}}},
+		},
+		ReplicaScheduling: &v1alpha1.ReplicaSchedulingStrategy{ReplicaSchedulingType: v1alpha1.ReplicaSchedulingTypeDivided, ReplicaDivisionPreference: v1alpha1.ReplicaDivisionPreferenceAggregated},
+	}
+	d := &describeWriter{}
+	d.placement(p, "idc")
+	var out strings.Builder
+	if err := d.flush(&out); err != nil {
+		t.Fatal(err)
+	}
+	want := `Placement:
+  Cluster Affinities: idc (in use): names=idc-1,idc-2
+                        overflow tier cloud: labels=site=cloud
+                        overflow tier spare: names=spare-1
+                      backup: names=backup-1
+  Tolerations:        <none>
+  Spread Constraints: <none>
+  Replica Scheduling: Divided/Aggregated
+  Weights:            <none>
+`
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("placement (-want +got):\n%s", diff)
 	}
 }

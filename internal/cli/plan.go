@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,8 +46,11 @@ the one the hub would give.
                replicas must go elsewhere (repeatable)
 
 The result is a table, or with -o json|yaml the ResourceBinding the hub would
-write (spec.clusters without zero-replica clusters). When nothing fits, the
-reason goes to stderr and the exit code is 1.`,
+write (spec.clusters without zero-replica clusters). With clusterAffinities,
+lines after the table name the group used and why each group tried before it
+was passed over; with its overflowAffinities, a TIER column and a line per
+tier say how many replicas each tier took and why (the tiers before it were
+full). When nothing fits, the reason goes to stderr and the exit code is 1.`,
 		example: `  flotilla get clusters -o yaml > clusters.yaml
   flotilla plan --policy policy.yaml --template nginx.yaml --clusters clusters.yaml
 
@@ -112,7 +116,10 @@ func runPlan(inv *invocation, o planOptions, args []string) error {
 		return fmt.Errorf("%s: %w", o.policy, err)
 	}
 	if format == outputTable {
-		return writePlanTable(inv, in, result)
+		if err := writePlanTable(inv, in, result); err != nil {
+			return err
+		}
+		return writePlanGroups(inv.Stdout, in, result)
 	}
 	raw, err := json.Marshal(in.binding(result))
 	if err != nil {
@@ -160,6 +167,7 @@ func loadPlanInput(inv *invocation, o planOptions) (*planInput, error) {
 	}
 	in.Placement, in.Clusters = &spec.Placement, clusters
 	in.Replicas, in.Requirements, in.Fresh = workload.Replicas(template), workload.Requirements(template), o.fresh
+	in.Explain = true // why earlier affinity groups were passed over
 	in.APIVersion, in.Kind = template.GetAPIVersion(), template.GetKind()
 	if uid := template.GetUID(); uid != "" {
 		in.TemplateUID = uid // the hub's binding takes it from the template
@@ -223,16 +231,30 @@ func (in *planInput) binding(result scheduler.Result) *v1alpha1.ResourceBinding 
 	}
 }
 
-// writePlanTable prints CLUSTER, REPLICAS and, with a previous placement,
-// PREVIOUS; failed clusters are listed as such.
+// writePlanTable prints CLUSTER, REPLICAS, with overflow tiers TIER,
+// and with a previous placement PREVIOUS; failed clusters are listed as
+// such.
 func writePlanTable(inv *invocation, in *planInput, result scheduler.Result) error {
 	tbl := &table{header: []string{"CLUSTER", "REPLICAS"}}
+	tierOf := map[string]string{}
+	for _, t := range result.Tiers {
+		for _, c := range t.Clusters {
+			tierOf[c] = t.Name
+		}
+	}
+	showTier := len(result.Tiers) > 0
+	if showTier {
+		tbl.header = append(tbl.header, "TIER")
+	}
 	showPrevious := len(in.previous) > 0
 	if showPrevious {
 		tbl.header = append(tbl.header, "PREVIOUS")
 	}
 	row := func(name, replicas string) {
 		r := []string{name, replicas}
+		if showTier {
+			r = append(r, cmp.Or(tierOf[name], "-"))
+		}
 		if showPrevious {
 			prev := "-"
 			if n, ok := in.previous[name]; ok {

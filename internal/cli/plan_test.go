@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -213,6 +214,104 @@ func TestPlanTiesByTemplateUID(t *testing.T) {
 			}
 			if b.Spec.Resource.UID != tt.uid {
 				t.Errorf("spec.resource.uid %q, want %q", b.Spec.Resource.UID, tt.uid)
+			}
+		})
+	}
+}
+
+// TestPlanOverflowTiers: a plan with overflowAffinities says which group
+// and which tiers took the replicas, and why.
+func TestPlanOverflowTiers(t *testing.T) {
+	const policy = `apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: nginx-propagation}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: nginx}]
+  placement:
+    clusterAffinities:
+      - affinityName: gpu
+        clusterNames: [gpu-1]
+      - affinityName: idc
+        clusterNames: [idc-1, idc-2]
+        overflowAffinities:
+          - {affinityName: cloud, clusterNames: [cloud-1]}
+          - {affinityName: spare, clusterNames: [spare-1]}
+    replicaScheduling:
+      replicaSchedulingType: Divided
+      replicaDivisionPreference: Weighted
+      weightPreference: {dynamicWeight: AvailableReplicas}
+`
+	cluster := func(name string, pods int) string {
+		return fmt.Sprintf(`  - apiVersion: flotilla.io/v1alpha1
+    kind: Cluster
+    metadata: {name: %s}
+    status: {resourceSummary: {allocatable: {pods: "%d", cpu: "64"}}}
+`, name, pods)
+	}
+	clusters := "apiVersion: v1\nkind: List\nitems:\n" + cluster("gpu-1", 1) + cluster("idc-1", 3) + cluster("idc-2", 3) + cluster("cloud-1", 10) + cluster("spare-1", 10)
+	tests := []struct {
+		name     string
+		replicas string
+		want     string
+		extra    []string
+	}{
+		{"the primary tier holds them", "4", `CLUSTER REPLICAS TIER
+idc-1 2 idc
+idc-2 2 idc
+
+Affinity group: idc
+group gpu passed over: 0/1 clusters have room: need 4 replicas, 1 available (gpu-1: 1)
+tier idc: 4 replicas in 2 clusters with room for 6
+overflow tier cloud: 0 replicas in 1 cluster with room for 10 (not needed)
+overflow tier spare: 0 replicas in 1 cluster with room for 10 (not needed)
+`, nil},
+		{"overflow to the first tier with room", "10", `CLUSTER REPLICAS TIER
+cloud-1 4 cloud
+idc-1 3 idc
+idc-2 3 idc
+
+Affinity group: idc
+group gpu passed over: 0/1 clusters have room: need 10 replicas, 1 available (gpu-1: 1)
+tier idc: 6 replicas in 2 clusters with room for 6
+overflow tier cloud: 4 replicas in 1 cluster with room for 10 (idc full)
+overflow tier spare: 0 replicas in 1 cluster with room for 10 (not needed)
+`, nil},
+		{"overflow on to the last tier", "18", `CLUSTER REPLICAS TIER
+cloud-1 10 cloud
+idc-1 3 idc
+idc-2 3 idc
+spare-1 2 spare
+
+Affinity group: idc
+group gpu passed over: 0/1 clusters have room: need 18 replicas, 1 available (gpu-1: 1)
+tier idc: 6 replicas in 2 clusters with room for 6
+overflow tier cloud: 10 replicas in 1 cluster with room for 10 (idc full)
+overflow tier spare: 2 replicas in 1 cluster with room for 10 (idc full, cloud full)
+`, nil},
+		{"the first group holds it", "1", `CLUSTER REPLICAS
+gpu-1 1
+
+Affinity group: gpu
+`, nil},
+		{"what if the primary tier failed", "4", `CLUSTER REPLICAS TIER
+cloud-1 4 cloud
+idc-1 failed -
+idc-2 failed -
+
+Affinity group: idc
+group gpu passed over: 0/1 clusters have room: need 4 replicas, 1 available (gpu-1: 1)
+tier idc: no cluster fits
+overflow tier cloud: 4 replicas in 1 cluster with room for 10 (idc without a cluster that fits)
+overflow tier spare: 0 replicas in 1 cluster with room for 10 (not needed)
+`, []string{"--what-if-fail", "idc-1", "--what-if-fail", "idc-2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			planFiles(t, map[string]string{"policy.yaml": policy, "clusters.yaml": clusters})
+			r := runEnv(t, nil, append(append(slicesClone(planArgs), "--replicas", tt.replicas), tt.extra...)...)
+			wantExit(t, r, 0)
+			if got := squeeze(r.stdout); got != squeeze(tt.want) {
+				t.Errorf("plan:\n%s\nwant:\n%s", r.stdout, tt.want)
 			}
 		})
 	}
