@@ -181,3 +181,22 @@ func ExistingClusters(spec *v1alpha1.ResourceBindingSpec) []string {
 func isPlaced(spec *v1alpha1.ResourceBindingSpec, cluster string) bool {
 	return slices.ContainsFunc(spec.Clusters, func(tc v1alpha1.TargetCluster) bool { return tc.Name == cluster })
 }
+
+// FencingMargin is added to a cut-off agent's fencing deadline before the
+// hub counts its copy as stopped: the agent's scale to zero, and its
+// pods' termination (30 s by default), take time after the deadline.
+const FencingMargin = 60 * time.Second
+
+// FencedBy is when a copy in a cluster the hub last heard from at
+// lastHeard (the lease's renewTime, on the hub's clock) is stopped by
+// fencing after stopAfter, counting the margin: the agent counts from
+// the sending of its last acknowledged renewal, which is before the hub
+// stamped it, and never from less than two renew intervals (half the
+// lease duration, the renew interval being a quarter of it). Zero
+// without fencing or without a time to count from.
+func FencedBy(lastHeard time.Time, stopAfter, leaseDuration time.Duration) time.Time {
+	if stopAfter <= 0 || lastHeard.IsZero() {
+		return time.Time{}
+	}
+	return lastHeard.Add(max(stopAfter, leaseDuration/2) + FencingMargin)
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -203,6 +204,27 @@ func TestExistingClustersAndDirectlyPurged(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.purged, DirectlyPurged(&tt.spec)); diff != "" {
 				t.Errorf("purged (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFencedBy(t *testing.T) {
+	tests := []struct {
+		name             string
+		heard            time.Time
+		stopAfter, lease time.Duration
+		want             time.Time
+	}{
+		{"stopAfter plus the margin", t0, 120 * time.Second, 40 * time.Second, t0.Add(180 * time.Second)},
+		{"never before two renew intervals", t0, 5 * time.Second, 40 * time.Second, t0.Add(80 * time.Second)},
+		{"no fencing", t0, 0, 40 * time.Second, time.Time{}},
+		{"never heard from", time.Time{}, 120 * time.Second, 40 * time.Second, time.Time{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := FencedBy(tt.heard, tt.stopAfter, tt.lease); !got.Equal(tt.want) {
+				t.Errorf("FencedBy = %v, want %v", got, tt.want)
 			}
 		})
 	}
