@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
@@ -228,4 +229,24 @@ func TestFencedBy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzPreservedLabels: whatever an agent reports and whatever the rule,
+// evaluating it neither panics nor yields a value no label can hold.
+func FuzzPreservedLabels(f *testing.F) {
+	f.Add(`{"updateRevision": "web-7"}`, "{.updateRevision}")
+	f.Add(`{"a": [1, 2, {"b": "c"}]}`, "{ ..b }")
+	f.Add(`{"x": "`+strings.Repeat("z", 100)+`"}`, "{range .x}{@}{end}")
+	f.Fuzz(func(t *testing.T, status, path string) {
+		got, err := PreservedLabels(rules("k", path), []byte(status))
+		if err != nil {
+			if got != nil {
+				t.Errorf("labels %v with error %v", got, err)
+			}
+			return
+		}
+		if msgs := validation.IsValidLabelValue(got["k"]); len(msgs) > 0 {
+			t.Errorf("value %q is no label value: %v", got["k"], msgs)
+		}
+	})
 }

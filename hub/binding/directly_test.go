@@ -140,3 +140,26 @@ func (p *pipeline) lease(cluster string, renewed time.Time) {
 	}
 	p.tb.Cleanup(func() { _ = leases.Delete(context.Background(), cluster, metav1.DeleteOptions{}) })
 }
+
+// TestDirectlyGoesOnOnceTheClusterIsDeleted: an operator who deletes the
+// failed cluster gives its copy up: the new copy is made.
+func TestDirectlyGoesOnOnceTheClusterIsDeleted(t *testing.T) {
+	p := startPipeline(t, "member1", "member2")
+	key := p.bindingKey("nginx", "Deployment")
+	p.apply(nginx, stateful)
+	p.awaitWorks(key, map[string]int64{"member1": 3})
+	p.evict(key, "member1")
+	p.awaitWorks(key, map[string]int64{}, "member1")
+
+	clusters := p.env.Flotilla.FlotillaV1alpha1().Clusters()
+	if err := clusters.Delete(t.Context(), "member1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, err := clusters.Create(context.Background(), &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "member1"}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Error(err)
+		}
+	})
+	p.awaitWorks(key, map[string]int64{"member2": 3}, "member1")
+}
