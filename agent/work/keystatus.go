@@ -14,15 +14,18 @@ import (
 // of them per manifest).
 var keyStatusFields = map[schema.GroupKind][]string{
 	{Group: "apps", Kind: "Deployment"}:  replicaFields,
-	// A StatefulSet's revisions name the state its pods run: a policy's
-	// statePreservation rules may keep them across a failover.
-	{Group: "apps", Kind: "StatefulSet"}: append(slices.Clip(replicaFields), "currentRevision", "updateRevision"),
+	{Group: "apps", Kind: "StatefulSet"}: statefulSetFields,
 	{Group: "apps", Kind: "ReplicaSet"}:  replicaFields,
 	{Group: "apps", Kind: "DaemonSet"}:   {"desiredNumberScheduled", "numberReady", "numberAvailable"},
 	jobKind:                              {"active", "succeeded", "failed"},
 }
 
 var replicaFields = []string{"replicas", "readyReplicas", "availableReplicas", "updatedReplicas"}
+
+// statefulSetFields add the revisions, which name the state a
+// StatefulSet's pods run: a policy's statePreservation rules may keep
+// them across a failover.
+var statefulSetFields = append(slices.Clip(replicaFields), "currentRevision", "updateRevision")
 
 // keyStatus returns the key status fields of obj that are present, as a
 // JSON object, or nil for kinds without key fields or when none is set.
