@@ -238,7 +238,7 @@ type StatePreservationRule struct {
 	AliasLabelName string `json:"aliasLabelName"`
 	// JSONPath is a kubectl JSONPath template evaluated on the workload's
 	// status (not the whole object): "{.updateRevision}", not
-	// "{.status.updateRevision}".
+	// "{.status.updateRevision}". At most 1024 bytes.
 	JSONPath string `json:"jsonPath"`
 }
 

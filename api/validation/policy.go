@@ -333,6 +333,9 @@ func failover(f *v1alpha1.FailoverBehavior, path *field.Path) field.ErrorList {
 	return errs
 }
 
+// maxJSONPathLength bounds a statePreservation rule's JSONPath.
+const maxJSONPathLength = 1024
+
 // statePreservation checks that each rule names a label key the new copy
 // can carry and a JSONPath template that parses, and that there are few.
 func statePreservation(sp *v1alpha1.StatePreservation, path *field.Path) field.ErrorList {
@@ -363,6 +366,8 @@ func statePreservation(sp *v1alpha1.StatePreservation, path *field.Path) field.E
 		seen.Insert(r.AliasLabelName)
 		if r.JSONPath == "" {
 			errs = append(errs, field.Required(rp.Child("jsonPath"), `a JSONPath template on the workload's status, such as "{.updateRevision}"`))
+		} else if len(r.JSONPath) > maxJSONPathLength {
+			errs = append(errs, field.TooLong(rp.Child("jsonPath"), "", maxJSONPathLength))
 		} else if err := jsonpath.New(r.AliasLabelName).Parse(r.JSONPath); err != nil {
 			errs = append(errs, field.Invalid(rp.Child("jsonPath"), r.JSONPath, "does not parse as a JSONPath template: "+err.Error()))
 		}

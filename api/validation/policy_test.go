@@ -83,6 +83,8 @@ func TestPolicyErrorsNameTheField(t *testing.T) {
 			`spec.failover.cluster.statePreservation.rules[0].jsonPath: Invalid value: "{.updateRevision"`},
 		{"state jsonPath missing", "purgeMode: Gracefully", "purgeMode: Directly\n      statePreservation: {rules: [{aliasLabelName: rev, jsonPath: ''}]}",
 			`spec.failover.cluster.statePreservation.rules[0].jsonPath: Required value`},
+		{"state jsonPath too long", "purgeMode: Gracefully", "purgeMode: Directly\n      statePreservation: {rules: [{aliasLabelName: rev, jsonPath: '{.a" + strings.Repeat("a", 1024) + "}'}]}",
+			`spec.failover.cluster.statePreservation.rules[0].jsonPath: Too long: may not be more than 1024 bytes`},
 		{"state no rules", "purgeMode: Gracefully", "purgeMode: Directly\n      statePreservation: {rules: []}",
 			`spec.failover.cluster.statePreservation.rules: Required value`},
 		{"state too many rules", "purgeMode: Gracefully", "purgeMode: Directly\n      statePreservation: {rules: [" + strings.Repeat("{aliasLabelName: a, jsonPath: '{.x}'}, ", 16) + "{aliasLabelName: b, jsonPath: '{.x}'}]}",
