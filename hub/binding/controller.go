@@ -9,6 +9,12 @@
 // A deletionTimestamp cannot be cleared: a Work wanted again while it is
 // being deleted is created anew once the old one is gone (its delete event
 // requeues the binding), with generation 1.
+//
+// purgeMode Directly (directly.go): the Work of a cluster the binding left
+// is deleted first, and no Work of the binding is created or updated until
+// that copy is confirmed gone, stopped by fencing, or given up with its
+// Cluster. The copy in the new cluster then carries the labels the last
+// eviction task preserved (eviction.InjectedLabels).
 package binding
 
 import (
