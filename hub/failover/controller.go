@@ -6,7 +6,10 @@
 // grace period is over, never before a replacement is scheduled). The
 // rules are the pure eviction package's; this package feeds it from the
 // hub's shared informers, writes the outcome on the binding and wakes
-// exactly when an answer changes by time alone.
+// exactly when an answer changes by time alone. An eviction whose policy
+// has statePreservation rules records the workload's state in the
+// cluster it leaves, read from the status the agent last reported
+// (state.go).
 //
 // Decisions are spec changes (spec.clusters, spec.gracefulEvictionTasks,
 // spec.rescheduleTriggeredAt), written with Update; the failback clusters
