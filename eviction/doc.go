@@ -29,6 +29,16 @@
 // cluster: a repeated eviction keeps the first task's creation time.
 // purgeMode Never sets suppressDeletion.
 //
+// Preserved state ([StateFor], [InjectedLabels]). With statePreservation
+// rules, an eviction reads each rule's JSONPath from the workload's status
+// in the cluster it leaves and the task records the values, all or none;
+// each must be a valid label value (refused, never truncated: the status
+// comes from an agent). The copy in the new cluster gets them as labels
+// under Karmada's restrictions: one target cluster, the last task,
+// purgeMode Directly, a cluster that did not run the workload before.
+// With Directly the old copy goes before any new one is made
+// ([DirectlyPurged], [ExistingClusters]).
+//
 // Task end ([Assess]). A task with suppressDeletion never ends by itself. A
 // task never ends before the scheduler has placed the binding anew (its
 // observed generation and a True Scheduled condition for the current

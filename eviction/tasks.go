@@ -1,6 +1,7 @@
 package eviction
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -25,13 +26,17 @@ type Eviction struct {
 	Cluster, Reason, Message, Producer string
 	PurgeMode                          string // policy's value; normalised with v1alpha1.NormalPurgeMode
 	GracePeriod                        *int32 // seconds; nil = the hub's default at assessment time
+	// State, when the policy preserves state and it could be read: the
+	// task records it ([StateFor]).
+	State *State
 }
 
 // Evict removes e.Cluster from spec.Clusters and appends a graceful eviction
 // task: {FromCluster, PurgeMode (normalised), Replicas: &replicas the
 // cluster had in spec.Clusters, Reason, Message, Producer,
 // CreationTimestamp: now, GracePeriodSeconds: e.GracePeriod,
-// SuppressDeletion: &true only for Never}. If spec.Clusters does not hold
+// SuppressDeletion: &true only for Never, and e.State's labels, clusters
+// and time when it has labels}. If spec.Clusters does not hold
 // the cluster, nothing changes and it returns false. If a task for the
 // cluster already exists, the cluster is still removed from Clusters but no
 // second task is added (the existing one keeps its creation time, so a
@@ -91,6 +96,13 @@ func newTask(e Eviction, replicas int32, now time.Time) v1alpha1.GracefulEvictio
 	if mode == v1alpha1.PurgeModeNever {
 		suppress := true
 		task.SuppressDeletion = &suppress
+	}
+	if s := e.State; s != nil && s.Labels != nil {
+		task.PreservedLabelState = maps.Clone(s.Labels)
+		task.ClustersBeforeFailover = slices.Clone(s.ClustersBefore)
+		if !s.ObservedAt.IsZero() {
+			task.PreservedStateObservedAt = &metav1.Time{Time: s.ObservedAt}
+		}
 	}
 	return task
 }

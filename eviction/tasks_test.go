@@ -80,6 +80,10 @@ func TestEvict(t *testing.T) {
 			withTasks(placed("a", 2), older), true},
 		{"existing task, not placed: no change", withTasks(placed("a", 2), older), byTaint("b", ""),
 			withTasks(placed("a", 2), older), false},
+		{"preserved state is recorded", placed("b", 3), withState(byTaint("b", v1alpha1.PurgeModeDirectly)),
+			withTasks(placed(), stateTask(task("b", v1alpha1.PurgeModeDirectly, 3))), true},
+		{"a state without labels is not", placed("b", 3), func() Eviction { e := byTaint("b", ""); e.State = &State{ObservedAt: t0}; return e }(),
+			withTasks(placed(), task("b", v1alpha1.PurgeModeGracefully, 3)), true},
 		{"a cluster listed twice goes with all its replicas", placed("a", 2, "b", 3, "b", 1), byTaint("b", ""),
 			withTasks(placed("a", 2), task("b", v1alpha1.PurgeModeGracefully, 4)), true},
 	}
@@ -95,6 +99,18 @@ func TestEvict(t *testing.T) {
 			}
 		})
 	}
+}
+
+func withState(e Eviction) Eviction {
+	e.State = &State{Labels: map[string]string{"rev": "web-7"}, ClustersBefore: []string{"b"}, ObservedAt: t0}
+	return e
+}
+
+func stateTask(task v1alpha1.GracefulEvictionTask) v1alpha1.GracefulEvictionTask {
+	task.PreservedLabelState = map[string]string{"rev": "web-7"}
+	task.ClustersBeforeFailover = []string{"b"}
+	task.PreservedStateObservedAt = &metav1.Time{Time: t0}
+	return task
 }
 
 func TestEvictNilSpec(t *testing.T) {

@@ -106,8 +106,14 @@ func TestKeyStatus(t *testing.T) {
 		},
 		{
 			name: "StatefulSet with some fields",
-			obj:  `{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"s"},"status":{"replicas":1,"currentRevision":"x"}}`,
-			want: `{"replicas":1}`,
+			obj:  `{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"s"},"status":{"replicas":1,"currentRevision":"x","collisionCount":2}}`,
+			want: `{"currentRevision":"x","replicas":1}`,
+		},
+		{
+			name: "StatefulSet revisions",
+			obj: `{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"db"},
+				"status":{"replicas":1,"readyReplicas":1,"currentRevision":"db-7c9d6b5f8","updateRevision":"db-7c9d6b5f8","collisionCount":0}}`,
+			want: `{"currentRevision":"db-7c9d6b5f8","readyReplicas":1,"replicas":1,"updateRevision":"db-7c9d6b5f8"}`,
 		},
 		{
 			name: "DaemonSet",

@@ -2,22 +2,30 @@ package work
 
 import (
 	"encoding/json"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // keyStatusFields are the status fields reported per kind: enough for the
-// hub to see progress and availability without shipping whole objects.
+// hub to see progress and availability, and the state statePreservation
+// rules read, without shipping whole objects (the hub stores at most 4 KiB
+// of them per manifest).
 var keyStatusFields = map[schema.GroupKind][]string{
 	{Group: "apps", Kind: "Deployment"}:  replicaFields,
-	{Group: "apps", Kind: "StatefulSet"}: replicaFields,
+	{Group: "apps", Kind: "StatefulSet"}: statefulSetFields,
 	{Group: "apps", Kind: "ReplicaSet"}:  replicaFields,
 	{Group: "apps", Kind: "DaemonSet"}:   {"desiredNumberScheduled", "numberReady", "numberAvailable"},
 	jobKind:                              {"active", "succeeded", "failed"},
 }
 
 var replicaFields = []string{"replicas", "readyReplicas", "availableReplicas", "updatedReplicas"}
+
+// statefulSetFields add the revisions, which name the state a
+// StatefulSet's pods run: a policy's statePreservation rules may keep
+// them across a failover.
+var statefulSetFields = append(slices.Clip(replicaFields), "currentRevision", "updateRevision")
 
 // keyStatus returns the key status fields of obj that are present, as a
 // JSON object, or nil for kinds without key fields or when none is set.

@@ -103,6 +103,23 @@ type GracefulEvictionTask struct {
 	GracePeriodSeconds *int32       `json:"gracePeriodSeconds,omitempty"`
 	SuppressDeletion   *bool        `json:"suppressDeletion,omitempty"`
 	CreationTimestamp  *metav1.Time `json:"creationTimestamp,omitempty"`
+	// PreservedLabelState is the workload's state in FromCluster, read by
+	// the policy's statePreservation rules from its status there: label
+	// name to value. The binding controller adds these labels to the copy
+	// placed in the new cluster (see docs/failover.md).
+	// +optional
+	PreservedLabelState map[string]string `json:"preservedLabelState,omitempty"`
+	// ClustersBeforeFailover are the clusters the workload ran in before
+	// this eviction; a copy already in one of them gets no labels.
+	// +optional
+	ClustersBeforeFailover []string `json:"clustersBeforeFailover,omitempty"`
+	// PreservedStateObservedAt is when the hub last heard from FromCluster's
+	// agent at the time of the eviction: the preserved state is at least
+	// that recent. Long before the eviction means the cluster was
+	// unreachable and the state is the last status the hub held. Flotilla
+	// only (Karmada reads state from reachable clusters only).
+	// +optional
+	PreservedStateObservedAt *metav1.Time `json:"preservedStateObservedAt,omitempty"`
 }
 
 // EvictingClusters names the clusters of the graceful eviction tasks: the

@@ -234,16 +234,26 @@ type Failback struct {
 	StabilizationSeconds int32 `json:"stabilizationSeconds"`
 }
 
-// StatePreservation is accepted for compatibility with Karmada documents;
-// not acted on yet.
+// StatePreservation keeps part of a workload's state across a failover:
+// at eviction each rule's JSONPath is read from the workload's status in
+// the cluster it leaves, and the values become labels of its copy in the
+// new cluster (purgeMode Directly, one target cluster), as in Karmada.
 type StatePreservation struct {
+	// Rules, at most MaxStatePreservationRules.
 	Rules []StatePreservationRule `json:"rules"`
 }
 
+// MaxStatePreservationRules bounds StatePreservation.Rules.
+const MaxStatePreservationRules = 16
+
 // StatePreservationRule names a label and the JSONPath it is taken from.
 type StatePreservationRule struct {
+	// AliasLabelName is the label key the value is injected under.
 	AliasLabelName string `json:"aliasLabelName"`
-	JSONPath       string `json:"jsonPath"`
+	// JSONPath is a kubectl JSONPath template evaluated on the workload's
+	// status (not the whole object): "{.updateRevision}", not
+	// "{.status.updateRevision}". At most 1024 bytes.
+	JSONPath string `json:"jsonPath"`
 }
 
 // Purge modes of graceful eviction.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/util/jsonpath"
 	sigsjson "sigs.k8s.io/json"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
@@ -373,6 +374,7 @@ func failover(f *v1alpha1.FailoverBehavior, path *field.Path) field.ErrorList {
 		if s := a.GracePeriodSeconds; s != nil && *s <= 0 {
 			errs = append(errs, field.Invalid(ap.Child("gracePeriodSeconds"), *s, "must be positive"))
 		}
+		errs = append(errs, statePreservation(a.StatePreservation, ap.Child("statePreservation"))...)
 	}
 	if c := f.Cluster; c != nil {
 		cp := path.Child("cluster")
@@ -386,8 +388,51 @@ func failover(f *v1alpha1.FailoverBehavior, path *field.Path) field.ErrorList {
 					fmt.Sprintf("must be at most %d (30 days)", v1alpha1.MaxFencingStopAfterSeconds)))
 			}
 		}
+		errs = append(errs, statePreservation(c.StatePreservation, cp.Child("statePreservation"))...)
 		if c.Failback != nil && c.Failback.StabilizationSeconds < 0 {
 			errs = append(errs, field.Invalid(cp.Child("failback", "stabilizationSeconds"), c.Failback.StabilizationSeconds, "must not be negative"))
+		}
+	}
+	return errs
+}
+
+// maxJSONPathLength bounds a statePreservation rule's JSONPath.
+const maxJSONPathLength = 1024
+
+// statePreservation checks that each rule names a label key the new copy
+// can carry and a JSONPath template that parses, and that there are few.
+func statePreservation(sp *v1alpha1.StatePreservation, path *field.Path) field.ErrorList {
+	if sp == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	rules := path.Child("rules")
+	switch n := len(sp.Rules); {
+	case n == 0:
+		errs = append(errs, field.Required(rules, "at least one rule, or leave statePreservation out"))
+	case n > v1alpha1.MaxStatePreservationRules:
+		errs = append(errs, field.TooMany(rules, n, v1alpha1.MaxStatePreservationRules))
+	}
+	seen := sets.New[string]()
+	for i, r := range sp.Rules {
+		rp := rules.Index(i)
+		switch {
+		case r.AliasLabelName == "":
+			errs = append(errs, field.Required(rp.Child("aliasLabelName"), "the label key the value is injected under"))
+		case seen.Has(r.AliasLabelName):
+			errs = append(errs, field.Duplicate(rp.Child("aliasLabelName"), r.AliasLabelName))
+		default:
+			for _, msg := range validation.IsQualifiedName(r.AliasLabelName) {
+				errs = append(errs, field.Invalid(rp.Child("aliasLabelName"), r.AliasLabelName, "not a valid label key: "+msg))
+			}
+		}
+		seen.Insert(r.AliasLabelName)
+		if r.JSONPath == "" {
+			errs = append(errs, field.Required(rp.Child("jsonPath"), `a JSONPath template on the workload's status, such as "{.updateRevision}"`))
+		} else if len(r.JSONPath) > maxJSONPathLength {
+			errs = append(errs, field.TooLong(rp.Child("jsonPath"), "", maxJSONPathLength))
+		} else if err := jsonpath.New(r.AliasLabelName).Parse(r.JSONPath); err != nil {
+			errs = append(errs, field.Invalid(rp.Child("jsonPath"), r.JSONPath, "does not parse as a JSONPath template: "+err.Error()))
 		}
 	}
 	return errs

@@ -73,6 +73,24 @@ func TestPolicyErrorsNameTheField(t *testing.T) {
 		{"bad purge mode", "purgeMode: Gracefully", "purgeMode: Later", `spec.failover.cluster.purgeMode: Unsupported value: "Later"`},
 		{"fencing at zero", "purgeMode: Gracefully", "purgeMode: Gracefully\n      fencing: {stopAfterSeconds: 0}", "spec.failover.cluster.fencing.stopAfterSeconds: Invalid value: 0: must be positive"},
 		{"fencing over 30 days", "purgeMode: Gracefully", "purgeMode: Gracefully\n      fencing: {stopAfterSeconds: 2592001}", "spec.failover.cluster.fencing.stopAfterSeconds: Invalid value: 2592001: must be at most 2592000 (30 days)"},
+		{"state label key", "purgeMode: Gracefully", "purgeMode: Directly\n      statePreservation: {rules: [{aliasLabelName: 'bad key!', jsonPath: '{.replicas}'}]}",
+			`spec.failover.cluster.statePreservation.rules[0].aliasLabelName: Invalid value: "bad key!": not a valid label key`},
+		{"state label key duplicated", "purgeMode: Gracefully", "purgeMode: Directly\n      statePreservation: {rules: [{aliasLabelName: a, jsonPath: '{.x}'}, {aliasLabelName: a, jsonPath: '{.y}'}]}",
+			`spec.failover.cluster.statePreservation.rules[1].aliasLabelName: Duplicate value: "a"`},
+		{"state jsonPath", "purgeMode: Gracefully", "purgeMode: Directly\n      statePreservation: {rules: [{aliasLabelName: example.com/rev, jsonPath: '{ %health }'}]}",
+			`spec.failover.cluster.statePreservation.rules[0].jsonPath: Invalid value: "{ %health }": does not parse as a JSONPath template`},
+		{"state jsonPath unclosed", "purgeMode: Gracefully", "purgeMode: Directly\n      statePreservation: {rules: [{aliasLabelName: rev, jsonPath: '{.updateRevision'}]}",
+			`spec.failover.cluster.statePreservation.rules[0].jsonPath: Invalid value: "{.updateRevision"`},
+		{"state jsonPath missing", "purgeMode: Gracefully", "purgeMode: Directly\n      statePreservation: {rules: [{aliasLabelName: rev, jsonPath: ''}]}",
+			`spec.failover.cluster.statePreservation.rules[0].jsonPath: Required value`},
+		{"state jsonPath too long", "purgeMode: Gracefully", "purgeMode: Directly\n      statePreservation: {rules: [{aliasLabelName: rev, jsonPath: '{.a" + strings.Repeat("a", 1024) + "}'}]}",
+			`spec.failover.cluster.statePreservation.rules[0].jsonPath: Too long: may not be more than 1024 bytes`},
+		{"state no rules", "purgeMode: Gracefully", "purgeMode: Directly\n      statePreservation: {rules: []}",
+			`spec.failover.cluster.statePreservation.rules: Required value`},
+		{"state too many rules", "purgeMode: Gracefully", "purgeMode: Directly\n      statePreservation: {rules: [" + strings.Repeat("{aliasLabelName: a, jsonPath: '{.x}'}, ", 16) + "{aliasLabelName: b, jsonPath: '{.x}'}]}",
+			`spec.failover.cluster.statePreservation.rules: Too many: 17: must have at most 16 items`},
+		{"application state label key", "purgeMode: Gracefully", "purgeMode: Gracefully\n    application:\n      statePreservation: {rules: [{aliasLabelName: '-x', jsonPath: '{.replicas}'}]}",
+			`spec.failover.application.statePreservation.rules[0].aliasLabelName: Invalid value: "-x"`},
 		{"toleration seconds on NoSchedule", "effect: NoExecute", "effect: NoSchedule", "spec.placement.clusterTolerations[0].tolerationSeconds"},
 		{"no name", "name: nginx-propagation", "name: \"\"", "metadata.name: Required value"},
 	}
@@ -87,6 +105,21 @@ func TestPolicyErrorsNameTheField(t *testing.T) {
 				t.Errorf("errors = %v, want one containing %q", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestStatePreservationAccepted(t *testing.T) {
+	doc := strings.Replace(karmadaPolicy, "purgeMode: Gracefully", `purgeMode: Directly
+      statePreservation:
+        rules:
+          - {aliasLabelName: example.com/update-revision, jsonPath: "{ .updateRevision }"}
+          - {aliasLabelName: ready, jsonPath: "{.readyReplicas}"}`, 1)
+	p, errs := PropagationPolicy(jsonOf(t, doc))
+	if len(errs) > 0 {
+		t.Fatalf("errors: %v", errs.ToAggregate())
+	}
+	if got := len(p.Spec.Failover.Cluster.StatePreservation.Rules); got != 2 {
+		t.Errorf("rules = %d, want 2", got)
 	}
 }
 

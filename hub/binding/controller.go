@@ -9,6 +9,12 @@
 // A deletionTimestamp cannot be cleared: a Work wanted again while it is
 // being deleted is created anew once the old one is gone (its delete event
 // requeues the binding), with generation 1.
+//
+// purgeMode Directly (directly.go): the Work of a cluster the binding left
+// is deleted first, and no Work of the binding is created or updated until
+// that copy is confirmed gone, stopped by fencing, or given up with its
+// Cluster. The copy in the new cluster then carries the labels the last
+// eviction task preserved (eviction.InjectedLabels).
 package binding
 
 import (
@@ -32,6 +38,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/eviction"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/names"
 	"github.com/flotilla-io/flotilla/internal/kube"
@@ -46,7 +53,9 @@ type Controller struct {
 	clusterBindings controller.Source[*v1alpha1.ClusterResourceBinding]
 	templates       controller.Source[*unstructured.Unstructured]
 	works           *controller.Shared[*v1alpha1.Work]
+	clusters        controller.Source[*v1alpha1.Cluster]
 	queue           *controller.Queue
+	clock           clock.PassiveClock
 
 	// namespaces are the execution namespaces known to exist.
 	namespaces sync.Map
@@ -61,11 +70,11 @@ type Controller struct {
 // New returns a binding controller that reads bindings, templates and
 // Works from informers and writes Works (and their namespaces) through
 // clients. It adds its handlers to the shared informers; Run starts it.
-// The clock is not used: the API server stamps deletions.
-func New(clients *kube.Clients, informers *controller.Informers, recorder controller.Recorder, _ clock.PassiveClock, logger *slog.Logger) *Controller {
+// The clock tells when fencing has stopped an old copy (directly.go).
+func New(clients *kube.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.PassiveClock, logger *slog.Logger) *Controller {
 	c := &Controller{clients: clients, recorder: recorder, logger: logger.With("controller", "binding"),
 		bindings: informers.Bindings, clusterBindings: informers.ClusterBindings, templates: informers.Templates, works: informers.Works,
-		written: map[string]*v1alpha1.Work{}}
+		clusters: informers.Clusters, clock: clk, written: map[string]*v1alpha1.Work{}}
 	c.queue = controller.NewQueue("binding", c.reconcile, logger)
 	// Status writes (the scheduler's and the status controller's, every few
 	// seconds during a rollout) change nothing a Work is rendered from:
@@ -101,7 +110,32 @@ func New(clients *kube.Clients, informers *controller.Informers, recorder contro
 			c.queue.Add(owner)
 		}
 	})
+	// A cluster given up (deleted) no longer holds back the new copies of
+	// the bindings that left it directly (directly.go).
+	c.clusters.AddHandler(func(old, cur *v1alpha1.Cluster) {
+		if old != nil && cur != nil && (old.DeletionTimestamp == nil) == (cur.DeletionTimestamp == nil) {
+			return
+		}
+		c.requeueLeaving(controller.Subject(old, cur).Name)
+	})
 	return c
+}
+
+// requeueLeaving queues the bindings with an eviction task from cluster.
+func (c *Controller) requeueLeaving(cluster string) {
+	leaving := func(spec *v1alpha1.ResourceBindingSpec) bool {
+		return slices.Contains(spec.EvictingClusters(), cluster)
+	}
+	for _, b := range c.bindings.List() {
+		if leaving(&b.Spec) {
+			c.queue.Add(controller.Key(b.Namespace, b.Name))
+		}
+	}
+	for _, b := range c.clusterBindings.List() {
+		if leaving(&b.Spec) {
+			c.queue.Add(b.Name)
+		}
+	}
 }
 
 // renderedChanged reports whether a template changed in what its Works
@@ -129,7 +163,7 @@ func renderedChanged(old, cur *unstructured.Unstructured) bool {
 func (c *Controller) Run(ctx context.Context, workers int) {
 	// Every informer must be complete before the first reconcile: a binding
 	// not listed yet would look deleted, and its Works would be deleted.
-	if !controller.StartAndSync(ctx, c.templates, c.works, c.bindings, c.clusterBindings) {
+	if !controller.StartAndSync(ctx, c.templates, c.works, c.bindings, c.clusterBindings, c.clusters) {
 		return
 	}
 	c.queue.Run(ctx, workers)
@@ -152,14 +186,12 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		for _, tc := range spec.Clusters {
 			targets[tc.Name] = target{replicas: tc.Replicas}
 		}
-		for _, task := range spec.GracefulEvictionTasks {
-			// Directly: the old copy goes at once, before its replacement
-			// runs — but not while no other cluster is placed: never the
-			// last copy.
-			_, placed := targets[task.FromCluster]
-			direct := v1alpha1.NormalPurgeMode(task.PurgeMode) == v1alpha1.PurgeModeDirectly && len(spec.Clusters) > 0
-			if !placed && !direct {
-				targets[task.FromCluster] = target{keep: true}
+		// Directly: the old copy goes at once, before its replacement
+		// runs (directly.go) — but not while no other cluster is placed:
+		// never the last copy.
+		for _, cluster := range eviction.ExistingClusters(spec) {
+			if _, placed := targets[cluster]; !placed {
+				targets[cluster] = target{keep: true}
 			}
 		}
 	}
@@ -182,6 +214,14 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	for cluster, t := range targets {
 		if !t.keep {
 			ensure = append(ensure, cluster)
+		}
+	}
+	if spec != nil && template != nil {
+		if olds := c.oldCopies(ctx, src, c.clock.Now()); len(olds) > 0 {
+			// Nothing is created or updated meanwhile, as in Karmada: an
+			// update could move replicas ahead of the old copy's end too.
+			ensure = nil
+			c.waitForOldCopies(src, olds, c.clock.Now())
 		}
 	}
 	if err := forEach(ensure, func(cluster string) error {
@@ -317,7 +357,7 @@ type workSource struct {
 // back here, and the Work is created anew.
 func (c *Controller) ensureWork(ctx context.Context, src *workSource, cluster string, replicas int32) error {
 	bindingKey, name := src.key, src.workName
-	manifest, err := render(src.template, isDivided(src.spec), replicas)
+	manifest, err := render(src.template, isDivided(src.spec), replicas, eviction.InjectedLabels(src.spec, cluster))
 	if err != nil {
 		c.recorder.Event(controller.BindingRef(src.binding), corev1.EventTypeWarning, "RenderFailed", err.Error())
 		return err

@@ -3,6 +3,7 @@ package binding
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -17,9 +18,10 @@ var metadataKept = []string{"name", "namespace", "labels", "annotations"}
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 // render is the manifest of a template for one cluster: without status
-// and hub metadata, and with the cluster's share of the replicas when the
-// binding divides them.
-func render(template *unstructured.Unstructured, divided bool, replicas int32) (v1alpha1.Manifest, error) {
+// and hub metadata, with the cluster's share of the replicas when the
+// binding divides them, and with the preserved state's labels (which win
+// over the template's own).
+func render(template *unstructured.Unstructured, divided bool, replicas int32, preserved map[string]string) (v1alpha1.Manifest, error) {
 	out := template.DeepCopy()
 	delete(out.Object, "status")
 	meta, _ := out.Object["metadata"].(map[string]any)
@@ -36,6 +38,14 @@ func render(template *unstructured.Unstructured, divided bool, replicas int32) (
 		unstructured.RemoveNestedField(out.Object, "metadata", "annotations")
 	} else {
 		out.SetAnnotations(annotations)
+	}
+	if len(preserved) > 0 {
+		labels := out.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		maps.Copy(labels, preserved)
+		out.SetLabels(labels)
 	}
 	if divided {
 		if err := setReplicas(out, replicas); err != nil {

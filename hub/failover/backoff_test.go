@@ -276,7 +276,9 @@ const appToleration = time.Minute
 // execution namespaces (named by the API server: a sorts before b), and
 // the binding web-deployment of one replica Divided between them, placed
 // on a, with application failover after appToleration and purge mode
-// Directly.
+// Gracefully (with the tests' grace period of 0, a task ends once the
+// replacement is scheduled; a Directly task would wait for the old Work
+// to go, which no binding controller deletes here).
 type appFixture struct {
 	*fixture
 	clk  *clocktesting.FakeClock
@@ -307,7 +309,7 @@ func newAppFixture(t *testing.T) *appFixture {
 		Clusters: []v1alpha1.TargetCluster{{Name: f.a, Replicas: 1}},
 		Failover: &v1alpha1.FailoverBehavior{Application: &v1alpha1.ApplicationFailoverBehavior{
 			DecisionConditions: v1alpha1.DecisionConditions{TolerationSeconds: ptr.To(int32(appToleration / time.Second))},
-			PurgeMode:          v1alpha1.PurgeModeDirectly,
+			PurgeMode:          v1alpha1.PurgeModeGracefully,
 		}},
 	})
 	f.EditBindingStatus(b.Name, f.scheduled)

@@ -6,7 +6,10 @@
 // grace period is over, never before a replacement is scheduled). The
 // rules are the pure eviction package's; this package feeds it from the
 // hub's shared informers, writes the outcome on the binding and wakes
-// exactly when an answer changes by time alone.
+// exactly when an answer changes by time alone. An eviction whose policy
+// has statePreservation rules records the workload's state in the
+// cluster it leaves, read from the status the agent last reported
+// (state.go).
 //
 // Decisions are spec changes (spec.clusters, spec.gracefulEvictionTasks,
 // spec.rescheduleTriggeredAt), written with Update; the failback clusters
@@ -27,6 +30,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -99,7 +103,10 @@ type Controller struct {
 	evictions, tasksEnded atomic.Int64
 	observer              Observer
 	// held are the evictions zone rates hold back (guarded by mu).
-	held map[string]map[string]heldEviction // by binding key, then cluster
+	// leases reads a cluster's Lease: when the hub last heard from an
+	// unreachable cluster whose state an eviction preserves.
+	leases LeaseGetter
+	held   map[string]map[string]heldEviction // by binding key, then cluster
 	// deferred are the evictions PreferNoExecute taints ask for that wait
 	// for a healthy cluster with room, with why (guarded by mu).
 	deferred map[string]map[string]string // by binding key, then cluster
@@ -113,6 +120,9 @@ func New(clients *kube.Clients, informers *controller.Informers, recorder contro
 	c := &Controller{api: controller.BindingAPI{Client: clients.Flotilla.FlotillaV1alpha1()}, recorder: recorder, clock: clk, logger: logger.With("controller", "failover"),
 		cfg: cfg, zones: eviction.NewZones(cfg.Zones), fleet: newFleetCounts(), unhealthySince: map[string]map[string]time.Time{}, held: map[string]map[string]heldEviction{}, deferred: map[string]map[string]string{}, clusterTimes: newInstants(), bindingTimes: newInstants(),
 		clusters: informers.Clusters, bindings: informers.Bindings, clusterBindings: informers.ClusterBindings, works: informers.Works}
+	c.leases = func(ctx context.Context, cluster string) (*coordinationv1.Lease, error) {
+		return clients.Kube.CoordinationV1().Leases(v1alpha1.LeaseNamespace).Get(ctx, cluster, metav1.GetOptions{})
+	}
 	c.queue = controller.NewQueueWithClock("failover", c.reconcile, logger, clk) // the queue names the controller
 	// Status changes matter too: a task ends when the replacement reports
 	// healthy.
@@ -280,13 +290,14 @@ func (c *Controller) reconcileBinding(ctx context.Context, key string, read cont
 	})
 	tolerations := c.tolerations(spec)
 	stamped := c.stampTasks(key, spec, now)
-	j := &judgement{key: key, read: read.Object(), spec: spec, status: &current, now: now, wake: &wake}
+	j := &judgement{key: key, read: read.Object(), spec: spec, status: &current, now: now, wake: &wake, workOf: workOf}
 	ended := c.endTasks(j, tolerations)
 	evicted, deferred := c.dueEvictions(key, spec, status, tolerations, now, &wake)
 	for _, d := range deferred {
 		c.announceDeferred(read.Object(), spec, d)
 	}
 	evicted = append(evicted, c.applicationFailures(j, evicted)...)
+	stateWarnings := c.preserveState(ctx, spec, current.AggregatedStatus, evicted, now)
 	for _, e := range evicted {
 		eviction.Evict(spec, e, now)
 	}
@@ -304,6 +315,7 @@ func (c *Controller) reconcileBinding(ctx context.Context, key string, read cont
 			return fmt.Errorf("store failover decisions for %s: %w", key, err)
 		}
 		c.record(stored.Object(), spec, evicted, ended, failedBack)
+		c.warnStateNotPreserved(stored.Object(), spec, stateWarnings)
 		c.observeDecisions(c.evictionRecords(evicted), ended)
 		if c.decided != nil {
 			c.decided(key, now, evicted, ended)
@@ -334,6 +346,8 @@ type judgement struct {
 	status *v1alpha1.ResourceBindingStatus
 	now    time.Time
 	wake   *wakeup // the earliest instant a decision is due
+	// workOf is the binding's Work in a cluster, from the informer.
+	workOf func(cluster string) *v1alpha1.Work
 }
 
 // wakeup is the earliest instant a decision is due.

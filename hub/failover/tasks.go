@@ -51,6 +51,9 @@ func (c *Controller) endTasks(j *judgement, tolerations []corev1.Toleration) []e
 		}
 		v := eviction.Assess(&precise, generation, spec, &judged, c.cfg.GracefulEvictionTimeout, now)
 		switch {
+		case v.Done && c.oldCopyLingers(j, task):
+			// Its replacement waits for the old copy (or fencing): ending
+			// the task would let the binding controller create it at once.
 		case v.Done:
 			ended = append(ended, endedTask{task: task, reason: v.Reason})
 			continue
@@ -71,6 +74,22 @@ func (c *Controller) endTasks(j *judgement, tolerations []corev1.Toleration) []e
 		spec.GracefulEvictionTasks = kept
 	}
 	return ended
+}
+
+// oldCopyLingers reports whether a Directly task's old copy has not been
+// confirmed gone: its Work is still there (a tombstone until the agent
+// confirms), it is not placed there again, and its Cluster is not being
+// deleted. Such a task does not
+// end by its grace period: the binding controller creates the new copies
+// only once the old one is gone (or fenced), and the task's end would
+// tell it there is nothing left to wait for.
+func (c *Controller) oldCopyLingers(j *judgement, task v1alpha1.GracefulEvictionTask) bool {
+	if v1alpha1.NormalPurgeMode(task.PurgeMode) != v1alpha1.PurgeModeDirectly || !slices.Contains(eviction.DirectlyPurged(j.spec), task.FromCluster) ||
+		j.workOf == nil || j.workOf(task.FromCluster) == nil {
+		return false
+	}
+	cl := c.clusters.Get(task.FromCluster)
+	return cl != nil && cl.DeletionTimestamp == nil
 }
 
 // recovered reports whether a cluster is Ready and its taints no longer

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,6 +27,7 @@ func writeBindingDescription(w io.Writer, det *bindingDetails, now time.Time) er
 	d.conditions(b.Status.Conditions)
 	d.bindingClusters(b)
 	d.evictionTasks(b)
+	d.preservedState(b)
 	d.works(det.works)
 	d.events(det.events)
 	return d.flush(w)
@@ -141,6 +144,32 @@ func (d *describeWriter) evictionTasks(b *v1alpha1.ResourceBinding) {
 		rows = append(rows, []string{t.FromCluster, since, v1alpha1.NormalPurgeMode(t.PurgeMode), orNone(t.Reason), orNone(t.Producer), waiting})
 	}
 	d.table(&table{header: []string{"FROM", "AGE", "PURGE", "REASON", "BY", "WAITING FOR"}, rows: rows})
+}
+
+// preservedState tabulates the state eviction tasks preserved for the
+// new copy (statePreservation), if any did: from which cluster, how old,
+// the clusters before the failover and the labels.
+func (d *describeWriter) preservedState(b *v1alpha1.ResourceBinding) {
+	var rows [][]string
+	for _, t := range b.Spec.GracefulEvictionTasks {
+		if t.PreservedLabelState == nil {
+			continue
+		}
+		observed := unknownAge
+		if t.PreservedStateObservedAt != nil {
+			observed = age(d.now, t.PreservedStateObservedAt.Time) + " ago"
+		}
+		labels := make([]string, 0, len(t.PreservedLabelState))
+		for _, k := range slices.Sorted(maps.Keys(t.PreservedLabelState)) {
+			labels = append(labels, k+"="+t.PreservedLabelState[k])
+		}
+		rows = append(rows, []string{t.FromCluster, observed, orNone(strings.Join(t.ClustersBeforeFailover, ",")), orNone(strings.Join(labels, ","))})
+	}
+	if len(rows) == 0 {
+		return
+	}
+	d.heading("Preserved State:")
+	d.table(&table{header: []string{"FROM", "OBSERVED", "BEFORE FAILOVER", "LABELS"}, rows: rows})
 }
 
 func replicasOrNone(r *int32) string {

@@ -47,6 +47,9 @@ Clusters:
 Eviction Tasks:
   FROM      AGE   PURGE        REASON             BY             WAITING FOR
   member3   2m    Gracefully   TaintUntolerated   TaintManager   member2 not applied yet; grace period ends in 8m0s
+Preserved State:
+  FROM      OBSERVED   BEFORE FAILOVER           LABELS
+  member3   3m ago     member1,member2,member3   example.com/ready=1,example.com/revision=nginx-7d4b9
 Works:
   CLUSTER   NAME                        GENERATION   ACKED   APPLIED   DELETING
   member1   nginx-deployment-1a2b3c4d   3            3       True      no

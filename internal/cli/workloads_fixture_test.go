@@ -243,6 +243,8 @@ func nginxBinding() v1alpha1.ResourceBinding {
 			GracefulEvictionTasks: []v1alpha1.GracefulEvictionTask{{
 				FromCluster: "member3", Replicas: ptr(int32(1)), Reason: "TaintUntolerated", Producer: "TaintManager",
 				PurgeMode: v1alpha1.PurgeModeGracefully, CreationTimestamp: agoPtr(2 * time.Minute), GracePeriodSeconds: ptr(int32(600)),
+				PreservedLabelState:    map[string]string{"example.com/revision": "nginx-7d4b9", "example.com/ready": "1"},
+				ClustersBeforeFailover: []string{"member1", "member2", "member3"}, PreservedStateObservedAt: agoPtr(3 * time.Minute),
 			}},
 		},
 		Status: v1alpha1.ResourceBindingStatus{

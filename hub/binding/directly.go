@@ -1,0 +1,114 @@
+package binding
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/eviction"
+	"github.com/flotilla-io/flotilla/hub/controller"
+)
+
+// ReasonWaitingForOldCopy is the event of a binding whose new copies wait
+// until the copy of a cluster it left with purgeMode Directly is gone.
+const ReasonWaitingForOldCopy = "WaitingForOldCopy"
+
+// oldCopy is a copy, in a cluster the binding left with purgeMode
+// Directly, that is not known to be gone.
+type oldCopy struct {
+	cluster string
+	since   time.Time // when its Work was deleted; zero: not yet
+	// fencedBy is when fencing will have stopped it; zero without fencing.
+	fencedBy time.Time
+}
+
+// oldCopies are the copies new Works of src wait for: with purgeMode
+// Directly the old copy goes first (as Karmada's checkDirectPurgeOrphanWorks)
+// and, since Flotilla's agents may be cut off, a copy counts as gone only
+// once its agent confirmed the deletion (the Work itself is gone, not a
+// tombstone), or once fencing stopped it (the Work carries fencing and the
+// hub has not heard from the agent for stopAfterSeconds plus
+// eviction.FencingMargin), or once its Cluster is deleted or being deleted
+// (the operator gave it up).
+func (c *Controller) oldCopies(ctx context.Context, src *workSource, now time.Time) []oldCopy {
+	var out []oldCopy
+	for _, cluster := range eviction.DirectlyPurged(src.spec) {
+		w := c.latest(controller.Key(v1alpha1.ExecutionNamespace(cluster), src.workName))
+		if w == nil {
+			continue
+		}
+		if cl := c.clusters.Get(cluster); cl == nil || cl.DeletionTimestamp != nil {
+			continue
+		}
+		old := oldCopy{cluster: cluster}
+		if w.DeletionTimestamp != nil {
+			old.since = w.DeletionTimestamp.Time
+		}
+		if f := w.Spec.Fencing; f != nil && fencing(src.spec) != nil && w.Status.ObservedGeneration > 0 {
+			// The agent acknowledged a version with fencing: it fences
+			// when cut off, whatever the hub says meanwhile.
+			old.fencedBy = c.fencedBy(ctx, cluster, time.Duration(f.StopAfterSeconds)*time.Second)
+			if !old.fencedBy.IsZero() && !now.Before(old.fencedBy) {
+				c.logger.Info("old copy counted as stopped: its agent has been cut off longer than its fencing allows",
+					"binding", src.key, "cluster", cluster, "fencedBy", old.fencedBy)
+				continue
+			}
+		}
+		out = append(out, old)
+	}
+	return out
+}
+
+// fencedBy is when fencing will have stopped the copies in cluster, by the
+// cluster's Lease; zero if it cannot tell.
+func (c *Controller) fencedBy(ctx context.Context, cluster string, stopAfter time.Duration) time.Time {
+	l, err := c.clients.Kube.CoordinationV1().Leases(v1alpha1.LeaseNamespace).Get(ctx, cluster, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return time.Time{}
+	case err != nil:
+		c.logger.Warn("cannot read a cluster's lease to tell whether fencing stopped its copy", "cluster", cluster, "err", err)
+		return time.Time{}
+	case l.Spec.RenewTime == nil:
+		return time.Time{}
+	}
+	lease := time.Duration(0)
+	if l.Spec.LeaseDurationSeconds != nil {
+		lease = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+	}
+	return eviction.FencedBy(l.Spec.RenewTime.Time, stopAfter, lease)
+}
+
+// waitForOldCopies says on the binding what its new copies wait for, and
+// asks to be woken when fencing will have stopped the old ones (a Work's
+// deletion wakes it anyway).
+func (c *Controller) waitForOldCopies(src *workSource, olds []oldCopy, now time.Time) {
+	var wake time.Time
+	parts := make([]string, 0, len(olds))
+	for _, o := range olds {
+		part := fmt.Sprintf("%s (its Work not yet deleted)", o.cluster)
+		if !o.since.IsZero() {
+			part = fmt.Sprintf("%s (Work deleted %s ago, at %s; waiting for the agent to confirm)", o.cluster, now.Sub(o.since).Round(time.Second), o.since.UTC().Format(time.RFC3339))
+		}
+		if !o.fencedBy.IsZero() {
+			part += fmt.Sprintf(", stopped by fencing by %s at the latest if its agent stays cut off", o.fencedBy.UTC().Format(time.RFC3339))
+			if wake.IsZero() || o.fencedBy.Before(wake) {
+				wake = o.fencedBy
+			}
+		}
+		parts = append(parts, part)
+	}
+	message := fmt.Sprintf("purgeMode Directly: no new copy until the old one is gone from %s. To go on without the agent's confirmation, "+
+		"use failover.cluster.fencing, or delete the Cluster (its copy is then abandoned as it is)", strings.Join(parts, "; "))
+	c.logger.Info("waiting for old copies", "binding", src.key, "message", message)
+	c.recorder.Event(controller.BindingRef(src.binding), corev1.EventTypeNormal, ReasonWaitingForOldCopy, message)
+	if !wake.IsZero() {
+		c.queue.AddAfter(src.key, max(wake.Sub(now), 0)+time.Second)
+	}
+}
