@@ -94,7 +94,9 @@ func (c *Controller) waitForOldCopies(src *workSource, olds []oldCopy, now time.
 	for _, o := range olds {
 		part := fmt.Sprintf("%s (its Work not yet deleted)", o.cluster)
 		if !o.since.IsZero() {
-			part = fmt.Sprintf("%s (Work deleted %s ago, at %s; waiting for the agent to confirm)", o.cluster, now.Sub(o.since).Round(time.Second), o.since.UTC().Format(time.RFC3339))
+			// An absolute time, not an age, so that the event of each
+			// reconcile while waiting is the same and counted as one.
+			part = fmt.Sprintf("%s (Work deleted at %s; waiting for the agent to confirm)", o.cluster, o.since.UTC().Format(time.RFC3339))
 		}
 		if !o.fencedBy.IsZero() {
 			part += fmt.Sprintf(", stopped by fencing by %s at the latest if its agent stays cut off", o.fencedBy.UTC().Format(time.RFC3339))
