@@ -249,6 +249,13 @@ func checkDivision(t *testing.T, r *rand.Rand) {
 	} else {
 		want = karmadaStatic(int64(in.Replicas), model, in.TemplateUID)
 	}
+	checkAgainstKarmada(t, in, want)
+}
+
+// checkAgainstKarmada schedules in and checks the invariants and that the
+// replicas land as Karmada's model says (want nil: unschedulable).
+func checkAgainstKarmada(t *testing.T, in Input, want map[string]int64) {
+	t.Helper()
 	got, err := Schedule(in)
 	label := describe(in)
 	checkInvariants(t, label, in, got, err)

@@ -1,14 +1,12 @@
 package scheduler
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 
-	gocmp "github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
@@ -204,25 +202,7 @@ func checkOverflowDivision(t *testing.T, r *rand.Rand) {
 	t.Helper()
 	in, tiers := randomOverflowDivision(r)
 	want := karmadaOverflow(int64(in.Replicas), tiers, in.Fresh, isAggregated(in.Placement), in.TemplateUID)
-	got, err := Schedule(in)
-	label := describe(in)
-	checkInvariants(t, label, in, got, err)
-	if want == nil {
-		if !errors.As(err, new(*UnschedulableError)) {
-			t.Fatalf("%s\nSchedule = %+v, %v; Karmada: unschedulable", label, got, err)
-		}
-		return
-	}
-	if err != nil {
-		t.Fatalf("%s\nSchedule: %v", label, err)
-	}
-	gotBy := map[string]int64{}
-	for _, tc := range got.Clusters {
-		gotBy[tc.Name] = int64(tc.Replicas)
-	}
-	if diff := gocmp.Diff(want, gotBy); diff != "" {
-		t.Fatalf("%s\nSchedule (-Karmada +got):\n%s", label, diff)
-	}
+	checkAgainstKarmada(t, in, want)
 }
 
 // randomOverflowDivision is a dynamic or Aggregated request over up to 12

@@ -292,14 +292,7 @@ func newAppFixture(t *testing.T) *appFixture {
 	t.Helper()
 	f := &appFixture{fixture: newFixture(t)}
 	f.clk = clocktesting.NewFakeClock(f.T0)
-	f.a = controllertest.CreateClusterWithExecutionNamespace(t, f.Env, "app-a-")
-	f.b = controllertest.CreateClusterWithExecutionNamespace(t, f.Env, "app-b-")
-	// Registered after the execution namespaces': runs before their
-	// clean-up.
-	t.Cleanup(f.Stop)
-	for _, name := range []string{f.a, f.b} {
-		f.SetConditions(name, readyCondition(true, f.T0.Add(-time.Hour)))
-	}
+	f.a, f.b = f.twoReadyClusters("app-")
 	b := f.CreateDeploymentBinding("web", v1alpha1.ResourceBindingSpec{
 		Replicas: 1,
 		Placement: &v1alpha1.Placement{

@@ -55,6 +55,23 @@ func (f *fixture) cluster(name string, ready bool, taints ...corev1.Taint) {
 	f.SetConditions(name, readyCondition(ready, f.T0.Add(-time.Hour)))
 }
 
+// twoReadyClusters creates two clusters named prefix+"a-"... and
+// prefix+"b-"... with their execution namespaces, Ready since an hour
+// before t0, and stops the controller at the end of the test before they
+// are cleaned up.
+func (f *fixture) twoReadyClusters(prefix string) (a, b string) {
+	f.T.Helper()
+	a = controllertest.CreateClusterWithExecutionNamespace(f.T, f.Env, prefix+"a-")
+	b = controllertest.CreateClusterWithExecutionNamespace(f.T, f.Env, prefix+"b-")
+	// Registered after the execution namespaces': runs before their
+	// clean-up.
+	f.T.Cleanup(f.Stop)
+	for _, name := range []string{a, b} {
+		f.SetConditions(name, readyCondition(true, f.T0.Add(-time.Hour)))
+	}
+	return a, b
+}
+
 func readyCondition(ready bool, since time.Time) metav1.Condition {
 	cond := metav1.Condition{Type: v1alpha1.ClusterConditionReady, Status: metav1.ConditionTrue, Reason: "ClusterReady", LastTransitionTime: metav1.NewTime(since)}
 	if !ready {

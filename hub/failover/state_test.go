@@ -39,12 +39,7 @@ func newStateFixture(t *testing.T) *stateFixture {
 	t.Helper()
 	f := &stateFixture{fixture: newFixture(t)}
 	f.clk = clocktesting.NewFakeClock(f.T0)
-	f.a = controllertest.CreateClusterWithExecutionNamespace(t, f.Env, "state-a-")
-	f.b = controllertest.CreateClusterWithExecutionNamespace(t, f.Env, "state-b-")
-	t.Cleanup(f.Stop)
-	for _, name := range []string{f.a, f.b} {
-		f.SetConditions(name, readyCondition(true, f.T0.Add(-time.Hour)))
-	}
+	f.a, f.b = f.twoReadyClusters("state-")
 	b := f.CreateDeploymentBinding("web", v1alpha1.ResourceBindingSpec{
 		Replicas: 1,
 		Clusters: []v1alpha1.TargetCluster{{Name: f.a, Replicas: 1}},
