@@ -203,13 +203,17 @@ func TestTaintFollowsConditions(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.setConditions("member-2", map[string]metav1.ConditionStatus{"APIServerHealthy": "True"})
-	f.setConditions("member-2", map[string]metav1.ConditionStatus{"Ready": "False"}) // a later change: the controller has seen the earlier one
-	f.AwaitEvents(4, "Normal TaintClusterSucceed Cluster member-2: ClusterTaintPolicy api-degraded added taint example.com/api-degraded:NoSchedule to cluster member-2: its addOnConditions matched",
-		"Normal TaintClusterSucceed ClusterTaintPolicy api-degraded: ClusterTaintPolicy api-degraded added taint example.com/api-degraded:NoSchedule to cluster member-2: its addOnConditions matched")
-	f.awaitTaints("member-2", []string{"example.com/api-degraded:NoSchedule"}, `{"example.com/api-degraded:NoSchedule":"api-degraded"}`)
+	// A marker policy's taint shows that the controller has seen member-2
+	// since: the deleted policy's taint is still there.
+	f.policy("marker", v1alpha1.ClusterTaintPolicySpec{
+		AddOnConditions: []v1alpha1.MatchCondition{{ConditionType: "APIServerHealthy", Operator: v1alpha1.MatchConditionOpIn, StatusValues: []metav1.ConditionStatus{"True"}}},
+		Taints:          []v1alpha1.PolicyTaint{{Key: "example.com/marker", Effect: corev1.TaintEffectPreferNoSchedule}},
+	})
+	f.awaitTaints("member-2", []string{"example.com/api-degraded:NoSchedule", "example.com/marker:PreferNoSchedule"},
+		`{"example.com/api-degraded:NoSchedule":"api-degraded","example.com/marker:PreferNoSchedule":"marker"}`)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if diff := cmp.Diff(map[string]int{"api-degraded added": 2, "api-degraded removed": 1}, f.counts); diff != "" {
+	if diff := cmp.Diff(map[string]int{"api-degraded added": 2, "api-degraded removed": 1, "marker added": 2}, f.counts); diff != "" {
 		t.Errorf("observed (-want +got):\n%s", diff)
 	}
 }
