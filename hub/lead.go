@@ -26,6 +26,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/relay"
 	"github.com/flotilla-io/flotilla/hub/scheduling"
 	"github.com/flotilla-io/flotilla/hub/status"
+	"github.com/flotilla-io/flotilla/hub/taintpolicy"
 	"github.com/flotilla-io/flotilla/hub/templates"
 	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/internal/profiling"
@@ -179,7 +180,9 @@ func (t *term) buildControllers(context.Context, context.Context) error {
 	}
 	t.failover = failover.New(clients, informers, recorder, cfg.Clock, logger, cfg.Failover)
 	scheduler := scheduling.New(clients, informers, recorder, cfg.Clock, logger)
+	taintPolicies := taintpolicy.New(clients, informers, recorder, cfg.Clock, logger, taintpolicy.Options{HubNoExecute: cfg.Health.NoExecuteTaints})
 	t.metrics.observe(t.registry, t.front.Dispatcher(), scheduler, t.failover)
+	taintPolicies.SetObserver(func(policy, operation string) { t.metrics.policyTaints.WithLabelValues(policy, operation).Inc() })
 	t.controllers = []interface{ Run(context.Context, int) }{
 		detector.New(clients, informers, recorder, cfg.Clock, logger),
 		scheduler,
@@ -190,6 +193,7 @@ func (t *term) buildControllers(context.Context, context.Context) error {
 		purge.New(clients, informers, recorder, cfg.Clock, logger),
 		karmada.New(clients, informers, recorder, logger),
 		clusterdeletion.New(clients, informers, recorder, logger),
+		taintPolicies,
 		t.front.Joins(),
 	}
 	t.board = dashboard.New(dashboard.Config{

@@ -27,6 +27,7 @@ type hubMetrics struct {
 	tasksEnded      *prometheus.CounterVec
 	apiRequests     *prometheus.CounterVec
 	apiLatency      *prometheus.HistogramVec
+	policyTaints    *prometheus.CounterVec
 	karmada         karmadaEvictionInstruments
 }
 
@@ -54,6 +55,8 @@ func newHubMetrics() *hubMetrics {
 		apiLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "rest_client_request_duration_seconds",
 			Help:    "Latency of the hub's own clients' requests to its Kubernetes API, by verb and host.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)}, []string{"verb", "host"}),
+		policyTaints: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flotilla_cluster_taint_policy_taints_total",
+			Help: "Taints ClusterTaintPolicies added to or removed from clusters, by policy and operation (added or removed)."}, []string{"policy", "operation"}),
 		karmada: newKarmadaEvictionInstruments(),
 	}
 	m.registry.MustRegister(m.instruments()...)
@@ -64,7 +67,7 @@ func newHubMetrics() *hubMetrics {
 // (docs/reference/metrics.md is generated from them.)
 func (m *hubMetrics) instruments() []prometheus.Collector {
 	return []prometheus.Collector{m.detectionDelay, m.scheduleLatency, m.dispatchLatency, m.evictions, m.evictionWait, m.tasksEnded, m.apiRequests, m.apiLatency,
-		m.karmada.latency, m.karmada.total}
+		m.policyTaints, m.karmada.latency, m.karmada.total}
 }
 
 // observe hooks the instruments into the parts of the hub that observe.

@@ -85,6 +85,8 @@ func clientOf(cs versioned.Interface, kind, namespace string) kindClient {
 		return clientFor[*v1alpha1.Work](fl.Works(namespace))
 	case v1alpha1.KindPurgeRequest:
 		return clientFor[*v1alpha1.PurgeRequest](fl.PurgeRequests())
+	case v1alpha1.KindClusterTaintPolicy:
+		return clientFor[*v1alpha1.ClusterTaintPolicy](fl.ClusterTaintPolicies())
 	case appsv1alpha1.KindWorkloadRebalancer:
 		return clientFor[*appsv1alpha1.WorkloadRebalancer](apps.WorkloadRebalancers())
 	}

@@ -17,7 +17,8 @@ const LabelAliasOf = "flotilla.io/alias-of"
 
 // karmadaGroups maps Flotilla's groups of Karmada's kinds to Karmada's.
 var karmadaGroups = map[string]map[string]string{
-	"flotilla.io":      {"PropagationPolicy": KarmadaPolicyGroup, "ClusterPropagationPolicy": KarmadaPolicyGroup},
+	"flotilla.io": {"PropagationPolicy": KarmadaPolicyGroup, "ClusterPropagationPolicy": KarmadaPolicyGroup,
+		"ClusterTaintPolicy": KarmadaPolicyGroup},
 	"apps.flotilla.io": {"WorkloadRebalancer": KarmadaAppsGroup},
 }
 
@@ -26,8 +27,8 @@ var karmadaGroups = map[string]map[string]string{
 func KarmadaGroup(group, kind string) string { return karmadaGroups[group][kind] }
 
 // Karmada returns the CRDs of Karmada's documents that Flotilla accepts as
-// written: policy.karmada.io PropagationPolicy and ClusterPropagationPolicy
-// and apps.karmada.io WorkloadRebalancer, each a copy of Flotilla's CRD of
+// written: policy.karmada.io PropagationPolicy, ClusterPropagationPolicy
+// and ClusterTaintPolicy and apps.karmada.io WorkloadRebalancer, each a copy of Flotilla's CRD of
 // that kind in Karmada's group (the same field names, schema, columns and
 // status subresource), so kubectl can apply Karmada's documents to the
 // hub. Short names and categories stay with Flotilla's kinds, so `pp` and
@@ -52,8 +53,8 @@ func Karmada() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		alias.Spec.Names.Categories = nil
 		out = append(out, alias)
 	}
-	if len(out) != 3 {
-		return nil, fmt.Errorf("found %d of Karmada's 3 kinds among Flotilla's CRDs", len(out))
+	if len(out) != 4 {
+		return nil, fmt.Errorf("found %d of Karmada's 4 kinds among Flotilla's CRDs", len(out))
 	}
 	return out, nil
 }

@@ -22,6 +22,7 @@ func TestKarmadaCopiesFlotillasSchemas(t *testing.T) {
 	want := map[string]string{
 		"propagationpolicies.policy.karmada.io":        "propagationpolicies.flotilla.io",
 		"clusterpropagationpolicies.policy.karmada.io": "clusterpropagationpolicies.flotilla.io",
+		"clustertaintpolicies.policy.karmada.io":       "clustertaintpolicies.flotilla.io",
 		"workloadrebalancers.apps.karmada.io":          "workloadrebalancers.apps.flotilla.io",
 	}
 	got := map[string]string{}

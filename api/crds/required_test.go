@@ -29,6 +29,10 @@ var requiredFields = map[string][]string{
 	"resourcebindings.flotilla.io":           bindingRequired,
 	"clusterresourcebindings.flotilla.io":    bindingRequired,
 	"purgerequests.flotilla.io":              {"spec", "spec.binding", "spec.binding.name", "spec.cluster"},
+	"clustertaintpolicies.flotilla.io": {"spec",
+		"spec.addOnConditions[].conditionType", "spec.addOnConditions[].operator", "spec.addOnConditions[].statusValues",
+		"spec.removeOnConditions[].conditionType", "spec.removeOnConditions[].operator", "spec.removeOnConditions[].statusValues",
+		"spec.taints"},
 	"works.flotilla.io": {
 		"spec",
 		"spec.fencing.stopAfterSeconds",

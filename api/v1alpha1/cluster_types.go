@@ -42,7 +42,8 @@ type ClusterSpec struct {
 
 // ClusterStatus is what the hub observed of a cluster.
 type ClusterStatus struct {
-	// Conditions are Ready and ClockSynced, one of each at most.
+	// Conditions are Ready, ClockSynced, APIServerHealthy, NodesReady and
+	// ResourcesPlausible, one of each at most, all set by the hub.
 	// +listType=map
 	// +listMapKey=type
 	Conditions        []metav1.Condition `json:"conditions,omitempty"`
@@ -111,6 +112,12 @@ const (
 	// ClusterConditionClockSynced is False when the agent's clock is skewed
 	// beyond the tolerated bound.
 	ClusterConditionClockSynced = "ClockSynced"
+	// ClusterConditionAPIServerHealthy is the health of the member's API
+	// server as its agent last reported it, without Ready's thresholds.
+	ClusterConditionAPIServerHealthy = "APIServerHealthy"
+	// ClusterConditionNodesReady is False while fewer than all of the
+	// member's nodes are Ready, as its agent last reported them.
+	ClusterConditionNodesReady = "NodesReady"
 
 	ReasonClusterReady          = "ClusterReady"
 	ReasonClusterNotReady       = "ClusterNotReady"
@@ -118,6 +125,10 @@ const (
 	ReasonClusterNeverConnected = "ClusterNeverConnected"
 	ReasonClockSynced           = "ClockSynced"
 	ReasonClockSkewed           = "ClockSkewed"
+	ReasonAPIServerHealthy      = "APIServerHealthy"
+	ReasonAPIServerUnhealthy    = "APIServerUnhealthy"
+	ReasonNodesReady            = "AllNodesReady"
+	ReasonNodesNotReady         = "NodesNotReady"
 )
 
 // ClusterFinalizer holds a deleted Cluster until no binding is placed on it

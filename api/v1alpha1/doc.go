@@ -40,6 +40,8 @@ const (
 	KindWorkList                     = "WorkList"
 	KindPurgeRequest                 = "PurgeRequest"
 	KindPurgeRequestList             = "PurgeRequestList"
+	KindClusterTaintPolicy           = "ClusterTaintPolicy"
+	KindClusterTaintPolicyList       = "ClusterTaintPolicyList"
 )
 
 // TypeMeta returns the TypeMeta of a Flotilla kind.

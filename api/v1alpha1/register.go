@@ -34,6 +34,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&ClusterResourceBinding{}, &ClusterResourceBindingList{},
 		&Work{}, &WorkList{},
 		&PurgeRequest{}, &PurgeRequestList{},
+		&ClusterTaintPolicy{}, &ClusterTaintPolicyList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

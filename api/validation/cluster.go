@@ -36,16 +36,22 @@ func ClusterSpec(spec *v1alpha1.ClusterSpec, path *field.Path) field.ErrorList {
 func Taints(taints []corev1.Taint, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i, t := range taints {
-		p := path.Index(i)
-		for _, msg := range validation.IsQualifiedName(t.Key) {
-			errs = append(errs, field.Invalid(p.Child("key"), t.Key, msg))
-		}
-		for _, msg := range validation.IsValidLabelValue(t.Value) {
-			errs = append(errs, field.Invalid(p.Child("value"), t.Value, msg))
-		}
-		if !sets.New(taintEffects...).Has(t.Effect) {
-			errs = append(errs, field.NotSupported(p.Child("effect"), t.Effect, taintEffects))
-		}
+		errs = append(errs, taint(t.Key, t.Value, t.Effect, path.Index(i))...)
+	}
+	return errs
+}
+
+// taint checks one taint's key, value and effect.
+func taint(key, value string, effect corev1.TaintEffect, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsQualifiedName(key) {
+		errs = append(errs, field.Invalid(p.Child("key"), key, msg))
+	}
+	for _, msg := range validation.IsValidLabelValue(value) {
+		errs = append(errs, field.Invalid(p.Child("value"), value, msg))
+	}
+	if !sets.New(taintEffects...).Has(effect) {
+		errs = append(errs, field.NotSupported(p.Child("effect"), effect, taintEffects))
 	}
 	return errs
 }

@@ -1,6 +1,6 @@
 // Package validation checks objects users hand the hub: resource templates,
-// (Cluster)PropagationPolicies, WorkloadRebalancers and the taints of
-// Clusters. Every problem is a field.Error with the path of the offending
+// (Cluster)PropagationPolicies, WorkloadRebalancers, ClusterTaintPolicies
+// and the taints of Clusters. Every problem is a field.Error with the path of the offending
 // field, so the CLI can point at it; nothing here touches the store.
 package validation
 

@@ -24,6 +24,8 @@ var checks = map[schema.GroupKind]check{
 	{Group: karmadaPolicyGroup, Kind: v1alpha1.KindPropagationPolicy}:          propagationPolicy,
 	{Group: karmadaPolicyGroup, Kind: v1alpha1.KindClusterPropagationPolicy}:   clusterPropagationPolicy,
 	{Group: karmadaAppsGroup, Kind: appsv1alpha1.KindWorkloadRebalancer}:       workloadRebalancer,
+	{Group: v1alpha1.GroupName, Kind: v1alpha1.KindClusterTaintPolicy}:         clusterTaintPolicy,
+	{Group: karmadaPolicyGroup, Kind: v1alpha1.KindClusterTaintPolicy}:         clusterTaintPolicy,
 }
 
 // Karmada's groups of the same kinds.
@@ -53,5 +55,10 @@ func workloadRebalancer(raw []byte) field.ErrorList {
 
 func cluster(raw []byte) field.ErrorList {
 	_, errs := validation.Cluster(raw)
+	return errs
+}
+
+func clusterTaintPolicy(raw []byte) field.ErrorList {
+	_, errs := validation.ClusterTaintPolicy(raw)
 	return errs
 }

@@ -53,6 +53,15 @@ spec:
   ttlSecondsAfterFinished: 60
 `
 
+const taintPolicy = `
+apiVersion: flotilla.io/v1alpha1
+kind: ClusterTaintPolicy
+metadata: {name: api-degraded}
+spec:
+  addOnConditions: [{conditionType: APIServerHealthy, operator: In, statusValues: ["False"]}]
+  taints: [{key: example.com/api-degraded, effect: NoSchedule}]
+`
+
 const clusterDoc = `
 apiVersion: flotilla.io/v1alpha1
 kind: Cluster
@@ -74,6 +83,8 @@ var (
 	karmadaPP   = schema.GroupVersionKind{Group: "policy.karmada.io", Version: "v1alpha1", Kind: "PropagationPolicy"}
 	karmadaCPP  = schema.GroupVersionKind{Group: "policy.karmada.io", Version: "v1alpha1", Kind: "ClusterPropagationPolicy"}
 	karmadaRB   = schema.GroupVersionKind{Group: "apps.karmada.io", Version: "v1alpha1", Kind: "WorkloadRebalancer"}
+	ctpKind     = schema.GroupVersionKind{Group: "flotilla.io", Version: "v1alpha1", Kind: "ClusterTaintPolicy"}
+	karmadaCTP  = schema.GroupVersionKind{Group: "policy.karmada.io", Version: "v1alpha1", Kind: "ClusterTaintPolicy"}
 	deployments = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
 )
 
@@ -99,6 +110,14 @@ func TestValidation(t *testing.T) {
 		{name: "valid cluster policy", op: admission.Create, gvk: cppKind, doc: clusterPolicy},
 		{name: "valid rebalancer", op: admission.Create, gvk: rbKind, doc: rebalancer},
 		{name: "valid cluster", op: admission.Create, gvk: clusterGVK, doc: clusterDoc},
+		{name: "valid taint policy", op: admission.Create, gvk: ctpKind, doc: taintPolicy},
+		{name: "taint policy with a bad operator", op: admission.Create, gvk: ctpKind, doc: edit(t, taintPolicy, "operator: In", "operator: Exists"),
+			want: []metav1.StatusCause{{Type: metav1.CauseTypeFieldValueNotSupported, Field: "spec.addOnConditions[0].operator",
+				Message: `Unsupported value: "Exists": supported values: "In", "NotIn"`}}},
+		{name: "Karmada taint policy naming the hub's taint", op: admission.Create, gvk: karmadaCTP,
+			doc: edit(t, edit(t, taintPolicy, "flotilla.io/v1alpha1", "policy.karmada.io/v1alpha1"), "example.com/api-degraded", "cluster.karmada.io/not-ready"),
+			want: []metav1.StatusCause{{Type: metav1.CauseTypeForbidden, Field: "spec.taints[0].key",
+				Message: "Forbidden: the hub sets cluster.flotilla.io/not-ready:NoSchedule itself from the Ready condition; a policy may set only its NoExecute taint (applied when the hub runs with --health-no-execute-taints=false), or use a key of your own"}}},
 		{name: "negative weight", op: admission.Create, gvk: ppKind, doc: edit(t, policy, "weight: 1", "weight: -1"),
 			want: []metav1.StatusCause{{Type: metav1.CauseTypeFieldValueInvalid, Field: "spec.placement.replicaScheduling.weightPreference.staticWeightList[0].weight",
 				Message: "Invalid value: -1: must not be negative"}}},

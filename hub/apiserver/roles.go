@@ -45,7 +45,9 @@ func viewerRules() []*rbacv1ac.PolicyRuleApplyConfiguration {
 
 // ClusterRoles are flotilla-viewer (read), flotilla-operator (apply
 // templates and policies, taint and cordon clusters, rebalance, purge) and
-// flotilla-admin (everything, as cluster-admin).
+// flotilla-admin (everything, as cluster-admin). ClusterTaintPolicies
+// taint clusters and so can evict every workload of the fleet: only
+// flotilla-admin writes them; the others read them.
 func ClusterRoles() []*rbacv1ac.ClusterRoleApplyConfiguration {
 	labels := map[string]string{"app.kubernetes.io/part-of": "flotilla"}
 	operator := append(viewerRules(),

@@ -30,9 +30,10 @@ type Informers struct {
 	ClusterBindings *Shared[*v1alpha1.ClusterResourceBinding]
 	// Works has the index IndexWorksByBinding and the namespace index
 	// (cache.NamespaceIndex: a cluster's Works are in its namespace).
-	Works       *Shared[*v1alpha1.Work]
-	Rebalancers *Shared[*appsv1alpha1.WorkloadRebalancer]
-	Purges      *Shared[*v1alpha1.PurgeRequest]
+	Works         *Shared[*v1alpha1.Work]
+	Rebalancers   *Shared[*appsv1alpha1.WorkloadRebalancer]
+	Purges        *Shared[*v1alpha1.PurgeRequest]
+	TaintPolicies *Shared[*v1alpha1.ClusterTaintPolicy]
 	// Templates holds every resource template, whatever its kind, keyed
 	// by names.TemplateKey; set by the hub (package templates).
 	Templates Source[*unstructured.Unstructured]
@@ -64,6 +65,7 @@ func NewInformers(clients *kube.Clients, templates Source[*unstructured.Unstruct
 		Works:           NewShared[*v1alpha1.Work](works),
 		Rebalancers:     NewShared[*appsv1alpha1.WorkloadRebalancer](f.Apps().V1alpha1().WorkloadRebalancers().Informer()),
 		Purges:          NewShared[*v1alpha1.PurgeRequest](v1.PurgeRequests().Informer()),
+		TaintPolicies:   NewShared[*v1alpha1.ClusterTaintPolicy](v1.ClusterTaintPolicies().Informer()),
 		Templates:       templates,
 	}, nil
 }

@@ -73,12 +73,14 @@ type Condition struct {
 	Since   int64  `json:"since,omitempty"`
 }
 
-// TaintView is one taint with when it was added.
+// TaintView is one taint with when it was added, and by which
+// ClusterTaintPolicy if one added it.
 type TaintView struct {
 	Key    string `json:"key"`
 	Value  string `json:"value,omitempty"`
 	Effect string `json:"effect"`
 	Added  int64  `json:"added,omitempty"`
+	Policy string `json:"policy,omitempty"`
 }
 
 // BindingView is one binding with its placement, per-cluster health and

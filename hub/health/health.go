@@ -29,6 +29,11 @@ type Config struct {
 	SuccessThreshold time.Duration
 	// EvictionTimeout: not Ready this long adds the NoExecute taint.
 	EvictionTimeout time.Duration
+	// NoExecuteTaints: the hub adds the not-ready and unreachable
+	// NoExecute taints after EvictionTimeout (Flotilla's default). False
+	// leaves them to ClusterTaintPolicies, as Karmada 1.14 and later do:
+	// the hub then neither adds nor removes them.
+	NoExecuteTaints bool
 	// DefaultLeaseDuration stands in for clusters whose lease duration is
 	// not known yet.
 	DefaultLeaseDuration time.Duration
@@ -47,6 +52,7 @@ func DefaultConfig(hubStarted time.Time) Config {
 		FailureThreshold:     30 * time.Second,
 		SuccessThreshold:     30 * time.Second,
 		EvictionTimeout:      5 * time.Minute,
+		NoExecuteTaints:      true,
 		DefaultLeaseDuration: 40 * time.Second,
 		HubStarted:           hubStarted,
 	}
@@ -135,6 +141,9 @@ func Evaluate(cfg Config, obs Observations, prev State, now time.Time) (State, D
 		}
 		taints = append(taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule})
 		evictAt := state.NotReadySince.Add(cfg.EvictionTimeout)
+		if !cfg.NoExecuteTaints {
+			return state, Decision{Taints: taints, Next: next}
+		}
 		if !now.Before(evictAt) {
 			taints = append(taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoExecute})
 		} else {

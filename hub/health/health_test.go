@@ -197,7 +197,7 @@ func TestMergeTaints(t *testing.T) {
 	stale := notReadyNoSchedule
 	stale.TimeAdded = &earlier
 
-	merged, added, removed := MergeTaints(
+	merged, added, removed := DefaultConfig(t0).MergeTaints(
 		[]corev1.Taint{operator, kept, stale},
 		[]corev1.Taint{unreachableNoSchedule, unreachableNoExecute},
 		at(time.Minute))
@@ -221,6 +221,52 @@ func TestGrantedLease(t *testing.T) {
 	for _, tt := range []struct{ requested, want int32 }{{0, 40}, {10, 10}, {40, 40}, {300, 40}} {
 		if got := GrantedLeaseSeconds(tt.requested, cfg); got != tt.want {
 			t.Errorf("GrantedLeaseSeconds(%d) = %d, want %d", tt.requested, got, tt.want)
+		}
+	}
+}
+
+// TestWithoutNoExecuteTaints: with NoExecuteTaints false (Karmada 1.14's
+// behaviour), a cluster not Ready for longer than the eviction timeout
+// keeps only the NoSchedule taint, no evaluation is due for the timeout,
+// and a NoExecute taint of the same key (a ClusterTaintPolicy's) is left
+// alone, whatever Ready is.
+func TestWithoutNoExecuteTaints(t *testing.T) {
+	cfg := DefaultConfig(t0.Add(-time.Hour))
+	cfg.NoExecuteTaints = false
+	state, decision := Evaluate(cfg, unhealthy(renewedAt(0), 0), State{}, at(0))
+	state, decision = Evaluate(cfg, unhealthy(renewedAt(10*m), 0), state, at(10*m))
+	if state.Ready != metav1.ConditionFalse {
+		t.Fatalf("Ready = %s, want False", state.Ready)
+	}
+	if diff := cmp.Diff([]corev1.Taint{notReadyNoSchedule}, decision.Taints); diff != "" {
+		t.Errorf("taints after the eviction timeout (-want +got):\n%s", diff)
+	}
+	if want := at(10*m + 40*s); !decision.Next.Equal(want) {
+		t.Errorf("next evaluation %v, want the lease expiry %v", decision.Next.Sub(t0), want.Sub(t0))
+	}
+
+	earlier := metav1.NewTime(t0)
+	policy := notReadyNoExecute
+	policy.TimeAdded = &earlier
+	merged, added, removed := cfg.MergeTaints([]corev1.Taint{policy}, nil, at(time.Minute))
+	if diff := cmp.Diff([]corev1.Taint{policy}, merged); diff != "" || len(added)+len(removed) > 0 {
+		t.Errorf("merged (-want +got):\n%s\nadded %v removed %v", diff, added, removed)
+	}
+	for _, tt := range []struct {
+		taint    corev1.Taint
+		hub, off bool // managed with NoExecuteTaints true, false
+	}{
+		{notReadyNoSchedule, true, true},
+		{notReadyNoExecute, true, false},
+		{unreachableNoExecute, true, false},
+		{corev1.Taint{Key: v1alpha1.TaintClusterTerminating, Effect: corev1.TaintEffectNoExecute}, true, true},
+		{corev1.Taint{Key: "example.com/degraded", Effect: corev1.TaintEffectNoExecute}, false, false},
+	} {
+		if got := DefaultConfig(t0).IsManaged(tt.taint); got != tt.hub {
+			t.Errorf("IsManaged(%s:%s) = %v with NoExecute taints, want %v", tt.taint.Key, tt.taint.Effect, got, tt.hub)
+		}
+		if got := cfg.IsManaged(tt.taint); got != tt.off {
+			t.Errorf("IsManaged(%s:%s) = %v without NoExecute taints, want %v", tt.taint.Key, tt.taint.Effect, got, tt.off)
 		}
 	}
 }

@@ -17,14 +17,25 @@ var managedKeys = map[string]bool{
 	v1alpha1.TaintClusterUnschedulable: true,
 }
 
-// IsManaged reports whether the hub owns taints with this key.
-func IsManaged(key string) bool { return managedKeys[key] }
+// healthKeys are the managed keys whose NoExecute taints are
+// ClusterTaintPolicies' when the hub does not add them (NoExecuteTaints).
+var healthKeys = map[string]bool{v1alpha1.TaintClusterNotReady: true, v1alpha1.TaintClusterUnreachable: true}
+
+// IsManaged reports whether the hub owns taint t: every taint of its keys,
+// except the not-ready and unreachable NoExecute taints when cfg leaves
+// them to ClusterTaintPolicies.
+func (cfg Config) IsManaged(t corev1.Taint) bool {
+	if !managedKeys[t.Key] {
+		return false
+	}
+	return cfg.NoExecuteTaints || t.Effect != corev1.TaintEffectNoExecute || !healthKeys[t.Key]
+}
 
 // MergeTaints replaces the managed taints of existing with desired. Taints
 // the cluster keeps keep their timeAdded; new ones are stamped with now;
 // operators' taints are untouched. It returns the merged list and what was
 // added and removed, for events.
-func MergeTaints(existing, desired []corev1.Taint, now time.Time) (merged, added, removed []corev1.Taint) {
+func (cfg Config) MergeTaints(existing, desired []corev1.Taint, now time.Time) (merged, added, removed []corev1.Taint) {
 	want := map[corev1.Taint]bool{}
 	for _, t := range desired {
 		want[taintID(t)] = true
@@ -32,7 +43,7 @@ func MergeTaints(existing, desired []corev1.Taint, now time.Time) (merged, added
 	have := map[corev1.Taint]bool{}
 	for _, t := range existing {
 		switch {
-		case !IsManaged(t.Key):
+		case !cfg.IsManaged(t):
 			merged = append(merged, t)
 		case want[taintID(t)]:
 			have[taintID(t)] = true

@@ -1,7 +1,7 @@
 // Package karmada lets Karmada's own documents be applied to the hub as
 // they are written, with kubectl or any GitOps tool: the hub serves
-// policy.karmada.io/v1alpha1 PropagationPolicy and ClusterPropagationPolicy
-// and apps.karmada.io/v1alpha1 WorkloadRebalancer (CRDs with Flotilla's
+// policy.karmada.io/v1alpha1 PropagationPolicy, ClusterPropagationPolicy
+// and ClusterTaintPolicy and apps.karmada.io/v1alpha1 WorkloadRebalancer (CRDs with Flotilla's
 // schemas, crds.Karmada), and the Mirror keeps a flotilla.io twin of each
 // such object, which the controllers act on.
 //
@@ -95,10 +95,12 @@ func New(clients *kube.Clients, informers *controller.Informers, recorder contro
 	policies := v1alpha1.SchemeGroupVersion.WithResource("propagationpolicies")
 	clusterPolicies := v1alpha1.SchemeGroupVersion.WithResource("clusterpropagationpolicies")
 	rebalancers := appsv1alpha1.SchemeGroupVersion.WithResource("workloadrebalancers")
+	taintPolicies := v1alpha1.SchemeGroupVersion.WithResource("clustertaintpolicies")
 	m.kinds = []*kind{
 		{target: policies, kind: v1alpha1.KindPropagationPolicy, twins: typedTwins(informers.Policies, policies, v1alpha1.KindPropagationPolicy)},
 		{target: clusterPolicies, kind: v1alpha1.KindClusterPropagationPolicy, twins: typedTwins(informers.ClusterPolicies, clusterPolicies, v1alpha1.KindClusterPropagationPolicy)},
 		{target: rebalancers, kind: appsv1alpha1.KindWorkloadRebalancer, status: true, twins: typedTwins(informers.Rebalancers, rebalancers, appsv1alpha1.KindWorkloadRebalancer)},
+		{target: taintPolicies, kind: v1alpha1.KindClusterTaintPolicy, twins: typedTwins(informers.TaintPolicies, taintPolicies, v1alpha1.KindClusterTaintPolicy)},
 	}
 	m.queue = controller.NewQueue("karmada-mirror", m.reconcile, logger)
 	for i, k := range m.kinds {

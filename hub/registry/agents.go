@@ -255,6 +255,7 @@ func (r *Registry) statusLocked(cluster string, e *entry, report *protocol.Clust
 			st.ResourceSummary, changed = &v1alpha1.ResourceSummary{Allocatable: allocatable, Allocated: allocated}, true
 		}
 	}
+	r.reportConditionsLocked(cluster, e, report, why == "", now)
 	if apis := r.admitServedAPIsLocked(cluster, e, r.servedAPIsLocked(e, report.ServedAPIs, now), now); apis != nil {
 		if next := apiEnablements(apis); !equality.Semantic.DeepEqual(next, st.APIEnablements) {
 			st.APIEnablements, changed = next, true

@@ -35,6 +35,11 @@ func TestRegistryPacesReportWrites(t *testing.T) {
 		q := c.Status.ResourceSummary.Allocated[corev1.ResourcePods]
 		return q.String()
 	}
+	// The first report sets APIServerHealthy and NodesReady: a change of
+	// status, written at once, whatever the pace.
+	report(0)
+	f.flush()
+	clk.Step(reportWriteInterval)
 	writes, version := 0, f.stored("edge-1").ResourceVersion
 	for pods := 1; pods <= 10; pods++ {
 		report(pods)

@@ -36,18 +36,18 @@ func (r *Registry) Observe(c *v1alpha1.Cluster) {
 		r.logger.Info("cluster being deleted: its workloads leave", "cluster", c.Name)
 		r.evaluateLocked(c.Name, e, now)
 	}
-	if !sameTaints(managedTaints(c.Spec.Taints), managedTaints(e.obj.Spec.Taints)) {
+	if !sameTaints(r.managedTaints(c.Spec.Taints), r.managedTaints(e.obj.Spec.Taints)) {
 		r.dirty[c.Name] = true // someone edited the hub's taints: put them back
 	}
-	if operatorPartEqual(c, e.obj) {
+	if r.operatorPartEqual(c, e.obj) {
 		return
 	}
 	wasCordoned := e.obj.Spec.Unschedulable
 	next := e.obj.DeepCopy()
 	next.Labels, next.Annotations = maps.Clone(c.Labels), maps.Clone(c.Annotations)
-	managed := managedTaints(e.obj.Spec.Taints)
+	managed := r.managedTaints(e.obj.Spec.Taints)
 	next.Spec = *c.Spec.DeepCopy()
-	next.Spec.Taints = append(operatorTaints(c.Spec.Taints), managed...)
+	next.Spec.Taints = append(r.operatorTaints(c.Spec.Taints), managed...)
 	e.obj = next
 	e.obs.Cordoned = next.Spec.Unschedulable
 	if wasCordoned != next.Spec.Unschedulable {
@@ -81,9 +81,9 @@ func (r *Registry) Forget(name string) {
 }
 
 // operatorPartEqual says whether a and b agree on what operators own.
-func operatorPartEqual(a, b *v1alpha1.Cluster) bool {
+func (r *Registry) operatorPartEqual(a, b *v1alpha1.Cluster) bool {
 	specA, specB := a.Spec.DeepCopy(), b.Spec.DeepCopy()
-	specA.Taints, specB.Taints = operatorTaints(specA.Taints), operatorTaints(specB.Taints)
+	specA.Taints, specB.Taints = r.operatorTaints(specA.Taints), r.operatorTaints(specB.Taints)
 	return equality.Semantic.DeepEqual(*specA, *specB) &&
 		equality.Semantic.DeepEqual(a.Labels, b.Labels) &&
 		equality.Semantic.DeepEqual(a.Annotations, b.Annotations)

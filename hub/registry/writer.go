@@ -314,7 +314,7 @@ func (r *Registry) putLease(ctx context.Context, l *coordinationv1.Lease) (*coor
 func (r *Registry) writeCluster(ctx context.Context, c *v1alpha1.Cluster) bool {
 	stored, err := r.clusters.Get(ctx, c.Name, metav1.GetOptions{})
 	if err == nil {
-		stored, err = r.writeSpec(ctx, stored, managedTaints(c.Spec.Taints))
+		stored, err = r.writeSpec(ctx, stored, r.managedTaints(c.Spec.Taints))
 	}
 	if err == nil {
 		c.ResourceVersion = stored.ResourceVersion
@@ -365,7 +365,7 @@ func (r *Registry) writeStatus(ctx context.Context, c *v1alpha1.Cluster) (*v1alp
 // that fails is logged and left for the cluster's next write: it must not
 // hold the status back.
 func (r *Registry) writeSpec(ctx context.Context, stored *v1alpha1.Cluster, managed []corev1.Taint) (*v1alpha1.Cluster, error) {
-	retaint := !sameTaints(managedTaints(stored.Spec.Taints), managed)
+	retaint := !sameTaints(r.managedTaints(stored.Spec.Taints), managed)
 	updated, err := r.writeHealthTaints(ctx, stored, managed, retaint)
 	if err != nil && !retaint && !apierrors.IsNotFound(err) {
 		r.logger.Warn("cannot drop the cluster's managedFields now; trying again at its next write", "cluster", stored.Name, "err", err)
@@ -387,7 +387,7 @@ func (r *Registry) writeHealthTaints(ctx context.Context, stored *v1alpha1.Clust
 		}
 		next := stored.DeepCopy()
 		if retaint {
-			next.Spec.Taints = append(operatorTaints(stored.Spec.Taints), managed...)
+			next.Spec.Taints = append(r.operatorTaints(stored.Spec.Taints), managed...)
 		}
 		controller.DropManagedFields(next)
 		var updated *v1alpha1.Cluster
@@ -523,10 +523,11 @@ func (r *Registry) register(ctx context.Context, name string) (*v1alpha1.Cluster
 	return created.DeepCopy(), nil
 }
 
-func managedTaints(taints []corev1.Taint) []corev1.Taint {
+// managedTaints returns the taints the hub manages.
+func (r *Registry) managedTaints(taints []corev1.Taint) []corev1.Taint {
 	var out []corev1.Taint
 	for _, t := range taints {
-		if health.IsManaged(t.Key) {
+		if r.cfg.Health.IsManaged(t) {
 			out = append(out, t)
 		}
 	}
@@ -534,10 +535,10 @@ func managedTaints(taints []corev1.Taint) []corev1.Taint {
 }
 
 // operatorTaints returns the taints the hub does not manage.
-func operatorTaints(taints []corev1.Taint) []corev1.Taint {
+func (r *Registry) operatorTaints(taints []corev1.Taint) []corev1.Taint {
 	var out []corev1.Taint
 	for _, t := range taints {
-		if !health.IsManaged(t.Key) {
+		if !r.cfg.Health.IsManaged(t) {
 			out = append(out, t)
 		}
 	}

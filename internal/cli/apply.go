@@ -16,7 +16,8 @@ func applyCommand() *command {
 		long: `Create or update objects on the hub from YAML or JSON files: resource
 templates (any Kubernetes object: Deployment, Service, ConfigMap, CRD, ...),
 the PropagationPolicies and ClusterPropagationPolicies that say where they
-run, and WorkloadRebalancers. Karmada's documents are accepted as they are:
+run, WorkloadRebalancers and ClusterTaintPolicies. Karmada's documents are
+accepted as they are:
 policy.karmada.io/v1alpha1 policies are applied as flotilla.io/v1alpha1 ones,
 and apps.karmada.io/v1alpha1 WorkloadRebalancers as apps.flotilla.io/v1alpha1
 ones (the field names are the same).

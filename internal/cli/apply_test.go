@@ -249,8 +249,8 @@ func TestApplyHubKinds(t *testing.T) {
 	r := h.run(t, "apply", "-f", "a.yaml")
 	wantExit(t, r, 1)
 	want := `error: 3 problems in the input; nothing was sent to the hub:
-  a.yaml: document 1 (Cluster c): kind: Unsupported value: "Cluster": supported values: "PropagationPolicy", "ClusterPropagationPolicy"
-  a.yaml: document 2 (OverridePolicy o): kind: Unsupported value: "OverridePolicy": supported values: "PropagationPolicy", "ClusterPropagationPolicy"
+  a.yaml: document 1 (Cluster c): kind: Unsupported value: "Cluster": supported values: "PropagationPolicy", "ClusterPropagationPolicy", "ClusterTaintPolicy"
+  a.yaml: document 2 (OverridePolicy o): kind: Unsupported value: "OverridePolicy": supported values: "PropagationPolicy", "ClusterPropagationPolicy", "ClusterTaintPolicy"
   a.yaml: document 3 (ResourceRegistry r): apiVersion: Forbidden: the hub's own kinds are not propagated as templates
 `
 	if diff := cmp.Diff(want, r.stderr); diff != "" {
@@ -278,6 +278,27 @@ spec:
 	rb, err := h.Flotilla.AppsV1alpha1().WorkloadRebalancers().Get(context.Background(), "demo", metav1.GetOptions{})
 	if err != nil || rb.Spec.Workloads[0].Name != "nginx" {
 		t.Errorf("stored %+v, %v", rb, err)
+	}
+}
+
+// Karmada's ClusterTaintPolicy is applied as Flotilla's.
+func TestApplyKarmadaTaintPolicy(t *testing.T) {
+	h := newHub(t)
+	inDir(t, map[string]string{"ctp.yaml": `apiVersion: policy.karmada.io/v1alpha1
+kind: ClusterTaintPolicy
+metadata: {name: detect-cluster-notready}
+spec:
+  addOnConditions: [{conditionType: Ready, operator: NotIn, statusValues: ["True"]}]
+  taints: [{key: cluster.karmada.io/not-ready, effect: NoExecute}]
+`})
+	r := h.run(t, "apply", "-f", "ctp.yaml")
+	wantExit(t, r, 0)
+	if r.stdout != "clustertaintpolicy.flotilla.io/detect-cluster-notready created\n" {
+		t.Errorf("stdout = %q", r.stdout)
+	}
+	p, err := h.Flotilla.FlotillaV1alpha1().ClusterTaintPolicies().Get(context.Background(), "detect-cluster-notready", metav1.GetOptions{})
+	if err != nil || p.Spec.Taints[0].Key != "cluster.karmada.io/not-ready" {
+		t.Errorf("stored %+v, %v", p, err)
 	}
 }
 

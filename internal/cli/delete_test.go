@@ -78,7 +78,7 @@ func TestDeleteRefusesHubKinds(t *testing.T) {
 		"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: nginx, namespace: shop}\n", "delete", "-f", "-")
 	wantExit(t, r, 1)
 	want := `error: 1 problem in the input; nothing was sent to the hub:
-  <stdin>: document 1 (ResourceBinding nginx-deployment): kind: Unsupported value: "ResourceBinding": supported values: "PropagationPolicy", "ClusterPropagationPolicy"
+  <stdin>: document 1 (ResourceBinding nginx-deployment): kind: Unsupported value: "ResourceBinding": supported values: "PropagationPolicy", "ClusterPropagationPolicy", "ClusterTaintPolicy"
 `
 	if diff := cmp.Diff(want, r.stderr); diff != "" {
 		t.Errorf("stderr (-want +got):\n%s", diff)

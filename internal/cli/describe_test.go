@@ -71,7 +71,7 @@ Created:              {{created}}
 Unschedulable:        true
 Taints:               cluster.flotilla.io/unreachable:NoSchedule     added 90s ago
                       cluster.flotilla.io/unschedulable:NoSchedule   added 30m ago
-                      team=payments:PreferNoSchedule                 added 20m ago
+                      team=payments:PreferNoSchedule                 added 20m ago by ClusterTaintPolicy payments-only
 Conditions:
   TYPE    STATUS    REASON                 AGE   MESSAGE
   Ready   Unknown   ClusterStatusUnknown   90s   cluster lease expired

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -69,7 +70,7 @@ func writeClusterDescription(w io.Writer, det *clusterDetails, now time.Time) er
 	d := &describeWriter{now: now}
 	cl := det.cluster
 	d.overview(cl)
-	d.taints(cl.Spec.Taints)
+	d.taints(cl.Spec.Taints, taintOwners(cl.Annotations[v1alpha1.AnnotationTaintPolicies]))
 	d.conditions(cl.Status.Conditions)
 	d.field(0, "Kubernetes Version:", orNone(cl.Status.KubernetesVersion))
 	d.field(0, "Nodes:", nodesReady(cl.Status.NodeSummary))
@@ -110,8 +111,9 @@ func labelPairs(labels map[string]string) []string {
 	return pairs
 }
 
-// taints lists key=value:Effect and how long ago each was added.
-func (d *describeWriter) taints(taints []corev1.Taint) {
+// taints lists key=value:Effect, how long ago each was added and by which
+// ClusterTaintPolicy (owners, by key:Effect).
+func (d *describeWriter) taints(taints []corev1.Taint, owners map[string]string) {
 	width := 0
 	for _, t := range taints {
 		width = max(width, len(taintString(t)))
@@ -122,8 +124,21 @@ func (d *describeWriter) taints(taints []corev1.Taint) {
 		if t.TimeAdded != nil {
 			lines[i] = fmt.Sprintf("%-*s   added %s ago", width, lines[i], age(d.now, t.TimeAdded.Time))
 		}
+		if p := owners[t.Key+":"+string(t.Effect)]; p != "" {
+			lines[i] += " by ClusterTaintPolicy " + p
+		}
 	}
 	d.values("Taints:", lines)
+}
+
+// taintOwners reads the Cluster's annotation of which ClusterTaintPolicy
+// added which taint; anything but a JSON object of strings reads as none.
+func taintOwners(annotation string) map[string]string {
+	owners := map[string]string{}
+	if annotation != "" && json.Unmarshal([]byte(annotation), &owners) != nil {
+		return map[string]string{}
+	}
+	return owners
 }
 
 // taintString is key=value:Effect, or key:Effect without a value.

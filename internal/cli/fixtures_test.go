@@ -128,7 +128,8 @@ func healthyCluster() v1alpha1.Cluster {
 
 func unreachableCluster() v1alpha1.Cluster {
 	return v1alpha1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "edge-2"},
+		ObjectMeta: metav1.ObjectMeta{Name: "edge-2", Annotations: map[string]string{
+			v1alpha1.AnnotationTaintPolicies: `{"team:PreferNoSchedule":"payments-only","gone:NoSchedule":"old"}`}},
 		Spec: v1alpha1.ClusterSpec{
 			Provider: "onprem", Unschedulable: true,
 			Taints: []corev1.Taint{

@@ -108,8 +108,8 @@ func comparable(u *unstructured.Unstructured) map[string]any {
 
 // convert checks an object's API group and kind before anything is sent,
 // and turns Karmada's documents into Flotilla's (same field names):
-// policy.karmada.io/v1alpha1 PropagationPolicy and ClusterPropagationPolicy
-// become flotilla.io/v1alpha1, apps.karmada.io/v1alpha1 WorkloadRebalancer
+// policy.karmada.io/v1alpha1 PropagationPolicy, ClusterPropagationPolicy
+// and ClusterTaintPolicy become flotilla.io/v1alpha1, apps.karmada.io/v1alpha1 WorkloadRebalancer
 // becomes apps.flotilla.io/v1alpha1. Of Flotilla's (and Karmada's) own
 // groups only those kinds may be applied; everything else is a template.
 func convert(m manifest) (schema.GroupVersionKind, *field.Error) {
@@ -118,7 +118,7 @@ func convert(m manifest) (schema.GroupVersionKind, *field.Error) {
 		return schema.GroupVersionKind{}, field.Invalid(field.NewPath("apiVersion"), m.apiVersion, err.Error())
 	}
 	gvk := gv.WithKind(m.kind)
-	policyKinds := []string{v1alpha1.KindPropagationPolicy, v1alpha1.KindClusterPropagationPolicy}
+	policyKinds := []string{v1alpha1.KindPropagationPolicy, v1alpha1.KindClusterPropagationPolicy, v1alpha1.KindClusterTaintPolicy}
 	switch {
 	case validation.IsPolicyAPIVersion(m.apiVersion):
 		if !slices.Contains(policyKinds, m.kind) {

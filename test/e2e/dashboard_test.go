@@ -20,6 +20,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/flotilla-io/flotilla/api/client/clientset/versioned"
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
 )
 
 // chromiumPath is Debian's Chromium, which .ci/run installs.
@@ -131,7 +134,24 @@ func TestDashboard(t *testing.T) {
 	shots.take(t, page, "fleet-recovered")
 
 	t.Run("an operator cordons from the cluster page", func(t *testing.T) {
+		// A ClusterTaintPolicy's taint shows the policy that added it.
+		flotilla, err := versioned.NewForConfig(h.restConfig(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		shown := &v1alpha1.ClusterTaintPolicy{ObjectMeta: metav1.ObjectMeta{Name: "edge-maintenance"}, Spec: v1alpha1.ClusterTaintPolicySpec{
+			TargetClusters:  &v1alpha1.ClusterAffinity{ClusterNames: []string{"member-2"}},
+			AddOnConditions: []v1alpha1.MatchCondition{{ConditionType: v1alpha1.ClusterConditionReady, Operator: v1alpha1.MatchConditionOpIn, StatusValues: []metav1.ConditionStatus{metav1.ConditionTrue}}},
+			Taints:          []v1alpha1.PolicyTaint{{Key: "example.com/maintenance", Value: "planned", Effect: corev1.TaintEffectPreferNoSchedule}},
+		}}
+		if _, err := flotilla.FlotillaV1alpha1().ClusterTaintPolicies().Create(t.Context(), shown, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		goTo(t, page, "#/cluster/member-2")
+		waitFor(t, 10*time.Second, "member-2's page naming the policy of its taint", func() (bool, string) {
+			text := eval[string](t, page, `[...document.querySelectorAll("#cluster .taints")].map(e => e.textContent).join(" ")`)
+			return strings.Contains(text, "example.com/maintenance=planned:PreferNoSchedule") && strings.Contains(text, "by edge-maintenance"), text
+		})
 		run(t, page, chromedp.WaitVisible(chromedp.CSS("#cordon")),
 			chromedp.Func(func(ctx context.Context, tt *chromedp.Target) error {
 				_, err := chromedp.Evaluate[any](`document.getElementById("cordon").click()`)(ctx, tt)

@@ -8,7 +8,7 @@ import (
 // Cleanup deletes, when the test ends, every object of Flotilla's
 // cluster-scoped kinds (the CRDs of crds.Hub with scope Cluster: Cluster,
 // ClusterPropagationPolicy, ClusterResourceBinding, PurgeRequest,
-// WorkloadRebalancer, and Karmada's two), finalizers cleared, so the next test starts without
+// ClusterTaintPolicy, WorkloadRebalancer, and Karmada's three), finalizers cleared, so the next test starts without
 // them. It deletes every one, not only the test's own: tests that create
 // cluster-scoped Flotilla objects must not run in parallel with each other.
 func (e *Env) Cleanup(t testing.TB) {

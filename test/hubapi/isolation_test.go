@@ -126,6 +126,13 @@ func TestCleanupDeletesClusterScoped(t *testing.T) {
 			_, err := fl.PurgeRequests().Create(ctx, request, metav1.CreateOptions{})
 			return err
 		},
+		"clustertaintpolicies.flotilla.io": func(ctx context.Context) error {
+			policy := &v1alpha1.ClusterTaintPolicy{ObjectMeta: withFinalizer, Spec: v1alpha1.ClusterTaintPolicySpec{
+				Taints: []v1alpha1.PolicyTaint{{Key: "example.com/degraded", Effect: "NoSchedule"}},
+			}}
+			_, err := fl.ClusterTaintPolicies().Create(ctx, policy, metav1.CreateOptions{})
+			return err
+		},
 		"workloadrebalancers.apps.flotilla.io": func(ctx context.Context) error {
 			rebalancer := &appsv1alpha1.WorkloadRebalancer{ObjectMeta: withFinalizer, Spec: appsv1alpha1.WorkloadRebalancerSpec{
 				Workloads: []appsv1alpha1.ObjectReference{{APIVersion: "v1", Kind: "Namespace", Name: "team-a"}},

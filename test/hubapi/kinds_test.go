@@ -91,6 +91,14 @@ func TestEveryKindServes(t *testing.T) {
 					r.Status.FinishTime = &when
 				})
 		},
+		"clustertaintpolicies.flotilla.io": func(t *testing.T) bool {
+			return serves(t, fl.ClusterTaintPolicies(),
+				&v1alpha1.ClusterTaintPolicy{ObjectMeta: named("api-degraded"), Spec: v1alpha1.ClusterTaintPolicySpec{
+					AddOnConditions: []v1alpha1.MatchCondition{{ConditionType: "APIServerHealthy", Operator: v1alpha1.MatchConditionOpIn, StatusValues: []metav1.ConditionStatus{"False"}}},
+					Taints:          []v1alpha1.PolicyTaint{{Key: "example.com/api-degraded", Effect: "NoSchedule"}},
+				}},
+				nil)
+		},
 		"workloadrebalancers.apps.flotilla.io": func(t *testing.T) bool {
 			workload := appsv1alpha1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: ns, Name: "web"}
 			return serves(t, apps.WorkloadRebalancers(),

@@ -70,7 +70,9 @@ function leaseHTML(c) {
 function taintsHTML(c) {
   return (c.taints || []).map((t) => {
     const age = t.added ? " " + fmtAge(hubNow() - t.added) : "";
-    return `<span class="taint ${esc(t.effect)}" title="added ${esc(fmtTime(t.added))}">${esc(t.key.replace("cluster.flotilla.io/", ""))}${t.value ? "=" + esc(t.value) : ""}:${esc(t.effect)}${esc(age)}</span>`;
+    const by = t.policy ? ` by ClusterTaintPolicy ${t.policy}` : "";
+    const owner = t.policy ? ` <span class="taint-policy">by ${esc(t.policy)}</span>` : "";
+    return `<span class="taint ${esc(t.effect)}" title="added ${esc(fmtTime(t.added))}${esc(by)}">${esc(t.key.replace("cluster.flotilla.io/", ""))}${t.value ? "=" + esc(t.value) : ""}:${esc(t.effect)}${esc(age)}${owner}</span>`;
   }).join("");
 }
 

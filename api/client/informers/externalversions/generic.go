@@ -48,6 +48,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Flotilla().V1alpha1().ClusterPropagationPolicies().Informer()}, nil
 	case apiv1alpha1.SchemeGroupVersion.WithResource("clusterresourcebindings"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Flotilla().V1alpha1().ClusterResourceBindings().Informer()}, nil
+	case apiv1alpha1.SchemeGroupVersion.WithResource("clustertaintpolicies"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Flotilla().V1alpha1().ClusterTaintPolicies().Informer()}, nil
 	case apiv1alpha1.SchemeGroupVersion.WithResource("propagationpolicies"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Flotilla().V1alpha1().PropagationPolicies().Informer()}, nil
 	case apiv1alpha1.SchemeGroupVersion.WithResource("purgerequests"):

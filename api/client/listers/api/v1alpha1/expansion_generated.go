@@ -14,6 +14,10 @@ type ClusterPropagationPolicyListerExpansion interface{}
 // ClusterResourceBindingLister.
 type ClusterResourceBindingListerExpansion interface{}
 
+// ClusterTaintPolicyListerExpansion allows custom methods to be added to
+// ClusterTaintPolicyLister.
+type ClusterTaintPolicyListerExpansion interface{}
+
 // PropagationPolicyListerExpansion allows custom methods to be added to
 // PropagationPolicyLister.
 type PropagationPolicyListerExpansion interface{}

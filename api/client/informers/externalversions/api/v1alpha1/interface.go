@@ -14,6 +14,8 @@ type Interface interface {
 	ClusterPropagationPolicies() TypedClusterPropagationPolicyInformer
 	// ClusterResourceBindings returns a ClusterResourceBindingInformer.
 	ClusterResourceBindings() TypedClusterResourceBindingInformer
+	// ClusterTaintPolicies returns a ClusterTaintPolicyInformer.
+	ClusterTaintPolicies() TypedClusterTaintPolicyInformer
 	// PropagationPolicies returns a PropagationPolicyInformer.
 	PropagationPolicies() TypedPropagationPolicyInformer
 	// PurgeRequests returns a PurgeRequestInformer.
@@ -48,6 +50,11 @@ func (v *version) ClusterPropagationPolicies() TypedClusterPropagationPolicyInfo
 // ClusterResourceBindings returns a TypedClusterResourceBindingInformer.
 func (v *version) ClusterResourceBindings() TypedClusterResourceBindingInformer {
 	return &clusterResourceBindingInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// ClusterTaintPolicies returns a TypedClusterTaintPolicyInformer.
+func (v *version) ClusterTaintPolicies() TypedClusterTaintPolicyInformer {
+	return &clusterTaintPolicyInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }
 
 // PropagationPolicies returns a TypedPropagationPolicyInformer.

@@ -15,6 +15,7 @@ type FlotillaV1alpha1Interface interface {
 	ClustersGetter
 	ClusterPropagationPoliciesGetter
 	ClusterResourceBindingsGetter
+	ClusterTaintPoliciesGetter
 	PropagationPoliciesGetter
 	PurgeRequestsGetter
 	ResourceBindingsGetter
@@ -36,6 +37,10 @@ func (c *FlotillaV1alpha1Client) ClusterPropagationPolicies() ClusterPropagation
 
 func (c *FlotillaV1alpha1Client) ClusterResourceBindings() ClusterResourceBindingInterface {
 	return newClusterResourceBindings(c)
+}
+
+func (c *FlotillaV1alpha1Client) ClusterTaintPolicies() ClusterTaintPolicyInterface {
+	return newClusterTaintPolicies(c)
 }
 
 func (c *FlotillaV1alpha1Client) PropagationPolicies(namespace string) PropagationPolicyInterface {

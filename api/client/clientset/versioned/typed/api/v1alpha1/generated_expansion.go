@@ -8,6 +8,8 @@ type ClusterPropagationPolicyExpansion interface{}
 
 type ClusterResourceBindingExpansion interface{}
 
+type ClusterTaintPolicyExpansion interface{}
+
 type PropagationPolicyExpansion interface{}
 
 type PurgeRequestExpansion interface{}

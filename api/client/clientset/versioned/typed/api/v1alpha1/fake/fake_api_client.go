@@ -24,6 +24,10 @@ func (c *FakeFlotillaV1alpha1) ClusterResourceBindings() v1alpha1.ClusterResourc
 	return newFakeClusterResourceBindings(c)
 }
 
+func (c *FakeFlotillaV1alpha1) ClusterTaintPolicies() v1alpha1.ClusterTaintPolicyInterface {
+	return newFakeClusterTaintPolicies(c)
+}
+
 func (c *FakeFlotillaV1alpha1) PropagationPolicies(namespace string) v1alpha1.PropagationPolicyInterface {
 	return newFakePropagationPolicies(c, namespace)
 }
