@@ -30,10 +30,13 @@ func (r *Registry) Sessions(leader string) *handover.Table {
 // entry: the last renewal (newer than the stored lease, which is written
 // in batches; never later than the table itself) and, unless its agent
 // was renewing, no restart grace: an agent already gone is detected on
-// time.
+// time. A stored renewal later than the table says the agent renewed
+// after it was taken (it connected between two tables), so the table's
+// "not renewing" is out of date and the grace stays.
 func takeOver(e *entry, s handover.Session, takenAt time.Time) {
+	renewedSince := e.obs.LastRenewal.After(takenAt)
 	if s.LastRenewal.After(e.obs.LastRenewal) && !s.LastRenewal.After(takenAt) {
 		e.obs.LastRenewal = s.LastRenewal
 	}
-	e.obs.NoRestartGrace = !s.Renewing
+	e.obs.NoRestartGrace = !s.Renewing && !renewedSince
 }

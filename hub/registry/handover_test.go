@@ -95,6 +95,32 @@ func TestRegistrySessionsJustReconnected(t *testing.T) {
 	}
 }
 
+// TestTakeOverRenewedAfterTheTable: a cluster the table lists as not
+// renewing keeps the restart grace when its stored lease was renewed
+// after the table was taken (its agent connected between two tables);
+// without such a renewal it gets none.
+func TestTakeOverRenewedAfterTheTable(t *testing.T) {
+	tests := []struct {
+		name      string
+		stored    time.Time // the stored lease's renewal
+		wantGrace bool
+	}{
+		{"renewed after the table", t0.Add(200 * time.Millisecond), true},
+		{"last renewed before the table", t0.Add(-time.Minute), false},
+		{"never renewed", time.Time{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := &entry{}
+			e.obs.LastRenewal = tt.stored
+			takeOver(e, handover.Session{Cluster: "x", LastRenewal: t0.Add(-time.Minute)}, t0)
+			if got := !e.obs.NoRestartGrace; got != tt.wantGrace {
+				t.Errorf("restart grace %v, want %v", got, tt.wantGrace)
+			}
+		})
+	}
+}
+
 // TestRegistryTakeoverReconnectedAgent: an agent the last leader had no
 // session for that connects to the new one renews as usual.
 func TestRegistryTakeoverReconnectedAgent(t *testing.T) {
