@@ -127,7 +127,7 @@ func goroutinesWith(frames ...string) string {
 		if strings.Contains(stack, "goroutinesWith") {
 			continue // this goroutine
 		}
-		if strings.Contains(stack, "startEngineWithClock.func1") {
+		if strings.Contains(stack, "(*testCluster).startEngineWith") {
 			// The test's own wrapper: Run has returned and closed done, but
 			// the goroutine may not have exited yet.
 			continue
