@@ -7,8 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/eviction"
@@ -68,21 +66,14 @@ func (c *Controller) oldCopies(ctx context.Context, src *workSource, now time.Ti
 // fencedBy is when fencing will have stopped the copies in cluster, by the
 // cluster's Lease; zero if it cannot tell.
 func (c *Controller) fencedBy(ctx context.Context, cluster string, stopAfter time.Duration) time.Time {
-	l, err := c.clients.Kube.CoordinationV1().Leases(v1alpha1.LeaseNamespace).Get(ctx, cluster, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return time.Time{}
-	case err != nil:
-		c.logger.Warn("cannot read a cluster's lease to tell whether fencing stopped its copy", "cluster", cluster, "err", err)
-		return time.Time{}
-	case l.Spec.RenewTime == nil:
+	renewed, lease, err := controller.LastRenewal(ctx, c.clients.Kube, cluster)
+	if err != nil {
+		c.logger.Warn("cannot tell whether fencing stopped a cluster's copy", "cluster", cluster, "err", err)
+	}
+	if renewed.IsZero() {
 		return time.Time{}
 	}
-	lease := time.Duration(0)
-	if l.Spec.LeaseDurationSeconds != nil {
-		lease = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
-	}
-	return eviction.FencedBy(l.Spec.RenewTime.Time, stopAfter, lease)
+	return eviction.FencedBy(renewed, stopAfter, lease)
 }
 
 // waitForOldCopies says on the binding what its new copies wait for, and

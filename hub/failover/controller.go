@@ -30,10 +30,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
@@ -103,10 +103,10 @@ type Controller struct {
 	evictions, tasksEnded atomic.Int64
 	observer              Observer
 	// held are the evictions zone rates hold back (guarded by mu).
-	// leases reads a cluster's Lease: when the hub last heard from an
+	// kube reads a cluster's Lease: when the hub last heard from an
 	// unreachable cluster whose state an eviction preserves.
-	leases LeaseGetter
-	held   map[string]map[string]heldEviction // by binding key, then cluster
+	kube kubernetes.Interface
+	held map[string]map[string]heldEviction // by binding key, then cluster
 	// deferred are the evictions PreferNoExecute taints ask for that wait
 	// for a healthy cluster with room, with why (guarded by mu).
 	deferred map[string]map[string]string // by binding key, then cluster
@@ -120,9 +120,7 @@ func New(clients *kube.Clients, informers *controller.Informers, recorder contro
 	c := &Controller{api: controller.BindingAPI{Client: clients.Flotilla.FlotillaV1alpha1()}, recorder: recorder, clock: clk, logger: logger.With("controller", "failover"),
 		cfg: cfg, zones: eviction.NewZones(cfg.Zones), fleet: newFleetCounts(), unhealthySince: map[string]map[string]time.Time{}, held: map[string]map[string]heldEviction{}, deferred: map[string]map[string]string{}, clusterTimes: newInstants(), bindingTimes: newInstants(),
 		clusters: informers.Clusters, bindings: informers.Bindings, clusterBindings: informers.ClusterBindings, works: informers.Works}
-	c.leases = func(ctx context.Context, cluster string) (*coordinationv1.Lease, error) {
-		return clients.Kube.CoordinationV1().Leases(v1alpha1.LeaseNamespace).Get(ctx, cluster, metav1.GetOptions{})
-	}
+	c.kube = clients.Kube
 	c.queue = controller.NewQueueWithClock("failover", c.reconcile, logger, clk) // the queue names the controller
 	// Status changes matter too: a task ends when the replacement reports
 	// healthy.

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
@@ -24,9 +22,6 @@ const ReasonStateNotPreserved = "StateNotPreserved"
 // stateWarning is an eviction that went on without the state its policy
 // asked to preserve, and why.
 type stateWarning struct{ cluster, why string }
-
-// LeaseGetter reads a cluster's Lease (the hub stamps renewTime).
-type LeaseGetter func(ctx context.Context, cluster string) (*coordinationv1.Lease, error)
 
 // preserveState gives each eviction whose policy has statePreservation
 // rules the workload's state in the cluster it leaves, read from items
@@ -83,16 +78,13 @@ func (c *Controller) stateObservedAt(ctx context.Context, cluster string, now ti
 	if cl := c.clusters.Get(cluster); cl != nil && aggregate.Reachable(cl) {
 		return now, "the status its agent reports"
 	}
-	if c.leases != nil {
-		l, err := c.leases(ctx, cluster)
-		switch {
-		case err == nil && l.Spec.RenewTime != nil:
-			at := l.Spec.RenewTime.Time
-			return at, fmt.Sprintf("the last status the hub holds: %s is unreachable, the hub last heard from its agent %s before the eviction (%s)",
-				cluster, now.Sub(at).Round(time.Second), at.UTC().Format(time.RFC3339))
-		case err != nil && !apierrors.IsNotFound(err):
-			c.logger.Warn("cannot read the lease of an evicted cluster", "cluster", cluster, "err", err)
-		}
+	at, _, err := controller.LastRenewal(ctx, c.kube, cluster)
+	if err != nil {
+		c.logger.Warn("cannot tell when the hub last heard from an evicted cluster", "cluster", cluster, "err", err)
+	}
+	if !at.IsZero() {
+		return at, fmt.Sprintf("the last status the hub holds: %s is unreachable, the hub last heard from its agent %s before the eviction (%s)",
+			cluster, now.Sub(at).Round(time.Second), at.UTC().Format(time.RFC3339))
 	}
 	return time.Time{}, fmt.Sprintf("the last status the hub holds: %s is unreachable, since when is unknown", cluster)
 }
