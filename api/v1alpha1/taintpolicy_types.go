@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"encoding/json"
+
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -103,6 +105,25 @@ type ClusterTaintPolicyList struct {
 // which of its taints: a JSON object from "key:Effect" to the policy's
 // name, written with the taints.
 const AnnotationTaintPolicies = "flotilla.io/taint-policies"
+
+// TaintOwnerKey is a taint's identity, its key and effect, as
+// AnnotationTaintPolicies writes it: "key:Effect".
+func TaintOwnerKey(t corev1.Taint) string { return t.Key + ":" + string(t.Effect) }
+
+// TaintOwners reads the cluster's AnnotationTaintPolicies, by
+// TaintOwnerKey. Anything but a JSON object of strings reads as no owners
+// (anyone who may update Clusters can write it).
+func (c *Cluster) TaintOwners() map[string]string {
+	out := map[string]string{}
+	annotation := c.Annotations[AnnotationTaintPolicies]
+	if annotation == "" {
+		return out
+	}
+	if err := json.Unmarshal([]byte(annotation), &out); err != nil {
+		return map[string]string{}
+	}
+	return out
+}
 
 // Taint key prefixes: Flotilla's, and Karmada's spelling of the same keys.
 const (

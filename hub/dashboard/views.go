@@ -9,7 +9,6 @@ import (
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/eviction"
 	"github.com/flotilla-io/flotilla/hub/controller"
-	"github.com/flotilla-io/flotilla/hub/taintpolicy"
 )
 
 // clusterView joins a cluster's object (from the informer) with its lease
@@ -28,9 +27,9 @@ func clusterView(c *v1alpha1.Cluster, l Lease, haveLease bool) ClusterView {
 		v.Ready, v.ReadyReason, v.ReadyMessage = string(ready.Status), ready.Reason, ready.Message
 		v.ReadySince = millis(ready.LastTransitionTime.Time)
 	}
-	owners := taintpolicy.ParseOwners(c.Annotations[v1alpha1.AnnotationTaintPolicies])
+	owners := c.TaintOwners()
 	for _, t := range c.Spec.Taints {
-		tv := TaintView{Key: t.Key, Value: t.Value, Effect: string(t.Effect), Policy: owners[taintpolicy.TaintID(t)]}
+		tv := TaintView{Key: t.Key, Value: t.Value, Effect: string(t.Effect), Policy: owners[v1alpha1.TaintOwnerKey(t)]}
 		if t.TimeAdded != nil {
 			tv.Added = millis(t.TimeAdded.Time)
 		}

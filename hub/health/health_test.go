@@ -199,7 +199,7 @@ func TestMergeTaints(t *testing.T) {
 
 	merged, added, removed := DefaultConfig(t0).MergeTaints(
 		[]corev1.Taint{operator, kept, stale},
-		[]corev1.Taint{unreachableNoSchedule, unreachableNoExecute},
+		[]corev1.Taint{unreachableNoSchedule, unreachableNoExecute}, nil,
 		at(time.Minute))
 
 	later := metav1.NewTime(at(time.Minute))
@@ -228,8 +228,8 @@ func TestGrantedLease(t *testing.T) {
 // TestWithoutNoExecuteTaints: with NoExecuteTaints false (Karmada 1.14's
 // behaviour), a cluster not Ready for longer than the eviction timeout
 // keeps only the NoSchedule taint, no evaluation is due for the timeout,
-// and a NoExecute taint of the same key (a ClusterTaintPolicy's) is left
-// alone, whatever Ready is.
+// a NoExecute taint of the same key that a ClusterTaintPolicy added is
+// left alone, whatever Ready is, and one no policy added is removed.
 func TestWithoutNoExecuteTaints(t *testing.T) {
 	cfg := DefaultConfig(t0.Add(-time.Hour))
 	cfg.NoExecuteTaints = false
@@ -248,25 +248,35 @@ func TestWithoutNoExecuteTaints(t *testing.T) {
 	earlier := metav1.NewTime(t0)
 	policy := notReadyNoExecute
 	policy.TimeAdded = &earlier
-	merged, added, removed := cfg.MergeTaints([]corev1.Taint{policy}, nil, at(time.Minute))
+	owners := map[string]string{v1alpha1.TaintOwnerKey(notReadyNoExecute): "not-ready"}
+	merged, added, removed := cfg.MergeTaints([]corev1.Taint{policy}, nil, owners, at(time.Minute))
 	if diff := cmp.Diff([]corev1.Taint{policy}, merged); diff != "" || len(added)+len(removed) > 0 {
 		t.Errorf("merged (-want +got):\n%s\nadded %v removed %v", diff, added, removed)
 	}
+	// Not a policy's: left from a hub that added NoExecute taints, and removed.
+	merged, added, removed = cfg.MergeTaints([]corev1.Taint{policy}, nil, nil, at(time.Minute))
+	if len(merged)+len(added) > 0 || !cmp.Equal([]corev1.Taint{policy}, removed) {
+		t.Errorf("a NoExecute taint no policy owns: merged %v added %v removed %v, want it removed", merged, added, removed)
+	}
 	for _, tt := range []struct {
-		taint    corev1.Taint
-		hub, off bool // managed with NoExecuteTaints true, false
+		taint         corev1.Taint
+		hub, off, own bool // managed with NoExecuteTaints true, false, false and owned by a policy
 	}{
-		{notReadyNoSchedule, true, true},
-		{notReadyNoExecute, true, false},
-		{unreachableNoExecute, true, false},
-		{corev1.Taint{Key: v1alpha1.TaintClusterTerminating, Effect: corev1.TaintEffectNoExecute}, true, true},
-		{corev1.Taint{Key: "example.com/degraded", Effect: corev1.TaintEffectNoExecute}, false, false},
+		{notReadyNoSchedule, true, true, true},
+		{notReadyNoExecute, true, true, false},
+		{unreachableNoExecute, true, true, false},
+		{corev1.Taint{Key: v1alpha1.TaintClusterTerminating, Effect: corev1.TaintEffectNoExecute}, true, true, true},
+		{corev1.Taint{Key: "example.com/degraded", Effect: corev1.TaintEffectNoExecute}, false, false, false},
 	} {
-		if got := DefaultConfig(t0).IsManaged(tt.taint); got != tt.hub {
+		owned := map[string]string{v1alpha1.TaintOwnerKey(tt.taint): "a-policy"}
+		if got := DefaultConfig(t0).IsManaged(tt.taint, owned); got != tt.hub {
 			t.Errorf("IsManaged(%s:%s) = %v with NoExecute taints, want %v", tt.taint.Key, tt.taint.Effect, got, tt.hub)
 		}
-		if got := cfg.IsManaged(tt.taint); got != tt.off {
+		if got := cfg.IsManaged(tt.taint, nil); got != tt.off {
 			t.Errorf("IsManaged(%s:%s) = %v without NoExecute taints, want %v", tt.taint.Key, tt.taint.Effect, got, tt.off)
+		}
+		if got := cfg.IsManaged(tt.taint, owned); got != tt.own {
+			t.Errorf("IsManaged(%s:%s) owned by a policy = %v without NoExecute taints, want %v", tt.taint.Key, tt.taint.Effect, got, tt.own)
 		}
 	}
 }

@@ -21,21 +21,29 @@ var managedKeys = map[string]bool{
 // ClusterTaintPolicies' when the hub does not add them (NoExecuteTaints).
 var healthKeys = map[string]bool{v1alpha1.TaintClusterNotReady: true, v1alpha1.TaintClusterUnreachable: true}
 
-// IsManaged reports whether the hub owns taint t: every taint of its keys,
-// except the not-ready and unreachable NoExecute taints when cfg leaves
-// them to ClusterTaintPolicies.
-func (cfg Config) IsManaged(t corev1.Taint) bool {
+// IsManaged reports whether the hub owns taint t of a cluster whose
+// ClusterTaintPolicy owners are owners (Cluster.TaintOwners): every taint
+// of its keys, except the not-ready and unreachable NoExecute taints that
+// a policy added while cfg leaves them to policies. Such a taint that no
+// policy added is the hub's, left from a run that added NoExecute taints:
+// the hub removes it.
+func (cfg Config) IsManaged(t corev1.Taint, owners map[string]string) bool {
 	if !managedKeys[t.Key] {
 		return false
 	}
-	return cfg.NoExecuteTaints || t.Effect != corev1.TaintEffectNoExecute || !healthKeys[t.Key]
+	if cfg.NoExecuteTaints || t.Effect != corev1.TaintEffectNoExecute || !healthKeys[t.Key] {
+		return true
+	}
+	_, policy := owners[v1alpha1.TaintOwnerKey(t)]
+	return !policy
 }
 
-// MergeTaints replaces the managed taints of existing with desired. Taints
+// MergeTaints replaces the managed taints of existing (of a cluster whose
+// policy owners are owners, see IsManaged) with desired. Taints
 // the cluster keeps keep their timeAdded; new ones are stamped with now;
 // operators' taints are untouched. It returns the merged list and what was
 // added and removed, for events.
-func (cfg Config) MergeTaints(existing, desired []corev1.Taint, now time.Time) (merged, added, removed []corev1.Taint) {
+func (cfg Config) MergeTaints(existing, desired []corev1.Taint, owners map[string]string, now time.Time) (merged, added, removed []corev1.Taint) {
 	want := map[corev1.Taint]bool{}
 	for _, t := range desired {
 		want[taintID(t)] = true
@@ -43,7 +51,7 @@ func (cfg Config) MergeTaints(existing, desired []corev1.Taint, now time.Time) (
 	have := map[corev1.Taint]bool{}
 	for _, t := range existing {
 		switch {
-		case !cfg.IsManaged(t):
+		case !cfg.IsManaged(t, owners):
 			merged = append(merged, t)
 		case want[taintID(t)]:
 			have[taintID(t)] = true

@@ -411,7 +411,7 @@ func (r *Registry) evaluateLocked(name string, e *entry, now time.Time) {
 			r.logger.Info("cluster readiness changed", "cluster", name, "from", displayStatus(prev.Ready), "to", state.Ready, "reason", state.Reason)
 		}
 	}
-	merged, added, removed := r.cfg.Health.MergeTaints(e.obj.Spec.Taints, decision.Taints, now)
+	merged, added, removed := r.cfg.Health.MergeTaints(e.obj.Spec.Taints, decision.Taints, e.obj.TaintOwners(), now)
 	for _, t := range added {
 		r.recordLocked(e.obj, corev1.EventTypeNormal, "TaintAdded", "added taint "+taintString(t), now)
 	}

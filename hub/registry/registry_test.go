@@ -271,6 +271,50 @@ func TestRegistryRestartNeverAddsNoExecuteEarly(t *testing.T) {
 	}
 }
 
+// TestRegistryRestartWithoutNoExecuteTaints: a hub restarted with
+// NoExecuteTaints false removes the NoExecute health taints it added
+// before, and keeps those a ClusterTaintPolicy owns.
+func TestRegistryRestartWithoutNoExecuteTaints(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	first := newRegistryFixture(t, clk, t0.Add(-time.Hour))
+	for _, name := range []string{"flip-1", "flip-2"} {
+		first.connect(name)
+		first.renew(name)
+	}
+	first.advance(40 * time.Second) // Unknown
+	first.advance(5 * time.Minute)  // the eviction timeout
+	want := []taintSummary{{v1alpha1.TaintClusterUnreachable, "NoSchedule", 40 * time.Second}, {v1alpha1.TaintClusterUnreachable, "NoExecute", 340 * time.Second}}
+	if diff := cmp.Diff(want, taintsOf(first.cluster("flip-1"))); diff != "" {
+		t.Fatalf("taints before the restart (-want +got):\n%s", diff)
+	}
+	first.shutdown()
+	// A policy took flip-2's NoExecute taint over, as the taint policy
+	// controller records it.
+	clusters := first.api.Flotilla.FlotillaV1alpha1().Clusters()
+	c, err := clusters.Get(t.Context(), "flip-2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	metav1.SetMetaDataAnnotation(&c.ObjectMeta, v1alpha1.AnnotationTaintPolicies, `{"cluster.flotilla.io/unreachable:NoExecute":"unreachable"}`)
+	if _, err := clusters.Update(t.Context(), c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	second := newRegistryFixture(t, clk, clk.Now(), func(cfg *Config) { cfg.Health.NoExecuteTaints = false })
+	second.advance(0)
+	second.flush()
+	for name, want := range map[string][]taintSummary{"flip-1": want[:1], "flip-2": want} {
+		stored, err := clusters.Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, taintsOf(stored)); diff != "" {
+			t.Errorf("stored taints of %s after the restart (-want +got):\n%s", name, diff)
+		}
+	}
+	eventReasons(t, "flip-1", "TaintRemoved")
+}
+
 func TestRegistryClockSkew(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	f := newRegistryFixture(t, clk, t0.Add(-time.Hour))

@@ -36,7 +36,7 @@ func (r *Registry) Observe(c *v1alpha1.Cluster) {
 		r.logger.Info("cluster being deleted: its workloads leave", "cluster", c.Name)
 		r.evaluateLocked(c.Name, e, now)
 	}
-	if !sameTaints(r.managedTaints(c.Spec.Taints), r.managedTaints(e.obj.Spec.Taints)) {
+	if !sameTaints(r.managedTaints(c), r.managedTaints(e.obj)) {
 		r.dirty[c.Name] = true // someone edited the hub's taints: put them back
 	}
 	if r.operatorPartEqual(c, e.obj) {
@@ -45,9 +45,9 @@ func (r *Registry) Observe(c *v1alpha1.Cluster) {
 	wasCordoned := e.obj.Spec.Unschedulable
 	next := e.obj.DeepCopy()
 	next.Labels, next.Annotations = maps.Clone(c.Labels), maps.Clone(c.Annotations)
-	managed := r.managedTaints(e.obj.Spec.Taints)
+	managed := r.managedTaints(e.obj)
 	next.Spec = *c.Spec.DeepCopy()
-	next.Spec.Taints = append(r.operatorTaints(c.Spec.Taints), managed...)
+	next.Spec.Taints = append(r.operatorTaints(c), managed...)
 	e.obj = next
 	e.obs.Cordoned = next.Spec.Unschedulable
 	if wasCordoned != next.Spec.Unschedulable {
@@ -83,7 +83,7 @@ func (r *Registry) Forget(name string) {
 // operatorPartEqual says whether a and b agree on what operators own.
 func (r *Registry) operatorPartEqual(a, b *v1alpha1.Cluster) bool {
 	specA, specB := a.Spec.DeepCopy(), b.Spec.DeepCopy()
-	specA.Taints, specB.Taints = r.operatorTaints(specA.Taints), r.operatorTaints(specB.Taints)
+	specA.Taints, specB.Taints = r.operatorTaints(a), r.operatorTaints(b)
 	return equality.Semantic.DeepEqual(*specA, *specB) &&
 		equality.Semantic.DeepEqual(a.Labels, b.Labels) &&
 		equality.Semantic.DeepEqual(a.Annotations, b.Annotations)

@@ -314,7 +314,7 @@ func (r *Registry) putLease(ctx context.Context, l *coordinationv1.Lease) (*coor
 func (r *Registry) writeCluster(ctx context.Context, c *v1alpha1.Cluster) bool {
 	stored, err := r.clusters.Get(ctx, c.Name, metav1.GetOptions{})
 	if err == nil {
-		stored, err = r.writeSpec(ctx, stored, r.managedTaints(c.Spec.Taints))
+		stored, err = r.writeSpec(ctx, stored, r.managedTaints(c))
 	}
 	if err == nil {
 		c.ResourceVersion = stored.ResourceVersion
@@ -365,7 +365,7 @@ func (r *Registry) writeStatus(ctx context.Context, c *v1alpha1.Cluster) (*v1alp
 // that fails is logged and left for the cluster's next write: it must not
 // hold the status back.
 func (r *Registry) writeSpec(ctx context.Context, stored *v1alpha1.Cluster, managed []corev1.Taint) (*v1alpha1.Cluster, error) {
-	retaint := !sameTaints(r.managedTaints(stored.Spec.Taints), managed)
+	retaint := !sameTaints(r.managedTaints(stored), managed)
 	updated, err := r.writeHealthTaints(ctx, stored, managed, retaint)
 	if err != nil && !retaint && !apierrors.IsNotFound(err) {
 		r.logger.Warn("cannot drop the cluster's managedFields now; trying again at its next write", "cluster", stored.Name, "err", err)
@@ -387,7 +387,7 @@ func (r *Registry) writeHealthTaints(ctx context.Context, stored *v1alpha1.Clust
 		}
 		next := stored.DeepCopy()
 		if retaint {
-			next.Spec.Taints = append(r.operatorTaints(stored.Spec.Taints), managed...)
+			next.Spec.Taints = append(r.operatorTaints(stored), managed...)
 		}
 		controller.DropManagedFields(next)
 		var updated *v1alpha1.Cluster
@@ -523,26 +523,16 @@ func (r *Registry) register(ctx context.Context, name string) (*v1alpha1.Cluster
 	return created.DeepCopy(), nil
 }
 
-// managedTaints returns the taints the hub manages.
-func (r *Registry) managedTaints(taints []corev1.Taint) []corev1.Taint {
-	var out []corev1.Taint
-	for _, t := range taints {
-		if r.cfg.Health.IsManaged(t) {
-			out = append(out, t)
-		}
-	}
-	return out
+// managedTaints returns the taints of c the hub manages.
+func (r *Registry) managedTaints(c *v1alpha1.Cluster) []corev1.Taint {
+	owners := c.TaintOwners()
+	return slices.DeleteFunc(slices.Clone(c.Spec.Taints), func(t corev1.Taint) bool { return !r.cfg.Health.IsManaged(t, owners) })
 }
 
-// operatorTaints returns the taints the hub does not manage.
-func (r *Registry) operatorTaints(taints []corev1.Taint) []corev1.Taint {
-	var out []corev1.Taint
-	for _, t := range taints {
-		if !r.cfg.Health.IsManaged(t) {
-			out = append(out, t)
-		}
-	}
-	return out
+// operatorTaints returns the taints of c the hub does not manage.
+func (r *Registry) operatorTaints(c *v1alpha1.Cluster) []corev1.Taint {
+	owners := c.TaintOwners()
+	return slices.DeleteFunc(slices.Clone(c.Spec.Taints), func(t corev1.Taint) bool { return r.cfg.Health.IsManaged(t, owners) })
 }
 
 // ClusterResource names clusters in API errors.

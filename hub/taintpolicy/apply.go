@@ -2,7 +2,6 @@ package taintpolicy
 
 import (
 	"cmp"
-	"encoding/json"
 	"slices"
 	"time"
 
@@ -74,11 +73,11 @@ func Apply(cluster *v1alpha1.Cluster, policies []*v1alpha1.ClusterTaintPolicy, o
 			if add && indexOf(taints, t) < 0 {
 				t.TimeAdded = &stamp
 				taints = append(taints, t)
-				added[TaintID(t)] = Change{Policy: p.Name, Taint: t}
+				added[v1alpha1.TaintOwnerKey(t)] = Change{Policy: p.Name, Taint: t}
 			}
 			if i := indexOf(taints, t); remove && i >= 0 {
-				if _, ok := removed[TaintID(t)]; !ok {
-					removed[TaintID(t)] = Change{Policy: p.Name, Taint: taints[i], Removed: true}
+				if _, ok := removed[v1alpha1.TaintOwnerKey(t)]; !ok {
+					removed[v1alpha1.TaintOwnerKey(t)] = Change{Policy: p.Name, Taint: taints[i], Removed: true}
 				}
 				taints = slices.Delete(taints, i, i+1)
 			}
@@ -134,10 +133,6 @@ func hubOwns(t corev1.Taint, opts Options) bool {
 	return false
 }
 
-// TaintID is a taint's identity, its key and effect, as the cluster's
-// AnnotationTaintPolicies writes it: "key:Effect".
-func TaintID(t corev1.Taint) string { return t.Key + ":" + string(t.Effect) }
-
 func indexOf(taints []corev1.Taint, t corev1.Taint) int {
 	return slices.IndexFunc(taints, func(x corev1.Taint) bool { return x.Key == t.Key && x.Effect == t.Effect })
 }
@@ -149,12 +144,12 @@ func indexOf(taints []corev1.Taint, t corev1.Taint) int {
 func netChanges(before, after []corev1.Taint, added, removed map[string]Change) []Change {
 	var out []Change
 	for _, t := range after {
-		if c, ok := added[TaintID(t)]; ok && !containsExactly(before, t) {
+		if c, ok := added[v1alpha1.TaintOwnerKey(t)]; ok && !containsExactly(before, t) {
 			out = append(out, c)
 		}
 	}
 	for _, t := range before {
-		if c, ok := removed[TaintID(t)]; ok && !containsExactly(after, t) {
+		if c, ok := removed[v1alpha1.TaintOwnerKey(t)]; ok && !containsExactly(after, t) {
 			out = append(out, c)
 		}
 	}
@@ -170,34 +165,21 @@ func containsExactly(taints []corev1.Taint, t corev1.Taint) bool {
 // owners is the cluster's record of which policy added which taint,
 // updated with changes, without taints the cluster no longer has.
 func owners(cluster *v1alpha1.Cluster, taints []corev1.Taint, changes []Change) map[string]string {
-	out := ParseOwners(cluster.Annotations[v1alpha1.AnnotationTaintPolicies])
+	out := cluster.TaintOwners()
 	for _, c := range changes { // removals first: a taint replaced is owned by who added it
 		if c.Removed {
-			delete(out, TaintID(c.Taint))
+			delete(out, v1alpha1.TaintOwnerKey(c.Taint))
 		}
 	}
 	for _, c := range changes {
 		if !c.Removed {
-			out[TaintID(c.Taint)] = c.Policy
+			out[v1alpha1.TaintOwnerKey(c.Taint)] = c.Policy
 		}
 	}
 	for id := range out {
-		if !slices.ContainsFunc(taints, func(t corev1.Taint) bool { return TaintID(t) == id }) {
+		if !slices.ContainsFunc(taints, func(t corev1.Taint) bool { return v1alpha1.TaintOwnerKey(t) == id }) {
 			delete(out, id)
 		}
-	}
-	return out
-}
-
-// ParseOwners reads AnnotationTaintPolicies; anything but a JSON object of
-// strings reads as no owners (anyone with update on Clusters can write it).
-func ParseOwners(annotation string) map[string]string {
-	out := map[string]string{}
-	if annotation == "" {
-		return out
-	}
-	if err := json.Unmarshal([]byte(annotation), &out); err != nil {
-		return map[string]string{}
 	}
 	return out
 }

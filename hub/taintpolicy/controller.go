@@ -110,7 +110,7 @@ func (c *Controller) policyChanged(p *v1alpha1.ClusterTaintPolicy) {
 	for _, pt := range p.Spec.Taints {
 		t := corev1.Taint{Key: v1alpha1.NormalTaintKey(pt.Key), Effect: pt.Effect}
 		if hubOwns(t, c.opts) {
-			owned = append(owned, TaintID(t))
+			owned = append(owned, v1alpha1.TaintOwnerKey(t))
 		}
 	}
 	if len(owned) > 0 {

@@ -137,7 +137,7 @@ func (f *fixture) awaitTaints(name string, want []string, wantOwners string) *v1
 		}
 		got = nil
 		for _, t := range c.Spec.Taints {
-			got = append(got, TaintID(t))
+			got = append(got, v1alpha1.TaintOwnerKey(t))
 		}
 		return cmp.Equal(want, got, cmpopts.EquateEmpty()) && c.Annotations[v1alpha1.AnnotationTaintPolicies] == wantOwners, nil
 	})
