@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/component-base/metrics/legacyregistry"
+
 	// Sets client-go's work queue metrics provider (into legacyregistry),
 	// as kube-controller-manager does; the embedded API server imports it
 	// too, and client-go takes one provider per process.
@@ -220,27 +221,32 @@ func (c connCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // zoneCollector exports each zone's partition protection mode (one series
-// per zone and mode, 1 for the zone's current mode, 0 for the others) and
-// the evictions its rate holds back.
+// per zone and mode, 1 for the zone's current mode, 0 for the others), the
+// evictions its rate holds back, and the evictions deferred for want of a
+// place to go.
 type zoneCollector struct{ zones zoneSource }
 
 // zoneSource is what zoneCollector reads: the failover controller.
 type zoneSource interface {
 	EvictionsWaiting() map[string]int
+	EvictionsDeferred() int
 	Stats() failover.Stats
 }
 
 var (
-	zoneModeDesc         = prometheus.NewDesc("flotilla_zone_mode", "Partition protection mode of each zone (1 for the current one).", []string{"zone", "mode"}, nil)
-	evictionsWaitingDesc = prometheus.NewDesc("flotilla_eviction_queue_depth", "Evictions due but held back by their zone's rate (the eviction queue), per zone.", []string{"zone"}, nil)
+	zoneModeDesc          = prometheus.NewDesc("flotilla_zone_mode", "Partition protection mode of each zone (1 for the current one).", []string{"zone", "mode"}, nil)
+	evictionsWaitingDesc  = prometheus.NewDesc("flotilla_eviction_queue_depth", "Evictions due but held back by their zone's rate (the eviction queue), per zone.", []string{"zone"}, nil)
+	evictionsDeferredDesc = prometheus.NewDesc("flotilla_evictions_deferred", "Evictions PreferNoExecute taints ask for that wait now for a healthy cluster with room (each has an EvictionDeferred event).", nil, nil)
 )
 
 func (zoneCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- zoneModeDesc
 	ch <- evictionsWaitingDesc
+	ch <- evictionsDeferredDesc
 }
 
 func (z zoneCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(evictionsDeferredDesc, prometheus.GaugeValue, float64(z.zones.EvictionsDeferred()))
 	waiting := z.zones.EvictionsWaiting()
 	for zone, mode := range z.zones.Stats().ZoneModes {
 		for _, m := range zoneModes {

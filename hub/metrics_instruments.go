@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
 
+	"github.com/flotilla-io/flotilla/hub/binding"
 	"github.com/flotilla-io/flotilla/hub/dispatch"
 	"github.com/flotilla-io/flotilla/hub/failover"
 	"github.com/flotilla-io/flotilla/hub/registry"
@@ -28,6 +29,9 @@ type hubMetrics struct {
 	apiRequests     *prometheus.CounterVec
 	apiLatency      *prometheus.HistogramVec
 	policyTaints    *prometheus.CounterVec
+	stateLost       *prometheus.CounterVec
+	directlyWaiting prometheus.Gauge
+	directlyWait    prometheus.Histogram
 	karmada         karmadaEvictionInstruments
 }
 
@@ -57,6 +61,13 @@ func newHubMetrics() *hubMetrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)}, []string{"verb", "host"}),
 		policyTaints: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flotilla_cluster_taint_policy_taints_total",
 			Help: "Taints ClusterTaintPolicies added to or removed from clusters, by policy and operation (added or removed)."}, []string{"policy", "operation"}),
+		stateLost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flotilla_eviction_state_not_preserved_total",
+			Help: "Evictions whose policy preserves state (statePreservation) that went on without it, by reason: StatusNotCollected (the cluster never reported the workload's status) or RuleFailed (a rule found no valid label value)."}, []string{"reason"}),
+		directlyWaiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "flotilla_bindings_waiting_for_old_copy",
+			Help: "Bindings whose new copies wait until the copy in a cluster they left with purgeMode Directly is gone (each has a WaitingForOldCopy event)."}),
+		directlyWait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "flotilla_old_copy_wait_seconds",
+			Help:    "Time a binding's new copies waited for the copy in a cluster it left with purgeMode Directly to be gone (confirmed deleted, stopped by fencing, or its cluster deleted).",
+			Buckets: prometheus.ExponentialBuckets(0.1, 2, 16)}),
 		karmada: newKarmadaEvictionInstruments(),
 	}
 	m.registry.MustRegister(m.instruments()...)
@@ -67,11 +78,11 @@ func newHubMetrics() *hubMetrics {
 // (docs/reference/metrics.md is generated from them.)
 func (m *hubMetrics) instruments() []prometheus.Collector {
 	return []prometheus.Collector{m.detectionDelay, m.scheduleLatency, m.dispatchLatency, m.evictions, m.evictionWait, m.tasksEnded, m.apiRequests, m.apiLatency,
-		m.policyTaints, m.karmada.latency, m.karmada.total}
+		m.policyTaints, m.stateLost, m.directlyWaiting, m.directlyWait, m.karmada.latency, m.karmada.total}
 }
 
 // observe hooks the instruments into the parts of the hub that observe.
-func (m *hubMetrics) observe(r *registry.Registry, d *dispatch.Dispatcher, s *scheduling.Controller, f *failover.Controller) {
+func (m *hubMetrics) observe(r *registry.Registry, d *dispatch.Dispatcher, s *scheduling.Controller, f *failover.Controller, b *binding.Controller) {
 	r.SetDetectionObserver(func(delay time.Duration) { m.detectionDelay.Observe(delay.Seconds()) })
 	d.SetLatencyObserver(func(op string, took time.Duration) { m.dispatchLatency.WithLabelValues(op).Observe(took.Seconds()) })
 	s.SetLatencyObserver(func(result string, took time.Duration) {
@@ -84,6 +95,11 @@ func (m *hubMetrics) observe(r *registry.Registry, d *dispatch.Dispatcher, s *sc
 			m.evictionWait.WithLabelValues(zone).Observe(waited.Seconds())
 		},
 		EvictionProcessed: m.karmada.observe,
+		StateNotPreserved: func(reason string) { m.stateLost.WithLabelValues(reason).Inc() },
+	})
+	b.SetWaitObserver(binding.WaitObserver{
+		Waiting: func(n int) { m.directlyWaiting.Set(float64(n)) },
+		Waited:  func(d time.Duration) { m.directlyWait.Observe(d.Seconds()) },
 	})
 }
 

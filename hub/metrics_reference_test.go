@@ -60,6 +60,8 @@ type oneZone struct{}
 
 func (oneZone) EvictionsWaiting() map[string]int { return map[string]int{"zone-a": 1} }
 
+func (oneZone) EvictionsDeferred() int { return 1 }
+
 func (oneZone) HeldEvictions() []failover.HeldEviction {
 	return []failover.HeldEviction{{Binding: "web/nginx-deployment", Cluster: "member-1"}}
 }

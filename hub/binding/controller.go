@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -65,6 +66,10 @@ type Controller struct {
 	// until the informer has them: the next reconcile builds on its own
 	// last write, not on an older version that would only conflict.
 	written map[string]*v1alpha1.Work
+	// waitingSince is when the new copies of each binding that waits for
+	// an old copy (directly.go) began to wait.
+	waitingSince map[string]time.Time
+	waitObserver WaitObserver
 }
 
 // New returns a binding controller that reads bindings, templates and
@@ -74,7 +79,7 @@ type Controller struct {
 func New(clients *kube.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.PassiveClock, logger *slog.Logger) *Controller {
 	c := &Controller{clients: clients, recorder: recorder, logger: logger.With("controller", "binding"),
 		bindings: informers.Bindings, clusterBindings: informers.ClusterBindings, templates: informers.Templates, works: informers.Works,
-		clusters: informers.Clusters, clock: clk, written: map[string]*v1alpha1.Work{}}
+		clusters: informers.Clusters, clock: clk, written: map[string]*v1alpha1.Work{}, waitingSince: map[string]time.Time{}}
 	c.queue = controller.NewQueue("binding", c.reconcile, logger)
 	// Status writes (the scheduler's and the status controller's, every few
 	// seconds during a rollout) change nothing a Work is rendered from:
@@ -217,12 +222,18 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		}
 	}
 	if spec != nil && template != nil {
-		if olds := c.oldCopies(ctx, src, c.clock.Now()); len(olds) > 0 {
+		now := c.clock.Now()
+		if olds := c.oldCopies(ctx, src, now); len(olds) > 0 {
 			// Nothing is created or updated meanwhile, as in Karmada: an
 			// update could move replicas ahead of the old copy's end too.
 			ensure = nil
-			c.waitForOldCopies(src, olds, c.clock.Now())
+			c.waitForOldCopies(src, olds, now)
+			c.noteWaiting(key, now)
+		} else {
+			c.noteWaitOver(key, now, true)
 		}
+	} else {
+		c.noteWaitOver(key, c.clock.Now(), false)
 	}
 	if err := forEach(ensure, func(cluster string) error {
 		return c.ensureWork(ctx, src, cluster, targets[cluster].replicas)

@@ -105,3 +105,48 @@ func (c *Controller) waitForOldCopies(src *workSource, olds []oldCopy, now time.
 		c.queue.AddAfter(src.key, max(wake.Sub(now), 0)+time.Second)
 	}
 }
+
+// WaitObserver is told about the bindings whose new copies wait for an
+// old copy (purgeMode Directly), for the hub's metrics. Its functions are
+// called from reconciles and must be quick.
+type WaitObserver struct {
+	// Waiting: n bindings wait now.
+	Waiting func(n int)
+	// Waited: a binding's new copies went ahead after waiting d.
+	Waited func(d time.Duration)
+}
+
+// SetWaitObserver sets what is told of waits; call it before Run.
+func (c *Controller) SetWaitObserver(o WaitObserver) { c.waitObserver = o }
+
+// noteWaiting records that key's new copies wait, from now if they did
+// not already.
+func (c *Controller) noteWaiting(key string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.waitingSince[key]; ok {
+		return
+	}
+	c.waitingSince[key] = now
+	if c.waitObserver.Waiting != nil {
+		c.waitObserver.Waiting(len(c.waitingSince))
+	}
+}
+
+// noteWaitOver records that key's new copies no longer wait: they went
+// ahead (wentAhead) or the binding or its template is gone.
+func (c *Controller) noteWaitOver(key string, now time.Time, wentAhead bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	since, ok := c.waitingSince[key]
+	if !ok {
+		return
+	}
+	delete(c.waitingSince, key)
+	if wentAhead && c.waitObserver.Waited != nil {
+		c.waitObserver.Waited(now.Sub(since))
+	}
+	if c.waitObserver.Waiting != nil {
+		c.waitObserver.Waiting(len(c.waitingSince))
+	}
+}

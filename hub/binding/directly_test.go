@@ -89,6 +89,10 @@ func TestDirectlyDeletesTheOldCopyFirst(t *testing.T) {
 	if _, ok := labelsIn(t, old)["example.com/revision"]; ok {
 		t.Errorf("the old copy has the preserved label: %v", labelsIn(t, old))
 	}
+	// The reconcile that deleted the old Work noted the wait first.
+	if waiting, waited := p.waits.snapshot(); !slices.Equal(waiting, []int{1}) || len(waited) > 0 {
+		t.Errorf("observer heard waiting %v waited %v, want one binding waiting", waiting, waited)
+	}
 
 	// The agent confirms: the dispatcher removes the finalizer.
 	works := p.env.Flotilla.FlotillaV1alpha1().Works(old.Namespace)
@@ -98,6 +102,10 @@ func TestDirectlyDeletesTheOldCopyFirst(t *testing.T) {
 	created := p.awaitWorks(key, map[string]int64{"member2": 3})["member2"]
 	if got := labelsIn(t, created); got["example.com/revision"] != "nginx-7d4b9" || got["app"] != "" && got["app"] != "nginx" {
 		t.Errorf("new copy's labels %v, want example.com/revision=nginx-7d4b9", got)
+	}
+	// The wait ended before the new Work was written.
+	if waiting, waited := p.waits.snapshot(); !slices.Equal(waiting, []int{1, 0}) || len(waited) != 1 || waited[0] <= 0 {
+		t.Errorf("observer heard waiting %v waited %v, want 1 then 0 and one wait", waiting, waited)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -43,6 +44,27 @@ type pipeline struct {
 	namespace string
 	clusters  []string
 	stop      func() // stops the controllers and waits for them; idempotent
+	waits     waitLog
+}
+
+// waitLog is what the binding controller's WaitObserver was told.
+type waitLog struct {
+	mu      sync.Mutex
+	waiting []int // the counts, in order
+	waited  []time.Duration
+}
+
+func (l *waitLog) observer() binding.WaitObserver {
+	return binding.WaitObserver{
+		Waiting: func(n int) { l.mu.Lock(); l.waiting = append(l.waiting, n); l.mu.Unlock() },
+		Waited:  func(d time.Duration) { l.mu.Lock(); l.waited = append(l.waited, d); l.mu.Unlock() },
+	}
+}
+
+func (l *waitLog) snapshot() ([]int, []time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.waiting), slices.Clone(l.waited)
 }
 
 // startPipeline creates the clusters (if missing) and starts the
@@ -78,6 +100,7 @@ func startPipeline(tb testing.TB, clusters ...string) *pipeline {
 	det := detector.New(clients, informers, recorder, clk, logger)
 	sched := scheduling.New(clients, informers, recorder, clk, logger)
 	bind := binding.New(clients, informers, recorder, clk, logger)
+	bind.SetWaitObserver(p.waits.observer())
 	ctx, cancel := context.WithCancel(context.Background())
 	informers.Start(ctx)
 	var wg sync.WaitGroup

@@ -23,6 +23,7 @@ type fixture struct {
 	conflicts controllertest.ConflictCounter // the controller's
 	retries   atomic.Int64
 	ctl       *Controller
+	heard     heard // what the controller's observer was told
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -44,6 +45,7 @@ func (f *fixture) start(clk clock.WithTicker, cfg Config, workers int) {
 	f.T.Helper()
 	f.Start(f.conflicts.Wrap, workers, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
 		f.ctl = New(clients, informers, f.Events, clk, controllertest.LoggerCountingRetries(f.T, &f.retries), cfg)
+		f.ctl.SetObserver(f.heard.observer())
 		return f.ctl
 	})
 }

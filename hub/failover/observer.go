@@ -22,7 +22,19 @@ type Observer struct {
 	// EvictionProcessed: the evictions of binding key were written (err
 	// nil) or failed to be (err set, they are tried again), taking d.
 	EvictionProcessed func(key string, d time.Duration, err error)
+	// StateNotPreserved: an eviction whose policy preserves state went on
+	// without it, for reason: StateStatusNotCollected or StateRuleFailed.
+	StateNotPreserved func(reason string)
 }
+
+// Reasons an eviction's state was not preserved, as the observer is told.
+const (
+	// StateStatusNotCollected: the cluster never reported the workload's
+	// status.
+	StateStatusNotCollected = "StatusNotCollected"
+	// StateRuleFailed: a statePreservation rule found no valid label value.
+	StateRuleFailed = "RuleFailed"
+)
 
 // SetObserver sets what is told of evictions and tasks; call it before Run.
 func (c *Controller) SetObserver(o Observer) { c.observer = o }
@@ -91,6 +103,18 @@ func (c *Controller) EvictionsWaiting() map[string]int {
 		}
 	}
 	return out
+}
+
+// EvictionsDeferred returns how many evictions PreferNoExecute taints ask
+// for wait now for a healthy cluster with room.
+func (c *Controller) EvictionsDeferred() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, byCluster := range c.deferred {
+		n += len(byCluster)
+	}
+	return n
 }
 
 // HeldEviction is an eviction due that its zone's rate holds back.

@@ -27,6 +27,7 @@ type heard struct {
 	// processed are the binding keys whose evictions were written, and
 	// the errors ("ok" or the error).
 	processed []string
+	stateLost []string // reasons
 }
 
 func (h *heard) observer() Observer {
@@ -43,6 +44,7 @@ func (h *heard) observer() Observer {
 			h.processed = append(h.processed, key+": "+result)
 			h.mu.Unlock()
 		},
+		StateNotPreserved: func(reason string) { h.mu.Lock(); h.stateLost = append(h.stateLost, reason); h.mu.Unlock() },
 	}
 }
 

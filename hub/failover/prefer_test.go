@@ -59,11 +59,17 @@ func TestPreferNoExecuteWaitsForRoom(t *testing.T) {
 	if spec, _ := f.BindingSpec(f.Namespace, "nginx-deployment"); len(spec.GracefulEvictionTasks) > 0 || len(spec.Clusters) != 1 {
 		t.Fatalf("binding evicted with no room to go: %+v", spec)
 	}
+	if n := f.ctl.EvictionsDeferred(); n != 1 {
+		t.Errorf("evictions deferred = %d, want 1", n)
+	}
 
 	f.setRoom("member-2", 3)
 	b := f.AwaitBinding("nginx-deployment", "evicted from member-1", evictedFrom("member-1"))
 	if task := b.Spec.GracefulEvictionTasks[0]; task.Reason != "TaintUntolerated" {
 		t.Errorf("eviction task %+v, want reason TaintUntolerated", task)
+	}
+	if n := f.ctl.EvictionsDeferred(); n != 0 {
+		t.Errorf("evictions deferred after the eviction = %d, want 0", n)
 	}
 }
 

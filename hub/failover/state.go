@@ -21,7 +21,7 @@ const ReasonStateNotPreserved = "StateNotPreserved"
 
 // stateWarning is an eviction that went on without the state its policy
 // asked to preserve, and why.
-type stateWarning struct{ cluster, why string }
+type stateWarning struct{ cluster, why, reason string }
 
 // preserveState gives each eviction whose policy has statePreservation
 // rules the workload's state in the cluster it leaves, read from items
@@ -41,11 +41,11 @@ func (c *Controller) preserveState(ctx context.Context, spec *v1alpha1.ResourceB
 		}
 		labels, err := eviction.StateFor(rules, items, e.Cluster)
 		if err != nil {
-			why := err.Error()
+			why, reason := err.Error(), StateRuleFailed
 			if errors.Is(err, eviction.ErrStatusNotCollected) {
-				why = fmt.Sprintf("%s never reported the workload's status", e.Cluster)
+				why, reason = fmt.Sprintf("%s never reported the workload's status", e.Cluster), StateStatusNotCollected
 			}
-			warnings = append(warnings, stateWarning{cluster: e.Cluster, why: why})
+			warnings = append(warnings, stateWarning{cluster: e.Cluster, why: why, reason: reason})
 			e.Message += "; state not preserved: " + why
 			continue
 		}
@@ -97,5 +97,8 @@ func (c *Controller) warnStateNotPreserved(obj metav1.Object, spec *v1alpha1.Res
 		c.logger.Warn("state not preserved", "binding", controller.Key(obj.GetNamespace(), obj.GetName()), "cluster", w.cluster, "why", w.why)
 		c.recorder.Event(controller.BindingRef(obj), corev1.EventTypeWarning, ReasonStateNotPreserved, message)
 		c.recorder.Event(controller.TemplateRef(spec.Resource), corev1.EventTypeWarning, ReasonStateNotPreserved, message)
+		if c.observer.StateNotPreserved != nil {
+			c.observer.StateNotPreserved(w.reason)
+		}
 	}
 }

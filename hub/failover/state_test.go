@@ -174,6 +174,19 @@ func TestEvictionPreservesState(t *testing.T) {
 			case tt.wantWarning != "" && (len(warnings) != 1 || !strings.Contains(warnings[0], tt.wantWarning)):
 				t.Errorf("warnings %q, want one containing %q", warnings, tt.wantWarning)
 			}
+			var wantLost []string // the observer's reasons, for the metrics
+			switch {
+			case tt.wantWarning != "" && tt.status == "":
+				wantLost = []string{StateStatusNotCollected}
+			case tt.wantWarning != "":
+				wantLost = []string{StateRuleFailed}
+			}
+			f.heard.mu.Lock()
+			lost := slices.Clone(f.heard.stateLost)
+			f.heard.mu.Unlock()
+			if diff := cmp.Diff(wantLost, lost); diff != "" {
+				t.Errorf("state not preserved, as the observer heard (-want +got):\n%s", diff)
+			}
 		})
 	}
 }
