@@ -162,9 +162,15 @@ func TestEvictionPreservesState(t *testing.T) {
 					t.Errorf("state observed at %v, want %v", task.PreservedStateObservedAt, want)
 				}
 			}
-			f.AwaitBinding("web-deployment", "Evicted event", func(*v1alpha1.ResourceBinding) bool {
-				return f.Events.Count("Warning Evicted ResourceBinding") == 1
+			// The observer hears the eviction after its events and
+			// warnings are recorded: then they are all there.
+			poll(t, "the observer to hear the eviction", func() (bool, string) {
+				evicted, _, _ := f.heard.snapshot()
+				return len(evicted) == 1, fmt.Sprintf("evictions heard %v", evicted)
 			})
+			if n := f.Events.Count("Warning Evicted ResourceBinding"); n != 1 {
+				t.Errorf("%d Evicted events, want 1", n)
+			}
 			warnings := slices.DeleteFunc(f.Events.List(), func(e string) bool {
 				return !strings.HasPrefix(e, "Warning "+ReasonStateNotPreserved+" ResourceBinding")
 			})
