@@ -30,8 +30,10 @@
 // purgeMode Never sets suppressDeletion.
 //
 // Preserved state ([StateFor], [InjectedLabels]). With statePreservation
-// rules, an eviction reads each rule's JSONPath from the workload's status
-// in the cluster it leaves and the task records the values, all or none;
+// rules, an eviction takes each rule's value from the workload's status in
+// the cluster it leaves: the value the agent read for the rule's JSONPath
+// on the live object, else the JSONPath evaluated on the key status fields
+// it reported. The task records the values, all or none;
 // each must be a valid label value (refused, never truncated: the status
 // comes from an agent). The copy in the new cluster gets them as labels
 // under Karmada's restrictions: one target cluster, the last task,

@@ -1,18 +1,17 @@
 package eviction
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/util/jsonpath"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/internal/jsonpathvalue"
 )
 
 // State is what an eviction keeps of the workload's state in the cluster
@@ -34,18 +33,26 @@ var ErrStatusNotCollected = errors.New("the workload's status has not been colle
 
 // StateFor reads the preserved label state of the workload in cluster
 // from the binding's aggregated status, by the rules of sp (Karmada's
-// extractStateForEviction). Nil without rules. All or nothing: if one
-// rule fails, no state is returned, and the error says which rule and
-// why; ErrStatusNotCollected when the cluster has no status.
+// extractStateForEviction). Nil without rules. Each rule's value is the
+// one the cluster's agent read for its JSONPath on the live object
+// (AggregatedStatusItem.StateValues), else the rule is evaluated on the
+// status fields the agent reported, as agents that do not read templates
+// report them. All or nothing: if one rule fails, no state is returned,
+// and the error says which rule and why; ErrStatusNotCollected when the
+// cluster reported neither.
 func StateFor(sp *v1alpha1.StatePreservation, items []v1alpha1.AggregatedStatusItem, cluster string) (map[string]string, error) {
 	if sp == nil || len(sp.Rules) == 0 {
 		return nil, nil
 	}
 	i := slices.IndexFunc(items, func(it v1alpha1.AggregatedStatusItem) bool { return it.ClusterName == cluster })
-	if i < 0 || items[i].Status == nil || len(items[i].Status.Raw) == 0 {
+	if i < 0 || len(items[i].StateValues) == 0 && (items[i].Status == nil || len(items[i].Status.Raw) == 0) {
 		return nil, fmt.Errorf("%w %s", ErrStatusNotCollected, cluster)
 	}
-	return PreservedLabels(sp, items[i].Status.Raw)
+	var raw []byte
+	if items[i].Status != nil {
+		raw = items[i].Status.Raw
+	}
+	return preserved(sp, items[i].StateValues, raw)
 }
 
 // PreservedLabels evaluates every rule of sp on a workload's status
@@ -54,15 +61,28 @@ func StateFor(sp *v1alpha1.StatePreservation, items []v1alpha1.AggregatedStatusI
 // letters, digits, '-', '_' and '.'): a value that is not is refused, not
 // truncated, since a shortened revision or name would name something else.
 func PreservedLabels(sp *v1alpha1.StatePreservation, rawStatus []byte) (map[string]string, error) {
+	return preserved(sp, nil, rawStatus)
+}
+
+// preserved is PreservedLabels with the values an agent read, by
+// template, taken before the status is evaluated.
+func preserved(sp *v1alpha1.StatePreservation, read map[string]string, rawStatus []byte) (map[string]string, error) {
 	var status any
-	if err := json.Unmarshal(rawStatus, &status); err != nil {
-		return nil, fmt.Errorf("read the workload's status: %w", err)
-	}
+	decoded := false
 	out := make(map[string]string, len(sp.Rules))
 	for _, rule := range sp.Rules {
-		value, err := evaluate(status, rule.JSONPath)
-		if err != nil {
-			return nil, fmt.Errorf("rule %s: %w", rule.AliasLabelName, err)
+		value, ok := read[rule.JSONPath]
+		if !ok {
+			if !decoded {
+				if err := utiljson.Unmarshal(rawStatus, &status); err != nil {
+					return nil, fmt.Errorf("rule %s: no value read by the agent; read the workload's status: %w", rule.AliasLabelName, err)
+				}
+				decoded = true
+			}
+			var err error
+			if value, err = jsonpathvalue.Eval(status, rule.JSONPath); err != nil {
+				return nil, fmt.Errorf("rule %s: %w", rule.AliasLabelName, err)
+			}
 		}
 		if msgs := validation.IsValidLabelValue(value); len(msgs) > 0 {
 			return nil, fmt.Errorf("rule %s: value %q is not a valid label value: %s", rule.AliasLabelName, clip(value), strings.Join(msgs, "; "))
@@ -70,50 +90,6 @@ func PreservedLabels(sp *v1alpha1.StatePreservation, rawStatus []byte) (map[stri
 		out[rule.AliasLabelName] = value
 	}
 	return out, nil
-}
-
-// JSONValue evaluates a kubectl JSONPath template on a JSON document; a
-// missing key is an error, as in Karmada.
-func JSONValue(raw []byte, template string) (string, error) {
-	var doc any
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return "", fmt.Errorf("read the document: %w", err)
-	}
-	return evaluate(doc, template)
-}
-
-// maxValueBytes bounds what one template may print: more than a label
-// value holds is refused anyway, and a template over a large hostile
-// status must not build a large string.
-const maxValueBytes = validation.LabelValueMaxLength + 1
-
-func evaluate(doc any, template string) (string, error) {
-	j := jsonpath.New("statePreservation")
-	j.AllowMissingKeys(false)
-	if err := j.Parse(template); err != nil {
-		return "", fmt.Errorf("parse JSONPath %q: %w", template, err)
-	}
-	w := &boundedBuffer{limit: maxValueBytes}
-	if err := j.Execute(w, doc); err != nil && !errors.Is(err, errTooLong) {
-		return "", fmt.Errorf("evaluate JSONPath %q: %w", template, err)
-	}
-	return w.String(), nil
-}
-
-var errTooLong = errors.New("value too long")
-
-// boundedBuffer keeps at most limit bytes and fails writes past them.
-type boundedBuffer struct {
-	bytes.Buffer
-	limit int
-}
-
-func (b *boundedBuffer) Write(p []byte) (int, error) {
-	if room := b.limit - b.Len(); len(p) > room {
-		b.Buffer.Write(p[:max(room, 0)])
-		return max(room, 0), errTooLong
-	}
-	return b.Buffer.Write(p)
 }
 
 // clip shortens a value for a message.

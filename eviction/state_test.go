@@ -29,6 +29,16 @@ func statusIn(cluster, raw string) v1alpha1.AggregatedStatusItem {
 	return item
 }
 
+// readIn is cluster's item with status raw and the values its agent read.
+func readIn(cluster, raw string, kv ...string) v1alpha1.AggregatedStatusItem {
+	item := statusIn(cluster, raw)
+	item.StateValues = map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		item.StateValues[kv[i]] = kv[i+1]
+	}
+	return item
+}
+
 // Karmada's Test_extractStateForEviction and Test_buildTaskOptions (the
 // state part), with Flotilla's bounds on what an agent reports.
 func TestStateFor(t *testing.T) {
@@ -55,6 +65,22 @@ func TestStateFor(t *testing.T) {
 		{"one rule fails: nothing", rules("key-a", "{ .replicas }", "key-b", "{ .notfound }"),
 			[]v1alpha1.AggregatedStatusItem{statusIn("member1", `{"replicas": 2}`)}, nil, "rule key-b", false},
 		{"not JSON", rules("a", "{.a}"), []v1alpha1.AggregatedStatusItem{statusIn("member1", `{`)}, nil, "read the workload's status", false},
+		// What the agent read on the live object (any kind, any field).
+		{"value the agent read", rules("job", "{.jobStatus.jobId}"),
+			[]v1alpha1.AggregatedStatusItem{readIn("member1", "", "{.jobStatus.jobId}", "a1b2c3")}, map[string]string{"job": "a1b2c3"}, "", false},
+		{"read value first, then the status", rules("job", "{.jobStatus.jobId}", "rev", "{.updateRevision}"),
+			[]v1alpha1.AggregatedStatusItem{readIn("member1", `{"updateRevision": "web-7", "jobStatus": {"jobId": "stale"}}`, "{.jobStatus.jobId}", "a1b2c3")},
+			map[string]string{"job": "a1b2c3", "rev": "web-7"}, "", false},
+		{"a template the agent could not read, nor the status holds", rules("job", "{.jobStatus.jobId}", "cp", "{.jobStatus.checkpoint}"),
+			[]v1alpha1.AggregatedStatusItem{readIn("member1", `{"replicas": 1}`, "{.jobStatus.jobId}", "a1b2c3")}, nil, "rule cp", false},
+		{"read values without a status", rules("job", "{.jobStatus.jobId}", "cp", "{.cp}"),
+			[]v1alpha1.AggregatedStatusItem{readIn("member1", "", "{.jobStatus.jobId}", "a1b2c3")}, nil, "rule cp", false},
+		{"hostile read value: refused, not cut", rules("job", "{.jobStatus.jobId}"),
+			[]v1alpha1.AggregatedStatusItem{readIn("member1", "", "{.jobStatus.jobId}", strings.Repeat("x", 200)+"/../\n")}, nil, "not a valid label value", false},
+		{"read value with characters no label holds", rules("job", "{.jobStatus.jobId}"),
+			[]v1alpha1.AggregatedStatusItem{readIn("member1", "", "{.jobStatus.jobId}", "a b")}, nil, "not a valid label value", false},
+		{"read values of another cluster", rules("job", "{.jobStatus.jobId}"),
+			[]v1alpha1.AggregatedStatusItem{readIn("member2", "", "{.jobStatus.jobId}", "a1b2c3")}, nil, "not been collected", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -107,38 +133,6 @@ func TestPreservedLabels(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("labels (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-// Karmada's Test_parseJSONValue: what kubectl's JSONPath supports.
-func TestJSONValue(t *testing.T) {
-	list := `{"apiVersion":"v1","kind":"List","items":[` +
-		`{"kind":"Deployment","metadata":{"name":"nginx-01","namespace":"default","resourceVersion":"1148"},"status":{"replicas":2}},` +
-		`{"kind":"Deployment","metadata":{"name":"nginx-02","namespace":"default","resourceVersion":"1149"},"status":{"replicas":2}}]}`
-	tests := []struct {
-		name, raw, path, want string
-		wantErr               bool
-	}{
-		{"target field not found", `{"readyReplicas": 2}`, "{ .replicas }", "", true},
-		{"invalid JSONPath", `{"readyReplicas": 2}`, "{ %replicas }", "", true},
-		{"parsed", `{"replicas": 2}`, "{ .replicas }", "2", false},
-		{"child operator", list, "{ ['kind'] }", "List", false},
-		{"recursive descent", list, "{ ..resourceVersion }", "1148 1149", false},
-		{"wildcard", list, "{ .items[*].metadata.name }", "nginx-01 nginx-02", false},
-		{"subscript", list, "{ .items[0].metadata.name }", "nginx-01", false},
-		{"filter", list, `{ .items[?(@.metadata.name=="nginx-01")].metadata.name }`, "nginx-01", false},
-		{"range", list, "{range .items[*]}[{.metadata.name}, {.metadata.namespace}] {end}", "[nginx-01, default] [nginx-02, default] ", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := JSONValue([]byte(tt.raw), tt.path)
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("error = %v, want an error: %v", err, tt.wantErr)
-			}
-			if got != tt.want {
-				t.Errorf("value = %q, want %q", got, tt.want)
 			}
 		})
 	}

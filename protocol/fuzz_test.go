@@ -32,6 +32,9 @@ func FuzzReadMessage(f *testing.F) {
 		// stopAfterSeconds overflows int32; then one over the limit.
 		rawFrame(TypeWorkUpsert, `{"name":"w","generation":1,"manifests":[],"stopAfterSeconds":4294967296}`),
 		rawFrame(TypeWorkUpsert, `{"name":"w","generation":1,"stopAfterSeconds":2592001}`),
+		rawFrame(TypeWorkUpsert, `{"name":"w","generation":1,"statePaths":["{.a}","",null]}`),
+		rawFrame(TypeWorkStatus, `{"name":"w","generation":1,"manifests":[{"name":"x","health":"Healthy","stateValues":{"{.a}":"1","":"2","{.b}":null}}]}`),
+		rawFrame(TypeWorkApplied, `{"name":"w","generation":1,"applied":true,"manifests":[{"name":"x","health":"Healthy","stateValues":["x"]}]}`),
 		rawFrame(TypeCertificateRenewRequest, `{"csr":""}`),
 		rawFrame(TypeCertificateRenewRequest, `{"csr":"AAAA","extra":1}`),
 		rawFrame(TypeCertificateRenewResponse, `{"certificate":"!!","caCertificate":"Y2E="}`),

@@ -38,10 +38,11 @@ func sampleMessages() []Message {
 		&WorkInventory{Works: []WorkRef{{Name: "nginx-deployment-5f6c", Generation: 3}, {Name: "solo-deployment-0a1b", Generation: 2, Fenced: true}}},
 		&WorkUpsert{Name: "nginx-deployment-5f6c", Generation: 4, Binding: "default/nginx-deployment",
 			Manifests:        []json.RawMessage{json.RawMessage(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"default"}}`)},
-			StopAfterSeconds: 300},
+			StopAfterSeconds: 300, StatePaths: []string{"{.jobStatus.jobId}", "{.updateRevision}"}},
 		&WorkDelete{Name: "nginx-deployment-5f6c"},
 		&WorkApplied{Name: "nginx-deployment-5f6c", Generation: 4, Applied: true, Manifests: []ManifestResult{
-			{Ordinal: 0, Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments", Namespace: "default", Name: "nginx", Health: HealthUnknown, Status: json.RawMessage(`{"readyReplicas":1}`)},
+			{Ordinal: 0, Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments", Namespace: "default", Name: "nginx", Health: HealthUnknown, Status: json.RawMessage(`{"readyReplicas":1}`),
+				StateValues: map[string]string{"{.updateRevision}": "nginx-5f6c"}},
 		}},
 		&WorkDeleted{Name: "nginx-deployment-5f6c"},
 		&WorkStatus{Name: "nginx-deployment-5f6c", Generation: 4, Manifests: []ManifestResult{{Ordinal: 0, Version: "v1", Kind: "ConfigMap", Name: "c", Health: HealthHealthy}}},

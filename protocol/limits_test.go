@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -20,12 +21,22 @@ func TestAgentReaderLimitsEachKind(t *testing.T) {
 		bigStatus.Manifests = append(bigStatus.Manifests, ManifestResult{Ordinal: i, Version: "v1", Kind: "ConfigMap", Name: "c", Health: HealthHealthy,
 			Message: strings.Repeat("x", 4000), Status: []byte(`{"a":"` + strings.Repeat("y", 8000) + `"}`)})
 	}
+	// The most state an honest agent reports: every template at its
+	// longest, every value at its bound, on the workload's manifest.
+	mostState := &WorkStatus{Name: "w", Generation: 1, Manifests: []ManifestResult{{Version: "v1", Kind: "ConfigMap", Name: "c", Health: HealthHealthy,
+		StateValues: map[string]string{}}}}
+	for i := range MaxStatePaths {
+		template := fmt.Sprintf("{.f%d}", i)
+		template += strings.Repeat(" ", MaxStatePathBytes-len(template))
+		mostState.Manifests[0].StateValues[template] = strings.Repeat("v", MaxStateValueBytes)
+	}
 	tests := []struct {
 		name    string
 		frame   []byte
 		wantErr error
 	}{
 		{"small renewal", encode(t, renew), nil},
+		{"work status with the most state values", encode(t, mostState), nil},
 		{"renewal padded past 1 KiB", rawFrame(TypeLeaseRenew, `{"seq":1,"agentTime":"2026-11-26T12:00:00Z","pad":"`+strings.Repeat("p", 1100)+`"}`), ErrFrameTooLarge},
 		{"hello past 16 KiB", rawFrame(TypeHello, `{"agentVersion":"`+strings.Repeat("v", 17<<10)+`"}`), ErrFrameTooLarge},
 		{"work status of 1.2 MiB", encode(t, bigStatus), ErrFrameTooLarge},

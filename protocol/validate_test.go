@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -147,6 +148,17 @@ func TestValidateRejects(t *testing.T) {
 		{"applied with a reason", &WorkApplied{Name: "w", Generation: 1, Applied: true, Reason: ReasonRefusedByMemberPolicy}, `reason "RefusedByMemberPolicy"`},
 		{"unknown reason", &WorkApplied{Name: "w", Generation: 1, Reason: "Whatever"}, `reason "Whatever"`},
 		{"status with non-object status", &WorkStatus{Name: "w", Generation: 1, Manifests: []ManifestResult{{Name: "x", Health: HealthHealthy, Status: json.RawMessage(`"ready"`)}}}, "manifests[0].status must be a JSON object"},
+		{"upsert too many state paths", &WorkUpsert{Name: "w", Generation: 1, StatePaths: make([]string, MaxStatePaths+1)}, "len(statePaths) 33 must be in [0, 32]"},
+		{"upsert empty state path", &WorkUpsert{Name: "w", Generation: 1, StatePaths: []string{"{.a}", ""}}, "statePaths[1] is required"},
+		{"upsert long state path", &WorkUpsert{Name: "w", Generation: 1, StatePaths: []string{strings.Repeat("a", MaxStatePathBytes+1)}}, "statePaths[0] is 1025 bytes long, limit 1024"},
+		{"status with too many state values", &WorkStatus{Name: "w", Generation: 1, Manifests: []ManifestResult{{Name: "x", Health: HealthHealthy,
+			StateValues: manyValues(MaxStatePaths + 1)}}}, "manifests[0].stateValues has 33 entries, limit 32"},
+		{"status with a long state value", &WorkStatus{Name: "w", Generation: 1, Manifests: []ManifestResult{{Name: "x", Health: HealthHealthy,
+			StateValues: map[string]string{"{.a}": "ok", "{.b}": strings.Repeat("v", MaxStateValueBytes+1)}}}}, `manifests[0].stateValues["{.b}"] is 257 bytes long, limit 256`},
+		{"applied with a long state template", &WorkApplied{Name: "w", Generation: 1, Manifests: []ManifestResult{{Name: "x", Health: HealthHealthy,
+			StateValues: map[string]string{strings.Repeat("t", MaxStatePathBytes+1): "v"}}}}, "is 1025 bytes long, limit 1024"},
+		{"applied with an empty state template", &WorkApplied{Name: "w", Generation: 1, Manifests: []ManifestResult{{Name: "x", Health: HealthHealthy,
+			StateValues: map[string]string{"": "v"}}}}, "manifests[0].stateValues has an empty template"},
 		{"deleted without name", &WorkDeleted{}, "name is required"},
 	}
 	for _, tt := range tests {
@@ -161,6 +173,15 @@ func TestValidateRejects(t *testing.T) {
 			checkInvalid(t, "ReadMessage()", err, tt.wantText)
 		})
 	}
+}
+
+// manyValues are n state values.
+func manyValues(n int) map[string]string {
+	out := make(map[string]string, n)
+	for i := range n {
+		out[fmt.Sprintf("{.f%d}", i)] = "v"
+	}
+	return out
 }
 
 func checkInvalid(t *testing.T, what string, err error, wantText string) {
@@ -182,6 +203,10 @@ func TestFencingFieldsOnTheWire(t *testing.T) {
 	}{
 		{&WorkUpsert{Name: "w", Generation: 1}, `{"name":"w","generation":1,"binding":"","manifests":null}`},
 		{&WorkUpsert{Name: "w", Generation: 1, StopAfterSeconds: 30}, `{"name":"w","generation":1,"binding":"","manifests":null,"stopAfterSeconds":30}`},
+		{&WorkUpsert{Name: "w", Generation: 1, StatePaths: []string{"{.jobStatus.jobId}"}},
+			`{"name":"w","generation":1,"binding":"","manifests":null,"statePaths":["{.jobStatus.jobId}"]}`},
+		{&WorkStatus{Name: "w", Generation: 1, Manifests: []ManifestResult{{Name: "x", Health: HealthHealthy, StateValues: map[string]string{"{.a}": "1"}}}},
+			`{"name":"w","generation":1,"manifests":[{"ordinal":0,"group":"","version":"","kind":"","name":"x","health":"Healthy","stateValues":{"{.a}":"1"}}]}`},
 		{&WorkInventory{Works: []WorkRef{{Name: "w", Generation: 1}}}, `{"works":[{"name":"w","generation":1}]}`},
 		{&WorkInventory{Works: []WorkRef{{Name: "w", Generation: 1, Fenced: true}}}, `{"works":[{"name":"w","generation":1,"fenced":true}]}`},
 	}

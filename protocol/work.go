@@ -3,6 +3,8 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -57,7 +59,23 @@ type WorkUpsert struct {
 	// workloads to zero (and suspends its Jobs), and keeps them so until
 	// the hub sends the Work again.
 	StopAfterSeconds int32 `json:"stopAfterSeconds,omitempty"`
+	// StatePaths are kubectl JSONPath templates the agent evaluates on the
+	// status of the first manifest's object, reporting the values in
+	// ManifestResult.StateValues: what failover's statePreservation rules
+	// read, for any kind. At most MaxStatePaths of at most
+	// MaxStatePathBytes each. Older agents ignore them.
+	StatePaths []string `json:"statePaths,omitempty"`
 }
+
+// Bounds of WorkUpsert.StatePaths and ManifestResult.StateValues: two
+// policies' rules (application and cluster failover, 16 each) of at most
+// 1 KiB, and values a little longer than a label value, so that a value
+// too long for a label is seen to be so rather than cut.
+const (
+	MaxStatePaths      = 32
+	MaxStatePathBytes  = 1 << 10
+	MaxStateValueBytes = 256
+)
 
 // MaxStopAfterSeconds (30 days) bounds WorkUpsert.StopAfterSeconds.
 const MaxStopAfterSeconds = 30 * 24 * 3600
@@ -81,6 +99,10 @@ type ManifestResult struct {
 	Message string `json:"message,omitempty"`
 	// Status holds key status fields (readyReplicas, ...), as a JSON object.
 	Status json.RawMessage `json:"status,omitempty"`
+	// StateValues are the values of the Work's StatePaths on the object's
+	// status, by template; a template that does not evaluate (a missing
+	// field, a parse error) is absent. Older hubs ignore them.
+	StateValues map[string]string `json:"stateValues,omitempty"`
 }
 
 // WorkApplied answers WorkUpsert. Applied is false if any manifest failed;
@@ -155,6 +177,11 @@ func (m *WorkUpsert) Validate() error {
 	for i, raw := range m.Manifests {
 		checks = append(checks, jsonObject(fmt.Sprintf("manifests[%d]", i), raw))
 	}
+	checks = append(checks, inRange("len(statePaths)", len(m.StatePaths), 0, MaxStatePaths))
+	for i, p := range m.StatePaths {
+		field := fmt.Sprintf("statePaths[%d]", i)
+		checks = append(checks, required(field, p), maxLen(field, p, MaxStatePathBytes))
+	}
 	return invalid(TypeWorkUpsert, checks...)
 }
 
@@ -217,8 +244,28 @@ func manifestResults(results []ManifestResult) []error {
 		if len(r.Status) > 0 {
 			checks = append(checks, maxLen(field+".status", string(r.Status), maxManifestStatus), jsonObject(field+".status", r.Status))
 		}
+		checks = append(checks, stateValues(field+".stateValues", r.StateValues))
 	}
 	return checks
+}
+
+// stateValues bounds the values reported for a Work's StatePaths.
+func stateValues(field string, values map[string]string) error {
+	if len(values) > MaxStatePaths {
+		return fmt.Errorf("%s has %d entries, limit %d", field, len(values), MaxStatePaths)
+	}
+	// Sorted so that the reported problem is the same every time.
+	for _, path := range slices.Sorted(maps.Keys(values)) {
+		switch {
+		case path == "":
+			return fmt.Errorf("%s has an empty template", field)
+		case len(path) > MaxStatePathBytes:
+			return fmt.Errorf("%s: template %q is %d bytes long, limit %d", field, truncate(path), len(path), MaxStatePathBytes)
+		case len(values[path]) > MaxStateValueBytes:
+			return fmt.Errorf("%s[%q] is %d bytes long, limit %d", field, truncate(path), len(values[path]), MaxStateValueBytes)
+		}
+	}
+	return nil
 }
 
 func health(field, h string) error {

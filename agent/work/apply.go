@@ -174,6 +174,9 @@ func (a *applyRun) applyOne(m manifest, ref objectRef) error {
 	r := &a.results[m.ordinal]
 	r.Health, r.Message = health(applied)
 	r.Status = keyStatus(applied)
+	if m.ordinal == 0 {
+		r.StateValues = stateValues(applied, a.op.upsert.StatePaths)
+	}
 	return nil
 }
 
@@ -184,7 +187,7 @@ func (a *applyRun) fail(i int, err error) {
 	if a.refs[i] == nil {
 		*r = manifestIdentity(a.manifests[i])
 	}
-	r.Health, r.Message, r.Status = protocol.HealthUnknown, ellipsis.Cut(err.Error(), maxMessage), nil
+	r.Health, r.Message, r.Status, r.StateValues = protocol.HealthUnknown, ellipsis.Cut(err.Error(), maxMessage), nil, nil
 }
 
 // manifestIdentity names a manifest that could not be mapped as far as it
@@ -216,7 +219,7 @@ func (a *applyRun) finish() string {
 		return ellipsis.Cut("prune: "+err.Error(), maxMessage)
 	}
 	done := &record{Generation: a.op.upsert.Generation, Binding: a.op.upsert.Binding, Objects: applied,
-		StopAfterSeconds: a.op.upsert.StopAfterSeconds}
+		StopAfterSeconds: a.op.upsert.StopAfterSeconds, StatePaths: a.op.upsert.StatePaths}
 	if err := a.e.records.save(a.op.ctx, a.op.work, done); err != nil {
 		return ellipsis.Cut(err.Error(), maxMessage)
 	}
@@ -226,7 +229,7 @@ func (a *applyRun) finish() string {
 
 // manifestSet is what status watches after this attempt.
 func (a *applyRun) manifestSet() *manifestSet {
-	set := &manifestSet{generation: a.op.upsert.Generation}
+	set := &manifestSet{generation: a.op.upsert.Generation, statePaths: a.op.upsert.StatePaths}
 	for i, r := range a.results {
 		set.entries = append(set.entries, manifestEntry{result: r, failed: a.failed[i]})
 	}

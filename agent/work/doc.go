@@ -14,6 +14,12 @@
 // recorded in a ConfigMap in the system namespace before the objects are
 // created, so a restarted agent still knows what to prune and delete.
 //
+// Status: each manifest's health, a few key status fields of known kinds,
+// and, for the first manifest (the workload), the values of the upsert's
+// StatePaths (the JSONPath templates of the policy's statePreservation
+// rules) on the object's status, of any kind. A template that does not
+// evaluate has no value; it never fails an apply.
+//
 // Fencing: a Work whose upsert carries StopAfterSeconds is stopped when the
 // hub has not answered for that long (the session reports answers with
 // [Engine.Contact]): its Deployments, StatefulSets, ReplicaSets and

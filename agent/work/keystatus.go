@@ -6,6 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/flotilla-io/flotilla/internal/jsonpathvalue"
 )
 
 // keyStatusFields are the status fields reported per kind: enough for the
@@ -46,4 +48,33 @@ func keyStatus(obj *unstructured.Unstructured) json.RawMessage {
 		return nil
 	}
 	return raw
+}
+
+// stateValues evaluates each template on obj's status: the values the
+// hub's statePreservation rules read, of any kind and any field, without
+// shipping the whole status. A template that does not evaluate (a field
+// missing, as before the workload reports it, or a template that does not
+// parse) has no value, and the hub says so when it needs it; an apply
+// never fails over it. Values are at most jsonpathvalue.MaxBytes long.
+// Nil without templates or values.
+func stateValues(obj *unstructured.Unstructured, paths []string) map[string]string {
+	if len(paths) == 0 {
+		return nil
+	}
+	status, ok := obj.Object["status"]
+	if !ok {
+		return nil
+	}
+	var out map[string]string
+	for _, p := range paths {
+		v, err := jsonpathvalue.Eval(status, p)
+		if err != nil {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(paths))
+		}
+		out[p] = v
+	}
+	return out
 }

@@ -51,6 +51,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		{Generation: 3, Binding: "default/web", Objects: []objectRef{nsRef, deployRef}},
 		{Generation: 0, Binding: "web", Pending: []objectRef{cmRef}},
 		{Generation: 7, Objects: []objectRef{deployRef}, Pending: []objectRef{crdRef}},
+		{Generation: 2, Objects: []objectRef{deployRef}, StatePaths: []string{"{.jobStatus.jobId}", `{.a["b c"]}`}},
 	} {
 		data, err := r.data()
 		if err != nil {
@@ -72,6 +73,7 @@ func TestParseRecordRejectsDamage(t *testing.T) {
 		"negative generation": {keyGeneration: "-1"},
 		"bad objects":         {keyGeneration: "1", keyObjects: "[{"},
 		"bad pending":         {keyGeneration: "1", keyPending: "{}"},
+		"bad state paths":     {keyGeneration: "1", keyStatePaths: `{"a":1}`},
 	} {
 		if r, err := parseRecord(data); err == nil {
 			t.Errorf("%s: parsed as %+v, want an error", name, r)

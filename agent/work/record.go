@@ -33,6 +33,10 @@ type record struct {
 	// because it was cut off from the hub; they stay stopped until the hub
 	// sends the Work again.
 	FencedAt time.Time
+	// StatePaths are the JSONPath templates of Generation, so that a
+	// restarted agent, which the hub does not send the Work again, still
+	// reports their values.
+	StatePaths []string
 }
 
 // fenced says whether the record says the Work is fenced.
@@ -54,6 +58,7 @@ const (
 	keyPending    = "pending"
 	keyStopAfter  = "stopAfterSeconds"
 	keyFencedAt   = "fencedAt"
+	keyStatePaths = "statePaths"
 )
 
 func (r *record) data() (map[string]string, error) {
@@ -73,6 +78,13 @@ func (r *record) data() (map[string]string, error) {
 			return nil, fmt.Errorf("encode %s: %w", key, err)
 		}
 		data[key] = string(raw)
+	}
+	if len(r.StatePaths) > 0 {
+		raw, err := json.Marshal(r.StatePaths)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s: %w", keyStatePaths, err)
+		}
+		data[keyStatePaths] = string(raw)
 	}
 	return data, nil
 }
@@ -103,6 +115,11 @@ func parseRecord(data map[string]string) (*record, error) {
 		}
 		if err := json.Unmarshal([]byte(data[key]), refs); err != nil {
 			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+	}
+	if v, ok := data[keyStatePaths]; ok {
+		if err := json.Unmarshal([]byte(v), &r.StatePaths); err != nil {
+			return nil, fmt.Errorf("%s: %w", keyStatePaths, err)
 		}
 	}
 	return r, nil

@@ -42,6 +42,18 @@ type workState struct {
 type manifestSet struct {
 	generation int64
 	entries    []manifestEntry
+	// statePaths are the Work's JSONPath templates whose values are
+	// reported with the first manifest's status.
+	statePaths []string
+}
+
+// statePathsOf are the templates evaluated on manifest i's object: the
+// Work's, on the first manifest (the workload the hub reads state of).
+func (s *manifestSet) statePathsOf(i int) []string {
+	if i != 0 {
+		return nil
+	}
+	return s.statePaths
 }
 
 // manifestEntry is one manifest: its identity and, if applying it failed,
@@ -57,7 +69,7 @@ func recordedSet(r *record) *manifestSet {
 	if r.Generation == 0 {
 		return nil
 	}
-	set := &manifestSet{generation: r.Generation}
+	set := &manifestSet{generation: r.Generation, statePaths: r.StatePaths}
 	for i, ref := range r.Objects {
 		set.entries = append(set.entries, manifestEntry{result: ref.result(i)})
 	}

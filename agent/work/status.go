@@ -2,7 +2,6 @@ package work
 
 import (
 	"bytes"
-	"encoding/json"
 	"maps"
 	"slices"
 	"time"
@@ -95,35 +94,40 @@ func (e *Engine) observe(work string, set *manifestSet) []protocol.ManifestResul
 	for i, entry := range set.entries {
 		out[i] = entry.result
 		if !entry.failed {
-			r := &out[i]
-			r.Health, r.Message, r.Status = e.observeObject(work, refOf(*r))
+			e.observeObject(work, &out[i], set.statePathsOf(i))
 		}
 	}
 	return out
 }
 
-func (e *Engine) observeObject(work string, ref objectRef) (h, msg string, status json.RawMessage) {
+// observeObject fills r's health, key status and state values (of paths)
+// from the watch cache.
+func (e *Engine) observeObject(work string, r *protocol.ManifestResult, paths []string) {
+	ref := refOf(*r)
 	obj, synced := e.watch.get(ref)
+	r.Status, r.StateValues = nil, nil
 	switch {
 	case obj == nil && !synced:
-		return protocol.HealthUnknown, "waiting for the watch of " + ref.Resource, nil
+		r.Health, r.Message = protocol.HealthUnknown, "waiting for the watch of "+ref.Resource
 	case obj == nil:
-		return protocol.HealthUnknown, "not found", nil
+		r.Health, r.Message = protocol.HealthUnknown, "not found"
 	case obj.GetLabels()[LabelWork] != work:
-		return protocol.HealthUnknown, ref.String() + " " + errNotManaged.Error(), nil
+		r.Health, r.Message = protocol.HealthUnknown, ref.String()+" "+errNotManaged.Error()
+	default:
+		r.Health, r.Message = health(obj)
+		r.Status, r.StateValues = keyStatus(obj), stateValues(obj, paths)
 	}
-	h, msg = health(obj)
-	return h, msg, keyStatus(obj)
 }
 
 // sameResults reports whether two result lists say the same.
 func sameResults(a, b []protocol.ManifestResult) bool {
 	return slices.EqualFunc(a, b, func(x, y protocol.ManifestResult) bool {
-		return bytes.Equal(x.Status, y.Status) && withoutStatus(x) == withoutStatus(y)
+		return bytes.Equal(x.Status, y.Status) && maps.Equal(x.StateValues, y.StateValues) && withoutStatus(x) == withoutStatus(y)
 	})
 }
 
-// comparableResult is a ManifestResult without its Status bytes.
+// comparableResult is a ManifestResult without its Status bytes and
+// state values.
 type comparableResult struct {
 	ordinal                                                 int
 	group, version, kind, resource, namespace, name, health string

@@ -156,11 +156,20 @@ type FailbackCluster struct {
 
 // AggregatedStatusItem is the workload's state in one cluster.
 type AggregatedStatusItem struct {
-	ClusterName    string                `json:"clusterName"`
-	Status         *runtime.RawExtension `json:"status,omitempty"`
-	Applied        bool                  `json:"applied,omitempty"`
-	AppliedMessage string                `json:"appliedMessage,omitempty"`
-	Health         string                `json:"health,omitempty"`
+	ClusterName string                `json:"clusterName"`
+	Status      *runtime.RawExtension `json:"status,omitempty"`
+	// StateValues are the values of the binding's statePreservation
+	// JSONPath templates (failover.application and failover.cluster), by
+	// template, as the cluster's agent read them on the workload's status
+	// in the member cluster at its latest report (WorkSpec.StatePaths).
+	// A template that did not evaluate there (a missing field) has no
+	// value. Failover takes the preserved labels from them, and evaluates
+	// the rules on Status for a template without one.
+	// +optional
+	StateValues    map[string]string `json:"stateValues,omitempty"`
+	Applied        bool              `json:"applied,omitempty"`
+	AppliedMessage string            `json:"appliedMessage,omitempty"`
+	Health         string            `json:"health,omitempty"`
 }
 
 // Health of a workload or manifest in a member cluster.

@@ -246,6 +246,9 @@ type StatePreservation struct {
 // MaxStatePreservationRules bounds StatePreservation.Rules.
 const MaxStatePreservationRules = 16
 
+// MaxStateJSONPathLength bounds StatePreservationRule.JSONPath, in bytes.
+const MaxStateJSONPathLength = 1024
+
 // StatePreservationRule names a label and the JSONPath it is taken from.
 type StatePreservationRule struct {
 	// AliasLabelName is the label key the value is injected under.

@@ -35,6 +35,16 @@ type WorkSpec struct {
 	// Fencing, from the binding's failover.cluster.fencing, tells the agent
 	// to stop the workload if it is cut off from the hub that long.
 	Fencing *WorkFencing `json:"fencing,omitempty"`
+	// StatePaths are the JSONPath templates of the binding's
+	// statePreservation rules, sorted and without duplicates: the agent
+	// evaluates each on the status of the first manifest's object in the
+	// member cluster and reports the values with its status
+	// (ManifestStatus.StateValues), so that failover can preserve state
+	// of any kind without the agent shipping whole statuses.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=1024
+	StatePaths []string `json:"statePaths,omitempty"`
 }
 
 // WorkFencing is the fencing setting a Work carries to its agent.
@@ -75,6 +85,11 @@ type ManifestStatus struct {
 	Identifier ResourceIdentifier `json:"identifier"`
 	// Status holds key status fields of the object (e.g. readyReplicas).
 	Status *runtime.RawExtension `json:"status,omitempty"`
+	// StateValues are the values of the Work's StatePaths on the
+	// object's status, by template, as the agent read them; a template
+	// that did not evaluate (a missing field) is absent.
+	// +optional
+	StateValues map[string]string `json:"stateValues,omitempty"`
 	// Health is Healthy, Unhealthy or Unknown.
 	Health string `json:"health,omitempty"`
 	// Message says why, for anything but Healthy.

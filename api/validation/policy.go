@@ -397,7 +397,7 @@ func failover(f *v1alpha1.FailoverBehavior, path *field.Path) field.ErrorList {
 }
 
 // maxJSONPathLength bounds a statePreservation rule's JSONPath.
-const maxJSONPathLength = 1024
+const maxJSONPathLength = v1alpha1.MaxStateJSONPathLength
 
 // statePreservation checks that each rule names a label key the new copy
 // can carry and a JSONPath template that parses, and that there are few.

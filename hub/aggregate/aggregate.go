@@ -9,6 +9,7 @@ package aggregate
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,6 +48,7 @@ func Items(spec *v1alpha1.ResourceBindingSpec, workOf func(cluster string) *v1al
 					item.Health = ms.Health
 				}
 				item.Status = ms.Status.DeepCopy()
+				item.StateValues = maps.Clone(ms.StateValues)
 			}
 		}
 		items = append(items, item)

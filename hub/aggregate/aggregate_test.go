@@ -82,3 +82,20 @@ func TestItems(t *testing.T) {
 		t.Errorf("unreachable member2: %+v", it)
 	}
 }
+
+// The values the agent read for the statePreservation templates travel
+// with the status, from an unreachable cluster too: failover reads them
+// when the cluster is cut off.
+func TestItemsCarryStateValues(t *testing.T) {
+	spec := &v1alpha1.ResourceBindingSpec{Clusters: []v1alpha1.TargetCluster{{Name: "member1", Replicas: 1}}}
+	w := work("1", 1, 1, metav1.ConditionTrue, v1alpha1.HealthHealthy, `{"replicas":1}`)
+	w.Status.ManifestStatuses[0].StateValues = map[string]string{"{.jobStatus.jobId}": "a1b2"}
+	items := Items(spec, func(string) *v1alpha1.Work { return w }, func(string) bool { return false })
+	if diff := cmp.Diff(map[string]string{"{.jobStatus.jobId}": "a1b2"}, items[0].StateValues); diff != "" {
+		t.Errorf("state values (-want +got):\n%s", diff)
+	}
+	items[0].StateValues["{.jobStatus.jobId}"] = "changed"
+	if w.Status.ManifestStatuses[0].StateValues["{.jobStatus.jobId}"] != "a1b2" {
+		t.Error("the item shares its map with the Work")
+	}
+}

@@ -373,7 +373,8 @@ func (c *Controller) ensureWork(ctx context.Context, src *workSource, cluster st
 		c.recorder.Event(controller.BindingRef(src.binding), corev1.EventTypeWarning, "RenderFailed", err.Error())
 		return err
 	}
-	want := v1alpha1.WorkSpec{Workload: v1alpha1.WorkloadTemplate{Manifests: []v1alpha1.Manifest{manifest}}, Fencing: fencing(src.spec)}
+	want := v1alpha1.WorkSpec{Workload: v1alpha1.WorkloadTemplate{Manifests: []v1alpha1.Manifest{manifest}}, Fencing: fencing(src.spec),
+		StatePaths: statePaths(src.spec)}
 	wantReplicas := strconv.Itoa(int(replicas))
 	namespace := v1alpha1.ExecutionNamespace(cluster)
 	current := c.latest(controller.Key(namespace, name))

@@ -11,8 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/internal/ellipsis"
 	"github.com/flotilla-io/flotilla/protocol"
 )
 
@@ -34,6 +36,9 @@ const (
 	maxStoredManifestStatus = 4 << 10
 	// maxStoredMessage bounds one manifest's message.
 	maxStoredMessage = 1 << 10
+	// maxStoredStateValue bounds one state value (ManifestStatus.
+	// StateValues): one byte more than a label value holds.
+	maxStoredStateValue = validation.LabelValueMaxLength + 1
 
 	// Status writes of one session: a rate, a burst (a failover brings
 	// many Works at once), and the bytes they may carry.
@@ -98,9 +103,10 @@ func (l statusLimiter) allow(now time.Time, size int) (bool, time.Duration) {
 
 // boundedStatuses turns reported manifest results into what is stored:
 // at most maxStoredManifests and maxStoredStatusBytes, messages and status
-// fields cut to their bounds, and a summary of what was left out ("" if
-// nothing was).
-func boundedStatuses(results []protocol.ManifestResult) ([]v1alpha1.ManifestStatus, string) {
+// fields cut to their bounds, state values only of the first manifest and
+// for the templates the Work asks for (statePaths), and a summary of what
+// was left out ("" if nothing was).
+func boundedStatuses(results []protocol.ManifestResult, statePaths []string) ([]v1alpha1.ManifestStatus, string) {
 	statuses := make([]v1alpha1.ManifestStatus, 0, min(len(results), maxStoredManifests))
 	size, droppedStatus, cutMessages := 0, 0, 0
 	for _, r := range results {
@@ -122,6 +128,9 @@ func boundedStatuses(results []protocol.ManifestResult) ([]v1alpha1.ManifestStat
 		case len(r.Status) > 0:
 			ms.Status = &runtime.RawExtension{Raw: r.Status}
 		}
+		if r.Ordinal == 0 {
+			ms.StateValues = storedState(r.StateValues, statePaths)
+		}
 		n := encodedSize(ms)
 		if size+n > maxStoredStatusBytes {
 			break
@@ -140,6 +149,26 @@ func boundedStatuses(results []protocol.ManifestResult) ([]v1alpha1.ManifestStat
 		notes = append(notes, fmt.Sprintf("%d messages cut to %d bytes", cutMessages, maxStoredMessage))
 	}
 	return statuses, strings.Join(notes, "; ")
+}
+
+// storedState keeps the reported values of the templates asked for, each
+// cut to maxStoredStateValue; nil if none. What an agent reports for other
+// templates is not the hub's to store.
+func storedState(reported map[string]string, statePaths []string) map[string]string {
+	var out map[string]string
+	for _, path := range statePaths {
+		v, ok := reported[path]
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(statePaths))
+		}
+		// Cut with a trailing "...", which no label value ends with: a
+		// cut value is refused as the whole would be.
+		out[path] = ellipsis.Cut(v, maxStoredStateValue)
+	}
+	return out
 }
 
 // encodedSize is ms's size as stored, near enough.
@@ -175,6 +204,11 @@ func reportSize(results []protocol.ManifestResult) int {
 			min(len(r.Message), maxStoredMessage)
 		if len(r.Status) <= maxStoredManifestStatus {
 			size += len(r.Status)
+		}
+		if r.Ordinal == 0 {
+			for path, v := range r.StateValues {
+				size += len(path) + min(len(v), maxStoredStateValue)
+			}
 		}
 	}
 	return min(size, maxStoredStatusBytes)

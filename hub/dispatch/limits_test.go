@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
@@ -40,7 +41,7 @@ func TestBoundedStatuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			stored, note := boundedStatuses(tt.in)
+			stored, note := boundedStatuses(tt.in, nil)
 			if len(stored) != tt.wantStored {
 				t.Errorf("stored %d manifests, want %d", len(stored), tt.wantStored)
 			}
@@ -56,6 +57,46 @@ func TestBoundedStatuses(t *testing.T) {
 			}
 			if len(stored) > 0 && stored[0].Identifier.Ordinal != 0 {
 				t.Errorf("the first manifest (whose health the hub aggregates) was not kept")
+			}
+		})
+	}
+}
+
+// State values are stored for the Work's templates only, of the first
+// manifest only, cut so that a value too long for a label stays so.
+func TestBoundedStateValues(t *testing.T) {
+	paths := []string{"{.jobStatus.jobId}", "{.updateRevision}"}
+	tests := []struct {
+		name     string
+		reported map[int]map[string]string // by ordinal
+		// want: a value longer than a label value is cut with "...",
+		// which no label value ends with
+		want map[string]string
+	}{
+		{"none", nil, nil},
+		{"the templates asked for", map[int]map[string]string{0: {"{.jobStatus.jobId}": "a1b2", "{.updateRevision}": "web-7"}},
+			map[string]string{"{.jobStatus.jobId}": "a1b2", "{.updateRevision}": "web-7"}},
+		{"a template not asked for", map[int]map[string]string{0: {"{.jobStatus.jobId}": "a1b2", "{.spec}": "x"}},
+			map[string]string{"{.jobStatus.jobId}": "a1b2"}},
+		{"only templates not asked for", map[int]map[string]string{0: {"{.spec}": "x"}}, nil},
+		{"another manifest's values", map[int]map[string]string{1: {"{.jobStatus.jobId}": "a1b2"}}, nil},
+		{"a hostile long value is cut past a label's length", map[int]map[string]string{0: {"{.updateRevision}": strings.Repeat("r", 256)}},
+			map[string]string{"{.updateRevision}": strings.Repeat("r", 61) + "..."}},
+		{"a cut keeps characters whole, and no label value", map[int]map[string]string{0: {"{.updateRevision}": strings.Repeat("r", 60) + "é" + "rrrrr"}},
+			map[string]string{"{.updateRevision}": strings.Repeat("r", 60) + "..."}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := results(2, 0, 0)
+			for ordinal, values := range tt.reported {
+				in[ordinal].StateValues = values
+			}
+			stored, _ := boundedStatuses(in, paths)
+			if diff := cmp.Diff(tt.want, stored[0].StateValues); diff != "" {
+				t.Errorf("first manifest's state values (-want +got):\n%s", diff)
+			}
+			if stored[1].StateValues != nil {
+				t.Errorf("second manifest's state values stored: %v", stored[1].StateValues)
 			}
 		})
 	}

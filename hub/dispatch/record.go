@@ -122,7 +122,7 @@ func (s *session) setManifests(w *v1alpha1.Work, results []protocol.ManifestResu
 	if len(results) == 0 {
 		return false
 	}
-	statuses, summary := boundedStatuses(results)
+	statuses, summary := boundedStatuses(results, w.Spec.StatePaths)
 	changed := setTruncated(w, summary)
 	if summary != "" && changed {
 		s.d.limits.truncated.Add(1)

@@ -329,7 +329,8 @@ func (s *session) sync(ctx context.Context, name string, w *v1alpha1.Work) error
 	for i, m := range w.Spec.Workload.Manifests {
 		manifests[i] = json.RawMessage(m.Raw)
 	}
-	upsert := &protocol.WorkUpsert{Name: name, Generation: w.Generation, Binding: w.Annotations[v1alpha1.AnnotationWorkBinding], Manifests: manifests}
+	upsert := &protocol.WorkUpsert{Name: name, Generation: w.Generation, Binding: w.Annotations[v1alpha1.AnnotationWorkBinding], Manifests: manifests,
+		StatePaths: w.Spec.StatePaths}
 	if w.Spec.Fencing != nil {
 		upsert.StopAfterSeconds = w.Spec.Fencing.StopAfterSeconds
 	}

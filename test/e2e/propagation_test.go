@@ -104,9 +104,20 @@ func startFleet(t *testing.T, clusters int, hubFlags ...string) *fleet {
 // startFleetAgents is startFleet with extra flags for every agent.
 func startFleetAgents(t *testing.T, clusters int, agentFlags []string, hubFlags ...string) *fleet {
 	t.Helper()
+	return startFleetPrepared(t, clusters, nil, agentFlags, hubFlags...)
+}
+
+// startFleetPrepared is startFleetAgents that calls prepare (if not nil)
+// on each member cluster before its agent starts: what is installed then
+// is in the served APIs the agent first reports.
+func startFleetPrepared(t *testing.T, clusters int, prepare func(*membercluster.Cluster), agentFlags []string, hubFlags ...string) *fleet {
+	t.Helper()
 	f := &fleet{t: t, env: membercluster.StartForTest(t, membercluster.Specs(clusters)...), hub: startHub(t, hubFlags...),
 		agents: map[string]*agent{}, clients: map[string]kubernetes.Interface{}, dir: t.TempDir()}
 	for _, c := range f.env.Clusters() {
+		if prepare != nil {
+			prepare(c)
+		}
 		f.agents[c.Name] = startAgent(t, f.hub, c, agentFlags...)
 		client, err := c.Clientset()
 		if err != nil {
