@@ -60,6 +60,7 @@ type agentServer struct {
 // agentSession is one live agent connection.
 type agentSession struct {
 	id      string
+	seq     uint64 // orders the sessions this hub accepted: higher is newer
 	cluster string
 	remote  string
 	serial  *big.Int // of the client certificate
@@ -247,7 +248,8 @@ func (s *agentServer) greet(ctx context.Context, conn transport.Conn, cluster st
 	}
 	_ = stream.SetReadDeadline(time.Time{})
 
-	sess := &agentSession{id: fmt.Sprintf("%s/%d", s.hubID, s.nextID.Add(1)), cluster: cluster, remote: remote, serial: serial, conn: conn, control: stream,
+	seq := s.nextID.Add(1)
+	sess := &agentSession{id: fmt.Sprintf("%s/%d", s.hubID, seq), seq: seq, cluster: cluster, remote: remote, serial: serial, conn: conn, control: stream,
 		limits: s.limits.forSession()}
 	unlock := s.greeting.lock(cluster)
 	older := s.claim(sess)
@@ -478,7 +480,7 @@ func (s *agentServer) serveStream(ctx context.Context, sess *agentSession, strea
 // serveWorkStream hands the work stream to the dispatcher; when it fails,
 // the session ends, so the agent reconnects and resyncs.
 func (s *agentServer) serveWorkStream(ctx context.Context, sess *agentSession, stream transport.Stream) {
-	err := s.dispatch.Serve(ctx, sess.cluster, stream)
+	err := s.dispatch.Serve(ctx, sess.cluster, sess.seq, stream)
 	if err == nil || sess.conn.Context().Err() != nil {
 		return
 	}

@@ -199,10 +199,19 @@ func (d *Dispatcher) paceOf(cluster string) statusLimiter {
 	return l
 }
 
-func (d *Dispatcher) attach(s *session) {
+// attach makes s the session its cluster's Works go to, unless a newer
+// session has it: then it returns that session's seq, else 0. A replaced
+// session may get here after its replacement (both wait for the informer
+// when the hub starts); were it attached, the replacement would get
+// nothing, and its detach would leave the cluster with no session at all.
+func (d *Dispatcher) attach(s *session) (newer uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if cur := d.sessions[s.cluster]; cur != nil && cur.seq > s.seq {
+		return cur.seq
+	}
 	d.sessions[s.cluster] = s
+	return 0
 }
 
 func (d *Dispatcher) detach(s *session) {

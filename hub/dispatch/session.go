@@ -40,6 +40,7 @@ const (
 type session struct {
 	d         *Dispatcher
 	cluster   string
+	seq       uint64 // orders the cluster's sessions: higher is newer
 	namespace string // the cluster's execution namespace
 	stream    Stream
 	logger    *slog.Logger
@@ -82,8 +83,11 @@ func (s *session) notify(name string) {
 }
 
 // Serve runs the work stream of one session until it fails or ctx ends.
-func (d *Dispatcher) Serve(ctx context.Context, cluster string, stream Stream) error {
-	s := &session{d: d, cluster: cluster, namespace: v1alpha1.ExecutionNamespace(cluster), stream: stream, logger: d.logger.With("cluster", cluster),
+// seq orders the sessions of a cluster (higher is newer): the work stream
+// of a session replaced by a newer one is not served, even when it gets
+// here last.
+func (d *Dispatcher) Serve(ctx context.Context, cluster string, seq uint64, stream Stream) error {
+	s := &session{d: d, cluster: cluster, seq: seq, namespace: v1alpha1.ExecutionNamespace(cluster), stream: stream, logger: d.logger.With("cluster", cluster),
 		pending: map[string]time.Time{}, wake: make(chan struct{}, 1), sent: map[string]int64{}, fenced: map[string]bool{}, written: map[string]*v1alpha1.Work{},
 		answered: map[string]int64{}, queued: map[string]protocol.Message{}, limit: d.paceOf(cluster)}
 	reader := protocol.NewAgentReader(stream) // large frames go only to the agent
@@ -116,7 +120,10 @@ func (d *Dispatcher) Serve(ctx context.Context, cluster string, stream Stream) e
 		return nil
 	}
 	// Attach before the resync, so no change between them is missed.
-	d.attach(s)
+	if newer := d.attach(s); newer != 0 {
+		s.logger.Info("work stream of a replaced session not served", "session", seq, "newerSession", newer)
+		return nil
+	}
 	defer d.detach(s)
 
 	ctx, cancel := context.WithCancel(ctx)

@@ -160,7 +160,7 @@ func startSessionWith(t *testing.T, works []workSpec, inventory []protocol.WorkR
 	a := &agentEnd{t: t, w: agentW, msgs: make(chan protocol.Message, 64), reader: protocol.NewReader(agentR, protocol.MaxWorkFrameSize)}
 	done := make(chan struct{}, 3)
 	go func() { d.Run(ctx); done <- struct{}{} }()
-	go func() { _ = d.Serve(ctx, cluster, pipeStream{hubR, hubW}); done <- struct{}{} }()
+	go func() { _ = d.Serve(ctx, cluster, 2, pipeStream{hubR, hubW}); done <- struct{}{} }()
 	go func() {
 		defer func() { done <- struct{}{} }()
 		for {
@@ -316,6 +316,37 @@ func TestResyncSendsOnlyWhatDiffers(t *testing.T) {
 	})
 	// "same" was held at its generation: the inventory acknowledged it.
 	f.await(t, "same", "observed generation 1", func(w *v1alpha1.Work) bool { return w != nil && w.Status.ObservedGeneration == 1 })
+}
+
+// TestReplacedSessionServedLast: the work stream of a session replaced by
+// a newer one, reaching the dispatcher after the newer one's, is not
+// served, and the newer session keeps getting the cluster's Works (the
+// older one used to take its place, and its end left the cluster with no
+// session at all).
+func TestReplacedSessionServedLast(t *testing.T) {
+	f := startSession(t, []workSpec{{name: "first", generation: 1}}, nil)
+	if got := describeMsg(f.agent.next()); got != "upsert first@1" {
+		t.Fatalf("resync: %s, want upsert first@1", got)
+	}
+	hubR, agentW := io.Pipe()
+	t.Cleanup(func() { _ = hubR.Close(); _ = agentW.Close() })
+	served := make(chan error, 1)
+	go func() { served <- f.d.Serve(t.Context(), f.cluster, 1, pipeStream{hubR, io.Discard}) }()
+	if err := protocol.WriteMessage(agentW, &protocol.WorkInventory{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("the replaced session's Serve: %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the replaced session's work stream is served")
+	}
+	f.create(t, workSpec{name: "second", generation: 1})
+	if got := describeMsg(f.agent.next()); got != "upsert second@1" {
+		t.Fatalf("after the replaced session came and went: %s, want upsert second@1", got)
+	}
 }
 
 // A Work the agent reports fenced is sent again even at the generation the
