@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/test/membercluster"
 )
 
@@ -102,18 +101,7 @@ func TestStatefulFailoverCustomResource(t *testing.T) {
 		return false, fmt.Sprintf("aggregated status %+v", f.binding("streaming", "wordcount-streamjob").Status.AggregatedStatus)
 	})
 
-	if err := f.agents[first].Kill(); err != nil {
-		t.Fatal(err)
-	}
-	var task v1alpha1.GracefulEvictionTask
-	waitFor(t, testGrace+testEvictionTimeout+30*time.Second, "wordcount evicted from "+first, func() (bool, string) {
-		b := f.binding("streaming", "wordcount-streamjob")
-		if tk := taskFrom(b, first); tk != nil && len(b.Spec.Clusters) == 1 {
-			task = *tk
-			return true, ""
-		}
-		return false, fmt.Sprintf("clusters %v, tasks %v", b.Spec.Clusters, b.Spec.GracefulEvictionTasks)
-	})
+	task := f.killAndAwaitEviction(t, "streaming", "wordcount-streamjob", first)
 	for k, v := range want {
 		if task.PreservedLabelState[k] != v {
 			t.Errorf("eviction task keeps %v, want %s=%s (message %q)", task.PreservedLabelState, k, v, task.Message)

@@ -121,18 +121,7 @@ func TestStatefulFailoverDirectly(t *testing.T) {
 	second = map[string]string{"member-1": "member-2", "member-2": "member-1"}[first]
 	watch := f.watchNeverTwice("stateful", "db", first, second)
 
-	if err := f.agents[first].Kill(); err != nil {
-		t.Fatal(err)
-	}
-	var task v1alpha1.GracefulEvictionTask
-	waitFor(t, testGrace+testEvictionTimeout+30*time.Second, "db evicted from "+first, func() (bool, string) {
-		b := f.binding("stateful", "db-statefulset")
-		if tk := taskFrom(b, first); tk != nil && len(b.Spec.Clusters) == 1 {
-			task = *tk
-			return true, ""
-		}
-		return false, fmt.Sprintf("clusters %v, tasks %v", b.Spec.Clusters, b.Spec.GracefulEvictionTasks)
-	})
+	task := f.killAndAwaitEviction(t, "stateful", "db-statefulset", first)
 	if task.PurgeMode != v1alpha1.PurgeModeDirectly || task.PreservedLabelState["example.com/revision"] != revision ||
 		len(task.ClustersBeforeFailover) != 1 || task.ClustersBeforeFailover[0] != first || task.PreservedStateObservedAt == nil {
 		t.Errorf("eviction task %+v, want Directly with example.com/revision=%s from %s", task, revision, first)
@@ -173,4 +162,24 @@ func TestStatefulFailoverDirectly(t *testing.T) {
 		t.Errorf("db was in both clusters at %d of %d polls: %v", len(watch.both), watch.polls, watch.both)
 	}
 	t.Logf("%d polls, never in both clusters", watch.polls)
+}
+
+// killAndAwaitEviction kills the agent of cluster and waits until the
+// binding namespace/name, placed on one cluster, leaves it for another:
+// it returns the eviction task.
+func (f *fleet) killAndAwaitEviction(t *testing.T, namespace, name, cluster string) v1alpha1.GracefulEvictionTask {
+	t.Helper()
+	if err := f.agents[cluster].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	var task v1alpha1.GracefulEvictionTask
+	waitFor(t, testGrace+testEvictionTimeout+30*time.Second, name+" evicted from "+cluster, func() (bool, string) {
+		b := f.binding(namespace, name)
+		if tk := taskFrom(b, cluster); tk != nil && len(b.Spec.Clusters) == 1 {
+			task = *tk
+			return true, ""
+		}
+		return false, fmt.Sprintf("clusters %v, tasks %v", b.Spec.Clusters, b.Spec.GracefulEvictionTasks)
+	})
+	return task
 }
