@@ -13,6 +13,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/failover"
 	"github.com/flotilla-io/flotilla/hub/registry"
 	"github.com/flotilla-io/flotilla/hub/scheduling"
+	"github.com/flotilla-io/flotilla/internal/apiwrites"
 )
 
 // hubMetrics are the instruments one hub observes into, in a registry of
@@ -28,6 +29,8 @@ type hubMetrics struct {
 	tasksEnded      *prometheus.CounterVec
 	apiRequests     *prometheus.CounterVec
 	apiLatency      *prometheus.HistogramVec
+	apiWrites       *prometheus.CounterVec
+	apiConflicts    *prometheus.CounterVec
 	policyTaints    *prometheus.CounterVec
 	stateLost       *prometheus.CounterVec
 	directlyWaiting prometheus.Gauge
@@ -59,6 +62,10 @@ func newHubMetrics() *hubMetrics {
 		apiLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "rest_client_request_duration_seconds",
 			Help:    "Latency of the hub's own clients' requests to its Kubernetes API, by verb and host.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)}, []string{"verb", "host"}),
+		apiWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flotilla_api_writes_total",
+			Help: "Writes of the hub's own clients to its Kubernetes API that succeeded (2xx), by resource as in the URL (resourcebindings, works, clusters, leases, events; other for a path that names none), subresource (status, or empty) and verb: create, update, patch, apply, delete or deletecollection."}, []string{"resource", "subresource", "verb"}),
+		apiConflicts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flotilla_api_write_conflicts_total",
+			Help: "Writes of the hub's own clients to its Kubernetes API answered 409 Conflict (a stale resourceVersion, or a create of an object that exists), with the labels of flotilla_api_writes_total."}, []string{"resource", "subresource", "verb"}),
 		policyTaints: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flotilla_cluster_taint_policy_taints_total",
 			Help: "Taints ClusterTaintPolicies added to or removed from clusters, by policy and operation (added or removed)."}, []string{"policy", "operation"}),
 		stateLost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flotilla_eviction_state_not_preserved_total",
@@ -77,7 +84,7 @@ func newHubMetrics() *hubMetrics {
 // instruments are the collectors of m's registry.
 // (docs/reference/metrics.md is generated from them.)
 func (m *hubMetrics) instruments() []prometheus.Collector {
-	return []prometheus.Collector{m.detectionDelay, m.scheduleLatency, m.dispatchLatency, m.evictions, m.evictionWait, m.tasksEnded, m.apiRequests, m.apiLatency,
+	return []prometheus.Collector{m.detectionDelay, m.scheduleLatency, m.dispatchLatency, m.evictions, m.evictionWait, m.tasksEnded, m.apiRequests, m.apiLatency, m.apiWrites, m.apiConflicts,
 		m.policyTaints, m.stateLost, m.directlyWaiting, m.directlyWait, m.karmada.latency, m.karmada.total}
 }
 
@@ -104,7 +111,8 @@ func (m *hubMetrics) observe(r *registry.Registry, d *dispatch.Dispatcher, s *sc
 }
 
 // instrument returns a copy of cfg whose requests are counted and timed
-// as client-go's request metrics would be. client-go's own hooks
+// as client-go's request metrics would be, and whose writes are counted
+// by resource, subresource and verb. client-go's own hooks
 // (k8s.io/client-go/tools/metrics) take one registration per process and
 // would count the embedded API server's loopback clients too; wrapping the
 // transport counts the hub's clients alone.
@@ -120,6 +128,7 @@ type instrumentedTransport struct {
 }
 
 func (t instrumentedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	write, isWrite := apiwrites.Classify(req) // before: req is the caller's once sent
 	start := time.Now()
 	resp, err := t.next.RoundTrip(req)
 	t.m.apiLatency.WithLabelValues(req.Method, req.URL.Host).Observe(time.Since(start).Seconds())
@@ -128,5 +137,22 @@ func (t instrumentedTransport) RoundTrip(req *http.Request) (*http.Response, err
 		code = strconv.Itoa(resp.StatusCode)
 	}
 	t.m.apiRequests.WithLabelValues(code, req.Method, req.URL.Host).Inc()
+	if isWrite {
+		t.m.countWrite(write, resp, err)
+	}
 	return resp, err
+}
+
+// countWrite counts a write that succeeded, or met a conflict; other
+// failures are in rest_client_requests_total.
+func (m *hubMetrics) countWrite(w apiwrites.Write, resp *http.Response, err error) {
+	if err != nil {
+		return
+	}
+	switch apiwrites.ResultOf(resp.StatusCode) {
+	case apiwrites.Succeeded:
+		m.apiWrites.WithLabelValues(w.Resource, w.Subresource, w.Verb).Inc()
+	case apiwrites.Conflicted:
+		m.apiConflicts.WithLabelValues(w.Resource, w.Subresource, w.Verb).Inc()
+	}
 }

@@ -15,18 +15,23 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/internal/apiwrites"
 )
 
 // BenchmarkPipeline measures the hub's side of propagation without agents:
 // 1,000 Deployments created at once (8 clients in parallel) over 3
 // clusters, until every binding is scheduled and every Work exists. It
-// reports bindings/s and Works/s. The controllers share one set of clients
+// reports bindings/s and Works/s, and the controllers' API writes per
+// binding (counted on their clients' transport until they stop writing;
+// the Deployment's create is the benchmark's, not counted), with their
+// breakdown by resource, subresource and verb in the log. The controllers share one set of clients
 // (QPS 500, burst 1000, as the hub's) and run 2 workers each (the hub runs
 // 4), as this benchmark did over the old store. The API server runs on
 // the same machine, so its CPU counts too.
 func BenchmarkPipeline(b *testing.B) {
 	const bindings, clusters, writers = 1000, 3, 8
 	var total time.Duration
+	writes, conflicts := apiwrites.Counts{}, apiwrites.Counts{}
 	for range b.N {
 		b.StopTimer()
 		p := startPipeline(b, "member1", "member2", "member3")
@@ -82,12 +87,48 @@ func BenchmarkPipeline(b *testing.B) {
 		b.StopTimer()
 		total += elapsed
 		wg.Wait()
+		ok, conflicted := settledWrites(b, p.writes)
+		addCounts(writes, ok)
+		addCounts(conflicts, conflicted)
 		events.Stop()
 		cancel()
 		p.tearDown()
 	}
 	b.ReportMetric(float64(bindings*b.N)/total.Seconds(), "bindings/s")
 	b.ReportMetric(float64(bindings*clusters*b.N)/total.Seconds(), "works/s")
+	b.ReportMetric(writes.Total()/float64(bindings*b.N), "writes/binding")
+	b.Logf("the controllers' API writes, %d bindings over %d clusters, %d run(s):\n%s", bindings, clusters, b.N,
+		apiwrites.Table(writes, conflicts, float64(bindings*b.N), "binding"))
+}
+
+// settledWrites waits until the controllers have written nothing for a
+// second (the last status writes follow the last Work's create) and
+// returns what they wrote.
+func settledWrites(b *testing.B, tally *apiwrites.Tally) (succeeded, conflicts apiwrites.Counts) {
+	b.Helper()
+	last, quietSince := -1.0, time.Now()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		succeeded, conflicts = tally.Counts()
+		if n := succeeded.Total() + conflicts.Total(); n != last {
+			last, quietSince = n, time.Now()
+		} else if time.Since(quietSince) >= time.Second {
+			return succeeded, conflicts
+		}
+		select {
+		case <-b.Context().Done():
+			return succeeded, conflicts
+		case <-time.After(100 * time.Millisecond): // polling a counter: nothing to wait on
+		}
+	}
+	b.Logf("the controllers still wrote a minute after the last Work's create; counting what they wrote so far")
+	return succeeded, conflicts
+}
+
+// addCounts adds c into into.
+func addCounts(into, c apiwrites.Counts) {
+	for w, n := range c {
+		into[w] += n
+	}
 }
 
 // tearDown stops the controllers and deletes what the pipeline made, so

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -29,6 +30,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/names"
 	"github.com/flotilla-io/flotilla/hub/scheduling"
 	"github.com/flotilla-io/flotilla/hub/templates"
+	"github.com/flotilla-io/flotilla/internal/apiwrites"
 	"github.com/flotilla-io/flotilla/internal/kube"
 	"github.com/flotilla-io/flotilla/test/hubapi"
 )
@@ -45,6 +47,8 @@ type pipeline struct {
 	clusters  []string
 	stop      func() // stops the controllers and waits for them; idempotent
 	waits     waitLog
+	// writes counts the controllers' API writes (their clients' transport).
+	writes *apiwrites.Tally
 }
 
 // waitLog is what the binding controller's WaitObserver was told.
@@ -74,7 +78,7 @@ func startPipeline(tb testing.TB, clusters ...string) *pipeline {
 	tb.Helper()
 	env := hubapi.Start(tb)
 	env.Cleanup(tb)
-	p := &pipeline{tb: tb, env: env, namespace: env.Namespace(tb), clusters: clusters}
+	p := &pipeline{tb: tb, env: env, namespace: env.Namespace(tb), clusters: clusters, writes: &apiwrites.Tally{}}
 	for _, name := range clusters {
 		_, err := env.Flotilla.FlotillaV1alpha1().Clusters().Create(tb.Context(), &v1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -84,11 +88,13 @@ func startPipeline(tb testing.TB, clusters ...string) *pipeline {
 	tb.Cleanup(p.deleteWorks)
 
 	logger := slog.New(slog.NewTextHandler(tb.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	clients, err := kube.NewClients(env.RESTConfig())
+	config := env.RESTConfig()
+	config.Wrap(func(rt http.RoundTripper) http.RoundTripper { return apiwrites.Transport(rt, p.writes.Observe) })
+	clients, err := kube.NewClients(config)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	crds, err := apiextensionsclient.NewForConfig(env.RESTConfig())
+	crds, err := apiextensionsclient.NewForConfig(config)
 	if err != nil {
 		tb.Fatal(err)
 	}

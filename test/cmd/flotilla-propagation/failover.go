@@ -168,6 +168,8 @@ type failoverReport struct {
 	rssPeakLife                 float64
 	storeWrites, storeConflicts int64
 	worksSent, workDeletesSent  int64
+	// writes are the hub's API writes from the kill until every task ended.
+	writes writePhase
 	// Final state of the bindings and the cross-checks.
 	placements              map[string]int // "member-2:2,member-3:1" → bindings
 	leftOnVictim, tasksLeft int
@@ -238,6 +240,7 @@ func measureFailover(ctx context.Context, h *fleetProcs, env *membercluster.Envi
 	}
 	rep.rssAtKill, _, _ = procstat.Memory(pid)
 	rep.rssMax = rep.rssAtKill
+	h.snapshotWrites(ctx, &rep.writes, &rep.writes.before)
 
 	logf("failover: killing the agent of %s (pid %d) with SIGKILL", victim, h.agents[0].Pid())
 	rep.killAt = time.Now()
@@ -306,6 +309,7 @@ func measureFailover(ctx context.Context, h *fleetProcs, env *membercluster.Envi
 		}
 	}
 	rep.doneAt = time.Now()
+	h.snapshotWrites(ctx, &rep.writes, &rep.writes.after)
 	if c, err := procstat.CPUSeconds(pid); err == nil {
 		samples = append(samples, cpuSample{rep.doneAt, c})
 		rep.cpuSeconds = c - cpu0
@@ -884,6 +888,8 @@ func (r *failoverReport) print(o options, names []string) {
 	fmt.Printf("hub RSS                     %.0f MiB at the kill, max %.0f MiB during the failover, %.0f MiB at the end (peak since start %.0f MiB)\n",
 		r.rssAtKill, r.rssMax, r.rssEnd, r.rssPeakLife)
 	fmt.Printf("hub work during failover    %d registry API writes (%d conflicts), %d Works sent, %d Work deletions sent\n", r.storeWrites, r.storeConflicts, r.worksSent, r.workDeletesSent)
+	printWrites("the hub's API writes per binding in the set-up, first apply request → all Available", r.setup.writes.table(o.bindings, "binding"))
+	printWrites(fmt.Sprintf("the hub's API writes per evicted binding (%d evictions), kill → every task ended", r.statsEvictions), r.writes.table(int(r.statsEvictions), "eviction"))
 	var ps []string
 	for _, k := range slices.Sorted(mapKeys(r.placements)) {
 		ps = append(ps, fmt.Sprintf("{%s} %d", k, r.placements[k]))

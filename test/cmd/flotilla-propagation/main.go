@@ -148,6 +148,7 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("  Works applied/s           %.0f (all applied by agents %v after it)\n", float64(o.bindings*o.clusters)/through.applied.Seconds(), through.applied.Round(time.Millisecond))
 	fmt.Printf("  all Available             %v after it\n", through.available.Round(time.Millisecond))
 	fmt.Printf("hub RSS                     %.0f MiB (peak %.0f MiB) with %d bindings\n", rss, peak, o.bindings+o.samples)
+	printWrites("the hub's API writes per binding, first apply request → all templates ready", through.writes.table(o.bindings, "binding"))
 	return nil
 }
 
@@ -208,11 +209,17 @@ func measureLatency(ctx context.Context, h *fleetProcs, o options) ([]time.Durat
 	return out, nil
 }
 
-type throughput struct{ scheduled, applied, available time.Duration }
+type throughput struct {
+	scheduled, applied, available time.Duration
+	// writes are the hub's API writes from the first apply request until
+	// every template is ready.
+	writes writePhase
+}
 
 // measureThroughput applies many Deployments at once (made by template,
 // labelled bench=group, one replica per cluster) and times when every
-// binding is scheduled, every Work applied and every template ready.
+// binding is scheduled, every Work applied and every template ready; it
+// counts the hub's API writes over the same span.
 func measureThroughput(ctx context.Context, h *fleetProcs, o options, group string, template func(name string) map[string]any) (throughput, error) {
 	var t throughput
 	// Counted from watches: listing thousands of objects every 20 ms
@@ -223,6 +230,7 @@ func measureThroughput(ctx context.Context, h *fleetProcs, o options, group stri
 	if err != nil {
 		return t, err
 	}
+	h.snapshotWrites(ctx, &t.writes, &t.writes.before)
 	start := time.Now()
 	for from := 0; from < o.bindings; from += o.batch {
 		var items []any
@@ -250,6 +258,7 @@ func measureThroughput(ctx context.Context, h *fleetProcs, o options, group stri
 		*step.into = time.Since(start)
 		logf("%s after %v", step.what, step.into.Round(time.Millisecond))
 	}
+	h.snapshotWrites(ctx, &t.writes, &t.writes.after)
 	return t, nil
 }
 
