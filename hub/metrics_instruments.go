@@ -118,7 +118,9 @@ func (m *hubMetrics) observe(r *registry.Registry, d *dispatch.Dispatcher, s *sc
 // transport counts the hub's clients alone.
 func (m *hubMetrics) instrument(cfg *rest.Config) *rest.Config {
 	out := rest.CopyConfig(cfg)
-	out.Wrap(func(rt http.RoundTripper) http.RoundTripper { return instrumentedTransport{next: rt, m: m} })
+	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return apiwrites.Transport(instrumentedTransport{next: rt, m: m}, m.countWrite)
+	})
 	return out
 }
 
@@ -128,7 +130,6 @@ type instrumentedTransport struct {
 }
 
 func (t instrumentedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	write, isWrite := apiwrites.Classify(req) // before: req is the caller's once sent
 	start := time.Now()
 	resp, err := t.next.RoundTrip(req)
 	t.m.apiLatency.WithLabelValues(req.Method, req.URL.Host).Observe(time.Since(start).Seconds())
@@ -137,19 +138,13 @@ func (t instrumentedTransport) RoundTrip(req *http.Request) (*http.Response, err
 		code = strconv.Itoa(resp.StatusCode)
 	}
 	t.m.apiRequests.WithLabelValues(code, req.Method, req.URL.Host).Inc()
-	if isWrite {
-		t.m.countWrite(write, resp, err)
-	}
 	return resp, err
 }
 
-// countWrite counts a write that succeeded, or met a conflict; other
-// failures are in rest_client_requests_total.
-func (m *hubMetrics) countWrite(w apiwrites.Write, resp *http.Response, err error) {
-	if err != nil {
-		return
-	}
-	switch apiwrites.ResultOf(resp.StatusCode) {
+// countWrite counts a write that succeeded, or met a conflict (an
+// apiwrites.Observer); other failures are in rest_client_requests_total.
+func (m *hubMetrics) countWrite(w apiwrites.Write, code int) {
+	switch apiwrites.ResultOf(code) {
 	case apiwrites.Succeeded:
 		m.apiWrites.WithLabelValues(w.Resource, w.Subresource, w.Verb).Inc()
 	case apiwrites.Conflicted:
