@@ -188,6 +188,24 @@ type FailoverBehavior struct {
 	Cluster     *ClusterFailoverBehavior     `json:"cluster,omitempty"`
 }
 
+// ApplicationStatePreservation is application failover's
+// statePreservation; nil when f or its application part is nil.
+func (f *FailoverBehavior) ApplicationStatePreservation() *StatePreservation {
+	if f == nil || f.Application == nil {
+		return nil
+	}
+	return f.Application.StatePreservation
+}
+
+// ClusterStatePreservation is cluster failover's statePreservation; nil
+// when f or its cluster part is nil.
+func (f *FailoverBehavior) ClusterStatePreservation() *StatePreservation {
+	if f == nil || f.Cluster == nil {
+		return nil
+	}
+	return f.Cluster.StatePreservation
+}
+
 // ApplicationFailoverBehavior evicts a workload that stays unhealthy.
 type ApplicationFailoverBehavior struct {
 	DecisionConditions DecisionConditions `json:"decisionConditions,omitempty"`

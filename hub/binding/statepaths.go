@@ -12,12 +12,8 @@ import (
 // without rules). Validation bounds the rules and their length, within
 // what the protocol carries.
 func statePaths(spec *v1alpha1.ResourceBindingSpec) []string {
-	f := spec.Failover
-	if f == nil {
-		return nil
-	}
 	var paths []string
-	for _, sp := range []*v1alpha1.StatePreservation{applicationState(f), clusterState(f)} {
+	for _, sp := range []*v1alpha1.StatePreservation{spec.Failover.ApplicationStatePreservation(), spec.Failover.ClusterStatePreservation()} {
 		if sp == nil {
 			continue
 		}
@@ -29,18 +25,4 @@ func statePaths(spec *v1alpha1.ResourceBindingSpec) []string {
 	}
 	slices.Sort(paths)
 	return slices.Compact(paths)
-}
-
-func applicationState(f *v1alpha1.FailoverBehavior) *v1alpha1.StatePreservation {
-	if f.Application == nil {
-		return nil
-	}
-	return f.Application.StatePreservation
-}
-
-func clusterState(f *v1alpha1.FailoverBehavior) *v1alpha1.StatePreservation {
-	if f.Cluster == nil {
-		return nil
-	}
-	return f.Cluster.StatePreservation
 }

@@ -59,13 +59,11 @@ func (c *Controller) preserveState(ctx context.Context, spec *v1alpha1.ResourceB
 // statePreservation is the rules of the failover behaviour that made an
 // eviction.
 func statePreservation(f *v1alpha1.FailoverBehavior, producer string) *v1alpha1.StatePreservation {
-	switch {
-	case f == nil:
-		return nil
-	case producer == eviction.ProducerApplicationFailover && f.Application != nil:
-		return f.Application.StatePreservation
-	case producer == eviction.ProducerTaintManager && f.Cluster != nil:
-		return f.Cluster.StatePreservation
+	switch producer {
+	case eviction.ProducerApplicationFailover:
+		return f.ApplicationStatePreservation()
+	case eviction.ProducerTaintManager:
+		return f.ClusterStatePreservation()
 	}
 	return nil
 }
