@@ -102,10 +102,10 @@ type Controller struct {
 
 	evictions, tasksEnded atomic.Int64
 	observer              Observer
-	// held are the evictions zone rates hold back (guarded by mu).
 	// kube reads a cluster's Lease: when the hub last heard from an
 	// unreachable cluster whose state an eviction preserves.
 	kube kubernetes.Interface
+	// held are the evictions zone rates hold back (guarded by mu).
 	held map[string]map[string]heldEviction // by binding key, then cluster
 	// deferred are the evictions PreferNoExecute taints ask for that wait
 	// for a healthy cluster with room, with why (guarded by mu).
