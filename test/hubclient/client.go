@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -29,6 +30,7 @@ import (
 
 // Client reads and writes one hub.
 type Client struct {
+	config   *rest.Config
 	httpAddr string
 	kube     kubernetes.Interface
 	dynamic  dynamic.Interface
@@ -51,8 +53,11 @@ func New(kubeconfig, httpAddr string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{httpAddr: httpAddr, kube: kube, dynamic: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))}, nil
+	return &Client{config: rest.CopyConfig(cfg), httpAddr: httpAddr, kube: kube, dynamic: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))}, nil
 }
+
+// Config is the admin client configuration of the hub's API (a copy).
+func (a *Client) Config() *rest.Config { return rest.CopyConfig(a.config) }
 
 // Dynamic is the admin dynamic client of the hub's API.
 func (a *Client) Dynamic() dynamic.Interface { return a.dynamic }

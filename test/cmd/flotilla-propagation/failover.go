@@ -135,6 +135,11 @@ func runFailover(ctx context.Context, h *fleetProcs, env *membercluster.Environm
 		rep.setup = through
 		rep.print(o, names)
 	}
+	if err == nil && o.writeCapacity > 0 {
+		logf("measuring the API server's write capacity for the failover's mix for %v", o.writeCapacity)
+		c := h.measureCapacity(ctx, rep.writes, o.writeCapacity, names[len(names)-1])
+		c.print(rep.evictionRate(), rep.writes.perUnit(int(rep.statsEvictions)), "eviction")
+	}
 	return err
 }
 
@@ -530,6 +535,20 @@ func (r *failoverReport) evictedTimes() []time.Time {
 	return out
 }
 
+// evictionRate is the evictions a second from the first Evicted event to
+// the last (0 with fewer than two).
+func (r *failoverReport) evictionRate() float64 {
+	evicted := r.evictedTimes()
+	if len(evicted) < 2 {
+		return 0
+	}
+	span := evicted[len(evicted)-1].Sub(evicted[0])
+	if span <= 0 {
+		return 0
+	}
+	return float64(len(evicted)-1) / span.Seconds()
+}
+
 func (r *failoverReport) firstEvicted() time.Time {
 	if ts := r.evictedTimes(); len(ts) > 0 {
 		return ts[0]
@@ -848,8 +867,8 @@ func (r *failoverReport) print(o options, names []string) {
 		fmt.Printf("  kill → first eviction     %s (expected ≤ grace + eviction timeout = %v%s)\n",
 			ms(first.Sub(r.killAt)), o.failover.grace+o.failover.evictionTimeout, sinceTaint)
 		rate := "n/a"
-		if span := last.Sub(first); len(evicted) > 1 && span > 0 {
-			rate = fmt.Sprintf("%.0f/s", float64(len(evicted)-1)/span.Seconds())
+		if r := r.evictionRate(); r > 0 {
+			rate = fmt.Sprintf("%.0f/s", r)
 		}
 		fmt.Printf("  evictions                 %d of %d bindings in %s (first → last Evicted event): %s\n", len(evicted), o.bindings, ms(last.Sub(first)), rate)
 		if le := r.lastEnded(); !le.IsZero() {

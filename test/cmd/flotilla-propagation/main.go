@@ -39,6 +39,7 @@ type options struct {
 	hubExtraArgs                       []string
 	hubNice                            int
 	kubeQPS                            float32
+	writeCapacity                      time.Duration
 	failover                           failoverOptions
 }
 
@@ -55,6 +56,7 @@ func main() {
 	flags.StringVar(&o.hubLogLevel, "hub-log-level", "warn", "the hub's --log-level (its log is hub.log in the working folder)")
 	flags.IntVar(&o.hubNice, "hub-nice", 0, "run the hub at this nice value (e.g. -10: the hub first when the member clusters, which share its cores here, want the same CPU; needs root)")
 	flags.StringArrayVar(&o.hubExtraArgs, "hub-arg", nil, "one more hub flag, after the tool's own (repeat it; e.g. --hub-arg=--enable-profiling to profile the hub on 127.0.0.1:7081)")
+	flags.DurationVar(&o.writeCapacity, "write-capacity", 20*time.Second, "after the run, replay its mix of API writes on the hub's API server for this long, as fast as it answers, on scratch objects, and print the most bindings (or evictions) a second those writes would allow and how close the run came (0: skip)")
 	o.failover.addFlags(flags)
 	_ = flags.Parse(os.Args[1:])
 	if err := o.validate(); err != nil {
@@ -79,6 +81,8 @@ func (o *options) validate() error {
 		return fmt.Errorf("--batch %d: want at least 1", o.batch)
 	case o.samples < 1 && !o.failover.enabled:
 		return fmt.Errorf("--samples %d: want at least 1", o.samples)
+	case o.writeCapacity < 0:
+		return fmt.Errorf("--write-capacity %v: want 0 (skip) or a duration", o.writeCapacity)
 	}
 	if o.failover.enabled {
 		o.samples = 0 // the failover run skips the latency samples
@@ -149,6 +153,11 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("  all Available             %v after it\n", through.available.Round(time.Millisecond))
 	fmt.Printf("hub RSS                     %.0f MiB (peak %.0f MiB) with %d bindings\n", rss, peak, o.bindings+o.samples)
 	printWrites("the hub's API writes per binding, first apply request → all templates ready", through.writes.table(o.bindings, "binding"))
+	if o.writeCapacity > 0 {
+		logf("measuring the API server's write capacity for that mix for %v", o.writeCapacity)
+		c := h.measureCapacity(ctx, through.writes, o.writeCapacity, names[0])
+		c.print(float64(o.bindings)/through.available.Seconds(), through.writes.perUnit(o.bindings), "binding")
+	}
 	return nil
 }
 

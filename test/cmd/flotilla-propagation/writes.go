@@ -70,6 +70,15 @@ func (p writePhase) table(n int, per string) string {
 	return apiwrites.Table(p.after.succeeded.Minus(p.before.succeeded), p.after.conflicts.Minus(p.before.conflicts), float64(n), per)
 }
 
+// perUnit is the phase's writes divided by n, the bindings it handled (0
+// without counts).
+func (p writePhase) perUnit(n int) float64 {
+	if p.err != nil || n <= 0 {
+		return 0
+	}
+	return p.after.succeeded.Minus(p.before.succeeded).Total() / float64(n)
+}
+
 // snapshotWrites reads the counters into *into, or records why not (the
 // run goes on: the write table is one figure among many).
 func (f *fleetProcs) snapshotWrites(ctx context.Context, p *writePhase, into *writeSnapshot) {
