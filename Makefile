@@ -14,7 +14,7 @@ export QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING := true
 IMAGE_REPO ?= ghcr.io/flotilla-io
 IMAGE_TAG  ?= $(VERSION)
 
-.PHONY: help build test unit e2e bench testbin demo vet fmt clean generate generate-check images diagram docs
+.PHONY: help build test unit e2e bench perf testbin demo vet fmt clean generate generate-check images diagram docs
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -66,6 +66,11 @@ e2e: testbin ## end-to-end tests only (real member clusters)
 
 bench: ## Go benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+perf: testbin build ## the failover and propagation figures of docs/performance.md: writes per binding and per eviction, rates, and the API server's write capacity for each (about 30 min on 2 cores)
+	$(GO) test -run '^$$' -bench '^BenchmarkPipeline$$' -benchtime 1x ./hub/binding/
+	bin/flotilla-propagation --bin-dir bin
+	bin/flotilla-propagation --bin-dir bin --failover
 
 diagram: ## render each docs/*.d2 to the SVG beside it (D2's Go library, its own module in test/tools/diagram)
 	cd test/tools/diagram && for f in ../../../docs/*.d2; do $(GO) run . "$$f" "$${f%.d2}.svg" || exit 1; done
