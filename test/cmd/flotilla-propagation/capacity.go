@@ -75,9 +75,17 @@ func (f *fleetProcs) capacitySamples(ctx context.Context, ns, workNamespace stri
 	return s, nil
 }
 
+// rate is a phase's pace, to set against the limit.
+type rate struct {
+	what    string  // what was timed, e.g. "first eviction → last task end"
+	perSec  float64 // units a second
+	writesS float64 // the phase's API writes a second over the same span (0: not known)
+}
+
 // print prints the capacity and the limit it sets for a phase that made
-// perUnit writes per unit ("binding", "eviction") at rate units a second.
-func (c capacity) print(rate, perUnit float64, unit string) {
+// perUnit writes per unit ("binding", "eviction"), and each rate of the
+// phase as a share of the limit.
+func (c capacity) print(perUnit float64, unit string, rates ...rate) {
 	if c.err != nil {
 		fmt.Printf("API write capacity          not measured: %v\n", c.err)
 		return
@@ -95,6 +103,15 @@ func (c capacity) print(rate, perUnit float64, unit string) {
 		return
 	}
 	limit := r.PerSecond() / perUnit
-	fmt.Printf("  limit                     %.1f %ss/s (%.0f writes/s ÷ %.2f writes per %s); measured %.1f/s: %.0f %% of it\n",
-		limit, unit, r.PerSecond(), perUnit, unit, rate, 100*rate/limit)
+	fmt.Printf("  limit                     %.1f %ss/s (%.0f writes/s ÷ %.2f writes per %s)\n", limit, unit, r.PerSecond(), perUnit, unit)
+	for _, x := range rates {
+		if x.perSec <= 0 {
+			continue
+		}
+		load := ""
+		if x.writesS > 0 {
+			load = fmt.Sprintf("; the hub wrote %.0f/s then, %.0f %% of the capacity", x.writesS, 100*x.writesS/r.PerSecond())
+		}
+		fmt.Printf("  measured, %s  %.1f %ss/s: %.0f %% of the limit%s\n", x.what, x.perSec, unit, 100*x.perSec/limit, load)
+	}
 }

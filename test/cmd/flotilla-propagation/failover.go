@@ -138,7 +138,7 @@ func runFailover(ctx context.Context, h *fleetProcs, env *membercluster.Environm
 	if err == nil && o.writeCapacity > 0 {
 		logf("measuring the API server's write capacity for the failover's mix for %v", o.writeCapacity)
 		c := h.measureCapacity(ctx, rep.writes, o.writeCapacity, names[len(names)-1])
-		c.print(rep.evictionRate(), rep.writes.perUnit(int(rep.statsEvictions)), "eviction")
+		c.print(rep.writes.perUnit(int(rep.statsEvictions)), "eviction", rep.capacityRates()...)
 	}
 	return err
 }
@@ -547,6 +547,22 @@ func (r *failoverReport) evictionRate() float64 {
 		return 0
 	}
 	return float64(len(evicted)-1) / span.Seconds()
+}
+
+// capacityRates are the failover's paces to set against the API server's
+// limit: the eviction decisions (first to last Evicted event) and the
+// whole failover (first eviction to last task end, with the hub's writes
+// a second from the kill until then).
+func (r *failoverReport) capacityRates() []rate {
+	out := []rate{{what: "eviction decisions (first → last Evicted)", perSec: r.evictionRate()}}
+	first, last := r.firstEvicted(), r.lastEnded()
+	if first.IsZero() || !last.After(first) {
+		return out
+	}
+	n := float64(len(r.evictedTimes()))
+	wall := r.doneAt.Sub(r.killAt).Seconds()
+	written := r.writes.perUnit(int(r.statsEvictions)) * float64(r.statsEvictions)
+	return append(out, rate{what: "whole failover (first eviction → last task end)", perSec: n / last.Sub(first).Seconds(), writesS: written / wall})
 }
 
 func (r *failoverReport) firstEvicted() time.Time {

@@ -156,7 +156,9 @@ func run(ctx context.Context, o options) error {
 	if o.writeCapacity > 0 {
 		logf("measuring the API server's write capacity for that mix for %v", o.writeCapacity)
 		c := h.measureCapacity(ctx, through.writes, o.writeCapacity, names[0])
-		c.print(float64(o.bindings)/through.available.Seconds(), through.writes.perUnit(o.bindings), "binding")
+		perBinding := through.writes.perUnit(o.bindings)
+		c.print(perBinding, "binding", rate{what: "first apply request → all Available", perSec: float64(o.bindings) / through.available.Seconds(),
+			writesS: perBinding * float64(o.bindings) / through.available.Seconds()})
 	}
 	return nil
 }
