@@ -63,7 +63,7 @@ done
 
 rm -f "$out/.key"
 started=$SECONDS
-step "kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy (cold: about 13 minutes on 2 cores)"
+step "kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy (cold: about 11 minutes on 2 cores, a few more for kubelet and kube-proxy)"
 go build -ldflags "$k8s_ldflags" -o "$out/" \
 	k8s.io/kubernetes/cmd/kube-apiserver \
 	k8s.io/kubernetes/cmd/kube-controller-manager \
