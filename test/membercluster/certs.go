@@ -3,6 +3,7 @@ package membercluster
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -42,9 +43,9 @@ type adminCredentials struct {
 }
 
 // writeCredentials creates the cluster CA, the API server's serving
-// certificate for 127.0.0.1, an admin client certificate in system:masters,
+// certificate for 127.0.0.1, host and the `kubernetes` Service's address, an admin client certificate in system:masters,
 // and the service-account signing key.
-func writeCredentials(name string, files clusterFiles) (adminCredentials, error) {
+func writeCredentials(name string, files clusterFiles, host netip.Addr) (adminCredentials, error) {
 	ca, err := pki.NewCA(name+"-ca", certValidity)
 	if err != nil {
 		return adminCredentials{}, err
@@ -56,7 +57,7 @@ func writeCredentials(name string, files clusterFiles) (adminCredentials, error)
 	serving, err := ca.Issue(pki.Request{
 		CommonName:  "kube-apiserver",
 		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), host.AsSlice(), serviceIP.AsSlice()},
 		Usage:       pki.ServerAuth,
 		ValidFor:    certValidity,
 	})

@@ -2,8 +2,11 @@ package membercluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -35,7 +38,15 @@ type Cluster struct {
 
 	mu                                            sync.Mutex // guards the processes against concurrent Stop/Start
 	apiserver, controllerManager, scheduler, kwok *process.Process
+	net                                           *realNet    // the real nodes' bridge, or nil
+	realNodes                                     []*realNode // in start order
 }
+
+// The Service range of every cluster, and the `kubernetes` Service's
+// address in it.
+const serviceCIDR = "10.96.0.0/16"
+
+var serviceIP = netip.MustParseAddr("10.96.0.1")
 
 // clusterEnv is what every cluster shares.
 type clusterEnv struct {
@@ -45,6 +56,7 @@ type clusterEnv struct {
 	etcdURL       string
 	apiServerOnly bool
 	apiServerArgs []string
+	images        []string // tarballs for real nodes
 	logger        *slog.Logger
 }
 
@@ -55,12 +67,21 @@ func startCluster(ctx context.Context, env clusterEnv, spec ClusterSpec, dir str
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
 	}
-	files := newClusterFiles(dir)
-	creds, err := writeCredentials(spec.Name, files)
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
+	c := &Cluster{Name: spec.Name, spec: spec, dir: dir, logger: env.logger.With("cluster", spec.Name)}
+	host := netip.MustParseAddr("127.0.0.1") // where the API server listens
+	if spec.RealNodes > 0 && !env.apiServerOnly {
+		rn, err := newRealNet(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
+		}
+		c.net, host = rn, rn.hostAddr()
 	}
-	c := &Cluster{Name: spec.Name, Kubeconfig: files.kubeconfig, spec: spec, dir: dir, logger: env.logger.With("cluster", spec.Name)}
+	files := newClusterFiles(dir)
+	c.Kubeconfig = files.kubeconfig
+	creds, err := writeCredentials(spec.Name, files, host)
+	if err != nil {
+		return nil, c.abort(fmt.Errorf("cluster %s: %w", spec.Name, err))
+	}
 
 	configure := func() (*process.Process, error) {
 		port, err := freeport.TCP()
@@ -68,15 +89,15 @@ func startCluster(ctx context.Context, env clusterEnv, spec ClusterSpec, dir str
 			return nil, err
 		}
 		c.port = port
-		c.Server = "https://127.0.0.1:" + strconv.Itoa(port)
+		c.Server = "https://" + net.JoinHostPort(host.String(), strconv.Itoa(port))
 		if err := writeKubeconfig(spec.Name, c.Server, files.kubeconfig, creds); err != nil {
 			return nil, err
 		}
-		return c.apiserverProcess(env, files), nil
+		return c.apiserverProcess(env, files, host), nil
 	}
 	c.apiserver, err = startReady(ctx, configure, c.apiserverReady)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
+		return nil, c.abort(fmt.Errorf("cluster %s: %w", spec.Name, err))
 	}
 	if env.apiServerOnly {
 		return c, nil
@@ -102,6 +123,15 @@ func startCluster(ctx context.Context, env clusterEnv, spec ClusterSpec, dir str
 		if err := p.Start(); err != nil {
 			return nil, c.abort(fmt.Errorf("cluster %s: %w", spec.Name, err))
 		}
+	}
+	for i := 1; i <= spec.RealNodes; i++ {
+		node, err := c.startRealNode(ctx, env, i)
+		if err != nil {
+			return nil, c.abort(fmt.Errorf("cluster %s: %w", spec.Name, err))
+		}
+		c.mu.Lock()
+		c.realNodes = append(c.realNodes, node)
+		c.mu.Unlock()
 	}
 	if err := c.waitWorkloadReady(ctx); err != nil {
 		return nil, c.abort(fmt.Errorf("cluster %s: %w", spec.Name, err))
@@ -129,19 +159,25 @@ func (c *Cluster) component(env clusterEnv, name string, extra ...string) *proce
 	}
 }
 
-func (c *Cluster) apiserverProcess(env clusterEnv, files clusterFiles) *process.Process {
+// apiserverProcess describes the API server, listening on host: the
+// loopback, or with real nodes the address their pods reach it at, which
+// the `kubernetes` Service then points to.
+func (c *Cluster) apiserverProcess(env clusterEnv, files clusterFiles, host netip.Addr) *process.Process {
+	reconciler := "lease"
+	if host.IsLoopback() {
+		reconciler = "none" // the default reconciler refuses a loopback advertise address
+	}
 	return &process.Process{
 		Name:   c.Name + "/kube-apiserver",
 		Binary: filepath.Join(env.binDir, "kube-apiserver"),
 		Args: append([]string{
 			"--etcd-servers=" + env.etcdURL,
 			"--etcd-prefix=/clusters/" + c.Name,
-			"--bind-address=127.0.0.1",
-			"--advertise-address=127.0.0.1",
+			"--bind-address=" + host.String(),
+			"--advertise-address=" + host.String(),
 			"--secure-port=" + strconv.Itoa(c.port),
-			// The default reconciler refuses a loopback advertise address.
-			"--endpoint-reconciler-type=none",
-			"--service-cluster-ip-range=10.96.0.0/16",
+			"--endpoint-reconciler-type=" + reconciler,
+			"--service-cluster-ip-range=" + serviceCIDR,
 			"--tls-cert-file=" + files.servingCert,
 			"--tls-private-key-file=" + files.servingKey,
 			"--client-ca-file=" + files.caCert,
@@ -203,12 +239,25 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	return nil
 }
 
-// stop stops every component, the API server last so the others do not spin
-// on a dead connection.
+// stop stops every component, real nodes first and the API server last so
+// the others do not spin on a dead connection, then removes the real nodes'
+// bridge.
 func (c *Cluster) stop() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return stopAll(c.kwok, c.scheduler, c.controllerManager, c.apiserver)
+	errs := make([]error, len(c.realNodes))
+	var wg sync.WaitGroup
+	for i, n := range c.realNodes {
+		wg.Go(func() { errs[i] = n.stop() })
+	}
+	wg.Wait()
+	errs = append(errs, stopAll(c.kwok, c.scheduler, c.controllerManager, c.apiserver))
+	if c.net != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		errs = append(errs, c.net.close(ctx))
+	}
+	return errors.Join(errs...)
 }
 
 // abort stops what started and returns err, joined with any stop failure.
@@ -229,5 +278,28 @@ func (c *Cluster) processes() []*process.Process {
 			procs = append(procs, p)
 		}
 	}
+	for _, n := range c.realNodes {
+		procs = append(procs, n.processes()...)
+	}
 	return procs
+}
+
+// RealNode is a running real node of a cluster.
+type RealNode struct {
+	// Name is the Node's name.
+	Name string
+	// Pids are the process ids of its kubelet, containerd and kube-proxy
+	// (not of its containers and their shims).
+	Pids []int
+}
+
+// RealNodes lists the cluster's real nodes.
+func (c *Cluster) RealNodes() []RealNode {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var nodes []RealNode
+	for _, n := range c.realNodes {
+		nodes = append(nodes, RealNode{Name: n.Name, Pids: n.Pids()})
+	}
+	return nodes
 }

@@ -4,6 +4,18 @@
 // and KWOK with fake nodes, so Deployments become Available as they would on
 // a real cluster. The binaries come from `make testbin`.
 //
+// A cluster can also have real nodes (ClusterSpec.RealNodes) beside its KWOK
+// ones: each a kubelet and kube-proxy from the testbin and a containerd of its
+// own (Debian's, with runc and the CNI plugins), in its own network
+// namespace, cgroup root and state folder under /var/lib/flotilla-realnodes,
+// on a bridge of the cluster's own (see realNet). The cluster's API server
+// then listens on that bridge, so pods reach it through the `kubernetes`
+// Service unmodified. Images come from tarballs (Options.Images, and the
+// testbin's pause.tar as the sandbox image); nothing is pulled. Real nodes
+// need root; Start names whatever else is missing. Everything they create
+// is named flrn<pid>-...: Stop removes it, and Start first sweeps what test
+// binaries killed before their cleanup left.
+//
 // With Options.APIServerOnly, each cluster is just a kube-apiserver on the
 // shared etcd: a bare API server for tests that store objects but run no
 // workloads (test/hubapi builds the hub's test API server on it).
@@ -60,6 +72,14 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("member clusters: %w", err)
 	}
+	if opts.realNodes() && !opts.APIServerOnly {
+		if err := requireRealNodes(binDir, opts.Images); err != nil {
+			return nil, err
+		}
+		if err := sweepRealNodes(ctx); err != nil {
+			opts.Logger.Warn("sweeping leftovers of real nodes", "err", err)
+		}
+	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("member clusters: %w", err)
 	}
@@ -89,6 +109,7 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 		etcdURL:       env.etcd.clientURL,
 		apiServerOnly: opts.APIServerOnly,
 		apiServerArgs: opts.APIServerArgs,
+		images:        opts.Images,
 		logger:        opts.Logger,
 	}
 	env.clusters, err = startClusters(ctx, shared, opts)
@@ -111,7 +132,7 @@ func startClusters(ctx context.Context, shared clusterEnv, opts Options) ([]*Clu
 			if shared.apiServerOnly {
 				shared.logger.Info("starting API server", "cluster", spec.Name)
 			} else {
-				shared.logger.Info("starting cluster", "cluster", spec.Name, "nodes", spec.Nodes)
+				shared.logger.Info("starting cluster", "cluster", spec.Name, "nodes", spec.Nodes, "realNodes", spec.RealNodes)
 			}
 			clusters[i], errs[i] = startCluster(ctx, shared, spec, filepath.Join(opts.Dir, spec.Name))
 			if errs[i] == nil {

@@ -192,6 +192,10 @@ func TestStartRejectsBadOptions(t *testing.T) {
 		{"zero memory", Options{Dir: t.TempDir(), Clusters: []ClusterSpec{{Name: "a", NodeMemory: "0"}}}, "positive"},
 		{"missing binaries", Options{Dir: t.TempDir(), BinDir: t.TempDir(), Clusters: Specs(1)}, "make testbin"},
 		{"missing API server binaries", Options{Dir: t.TempDir(), BinDir: t.TempDir(), Clusters: Specs(1), APIServerOnly: true}, "make testbin"},
+		{"too many real nodes", Options{Dir: t.TempDir(), Clusters: []ClusterSpec{{Name: "a", RealNodes: maxRealNodes + 1}}}, "realNodes 17: want at most 16"},
+		{"no nodes at all", Options{Dir: t.TempDir(), Clusters: []ClusterSpec{{Name: "a", Nodes: -1, RealNodes: 1}}}, "want at least 1 node"},
+		{"real nodes without kubelet", Options{Dir: t.TempDir(), BinDir: linkedBinDir(t, allBinaries), Clusters: []ClusterSpec{{Name: "a", RealNodes: 1}}}, "kubelet in the testbin"},
+		{"real nodes with a missing image", Options{Dir: t.TempDir(), Clusters: []ClusterSpec{{Name: "a", RealNodes: 1}}, Images: []string{"/nonexistent/app.tar"}}, "image tarball /nonexistent/app.tar"},
 		{"node status period under a second", Options{Dir: t.TempDir(), Clusters: Specs(1), NodeStatusPeriod: time.Millisecond}, "NodeStatusPeriod 1ms"},
 		{"stages without a heartbeat", Options{Dir: t.TempDir(), BinDir: binDirWithStages(t, "---\nkind: Stage\nmetadata: {name: other}\n"), Clusters: Specs(1), NodeStatusPeriod: time.Minute}, "no stage named node-heartbeat"},
 	}

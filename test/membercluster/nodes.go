@@ -11,8 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/flotilla-io/flotilla/test/process"
 )
 
 // kwokNodeAnnotation marks the nodes KWOK manages. The nodes carry no KWOK
@@ -33,7 +31,7 @@ func (c *Cluster) apiserverReady(ctx context.Context) error {
 }
 
 // waitWorkloadReady creates the fake nodes, then waits until KWOK reports
-// them Ready and the controller-manager made the default service account,
+// them (and the kubelets their real nodes) Ready and the controller-manager made the default service account,
 // which Pod admission needs.
 func (c *Cluster) waitWorkloadReady(ctx context.Context) error {
 	client, err := c.Clientset()
@@ -49,11 +47,11 @@ func (c *Cluster) waitWorkloadReady(ctx context.Context) error {
 	start := time.Now()
 	var waitingFor string
 	err = wait.PollUntilContextTimeout(ctx, readyPollPeriod, readyTimeout, true, func(ctx context.Context) (bool, error) {
-		waitingFor, err = workloadNotReady(ctx, client, c.spec.Nodes)
+		waitingFor, err = workloadNotReady(ctx, client, c.spec.Nodes+c.spec.RealNodes)
 		if err != nil {
 			return false, err
 		}
-		for _, p := range []*process.Process{c.controllerManager, c.scheduler, c.kwok} {
+		for _, p := range c.processes() {
 			if p.HasExited() {
 				return false, p.ExitError()
 			}

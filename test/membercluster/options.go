@@ -38,6 +38,20 @@ type Options struct {
 	// status every 5 minutes (nodeStatusReportFrequency). At least a
 	// second; ignored with APIServerOnly (no KWOK).
 	NodeStatusPeriod time.Duration
+	// Images are OCI image tarballs (`make images`) loaded into every real
+	// node's containerd, beside the pause image; pods use them with
+	// imagePullPolicy IfNotPresent or Never (nothing is pulled).
+	Images []string
+}
+
+// realNodes reports whether any cluster asks for real nodes.
+func (o Options) realNodes() bool {
+	for _, s := range o.Clusters {
+		if s.RealNodes > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // binaries lists the files of BinDir the options need.
@@ -53,12 +67,23 @@ type ClusterSpec struct {
 	// Name is a DNS label, unique among the clusters; it also names the
 	// cluster's folder and etcd prefix.
 	Name string
-	// Nodes is the number of KWOK fake nodes (default 3).
+	// Nodes is the number of KWOK fake nodes (default 3, or none when
+	// RealNodes is set).
 	Nodes int
+	// RealNodes is the number of real nodes beside the KWOK ones: a
+	// kubelet, containerd and kube-proxy each, that run containers (see
+	// the package documentation). They are labelled NodeTypeLabel=
+	// RealNodeType. Ignored with APIServerOnly.
+	RealNodes int
 	// NodeCPU, NodeMemory and NodePods are each node's allocatable resources
 	// as Kubernetes quantities (defaults "8", "32Gi", "110").
 	NodeCPU, NodeMemory, NodePods string
 }
+
+// maxRealNodes bounds a cluster's real nodes: each has a /24 of its
+// cluster's 10.K.0.0/16 for its pods (and real nodes are for realism, not
+// for load: KWOK's are).
+const maxRealNodes = 16
 
 // Default node shape, the size of a common cloud worker.
 const (
@@ -78,7 +103,7 @@ func Specs(count int) []ClusterSpec {
 }
 
 func (s ClusterSpec) withDefaults() ClusterSpec {
-	if s.Nodes == 0 {
+	if s.Nodes == 0 && s.RealNodes == 0 {
 		s.Nodes = DefaultNodes
 	}
 	if s.NodeCPU == "" {
@@ -113,8 +138,11 @@ func (o Options) validate() error {
 			return fmt.Errorf("member clusters: clusters[%d].name %q: duplicate", i, spec.Name)
 		}
 		seen[spec.Name] = true
-		if spec.Nodes < 1 {
-			return fmt.Errorf("member clusters: clusters[%d] (%s).nodes %d: want at least 1", i, spec.Name, spec.Nodes)
+		if spec.Nodes < 0 || spec.RealNodes < 0 || spec.Nodes+spec.RealNodes < 1 {
+			return fmt.Errorf("member clusters: clusters[%d] (%s).nodes %d, realNodes %d: want at least 1 node in all", i, spec.Name, spec.Nodes, spec.RealNodes)
+		}
+		if spec.RealNodes > maxRealNodes {
+			return fmt.Errorf("member clusters: clusters[%d] (%s).realNodes %d: want at most %d", i, spec.Name, spec.RealNodes, maxRealNodes)
 		}
 		for field, value := range map[string]string{"nodeCPU": spec.NodeCPU, "nodeMemory": spec.NodeMemory, "nodePods": spec.NodePods} {
 			q, err := resource.ParseQuantity(value)

@@ -204,8 +204,7 @@ func Sweep() error {
 	var errs []error
 	for _, line := range strings.Split(out, "\n") {
 		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
-		pid, ok := ownerPid(name)
-		if !ok || processExists(pid) {
+		if !Stale(namePrefix, name) {
 			continue
 		}
 		if _, err := run(ctx, "ip", "netns", "del", name); err != nil {
@@ -215,9 +214,17 @@ func Sweep() error {
 	return errors.Join(errs...)
 }
 
-// ownerPid parses flnb<pid>-... names.
-func ownerPid(name string) (int, bool) {
-	rest, ok := strings.CutPrefix(name, namePrefix)
+// Stale reports whether name is prefix<pid>-... and that process is gone:
+// the leftover of a test binary killed before its cleanup. Other harnesses
+// (test/membercluster's real nodes) name what they create the same way.
+func Stale(prefix, name string) bool {
+	pid, ok := ownerPid(prefix, name)
+	return ok && !processExists(pid)
+}
+
+// ownerPid parses prefix<pid>-... names.
+func ownerPid(prefix, name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, prefix)
 	if !ok {
 		return 0, false
 	}

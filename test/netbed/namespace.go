@@ -27,6 +27,15 @@ func (n *Namespace) Command(bin string, args ...string) (string, []string) {
 	return "ip", append([]string{"netns", "exec", n.Name, bin}, args...)
 }
 
+// EnterCommand is Command for long-running daemons that mount: nsenter
+// switches only the network namespace, whereas `ip netns exec` also gives
+// bin a private mount namespace, so the mounts of a kubelet (volumes) would
+// stay invisible to a containerd started the same way, and to cleanup.
+// nsenter execs bin, so the process started is bin.
+func (n *Namespace) EnterCommand(bin string, args ...string) (string, []string) {
+	return "nsenter", append([]string{"--net=/run/netns/" + n.Name, "--", bin}, args...)
+}
+
 // Run runs a command inside the namespace and returns its combined output.
 func (n *Namespace) Run(ctx context.Context, bin string, args ...string) (string, error) {
 	name, argv := n.Command(bin, args...)

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Builds the test-only binaries for real member clusters into $1 (default
 # ../../.testbin): kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl (for end-to-end tests against the hub), etcd, kwok, and the KWOK
-# stages file; and chartrender (renders the Helm charts with the Helm Go SDK)
-# and promtool (Prometheus' rule checker, its own module in promtool/), rebuilt
-# incrementally on every run (seconds when warm) so editing them, or the
-# small_tools function, does not invalidate the cached Kubernetes binaries.
+# kubectl (for end-to-end tests against the hub), kubelet and kube-proxy (for
+# real nodes beside the KWOK ones), etcd, kwok, and the KWOK stages file; and
+# chartrender (renders the Helm charts with the Helm Go SDK), images (packs a
+# static binary as an OCI image tarball), pause.tar (the real nodes' sandbox
+# image) and promtool (Prometheus' rule checker, its own module in
+# promtool/), rebuilt incrementally on every run (seconds when warm) so
+# editing them, or the small_tools function, does not invalidate the cached
+# Kubernetes binaries.
 #
 # Idempotent and fast when warm: the output folder remembers the key (a hash
 # of this module's go.mod/go.sum, this script but small_tools, and the Go
@@ -17,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 mkdir -p "${1:-../../.testbin}"
 out=$(cd "${1:-../../.testbin}" && pwd)
-files=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwok-stages.yaml)
+files=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy kwok kwok-stages.yaml)
 
 step() { printf 'testbin: %s\n' "$*" >&2; }
 complete() { local f; for f in "${files[@]}"; do [[ -s "$1/$f" ]] || return 1; done; }
@@ -26,6 +29,11 @@ key=$( { cat go.mod go.sum cmd/kwok-stages/main.go; sed '/^small_tools() {$/,/^}
 small_tools() {
 	step "chartrender"
 	go build -o "$out/chartrender.tmp" ./cmd/chartrender && mv -f "$out/chartrender.tmp" "$out/chartrender"
+	step "images, and the pause image of real nodes (pause.tar)"
+	go build -o "$out/images.tmp" ./cmd/images && mv -f "$out/images.tmp" "$out/images"
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/pause" ./cmd/pause
+	"$out/images" --binary "$out/pause" --repository registry.k8s.io/pause --tag 3.10 \
+		--description "pause: the sandbox of the test clusters' real nodes" --out "$out/pause.tar"
 	step "promtool (cold: about 5 minutes)"
 	go build -C promtool -o "$out/promtool.tmp" github.com/prometheus/prometheus/cmd/promtool && mv -f "$out/promtool.tmp" "$out/promtool"
 }
@@ -55,12 +63,14 @@ done
 
 rm -f "$out/.key"
 started=$SECONDS
-step "kube-apiserver kube-controller-manager kube-scheduler kubectl (cold: about 11 minutes on 2 cores)"
+step "kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy (cold: about 11 minutes on 2 cores, a few more for kubelet and kube-proxy)"
 go build -ldflags "$k8s_ldflags" -o "$out/" \
 	k8s.io/kubernetes/cmd/kube-apiserver \
 	k8s.io/kubernetes/cmd/kube-controller-manager \
 	k8s.io/kubernetes/cmd/kube-scheduler \
-	k8s.io/kubernetes/cmd/kubectl
+	k8s.io/kubernetes/cmd/kubectl \
+	k8s.io/kubernetes/cmd/kubelet \
+	k8s.io/kubernetes/cmd/kube-proxy
 step "etcd"
 go build -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=v3.7.0" -o "$out/etcd" go.etcd.io/etcd/server/v3
 step "kwok"
