@@ -25,10 +25,11 @@ import (
 
 // Defaults for Config fields left zero.
 const (
-	DefaultRetryInitial   = time.Second
-	DefaultRetryMax       = time.Minute
-	DefaultStatusInterval = 500 * time.Millisecond
-	DefaultWorkers        = 4
+	DefaultRetryInitial     = time.Second
+	DefaultRetryMax         = time.Minute
+	DefaultStatusInterval   = 500 * time.Millisecond
+	DefaultProgressInterval = 5 * time.Second
+	DefaultWorkers          = 4
 )
 
 // Config configures an Engine.
@@ -48,6 +49,11 @@ type Config struct {
 	// StatusInterval is the shortest time between two WorkStatus messages
 	// of one Work (default 500ms): bursts of changes are coalesced.
 	StatusInterval time.Duration
+	// ProgressInterval is the shortest time between two WorkStatus
+	// messages of one Work that differ in key status and health messages
+	// alone (default 5s): a rollout's replica counts, while each object's
+	// health stays the same. A change of health is sent after StatusInterval.
+	ProgressInterval time.Duration
 	// Workers is how many Works are applied or deleted at once (default 4).
 	Workers int
 	// Logger receives the engine's logs; nil discards them.
@@ -80,6 +86,9 @@ func (cfg Config) withDefaults() Config {
 	if cfg.StatusInterval == 0 {
 		cfg.StatusInterval = DefaultStatusInterval
 	}
+	if cfg.ProgressInterval == 0 {
+		cfg.ProgressInterval = DefaultProgressInterval
+	}
 	if cfg.Workers == 0 {
 		cfg.Workers = DefaultWorkers
 	}
@@ -103,8 +112,8 @@ func (cfg Config) validate() error {
 	if cfg.RetryInitial < 0 || cfg.RetryMax < cfg.RetryInitial {
 		errs = append(errs, fmt.Errorf("retry backoff %v to %v: want 0 < initial <= max", cfg.RetryInitial, cfg.RetryMax))
 	}
-	if cfg.StatusInterval < 0 || cfg.Workers < 0 {
-		errs = append(errs, errors.New("status interval and workers must not be negative"))
+	if cfg.StatusInterval < 0 || cfg.ProgressInterval < 0 || cfg.Workers < 0 {
+		errs = append(errs, errors.New("status interval, progress interval and workers must not be negative"))
 	}
 	return errors.Join(errs...)
 }

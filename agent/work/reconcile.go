@@ -163,7 +163,11 @@ func (e *Engine) settleApply(op *operation, res applyResult) {
 	if st == nil {
 		return
 	}
-	st.current, st.reported = res.set, res.answer.Manifests
+	// The answer reports the manifests' status as the apply left them: it
+	// counts as a report, so the changes that follow an apply at once (a
+	// controller's first status of a new object) wait for StatusInterval
+	// and go in one WorkStatus with what comes next, not in one each.
+	st.current, st.reported, st.reportedAt = res.set, res.answer.Manifests, time.Now()
 	e.feeds.emit(res.answer)
 	// A prune may have dropped the last object of a resource, and health
 	// may have moved on since the apply.

@@ -51,18 +51,16 @@ func (e *Engine) processStatus() bool {
 }
 
 // refreshStatus sends a WorkStatus if the health or key status of the
-// Work's objects changed since the hub was last told, at most once per
-// StatusInterval: a change sooner than that is looked at when it ends.
+// Work's objects changed since the hub was last told: at most once per
+// StatusInterval, and once per ProgressInterval when only the key status
+// or a health message moved (a rollout's replica counts) while every
+// object's health stayed as reported. A change sooner than that is looked at when it ends. Each
+// WorkStatus costs the hub a write of the Work's status.
 func (e *Engine) refreshStatus(work string) {
 	e.mu.Lock()
 	st := e.works[work]
 	if st == nil || st.current == nil {
 		e.mu.Unlock()
-		return
-	}
-	if wait := time.Until(st.reportedAt.Add(e.cfg.StatusInterval)); wait > 0 {
-		e.mu.Unlock()
-		e.statusQ.AddAfter(work, wait)
 		return
 	}
 	set := st.current
@@ -74,8 +72,26 @@ func (e *Engine) refreshStatus(work string) {
 	if st != e.works[work] || st.current != set || sameResults(st.reported, results) {
 		return // changed meanwhile (that queued another look), or nothing new
 	}
+	interval := e.cfg.StatusInterval
+	if progressOnly(st.reported, results) {
+		interval = max(interval, e.cfg.ProgressInterval)
+	}
+	if wait := time.Until(st.reportedAt.Add(interval)); wait > 0 {
+		e.statusQ.AddAfter(work, wait)
+		return
+	}
 	st.reported, st.reportedAt = results, time.Now()
 	e.feeds.emit(&protocol.WorkStatus{Name: work, Generation: set.generation, Manifests: results})
+}
+
+// progressOnly reports whether b differs from a in the key status and
+// the health messages alone ("Available: 0/3"): the same objects with the
+// same health and state values.
+func progressOnly(a, b []protocol.ManifestResult) bool {
+	return slices.EqualFunc(a, b, func(x, y protocol.ManifestResult) bool {
+		x.Message, y.Message = "", ""
+		return maps.Equal(x.StateValues, y.StateValues) && withoutStatus(x) == withoutStatus(y)
+	})
 }
 
 // noteReported records that the hub was told results for set.

@@ -2,6 +2,7 @@ package work
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -63,5 +64,58 @@ func TestStatusIsCoalesced(t *testing.T) {
 	}
 	if s := m.(*protocol.WorkStatus); s.Name != "w" || s.Generation != 1 || len(s.Manifests) != 1 {
 		t.Errorf("WorkStatus = %+v", s)
+	}
+}
+
+// TestProgressWaitsLonger: a change of key status alone (replica counts,
+// the health as reported) waits for ProgressInterval; a change of health
+// goes after StatusInterval.
+func TestProgressWaitsLonger(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	conf := cmRefOf("n", "c")
+	obj := &unstructured.Unstructured{Object: configMap("c", "n", nil)}
+	obj.SetLabels(map[string]string{LabelManagedBy: ManagedBy, LabelWork: "w"})
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{conf.gvr(): "ConfigMapList"}, obj)
+	e, err := NewEngine(Config{Kube: fake.NewClientset(), Dynamic: dyn, StatusInterval: interval, ProgressInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	e.ctx, e.statusQ = ctx, workqueue.NewTypedDelayingQueue[string]()
+	e.watch = newWatcher(ctx, dyn, false, func(string) {}, func(schema.GroupVersionResource) {})
+	t.Cleanup(func() {
+		cancel()
+		e.statusQ.ShutDown()
+		e.watch.wait()
+	})
+	feed := e.Subscribe()
+	e.state("w").current = &manifestSet{generation: 1, entries: []manifestEntry{{result: conf.result(0)}}}
+	e.refreshStatus("w")
+	first, ok := feed.Pop()
+	if !ok {
+		t.Fatal("no WorkStatus for a Work never reported")
+	}
+	observed := first.(*protocol.WorkStatus).Manifests
+
+	tests := []struct {
+		name   string
+		change func(*protocol.ManifestResult)
+		sent   bool
+	}{
+		{"key status alone", func(r *protocol.ManifestResult) { r.Status = []byte(`{"readyReplicas":1}`) }, false},
+		{"health message alone", func(r *protocol.ManifestResult) { r.Message = "Available: 0/1" }, false},
+		{"health", func(r *protocol.ManifestResult) { r.Health = protocol.HealthUnknown + "x" }, true},
+		{"state values", func(r *protocol.ManifestResult) { r.StateValues = map[string]string{"p": "v"} }, true},
+	}
+	for _, tt := range tests {
+		reported := slices.Clone(observed)
+		tt.change(&reported[0])
+		e.works["w"].reported = reported // as if the objects changed since
+		e.works["w"].reportedAt = time.Now().Add(-interval)
+		e.refreshStatus("w")
+		if _, sent := feed.Pop(); sent != tt.sent {
+			t.Errorf("%s changed: WorkStatus sent %v, want %v", tt.name, sent, tt.sent)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -30,6 +31,14 @@ import (
 	"github.com/flotilla-io/flotilla/hub/names"
 	"github.com/flotilla-io/flotilla/internal/kube"
 )
+
+// ReportGathering is how long a binding's status waits after a change of
+// the binding or of one of its Works before it is computed: the reports of
+// its clusters' agents, which come at about the same time, then cost one
+// write of the binding's status and one of its template's, instead of one
+// each. A key already waiting keeps its time, so a steady stream of reports
+// is still written at least this often.
+const ReportGathering = time.Second
 
 // Controller aggregates status.
 type Controller struct {
@@ -75,19 +84,23 @@ func New(clients *kube.Clients, informers *controller.Informers, recorder contro
 		}
 		c.requeueOn(controller.Subject(old, cur).Name)
 	})
+	// A new placement is followed by its Works and their reports: its
+	// status is written once they are in, not before each of them.
 	c.bindings.AddHandler(func(_, cur *v1alpha1.ResourceBinding) {
 		if cur != nil {
-			c.queue.Add(controller.Key(cur.Namespace, cur.Name))
+			c.queue.AddAfter(controller.Key(cur.Namespace, cur.Name), ReportGathering)
 		}
 	})
 	c.clusterBindings.AddHandler(func(_, cur *v1alpha1.ClusterResourceBinding) {
 		if cur != nil {
-			c.queue.Add(cur.Name)
+			c.queue.AddAfter(cur.Name, ReportGathering)
 		}
 	})
+	// A binding's Works are reported by several agents at about the same
+	// time: their reports are gathered into one status write.
 	c.works.AddHandler(func(old, cur *v1alpha1.Work) {
 		if owner := controller.Subject(old, cur).Annotations[v1alpha1.AnnotationWorkBinding]; owner != "" {
-			c.queue.Add(owner)
+			c.queue.AddAfter(owner, ReportGathering)
 		}
 	})
 	// A new generation of a template is the one its status observes.
