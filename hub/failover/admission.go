@@ -126,7 +126,7 @@ func (c *Controller) restoreAdmissions() {
 		if !ok {
 			continue
 		}
-		at, err := time.Parse(time.RFC3339, value)
+		at, err := time.Parse(time.RFC3339Nano, value)
 		// A taint added after the admission is a later failure.
 		if err != nil || !failing(cl) || earliestNoExecute(cl, func(*corev1.Taint) time.Time { return at }).After(at) {
 			c.logger.Info("eviction admission record no longer counts: removing it", "cluster", cl.Name, "record", value)
@@ -151,7 +151,7 @@ func (c *Controller) syncAdmission(ctx context.Context, name string) error {
 	c.mu.Unlock()
 	var want *string
 	if admitted {
-		want = ptr.To(a.At.UTC().Format(time.RFC3339))
+		want = ptr.To(a.At.UTC().Format(time.RFC3339Nano)) // exact: the zone's next token counts from it
 	}
 	have, recorded := cl.Annotations[v1alpha1.AnnotationEvictionAdmitted]
 	if recorded == admitted && (!admitted || have == *want) {

@@ -35,7 +35,7 @@ func TestClusterAdmission(t *testing.T) {
 	for _, name := range bindings {
 		f.AwaitBinding(name, "evicted from member-1", evictedFrom("member-1"))
 	}
-	f.awaitAdmissionRecord("member-1", f.T0.UTC().Format(time.RFC3339))
+	f.awaitAdmissionRecord("member-1", f.T0.UTC().Format(time.RFC3339Nano))
 
 	f.setCluster("member-2", true, f.T0.Add(-time.Hour), broken)
 	poll(t, "member-2 waiting for admission, with both its bindings", func() (bool, string) {
@@ -61,7 +61,7 @@ func TestClusterAdmission(t *testing.T) {
 	for _, name := range bindings {
 		f.AwaitBinding(name, "evicted from member-2", evictedFrom("member-2"))
 	}
-	f.awaitAdmissionRecord("member-2", f.T0.Add(time.Minute).UTC().Format(time.RFC3339))
+	f.awaitAdmissionRecord("member-2", f.T0.Add(time.Minute).UTC().Format(time.RFC3339Nano))
 	if got := f.Events.Count("Normal EvictionAdmitted"); got != 2 {
 		t.Errorf("%d EvictionAdmitted events, want 2 (one per cluster, none again on the restart): %v", got, f.Events.List())
 	}
