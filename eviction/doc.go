@@ -56,17 +56,30 @@
 // before asking: nothing may be evicted, nor a task ended, before its
 // toleration or grace period has run.
 //
-// Partition protection ([Zones]). Evictions are rate limited per zone (a
-// token bucket of burst 1 per zone, 0.5 bindings/s by default; a rate of 0
-// halts evictions in the modes that use it, as in Kubernetes). The rules
-// are the Kubernetes node lifecycle controller's, with clusters for
-// nodes. A zone whose clusters are all not Ready is in FullDisruption and
-// keeps the normal rate: the zone is most likely really down. A zone with
-// more than 2 and at least 55 % of its clusters not Ready is in
-// PartialDisruption: that looks like a network problem more than failed
-// clusters, so its rate drops to 0.01/s, or to 0 for zones of at most 50
-// clusters. When every zone is in FullDisruption the hub assumes that it is
-// the one cut off: every zone is Isolated and nothing is evicted until a
-// cluster is Ready again; then the grace of every taint restarts
-// ([Zones.GraceStart]).
+// Partition protection ([Zones]). Evictions are rate limited the way
+// Kubernetes' node lifecycle controller limits node evictions: by failed
+// clusters per zone over time, not by bindings. A cluster asks for
+// admission to eviction when the first of its bindings is due to leave it
+// ([Zones.Admit]); each zone admits its clusters one at a time, earliest
+// failure first, from a token bucket of burst 1 (0.1 clusters/s by
+// default: one failed cluster at once, the next 10 s later). Once a
+// cluster is admitted, every binding on it may be evicted as fast as the
+// API allows (an optional ceiling in bindings per second per zone,
+// Karmada's --resource-eviction-rate, can slow that down); it stays
+// admitted until it no longer carries a NoExecute taint ([Zones.Forget]),
+// and a cluster that fails again queues again. A rate of 0 halts
+// evictions in the modes that use it, as in Kubernetes, admitted clusters
+// included. The rules of the modes are the node lifecycle controller's,
+// with clusters for nodes. A zone whose clusters are all not Ready is in
+// FullDisruption and keeps the normal rate: the zone is most likely really
+// down. A zone with more than 2 and at least 55 % of its clusters not
+// Ready is in PartialDisruption: that looks like a network problem more
+// than failed clusters, so its rate drops to 0.01 clusters/s, or to 0 for
+// zones of at most 50 clusters. When every zone is in FullDisruption the
+// hub assumes that it is the one cut off: every zone is Isolated and
+// nothing is evicted, from admitted clusters neither, until a cluster is
+// Ready again; then the grace of every taint restarts ([Zones.GraceStart])
+// and every admission is taken back, so the clusters still down queue
+// again. Admissions are the hub's to record ([Zones.TakeChanges]) and to
+// give back after a restart ([Zones.Restore]).
 package eviction

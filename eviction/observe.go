@@ -19,8 +19,9 @@ type ZoneCount struct {
 // else d > 2 and d/n >= UnhealthyThreshold -> PartialDisruption; else
 // Normal. If every zone is in FullDisruption (and there is at least one
 // cluster), every zone is Isolated instead. Leaving Isolated (any zone had a
-// Ready cluster again) records now as GraceStart. Limits: Normal and
-// FullDisruption -> Rate; PartialDisruption -> SecondaryRate if n >
+// Ready cluster again) records now as GraceStart and takes back every
+// admission to eviction. Cluster rates: Normal and FullDisruption ->
+// ClusterRate; PartialDisruption -> SecondaryClusterRate if n >
 // LargeZoneThreshold else 0; Isolated -> 0.
 //
 // These are the rules of the Kubernetes node lifecycle controller, with
@@ -61,6 +62,7 @@ func (z *Zones) ObserveCounts(counts map[string]ZoneCount, now time.Time) []Mode
 	}
 	if z.isolated && !isolated {
 		z.graceStart = now
+		z.revokeAll(now)
 	}
 	z.isolated = isolated
 
@@ -139,14 +141,14 @@ func (z *Zones) update(name string, mode Mode, n ZoneCount, now time.Time) (Mode
 	return ModeChange{Zone: name, From: from, To: mode, NotReady: n.NotReady, Total: n.Total}, true
 }
 
-// limit is a zone's eviction rate in a mode.
+// limit is a zone's admission rate (clusters per second) in a mode.
 func (z *Zones) limit(mode Mode, total int) float64 {
 	switch mode {
 	case ModeNormal, ModeFullDisruption:
-		return z.cfg.Rate
+		return z.cfg.ClusterRate
 	case ModePartialDisruption:
 		if total > z.cfg.LargeZoneThreshold {
-			return z.cfg.SecondaryRate
+			return z.cfg.SecondaryClusterRate
 		}
 	}
 	return 0

@@ -19,27 +19,40 @@ const (
 )
 
 // ZoneConfig tunes partition protection. Every field is taken as it is,
-// zero included: start from DefaultZoneConfig. A rate of 0 (or less) halts
-// evictions in the modes that use it, as a zero eviction rate does in
-// Kubernetes' node lifecycle controller.
+// zero included: start from DefaultZoneConfig. A cluster rate of 0 (or
+// less) halts evictions in the modes that use it, as a zero node eviction
+// rate does in Kubernetes' node lifecycle controller.
 type ZoneConfig struct {
-	Rate               float64 // evictions (bindings) per second per zone in Normal and FullDisruption; default 0.5
-	SecondaryRate      float64 // in PartialDisruption for zones larger than LargeZoneThreshold; default 0.01
-	LargeZoneThreshold int     // default 50: zones of <= this many clusters get 0 in PartialDisruption
-	UnhealthyThreshold float64 // default 0.55
+	// ClusterRate is how many failed clusters per second per zone are
+	// admitted to eviction in Normal and FullDisruption (default 0.1, one
+	// every 10 s, as --node-eviction-rate in Kubernetes). Every binding on
+	// an admitted cluster may be evicted at once.
+	ClusterRate float64
+	// SecondaryClusterRate is ClusterRate in PartialDisruption for zones
+	// larger than LargeZoneThreshold (default 0.01).
+	SecondaryClusterRate float64
+	LargeZoneThreshold   int     // default 50: zones of <= this many clusters get 0 in PartialDisruption
+	UnhealthyThreshold   float64 // default 0.55
+	// BindingRate, when positive, is a ceiling on the bindings evicted per
+	// second per zone from admitted clusters (Karmada's
+	// --resource-eviction-rate). 0 (the default): no ceiling.
+	BindingRate float64
 }
 
 // DefaultZoneConfig is the defaults of ZoneConfig.
 func DefaultZoneConfig() ZoneConfig {
-	return ZoneConfig{Rate: DefaultRate, SecondaryRate: DefaultSecondaryRate, LargeZoneThreshold: DefaultLargeZoneThreshold, UnhealthyThreshold: DefaultUnhealthyThreshold}
+	return ZoneConfig{ClusterRate: DefaultClusterRate, SecondaryClusterRate: DefaultSecondaryClusterRate,
+		LargeZoneThreshold: DefaultLargeZoneThreshold, UnhealthyThreshold: DefaultUnhealthyThreshold}
 }
 
-// Defaults of ZoneConfig.
+// Defaults of ZoneConfig: those of kube-controller-manager's
+// --node-eviction-rate, --secondary-node-eviction-rate,
+// --large-cluster-size-threshold and --unhealthy-zone-threshold.
 const (
-	DefaultRate               = 0.5
-	DefaultSecondaryRate      = 0.01
-	DefaultLargeZoneThreshold = 50
-	DefaultUnhealthyThreshold = 0.55
+	DefaultClusterRate          = 0.1
+	DefaultSecondaryClusterRate = 0.01
+	DefaultLargeZoneThreshold   = 50
+	DefaultUnhealthyThreshold   = 0.55
 )
 
 // ClusterHealth is what Zones needs of a cluster. Zone "" is a zone too.
@@ -57,28 +70,39 @@ type ModeChange struct {
 	NotReady, Total int
 }
 
-// Zones holds each zone's mode and eviction rate limiter (one token bucket
-// per zone, burst 1, driven by the times passed in, never the wall clock).
-// It is not safe for concurrent use.
+// Zones holds each zone's mode, its admission of failed clusters to
+// eviction (one token bucket of clusters per zone, burst 1) and the
+// optional ceiling on bindings, all driven by the times passed in, never
+// the wall clock. It is not safe for concurrent use.
 type Zones struct {
 	cfg        ZoneConfig
 	zones      map[string]*zone
 	isolated   bool
 	graceStart time.Time
+	// admitted are the clusters admitted to eviction, waiting those that
+	// asked and wait for their zone's bucket; both by cluster name.
+	admitted map[string]Admission
+	waiting  map[string]waiter
+	// changes are the admissions given and taken back since TakeChanges.
+	changes []AdmissionChange
 }
 
-// zone is one zone's state. mode is "" for a zone Allow was asked about
+// zone is one zone's state. mode is "" for a zone Admit was asked about
 // before Observe saw it.
 type zone struct {
 	mode    Mode
-	limit   float64
-	limiter *rate.Limiter
+	limit   float64       // clusters per second
+	limiter *rate.Limiter // of clusters
+	ceiling *rate.Limiter // of bindings; nil without ZoneConfig.BindingRate
+	// restored is the latest admission Restore gave the zone.
+	restored time.Time
 }
 
 // NewZones returns Zones with no zone observed yet. cfg is taken as it is:
-// a zero Rate or SecondaryRate evicts nothing in the modes that use it.
+// a zero ClusterRate or SecondaryClusterRate evicts nothing in the modes
+// that use it.
 func NewZones(cfg ZoneConfig) *Zones {
-	return &Zones{cfg: cfg, zones: map[string]*zone{}}
+	return &Zones{cfg: cfg, zones: map[string]*zone{}, admitted: map[string]Admission{}, waiting: map[string]waiter{}}
 }
 
 // GraceStart is when the hub last left Isolated (zero if never): taint
@@ -106,30 +130,23 @@ func (z *Zones) Modes() map[string]Mode {
 	return out
 }
 
-// Allow takes one eviction token of the zone. ok=false when the zone's
-// limit is 0 (retryAt zero: wait for a mode change) or the bucket is empty
-// (retryAt = when a token will be there; nothing is consumed). An unknown
-// zone is allowed at Rate (a cluster not observed yet). Isolated never
-// allows, not even for an unknown zone: a hub that is cut off must not
-// evict anything.
-func (z *Zones) Allow(zone string, now time.Time) (ok bool, retryAt time.Time) {
-	if z.isolated {
-		return false, time.Time{}
-	}
-	zn := z.zones[zone]
+// zoneFor returns a zone's state, made at ClusterRate for a zone not
+// observed yet (a cluster the caller saw before Observe did).
+func (z *Zones) zoneFor(name string) *zone {
+	zn := z.zones[name]
 	if zn == nil {
-		zn = z.newZone(z.cfg.Rate)
-		z.zones[zone] = zn
+		zn = z.newZone(z.cfg.ClusterRate)
+		z.zones[name] = zn
 	}
-	// Checked here, not left to the limiter: a rate.Limiter with limit 0
-	// still hands out its burst.
-	if zn.limit <= 0 {
-		return false, time.Time{}
+	return zn
+}
+
+func (z *Zones) newZone(limit float64) *zone {
+	zn := &zone{limit: limit, limiter: rate.NewLimiter(rate.Limit(max(limit, 0)), 1)}
+	if z.cfg.BindingRate > 0 {
+		zn.ceiling = rate.NewLimiter(rate.Limit(z.cfg.BindingRate), 1)
 	}
-	if zn.limiter.AllowN(now, 1) {
-		return true, time.Time{}
-	}
-	return false, now.Add(untilToken(zn.limiter.TokensAt(now), zn.limit))
+	return zn
 }
 
 // untilToken is how long a bucket holding tokens takes to hold one at
@@ -140,8 +157,4 @@ func untilToken(tokens, limit float64) time.Duration {
 		return time.Duration(math.MaxInt64)
 	}
 	return time.Duration(max(ns, 1))
-}
-
-func (z *Zones) newZone(limit float64) *zone {
-	return &zone{limit: limit, limiter: rate.NewLimiter(rate.Limit(limit), 1)}
 }

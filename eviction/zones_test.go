@@ -117,107 +117,131 @@ func TestZonesChanges(t *testing.T) {
 	}
 }
 
-// allowStep is a call of Allow and what it should return.
-type allowStep struct {
-	zone      string
-	now       time.Time
-	wantOK    bool
-	wantRetry time.Time
+// admitStep is a call of Admit and what it should return. A zero
+// failedAt is t0.
+type admitStep struct {
+	zone, cluster string
+	failedAt, now time.Time
+	wantOK        bool
+	wantRetry     time.Time
 }
 
-func checkAllow(t *testing.T, z *Zones, steps ...allowStep) {
+func checkAdmit(t *testing.T, z *Zones, steps ...admitStep) {
 	t.Helper()
 	for i, s := range steps {
-		ok, retry := z.Allow(s.zone, s.now)
+		failedAt := s.failedAt
+		if failedAt.IsZero() {
+			failedAt = t0
+		}
+		ok, retry := z.Admit(s.zone, s.cluster, failedAt, s.now)
 		if ok != s.wantOK || !retry.Equal(s.wantRetry) {
-			t.Errorf("step %d: Allow(%q, %v) = %v, %v; want %v, %v", i, s.zone, s.now, ok, retry, s.wantOK, s.wantRetry)
+			t.Errorf("step %d: Admit(%q, %q, %v, %v) = %v, %v; want %v, %v", i, s.zone, s.cluster, failedAt, s.now, ok, retry, s.wantOK, s.wantRetry)
 		}
 	}
 }
 
-func TestZonesAllow(t *testing.T) {
+func TestZonesAdmit(t *testing.T) {
 	never := time.Time{}
 	tests := []struct {
 		name     string
 		cfg      ZoneConfig // DefaultZoneConfig() if zero
 		clusters []ClusterHealth
-		steps    []allowStep
+		steps    []admitStep
 	}{
-		{"normal zone at 0.5/s", ZoneConfig{}, zoneOf("eu", 3, 1), []allowStep{
-			{"eu", t0, true, never},
-			{"eu", t0, false, at(2 * time.Second)},
-			{"eu", at(time.Second), false, at(2 * time.Second)},
-			{"eu", at(2 * time.Second), true, never},
-			{"eu", at(10 * time.Second), true, never}, // burst 1: no saving up
-			{"eu", at(10 * time.Second), false, at(12 * time.Second)},
+		{"normal zone: a cluster every 10 s, its bindings at once", ZoneConfig{}, zoneOf("eu", 3, 1), []admitStep{
+			{"eu", "a", never, t0, true, never},
+			{"eu", "a", never, t0, true, never}, // admitted: every binding goes
+			{"eu", "b", never, t0, false, at(10 * time.Second)},
+			{"eu", "b", never, at(time.Second), false, at(10 * time.Second)},
+			{"eu", "b", never, at(10 * time.Second), true, never},
+			{"eu", "a", never, at(10 * time.Second), true, never},
+			{"eu", "c", never, at(30 * time.Second), true, never}, // burst 1: no saving up
+			{"eu", "d", never, at(30 * time.Second), false, at(40 * time.Second)},
 		}},
-		{"custom rate", zoneConfig(func(c *ZoneConfig) { c.Rate = 4 }), zoneOf("eu", 3, 1), []allowStep{
-			{"eu", t0, true, never},
-			{"eu", t0, false, at(250 * time.Millisecond)},
-			{"eu", at(250 * time.Millisecond), true, never},
+		{"waiting clusters go in the order they failed, then by name", ZoneConfig{}, zoneOf("eu", 5, 1), []admitStep{
+			{"eu", "a", never, t0, true, never},
+			{"eu", "late", at(2 * time.Second), at(time.Second), false, at(10 * time.Second)},
+			{"eu", "early", at(time.Second), at(time.Second), false, at(10 * time.Second)},
+			{"eu", "late", at(2 * time.Second), at(time.Second), false, at(20 * time.Second)},
+			{"eu", "tie", at(time.Second), at(time.Second), false, at(20 * time.Second)},
+			{"eu", "late", at(2 * time.Second), at(10 * time.Second), false, at(30 * time.Second)}, // "early" took the token
+			{"eu", "early", at(time.Second), at(10 * time.Second), true, never},
+		}},
+		{"custom rate", zoneConfig(func(c *ZoneConfig) { c.ClusterRate = 4 }), zoneOf("eu", 3, 1), []admitStep{
+			{"eu", "a", never, t0, true, never},
+			{"eu", "b", never, t0, false, at(250 * time.Millisecond)},
+			{"eu", "b", never, at(250 * time.Millisecond), true, never},
+		}},
+		{"a ceiling on bindings", zoneConfig(func(c *ZoneConfig) { c.BindingRate = 2 }), zoneOf("eu", 3, 1), []admitStep{
+			{"eu", "a", never, t0, true, never},
+			{"eu", "a", never, t0, false, at(500 * time.Millisecond)},
+			{"eu", "a", never, at(500 * time.Millisecond), true, never},
+			{"eu", "b", never, at(10 * time.Second), true, never}, // admitted, and a binding token
+			{"eu", "b", never, at(10 * time.Second), false, at(10*time.Second + 500*time.Millisecond)},
 		}},
 		{"full disruption next to a fine zone keeps the rate", ZoneConfig{},
-			fleetOf(zoneOf("eu", 3, 3), zoneOf("us", 2, 0)), []allowStep{
-				{"eu", t0, true, never},
-				{"eu", t0, false, at(2 * time.Second)},
-				{"us", t0, true, never}, // one bucket per zone
+			fleetOf(zoneOf("eu", 3, 3), zoneOf("us", 2, 0)), []admitStep{
+				{"eu", "a", never, t0, true, never},
+				{"eu", "b", never, t0, false, at(10 * time.Second)},
+				{"us", "c", never, t0, true, never}, // one bucket per zone
 			}},
-		{"isolated never allows", ZoneConfig{}, fleetOf(zoneOf("eu", 3, 3), zoneOf("us", 2, 2)), []allowStep{
-			{"eu", t0, false, never},
-			{"us", at(time.Hour), false, never},
-			{"unknown", t0, false, never},
+		{"isolated never admits", ZoneConfig{}, fleetOf(zoneOf("eu", 3, 3), zoneOf("us", 2, 2)), []admitStep{
+			{"eu", "a", never, t0, false, never},
+			{"us", "b", never, at(time.Hour), false, never},
+			{"unknown", "c", never, t0, false, never},
 		}},
-		{"small partial zone: 0, even for the first", ZoneConfig{}, zoneOf("eu", 5, 3), []allowStep{
-			{"eu", t0, false, never},
-			{"eu", at(time.Hour), false, never},
+		{"small partial zone: 0, even for the first", ZoneConfig{}, zoneOf("eu", 5, 3), []admitStep{
+			{"eu", "a", never, t0, false, never},
+			{"eu", "a", never, at(time.Hour), false, never},
 		}},
-		{"large partial zone: secondary rate", ZoneConfig{}, zoneOf("eu", 60, 40), []allowStep{
-			{"eu", t0, true, never},
-			{"eu", at(time.Second), false, at(100 * time.Second)},
-			{"eu", at(100 * time.Second), true, never},
+		{"large partial zone: secondary rate", ZoneConfig{}, zoneOf("eu", 60, 40), []admitStep{
+			{"eu", "a", never, t0, true, never},
+			{"eu", "b", never, at(time.Second), false, at(100 * time.Second)},
+			{"eu", "a", never, at(time.Second), true, never},
+			{"eu", "b", never, at(100 * time.Second), true, never},
 		}},
-		{"custom large zone threshold and secondary rate", zoneConfig(func(c *ZoneConfig) { c.LargeZoneThreshold, c.SecondaryRate = 4, 0.1 }), zoneOf("eu", 5, 3), []allowStep{
-			{"eu", t0, true, never},
-			{"eu", t0, false, at(10 * time.Second)},
+		{"custom large zone threshold and secondary rate", zoneConfig(func(c *ZoneConfig) { c.LargeZoneThreshold, c.SecondaryClusterRate = 4, 0.1 }), zoneOf("eu", 5, 3), []admitStep{
+			{"eu", "a", never, t0, true, never},
+			{"eu", "b", never, t0, false, at(10 * time.Second)},
 		}},
-		{"a rate too slow for a Duration waits the longest Duration", zoneConfig(func(c *ZoneConfig) { c.Rate = 1e-12 }), zoneOf("eu", 1, 0), []allowStep{
-			{"eu", t0, true, never},
-			{"eu", t0, false, t0.Add(time.Duration(math.MaxInt64))},
+		{"a rate too slow for a Duration waits the longest Duration", zoneConfig(func(c *ZoneConfig) { c.ClusterRate = 1e-12 }), zoneOf("eu", 1, 0), []admitStep{
+			{"eu", "a", never, t0, true, never},
+			{"eu", "b", never, t0, false, t0.Add(time.Duration(math.MaxInt64))},
 		}},
-		{"unknown zone at Rate", ZoneConfig{}, zoneOf("eu", 3, 0), []allowStep{
-			{"new", t0, true, never},
-			{"new", t0, false, at(2 * time.Second)},
-			{"other", t0, true, never},
+		{"unknown zone at ClusterRate", ZoneConfig{}, zoneOf("eu", 3, 0), []admitStep{
+			{"new", "a", never, t0, true, never},
+			{"new", "b", never, t0, false, at(10 * time.Second)},
+			{"other", "c", never, t0, true, never},
 		}},
 		// A zero rate halts evictions in the modes that use it (as in
 		// Kubernetes); it does not mean the default.
-		{"rate 0: normal zone evicts nothing", zoneConfig(func(c *ZoneConfig) { c.Rate = 0 }), zoneOf("eu", 3, 1), []allowStep{
-			{"eu", t0, false, never},
-			{"eu", at(time.Hour), false, never},
+		{"rate 0: normal zone evicts nothing", zoneConfig(func(c *ZoneConfig) { c.ClusterRate = 0 }), zoneOf("eu", 3, 1), []admitStep{
+			{"eu", "a", never, t0, false, never},
+			{"eu", "a", never, at(time.Hour), false, never},
 		}},
-		{"rate 0: full disruption evicts nothing", zoneConfig(func(c *ZoneConfig) { c.Rate = 0 }),
-			fleetOf(zoneOf("eu", 3, 3), zoneOf("us", 2, 0)), []allowStep{
-				{"eu", t0, false, never},
-				{"us", at(time.Hour), false, never},
+		{"rate 0: full disruption evicts nothing", zoneConfig(func(c *ZoneConfig) { c.ClusterRate = 0 }),
+			fleetOf(zoneOf("eu", 3, 3), zoneOf("us", 2, 0)), []admitStep{
+				{"eu", "a", never, t0, false, never},
+				{"us", "b", never, at(time.Hour), false, never},
 			}},
-		{"rate 0: unknown zone evicts nothing", zoneConfig(func(c *ZoneConfig) { c.Rate = 0 }), zoneOf("eu", 3, 0), []allowStep{
-			{"new", t0, false, never},
+		{"rate 0: unknown zone evicts nothing", zoneConfig(func(c *ZoneConfig) { c.ClusterRate = 0 }), zoneOf("eu", 3, 0), []admitStep{
+			{"new", "a", never, t0, false, never},
 		}},
-		{"rate 0: a large partial zone keeps the secondary rate", zoneConfig(func(c *ZoneConfig) { c.Rate = 0 }), zoneOf("eu", 60, 40), []allowStep{
-			{"eu", t0, true, never},
-			{"eu", at(time.Second), false, at(100 * time.Second)},
+		{"rate 0: a large partial zone keeps the secondary rate", zoneConfig(func(c *ZoneConfig) { c.ClusterRate = 0 }), zoneOf("eu", 60, 40), []admitStep{
+			{"eu", "a", never, t0, true, never},
+			{"eu", "b", never, at(time.Second), false, at(100 * time.Second)},
 		}},
-		{"secondary rate 0: a large partial zone evicts nothing", zoneConfig(func(c *ZoneConfig) { c.SecondaryRate = 0 }), zoneOf("eu", 60, 40), []allowStep{
-			{"eu", t0, false, never},
-			{"eu", at(time.Hour), false, never},
+		{"secondary rate 0: a large partial zone evicts nothing", zoneConfig(func(c *ZoneConfig) { c.SecondaryClusterRate = 0 }), zoneOf("eu", 60, 40), []admitStep{
+			{"eu", "a", never, t0, false, never},
+			{"eu", "a", never, at(time.Hour), false, never},
 		}},
-		{"secondary rate 0: a normal zone keeps the rate", zoneConfig(func(c *ZoneConfig) { c.SecondaryRate = 0 }), zoneOf("eu", 60, 1), []allowStep{
-			{"eu", t0, true, never},
-			{"eu", t0, false, at(2 * time.Second)},
+		{"secondary rate 0: a normal zone keeps the rate", zoneConfig(func(c *ZoneConfig) { c.SecondaryClusterRate = 0 }), zoneOf("eu", 60, 1), []admitStep{
+			{"eu", "a", never, t0, true, never},
+			{"eu", "b", never, t0, false, at(10 * time.Second)},
 		}},
-		{"large zone threshold 0: every partial zone is large", zoneConfig(func(c *ZoneConfig) { c.LargeZoneThreshold = 0 }), zoneOf("eu", 5, 3), []allowStep{
-			{"eu", t0, true, never},
-			{"eu", at(time.Second), false, at(100 * time.Second)},
+		{"large zone threshold 0: every partial zone is large", zoneConfig(func(c *ZoneConfig) { c.LargeZoneThreshold = 0 }), zoneOf("eu", 5, 3), []admitStep{
+			{"eu", "a", never, t0, true, never},
+			{"eu", "b", never, at(time.Second), false, at(100 * time.Second)},
 		}},
 	}
 	for _, tt := range tests {
@@ -228,7 +252,7 @@ func TestZonesAllow(t *testing.T) {
 			}
 			z := NewZones(cfg)
 			z.Observe(tt.clusters, t0)
-			checkAllow(t, z, tt.steps...)
+			checkAdmit(t, z, tt.steps...)
 		})
 	}
 }
@@ -236,27 +260,27 @@ func TestZonesAllow(t *testing.T) {
 func TestZonesRateChangeKeepsTokens(t *testing.T) {
 	z := NewZones(DefaultZoneConfig())
 	z.Observe(zoneOf("eu", 60, 0), t0)
-	checkAllow(t, z, allowStep{"eu", t0, true, time.Time{}})
-	// Half a token earned at 0.5/s; the rest comes at 0.01/s: 50 s more.
+	checkAdmit(t, z, admitStep{"eu", "a", time.Time{}, t0, true, time.Time{}})
+	// A tenth of a token earned at 0.1/s; the rest comes at 0.01/s: 90 s more.
 	z.Observe(zoneOf("eu", 60, 40), at(time.Second))
-	checkAllow(t, z,
-		allowStep{"eu", at(time.Second), false, at(51 * time.Second)},
-		allowStep{"eu", at(51 * time.Second), true, time.Time{}})
+	checkAdmit(t, z,
+		admitStep{"eu", "b", time.Time{}, at(time.Second), false, at(91 * time.Second)},
+		admitStep{"eu", "b", time.Time{}, at(91 * time.Second), true, time.Time{}})
 }
 
 func TestZonesLimitFollowsSizeWithinMode(t *testing.T) {
 	z := NewZones(zoneConfig(func(c *ZoneConfig) { c.LargeZoneThreshold = 5 }))
 	z.Observe(zoneOf("eu", 5, 3), t0)
-	checkAllow(t, z, allowStep{"eu", t0, false, time.Time{}})
+	checkAdmit(t, z, admitStep{"eu", "a", time.Time{}, t0, false, time.Time{}})
 	if got := z.Observe(zoneOf("eu", 6, 4), at(time.Second)); got != nil {
 		t.Errorf("Observe = %v, want no change", got)
 	}
-	checkAllow(t, z, allowStep{"eu", at(time.Second), true, time.Time{}})
+	checkAdmit(t, z, admitStep{"eu", "a", time.Time{}, at(time.Second), true, time.Time{}})
 }
 
 func TestZonesUnknownZoneObservedLater(t *testing.T) {
 	z := NewZones(DefaultZoneConfig())
-	checkAllow(t, z, allowStep{"eu", t0, true, time.Time{}})
+	checkAdmit(t, z, admitStep{"eu", "a", time.Time{}, t0, true, time.Time{}})
 	if diff := cmp.Diff(map[string]Mode{}, z.Modes()); diff != "" {
 		t.Errorf("Modes before Observe (-want +got):\n%s", diff)
 	}
@@ -265,19 +289,24 @@ func TestZonesUnknownZoneObservedLater(t *testing.T) {
 		t.Errorf("Observe (-want +got):\n%s", diff)
 	}
 	// The token taken before the zone was observed stays taken.
-	checkAllow(t, z, allowStep{"eu", at(time.Second), false, at(2 * time.Second)})
+	checkAdmit(t, z, admitStep{"eu", "b", time.Time{}, at(time.Second), false, at(10 * time.Second)})
 }
 
 func TestZonesIsolationAndRecovery(t *testing.T) {
 	z := NewZones(DefaultZoneConfig())
 	down := fleetOf(zoneOf("eu", 3, 3), zoneOf("us", 2, 2))
 	z.Observe(fleetOf(zoneOf("eu", 3, 0), zoneOf("us", 2, 0)), t0)
+	checkAdmit(t, z, admitStep{"us", "us-0", time.Time{}, t0, true, time.Time{}})
+	z.TakeChanges()
 	z.Observe(down, at(time.Minute))
 	z.Observe(down, at(2*time.Minute))
 	if got := z.GraceStart(); !got.IsZero() {
 		t.Fatalf("GraceStart while isolated = %v, want zero", got)
 	}
-	checkAllow(t, z, allowStep{"eu", at(2 * time.Minute), false, time.Time{}})
+	// Isolated: nothing goes, not even from a cluster admitted before.
+	checkAdmit(t, z,
+		admitStep{"eu", "eu-0", time.Time{}, at(2 * time.Minute), false, time.Time{}},
+		admitStep{"us", "us-0", time.Time{}, at(2 * time.Minute), false, time.Time{}})
 
 	recovered := at(5 * time.Minute)
 	got := z.Observe(fleetOf(zoneOf("eu", 3, 3), zoneOf("us", 2, 1)), recovered)
@@ -291,7 +320,12 @@ func TestZonesIsolationAndRecovery(t *testing.T) {
 	if got := z.GraceStart(); !got.Equal(recovered) {
 		t.Errorf("GraceStart = %v, want %v", got, recovered)
 	}
-	checkAllow(t, z, allowStep{"eu", recovered, true, time.Time{}})
+	// Leaving isolation takes every admission back: the clusters still
+	// down queue again.
+	if diff := cmp.Diff([]AdmissionChange{{Cluster: "us-0", Zone: "us", At: recovered}}, z.TakeChanges()); diff != "" {
+		t.Errorf("changes on leaving isolation (-want +got):\n%s", diff)
+	}
+	checkAdmit(t, z, admitStep{"eu", "eu-0", time.Time{}, recovered, true, time.Time{}})
 	// Staying out of isolation does not move the grace start.
 	z.Observe(fleetOf(zoneOf("eu", 3, 0), zoneOf("us", 2, 0)), at(time.Hour))
 	if got := z.GraceStart(); !got.Equal(recovered) {
@@ -351,11 +385,14 @@ func TestObserveCountsMatchesObserve(t *testing.T) {
 			t.Fatalf("step %d: modes (-Observe +ObserveCounts):\n%s", step, diff)
 		}
 		for zone := range counts {
-			a, aRetry := listed.Allow(zone, now)
-			b, bRetry := counted.Allow(zone, now)
+			cluster := fmt.Sprintf("%s-%d", zone, step)
+			a, aRetry := listed.Admit(zone, cluster, now, now)
+			b, bRetry := counted.Admit(zone, cluster, now, now)
 			if a != b || !aRetry.Equal(bRetry) {
-				t.Fatalf("step %d: Allow(%q) %v %v after Observe, %v %v after ObserveCounts", step, zone, a, aRetry, b, bRetry)
+				t.Fatalf("step %d: Admit(%q) %v %v after Observe, %v %v after ObserveCounts", step, zone, a, aRetry, b, bRetry)
 			}
+			listed.Forget(cluster, now) // recovered: the queues stay short
+			counted.Forget(cluster, now)
 		}
 	}
 }

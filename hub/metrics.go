@@ -222,26 +222,30 @@ func (c connCollector) Collect(ch chan<- prometheus.Metric) {
 
 // zoneCollector exports each zone's partition protection mode (one series
 // per zone and mode, 1 for the zone's current mode, 0 for the others), the
-// evictions its rate holds back, and the evictions deferred for want of a
+// evictions its rate holds back, the failed clusters waiting for admission
+// to eviction, and the evictions deferred for want of a
 // place to go.
 type zoneCollector struct{ zones zoneSource }
 
 // zoneSource is what zoneCollector reads: the failover controller.
 type zoneSource interface {
 	EvictionsWaiting() map[string]int
+	ClustersWaiting() map[string]int
 	EvictionsDeferred() int
 	Stats() failover.Stats
 }
 
 var (
 	zoneModeDesc          = prometheus.NewDesc("flotilla_zone_mode", "Partition protection mode of each zone (1 for the current one).", []string{"zone", "mode"}, nil)
-	evictionsWaitingDesc  = prometheus.NewDesc("flotilla_eviction_queue_depth", "Evictions due but held back by their zone's rate (the eviction queue), per zone.", []string{"zone"}, nil)
+	evictionsWaitingDesc  = prometheus.NewDesc("flotilla_eviction_queue_depth", "Evictions due but held back (the eviction queue), per zone: their cluster waits for admission to eviction (flotilla_clusters_waiting_for_eviction), or the --resource-eviction-rate ceiling holds them.", []string{"zone"}, nil)
+	clustersWaitingDesc   = prometheus.NewDesc("flotilla_clusters_waiting_for_eviction", "Failed clusters waiting for their zone to admit them to eviction (--cluster-eviction-rate), per zone; each admitted one has an EvictionAdmitted event.", []string{"zone"}, nil)
 	evictionsDeferredDesc = prometheus.NewDesc("flotilla_evictions_deferred", "Evictions PreferNoExecute taints ask for that wait now for a healthy cluster with room (each has an EvictionDeferred event).", nil, nil)
 )
 
 func (zoneCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- zoneModeDesc
 	ch <- evictionsWaitingDesc
+	ch <- clustersWaitingDesc
 	ch <- evictionsDeferredDesc
 }
 
@@ -261,5 +265,8 @@ func (z zoneCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for zone, n := range waiting { // a zone gone while its evictions wait
 		ch <- prometheus.MustNewConstMetric(evictionsWaitingDesc, prometheus.GaugeValue, float64(n), zone)
+	}
+	for zone, n := range z.zones.ClustersWaiting() {
+		ch <- prometheus.MustNewConstMetric(clustersWaitingDesc, prometheus.GaugeValue, float64(n), zone)
 	}
 }

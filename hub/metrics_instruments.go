@@ -21,21 +21,22 @@ import (
 type hubMetrics struct {
 	registry *prometheus.Registry
 
-	detectionDelay  prometheus.Histogram
-	scheduleLatency *prometheus.HistogramVec
-	dispatchLatency *prometheus.HistogramVec
-	evictions       *prometheus.CounterVec
-	evictionWait    *prometheus.HistogramVec
-	tasksEnded      *prometheus.CounterVec
-	apiRequests     *prometheus.CounterVec
-	apiLatency      *prometheus.HistogramVec
-	apiWrites       *prometheus.CounterVec
-	apiConflicts    *prometheus.CounterVec
-	policyTaints    *prometheus.CounterVec
-	stateLost       *prometheus.CounterVec
-	directlyWaiting prometheus.Gauge
-	directlyWait    prometheus.Histogram
-	karmada         karmadaEvictionInstruments
+	detectionDelay   prometheus.Histogram
+	scheduleLatency  *prometheus.HistogramVec
+	dispatchLatency  *prometheus.HistogramVec
+	evictions        *prometheus.CounterVec
+	evictionWait     *prometheus.HistogramVec
+	clustersAdmitted *prometheus.CounterVec
+	tasksEnded       *prometheus.CounterVec
+	apiRequests      *prometheus.CounterVec
+	apiLatency       *prometheus.HistogramVec
+	apiWrites        *prometheus.CounterVec
+	apiConflicts     *prometheus.CounterVec
+	policyTaints     *prometheus.CounterVec
+	stateLost        *prometheus.CounterVec
+	directlyWaiting  prometheus.Gauge
+	directlyWait     prometheus.Histogram
+	karmada          karmadaEvictionInstruments
 }
 
 func newHubMetrics() *hubMetrics {
@@ -53,8 +54,10 @@ func newHubMetrics() *hubMetrics {
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flotilla_evictions_total",
 			Help: "Bindings evicted from a cluster (taint manager and application failover), by reason and the cluster's zone."}, []string{"reason", "zone"}),
 		evictionWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "flotilla_eviction_queue_wait_seconds",
-			Help:    "Time an eviction due was held back by its zone's rate before it went ahead, per zone.",
+			Help:    "Time an eviction due was held back (its cluster waiting for admission to eviction, or the --resource-eviction-rate ceiling) before it went ahead, per zone.",
 			Buckets: prometheus.ExponentialBuckets(0.1, 2, 14)}, []string{"zone"}),
+		clustersAdmitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flotilla_clusters_admitted_to_eviction_total",
+			Help: "Failed clusters admitted to eviction by their zone's rate (--cluster-eviction-rate), per zone: every workload that does not tolerate their NoExecute taints may then leave them at once."}, []string{"zone"}),
 		tasksEnded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flotilla_eviction_tasks_ended_total",
 			Help: "Graceful eviction tasks ended by the hub, by outcome: ReplacementHealthy, GracePeriodExpired, ClusterRecovered, NoReplacement, ..."}, []string{"outcome"}),
 		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rest_client_requests_total",
@@ -84,7 +87,7 @@ func newHubMetrics() *hubMetrics {
 // instruments are the collectors of m's registry.
 // (docs/reference/metrics.md is generated from them.)
 func (m *hubMetrics) instruments() []prometheus.Collector {
-	return []prometheus.Collector{m.detectionDelay, m.scheduleLatency, m.dispatchLatency, m.evictions, m.evictionWait, m.tasksEnded, m.apiRequests, m.apiLatency, m.apiWrites, m.apiConflicts,
+	return []prometheus.Collector{m.detectionDelay, m.scheduleLatency, m.dispatchLatency, m.evictions, m.evictionWait, m.clustersAdmitted, m.tasksEnded, m.apiRequests, m.apiLatency, m.apiWrites, m.apiConflicts,
 		m.policyTaints, m.stateLost, m.directlyWaiting, m.directlyWait, m.karmada.latency, m.karmada.total}
 }
 
@@ -101,6 +104,7 @@ func (m *hubMetrics) observe(r *registry.Registry, d *dispatch.Dispatcher, s *sc
 		EvictionWaited: func(zone string, waited time.Duration) {
 			m.evictionWait.WithLabelValues(zone).Observe(waited.Seconds())
 		},
+		ClusterAdmitted:   func(zone string) { m.clustersAdmitted.WithLabelValues(zone).Inc() },
 		EvictionProcessed: m.karmada.observe,
 		StateNotPreserved: func(reason string) { m.stateLost.WithLabelValues(reason).Inc() },
 	})

@@ -59,6 +59,7 @@ func oneListener() map[string]netlimit.Stats { return map[string]netlimit.Stats{
 type oneZone struct{}
 
 func (oneZone) EvictionsWaiting() map[string]int { return map[string]int{"zone-a": 1} }
+func (oneZone) ClustersWaiting() map[string]int  { return map[string]int{"zone-a": 1} }
 
 func (oneZone) EvictionsDeferred() int { return 1 }
 

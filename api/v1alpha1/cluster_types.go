@@ -151,3 +151,11 @@ const (
 	TaintClusterTerminating   = "cluster.flotilla.io/terminating"
 	TaintClusterUnschedulable = "cluster.flotilla.io/unschedulable"
 )
+
+// AnnotationEvictionAdmitted on a Cluster is when the hub admitted it to
+// eviction (RFC 3339, to the nanosecond): its zone's rate let its failure
+// through, and every workload that does not tolerate its NoExecute taints
+// may leave it at once. The hub writes it so that the admission outlives a restart or a
+// change of leader, and removes it once the cluster carries no NoExecute
+// taint.
+const AnnotationEvictionAdmitted = "flotilla.io/eviction-admitted"

@@ -70,6 +70,31 @@ type serveOptions struct {
 	profilingAddr, logLevel                   string
 	notReadySeconds, unreachableSeconds       int64
 	failover                                  failover.Config
+	// oldSecondaryRate is --secondary-eviction-rate, refused: its unit
+	// (bindings per second) is gone.
+	oldSecondaryRate float64
+}
+
+// addEvictionRateFlags adds the flags of partition protection's rates.
+// Zones admit failed clusters, not bindings, since the hub evicts every
+// binding of an admitted cluster at once; the flags that counted bindings
+// either keep that meaning as a ceiling (--resource-eviction-rate, and
+// --eviction-rate, deprecated) or are refused with the name to use
+// (--secondary-eviction-rate), so that no upgrade changes a rate's unit
+// silently.
+func addEvictionRateFlags(flags *pflag.FlagSet, fo *failover.Config, oldSecondaryRate *float64) {
+	flags.Float64Var(&fo.Zones.ClusterRate, "cluster-eviction-rate", fo.Zones.ClusterRate,
+		"failed clusters per second per zone admitted to eviction, as Kubernetes' --node-eviction-rate admits nodes: a zone's first failed cluster at once, the next 1/rate seconds later, earliest failure first; "+
+			"every workload on an admitted cluster then leaves as fast as the API allows (see --resource-eviction-rate). 0 halts evictions, except in zones partially disrupted, which keep --secondary-cluster-eviction-rate")
+	flags.Float64Var(&fo.Zones.SecondaryClusterRate, "secondary-cluster-eviction-rate", fo.Zones.SecondaryClusterRate,
+		"failed clusters per second admitted to eviction in a zone where --unhealthy-zone-threshold of the clusters are not Ready (zones of more than --large-zone-threshold clusters; smaller ones evict nothing; 0 halts evictions there too); Kubernetes' --secondary-node-eviction-rate")
+	flags.Float64Var(&fo.Zones.BindingRate, "resource-eviction-rate", 0,
+		"a ceiling on the bindings evicted per second per zone from clusters admitted to eviction; unset: no ceiling. Karmada's flag, whose rate is the only limit there and counts bindings of the whole fleet; "+
+			"before zones admitted clusters it was Flotilla's eviction rate, where 0 halted evictions: 0 is refused now (to halt, give --cluster-eviction-rate=0)")
+	flags.Float64Var(&fo.Zones.BindingRate, "eviction-rate", 0, "the former name of --resource-eviction-rate")
+	_ = flags.MarkDeprecated("eviction-rate", "it is a ceiling on bindings evicted per second per zone now: use --resource-eviction-rate, or leave it out so that a failed cluster's workloads move as fast as the API allows (zones admit failed clusters at --cluster-eviction-rate)")
+	flags.Float64Var(oldSecondaryRate, "secondary-eviction-rate", 0, "refused: it was bindings per second; use --secondary-cluster-eviction-rate")
+	_ = flags.MarkHidden("secondary-eviction-rate")
 }
 
 // newFlags returns serve's flags, bound to cfg and o; hostname is the
@@ -140,13 +165,11 @@ func newFlags(cfg *hub.Config, o *serveOptions, hostname string) *pflag.FlagSet 
 		"how long workloads of a placement without its own NoExecute toleration of cluster.flotilla.io/unreachable stay on such a cluster")
 	flags.DurationVar(&fo.GracefulEvictionTimeout, "graceful-eviction-timeout", fo.GracefulEvictionTimeout,
 		"how long an evicted cluster keeps its copy when the replacement is scheduled but not healthy yet (tasks without their own grace period)")
-	flags.Float64Var(&fo.Zones.Rate, "eviction-rate", fo.Zones.Rate, "bindings evicted per second per zone (0 halts evictions, except in zones partially disrupted, which keep --secondary-eviction-rate)")
-	flags.Float64Var(&fo.Zones.Rate, "resource-eviction-rate", fo.Zones.Rate, "Karmada's name for --eviction-rate, accepted as karmada-controller-manager spells it (Karmada's rate is for the whole fleet, Flotilla's per zone: the same with one zone); give one of the two")
-	flags.Float64Var(&fo.Zones.SecondaryRate, "secondary-eviction-rate", fo.Zones.SecondaryRate,
-		"bindings evicted per second in a zone where --unhealthy-zone-threshold of the clusters are not Ready (zones of more than --large-zone-threshold clusters; smaller ones evict nothing; 0 halts evictions there too)")
-	flags.IntVar(&fo.Zones.LargeZoneThreshold, "large-zone-threshold", fo.Zones.LargeZoneThreshold, "zones with more clusters than this keep evicting at the secondary rate when partially disrupted")
+	addEvictionRateFlags(flags, fo, &o.oldSecondaryRate)
+	flags.IntVar(&fo.Zones.LargeZoneThreshold, "large-zone-threshold", fo.Zones.LargeZoneThreshold,
+		"zones with more clusters than this keep admitting failed clusters at --secondary-cluster-eviction-rate when partially disrupted (Kubernetes' --large-cluster-size-threshold)")
 	flags.Float64Var(&fo.Zones.UnhealthyThreshold, "unhealthy-zone-threshold", fo.Zones.UnhealthyThreshold,
-		"fraction of a zone's clusters not Ready (and more than 2) at which the zone slows to the secondary rate")
+		"fraction of a zone's clusters not Ready (and more than 2) at which the zone is partially disrupted and slows to the secondary rate (Kubernetes' --unhealthy-zone-threshold)")
 	flags.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	flags.BoolVar(&o.showVersion, "version", false, "print the version (and the Kubernetes release the hub embeds) and exit")
 	return flags
@@ -189,8 +212,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		cfg.ProfilingAddr = o.profilingAddr
 	}
-	if flags.Changed("eviction-rate") && flags.Changed("resource-eviction-rate") {
-		return errors.New("--eviction-rate and --resource-eviction-rate (Karmada's name for it) are the same setting: give one")
+	if err := checkEvictionRateFlags(flags); err != nil {
+		return err
 	}
 	if err := setFailover(&cfg, o.failover, o.notReadySeconds, o.unreachableSeconds); err != nil {
 		return err
@@ -380,6 +403,25 @@ func validateGossip(cfg *hub.Config) error {
 	return nil
 }
 
+// checkEvictionRateFlags refuses the rate flags whose meaning changed
+// when given in a way that would now do something else.
+func checkEvictionRateFlags(flags *pflag.FlagSet) error {
+	if flags.Changed("eviction-rate") && flags.Changed("resource-eviction-rate") {
+		return errors.New("--eviction-rate and --resource-eviction-rate (its new name) are the same setting: give one")
+	}
+	if flags.Changed("secondary-eviction-rate") {
+		return errors.New("--secondary-eviction-rate: no longer supported: it counted bindings per second, and zones now admit failed clusters to eviction; " +
+			"give --secondary-cluster-eviction-rate (clusters per second, default 0.01) instead")
+	}
+	for _, name := range []string{"resource-eviction-rate", "eviction-rate"} {
+		if f := flags.Lookup(name); f.Changed && f.Value.String() == "0" {
+			return fmt.Errorf("--%s 0: no longer halts evictions: it is a ceiling on bindings per second now and 0 would mean none; "+
+				"to halt evictions give --cluster-eviction-rate=0, for no ceiling leave the flag out", name)
+		}
+	}
+	return nil
+}
+
 // setFailover checks the failover flags and puts them in cfg.
 func setFailover(cfg *hub.Config, fo failover.Config, notReadySeconds, unreachableSeconds int64) error {
 	for name, n := range map[string]int64{
@@ -394,10 +436,12 @@ func setFailover(cfg *hub.Config, fo failover.Config, notReadySeconds, unreachab
 	switch z := fo.Zones; {
 	case fo.GracefulEvictionTimeout < 0:
 		return fmt.Errorf("--graceful-eviction-timeout %v: want zero or a positive duration", fo.GracefulEvictionTimeout)
-	case z.Rate < 0:
-		return fmt.Errorf("--eviction-rate %v: want zero (no evictions) or a positive rate", z.Rate)
-	case z.SecondaryRate < 0:
-		return fmt.Errorf("--secondary-eviction-rate %v: want zero (no evictions) or a positive rate", z.SecondaryRate)
+	case z.ClusterRate < 0:
+		return fmt.Errorf("--cluster-eviction-rate %v: want zero (no evictions) or a positive number of clusters per second", z.ClusterRate)
+	case z.SecondaryClusterRate < 0:
+		return fmt.Errorf("--secondary-cluster-eviction-rate %v: want zero (no evictions) or a positive number of clusters per second", z.SecondaryClusterRate)
+	case z.BindingRate < 0:
+		return fmt.Errorf("--resource-eviction-rate %v: want a positive number of bindings per second, or no flag for no ceiling", z.BindingRate)
 	case z.LargeZoneThreshold < 0:
 		return fmt.Errorf("--large-zone-threshold %d: want zero or more clusters", z.LargeZoneThreshold)
 	case z.UnhealthyThreshold <= 0 || z.UnhealthyThreshold > 1:

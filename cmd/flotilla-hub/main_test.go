@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,8 +29,12 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"zero flush", []string{"--data-dir", dir, "--lease-flush-interval=0s"}, "--lease-flush-interval 0s"},
 		{"stray argument", []string{"--data-dir", dir, "serve"}, `unexpected arguments ["serve"]`},
 		{"bad log level", []string{"--data-dir", dir, "--log-level", "loud"}, `--log-level "loud"`},
-		{"negative eviction rate", []string{"--data-dir", dir, "--eviction-rate=-1"}, "--eviction-rate -1: want zero (no evictions) or a positive rate"},
-		{"negative secondary eviction rate", []string{"--data-dir", dir, "--secondary-eviction-rate=-0.5"}, "--secondary-eviction-rate -0.5: want zero (no evictions) or a positive rate"},
+		{"negative cluster eviction rate", []string{"--data-dir", dir, "--cluster-eviction-rate=-1"}, "--cluster-eviction-rate -1: want zero (no evictions) or a positive number of clusters per second"},
+		{"negative secondary cluster eviction rate", []string{"--data-dir", dir, "--secondary-cluster-eviction-rate=-0.5"}, "--secondary-cluster-eviction-rate -0.5: want zero (no evictions) or a positive number of clusters per second"},
+		{"negative ceiling", []string{"--data-dir", dir, "--resource-eviction-rate=-1"}, "--resource-eviction-rate -1: want a positive number of bindings per second, or no flag for no ceiling"},
+		{"ceiling 0 no longer halts", []string{"--data-dir", dir, "--resource-eviction-rate=0"}, "--resource-eviction-rate 0: no longer halts evictions"},
+		{"old eviction rate 0 no longer halts", []string{"--data-dir", dir, "--eviction-rate=0"}, "--eviction-rate 0: no longer halts evictions"},
+		{"old secondary rate", []string{"--data-dir", dir, "--secondary-eviction-rate=0.5"}, "--secondary-eviction-rate: no longer supported: it counted bindings per second"},
 		{"bad approval mode", []string{"--data-dir", dir, "--agent-csr-approval", "sometimes"}, `--agent-csr-approval "sometimes": want auto or manual`},
 		{"no store quota", []string{"--data-dir", dir, "--store-quota-bytes=0"}, "--store-quota-bytes 0: want a positive number of bytes"},
 		{"threshold above the quota", []string{"--data-dir", dir, "--store-agent-write-threshold=1.5"}, "--store-agent-write-threshold 1.5: want a fraction of the quota in (0, 1]"},
@@ -123,19 +128,19 @@ func TestZeroEvictionRatesHalt(t *testing.T) {
 		name            string
 		rate, secondary float64
 	}{
-		{"eviction rate 0", 0, 0.01},
-		{"secondary eviction rate 0", 0.5, 0},
+		{"cluster eviction rate 0", 0, 0.01},
+		{"secondary cluster eviction rate 0", 0.1, 0},
 		{"both 0", 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fo := failover.DefaultConfig()
-			fo.Zones.Rate, fo.Zones.SecondaryRate = tt.rate, tt.secondary
+			fo.Zones.ClusterRate, fo.Zones.SecondaryClusterRate = tt.rate, tt.secondary
 			var cfg hub.Config
 			if err := setFailover(&cfg, fo, 300, 300); err != nil {
 				t.Fatal(err)
 			}
-			want := eviction.ZoneConfig{Rate: tt.rate, SecondaryRate: tt.secondary, LargeZoneThreshold: eviction.DefaultLargeZoneThreshold, UnhealthyThreshold: eviction.DefaultUnhealthyThreshold}
+			want := eviction.ZoneConfig{ClusterRate: tt.rate, SecondaryClusterRate: tt.secondary, LargeZoneThreshold: eviction.DefaultLargeZoneThreshold, UnhealthyThreshold: eviction.DefaultUnhealthyThreshold}
 			if diff := cmp.Diff(want, cfg.Failover.Zones); diff != "" {
 				t.Errorf("zones (-want +got):\n%s", diff)
 			}
@@ -145,7 +150,7 @@ func TestZeroEvictionRatesHalt(t *testing.T) {
 	if err := run(t.Context(), []string{"--help"}, &stdout, &stderr); !errors.Is(err, pflag.ErrHelp) {
 		t.Fatalf("--help: %v", err)
 	}
-	for _, want := range []string{"(0 halts evictions, except in zones partially disrupted", "0 halts evictions there too)"} {
+	for _, want := range []string{"0 halts evictions, except in zones partially disrupted", "0 halts evictions there too)", "unset: no ceiling"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("--help does not say %q:\n%s", want, stderr.String())
 		}
@@ -179,17 +184,23 @@ func TestCertsIssueNeedsTheHub(t *testing.T) {
 }
 
 // TestKarmadaEvictionRateFlag: --resource-eviction-rate, as
-// karmada-controller-manager spells it, sets the eviction rate; giving it
-// with --eviction-rate is refused before anything starts.
+// karmada-controller-manager spells it, and --eviction-rate, its former
+// (deprecated) name, set the ceiling on bindings per second and leave the
+// clusters' rates alone; giving both is refused before anything starts.
 func TestKarmadaEvictionRateFlag(t *testing.T) {
-	var cfg hub.Config
-	var o serveOptions
-	flags := newFlags(&cfg, &o, "host")
-	if err := flags.Parse([]string{"--resource-eviction-rate=2.5"}); err != nil {
-		t.Fatal(err)
-	}
-	if o.failover.Zones.Rate != 2.5 {
-		t.Errorf("eviction rate %v after --resource-eviction-rate=2.5", o.failover.Zones.Rate)
+	for _, name := range []string{"resource-eviction-rate", "eviction-rate"} {
+		var cfg hub.Config
+		var o serveOptions
+		flags := newFlags(&cfg, &o, "host")
+		flags.SetOutput(io.Discard) // the deprecation warning
+		if err := flags.Parse([]string{"--" + name + "=2.5"}); err != nil {
+			t.Fatal(err)
+		}
+		want := eviction.DefaultZoneConfig()
+		want.BindingRate = 2.5
+		if diff := cmp.Diff(want, o.failover.Zones); diff != "" {
+			t.Errorf("--%s=2.5: zones (-want +got):\n%s", name, diff)
+		}
 	}
 	var stdout, stderr bytes.Buffer
 	err := run(t.Context(), []string{"--eviction-rate=1", "--resource-eviction-rate=2"}, &stdout, &stderr)

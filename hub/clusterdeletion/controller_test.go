@@ -76,7 +76,7 @@ func TestDeletedClusterGoesOnceItsWorkloadsLeft(t *testing.T) {
 	f.SetConditions(stay, ready)
 	cfg := failover.DefaultConfig()
 	cfg.GracefulEvictionTimeout = 0
-	cfg.Zones.Rate = 1e6
+	cfg.Zones.ClusterRate = 1e6
 	f.Start(nil, 2, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
 		logger := controllertest.Logger(t)
 		return both{New(clients, informers, f.Events, logger), failover.New(clients, informers, f.Events, clock.RealClock{}, logger, cfg),

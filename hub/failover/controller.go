@@ -1,7 +1,9 @@
 // Package failover runs the failover pipeline's decisions on the hub: the
 // taint manager (evict a binding from a cluster whose NoExecute taints it
-// does not tolerate, or tolerates no longer), partition protection (rate
-// limits per zone, nothing evicted when every cluster looks down) and
+// does not tolerate, or tolerates no longer), partition protection (each
+// zone admits failed clusters to eviction at a rate, and every binding of
+// an admitted cluster goes at once; nothing evicted when every cluster
+// looks down; admission.go) and
 // graceful eviction (end a task once the replacement is healthy or its
 // grace period is over, never before a replacement is scheduled). The
 // rules are the pure eviction package's; this package feeds it from the
@@ -19,7 +21,9 @@
 // write (the status controller's aggregated status, every few seconds
 // during a rollout) is written again over the latest version at once:
 // the generation and the status fields failover decides on are checked
-// unchanged first. Any other conflict goes back to the queue.
+// unchanged first. Any other conflict goes back to the queue. The one
+// write on Clusters is the admission record, a merge patch of one
+// annotation.
 package failover
 
 import (
@@ -36,6 +40,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	flotillav1alpha1 "github.com/flotilla-io/flotilla/api/client/clientset/versioned/typed/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/eviction"
 	"github.com/flotilla-io/flotilla/hub/aggregate"
@@ -79,6 +84,10 @@ type Controller struct {
 	clusterBindings controller.Source[*v1alpha1.ClusterResourceBinding]
 	works           controller.Source[*v1alpha1.Work]
 	queue           *controller.Queue
+	// admissions syncs each cluster's admission record (admission.go),
+	// by cluster name.
+	admissions    *controller.Queue
+	clusterClient flotillav1alpha1.ClusterInterface
 
 	mu    sync.Mutex
 	zones *eviction.Zones // guarded by mu
@@ -121,6 +130,8 @@ func New(clients *kube.Clients, informers *controller.Informers, recorder contro
 		cfg: cfg, zones: eviction.NewZones(cfg.Zones), fleet: newFleetCounts(), unhealthySince: map[string]map[string]time.Time{}, held: map[string]map[string]heldEviction{}, deferred: map[string]map[string]string{}, clusterTimes: newInstants(), bindingTimes: newInstants(),
 		clusters: informers.Clusters, bindings: informers.Bindings, clusterBindings: informers.ClusterBindings, works: informers.Works}
 	c.kube = clients.Kube
+	c.clusterClient = clients.Flotilla.FlotillaV1alpha1().Clusters()
+	c.admissions = controller.NewQueueWithClock("failover-admission", c.syncAdmission, logger, clk)
 	c.queue = controller.NewQueueWithClock("failover", c.reconcile, logger, clk) // the queue names the controller
 	// Status changes matter too: a task ends when the replacement reports
 	// healthy.
@@ -165,8 +176,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	c.zones.RestartGrace(c.clock.Now())
 	c.mu.Unlock()
 	c.observeZones()
+	c.restoreAdmissions()
 	c.synced.Store(true)
 	c.requeueAll() // cluster changes seen while listing were not acted on
+	go c.admissions.Run(ctx, 1)
 	c.queue.Run(ctx, workers)
 }
 
@@ -175,6 +188,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 func (c *Controller) clusterChanged(old, cur *v1alpha1.Cluster) {
 	c.clusterSeen(old, cur) // from the first list on: a restarted hub sees every time late
 	c.countCluster(old, cur)
+	c.forgetRecovered(old, cur)
 	if c.synced.Load() {
 		c.requeueDeferred(old, cur)
 	}

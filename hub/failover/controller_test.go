@@ -17,6 +17,13 @@ import (
 	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
 )
 
+// admittedEvent is the event of cluster admitted to eviction in the
+// default zone with waiting more clusters waiting.
+func admittedEvent(cluster string, waiting int) string {
+	return fmt.Sprintf("Normal EvictionAdmitted Cluster %s: admitted to eviction in zone default (%d more clusters of the zone waiting): "+
+		"every workload that does not tolerate its NoExecute taints leaves it now", cluster, waiting)
+}
+
 const evictedMessage = "cluster member-1 has taint example.com/broken:NoExecute that the placement does not tolerate (any longer)"
 
 // TestEvictsThenEndsTask: an untolerated NoExecute taint evicts at once
@@ -45,7 +52,7 @@ func TestEvictsThenEndsTask(t *testing.T) {
 		t.Errorf("generation %d, observed %d, failback clusters %v; want 2, the scheduler's 1 and none", b.Generation, b.Status.SchedulerObservedGeneration, b.Status.FailbackClusters)
 	}
 	evicted := "evicted from member-1 (TaintUntolerated, purge mode Gracefully): " + evictedMessage
-	f.AwaitEvents(0, "Warning Evicted ResourceBinding nginx-deployment: "+evicted, "Warning Evicted Deployment nginx: "+evicted)
+	f.AwaitEvents(0, admittedEvent("member-1", 0), "Warning Evicted ResourceBinding nginx-deployment: "+evicted, "Warning Evicted Deployment nginx: "+evicted)
 
 	// The scheduler places the replica elsewhere: the task is over.
 	f.place("nginx-deployment", v1alpha1.TargetCluster{Name: "member-2", Replicas: 3})
@@ -54,7 +61,7 @@ func TestEvictsThenEndsTask(t *testing.T) {
 		t.Errorf("clusters (-want +got):\n%s", diff)
 	}
 	ended := "eviction from member-1 ended (GracePeriodExpired); its copy there is removed"
-	f.AwaitEvents(2, "Normal EvictionTaskEnded ResourceBinding nginx-deployment: "+ended, "Normal EvictionTaskEnded Deployment nginx: "+ended)
+	f.AwaitEvents(3, "Normal EvictionTaskEnded ResourceBinding nginx-deployment: "+ended, "Normal EvictionTaskEnded Deployment nginx: "+ended)
 	if st := f.ctl.Stats(); st.Evictions != 1 || st.TasksEnded != 1 || st.ZoneModes["default"] != "Normal" {
 		t.Errorf("stats %+v, want 1 eviction, 1 task ended, zone default Normal", st)
 	}
@@ -104,7 +111,7 @@ func TestFailbackClustersAreStatus(t *testing.T) {
 		t.Errorf("rescheduleTriggeredAt %v, before the stabilization period ended at %v", at, back.Add(60*time.Second))
 	}
 	failedBack := "member-1 Ready again for the stabilization period: rescheduling afresh"
-	f.AwaitEvents(4, "Normal Failback ResourceBinding nginx-deployment: "+failedBack, "Normal Failback Deployment nginx: "+failedBack)
+	f.AwaitEvents(5, "Normal Failback ResourceBinding nginx-deployment: "+failedBack, "Normal Failback Deployment nginx: "+failedBack)
 }
 
 // TestFailbackTriggersOnce: a version whose failback reschedule is stored

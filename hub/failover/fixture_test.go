@@ -36,7 +36,7 @@ func newFixture(t *testing.T) *fixture {
 func testConfig() Config {
 	cfg := DefaultConfig()
 	cfg.GracefulEvictionTimeout = 0
-	cfg.Zones.Rate = 1e6
+	cfg.Zones.ClusterRate = 1e6
 	return cfg
 }
 

@@ -16,8 +16,10 @@ type Observer struct {
 	// over: ReplacementHealthy, GracePeriodExpired, ClusterRecovered,
 	// NoReplacement, ...).
 	TaskEnded func(outcome string)
-	// EvictionWaited: an eviction held back by its zone's rate went ahead
-	// after waiting d.
+	// ClusterAdmitted: a failed cluster of zone was admitted to eviction.
+	ClusterAdmitted func(zone string)
+	// EvictionWaited: an eviction held back (its cluster waited for
+	// admission, or the ceiling on bindings) went ahead after waiting d.
 	EvictionWaited func(zone string, d time.Duration)
 	// EvictionProcessed: the evictions of binding key were written (err
 	// nil) or failed to be (err set, they are tried again), taking d.

@@ -28,6 +28,7 @@ type heard struct {
 	// the errors ("ok" or the error).
 	processed []string
 	stateLost []string // reasons
+	admitted  []string // zones of the clusters admitted to eviction
 }
 
 func (h *heard) observer() Observer {
@@ -45,6 +46,7 @@ func (h *heard) observer() Observer {
 			h.mu.Unlock()
 		},
 		StateNotPreserved: func(reason string) { h.mu.Lock(); h.stateLost = append(h.stateLost, reason); h.mu.Unlock() },
+		ClusterAdmitted:   func(zone string) { h.mu.Lock(); h.admitted = append(h.admitted, zone); h.mu.Unlock() },
 	}
 }
 
@@ -54,8 +56,8 @@ func (h *heard) snapshot() (evicted, ended []string, waited []time.Duration) {
 	return slices.Clone(h.evicted), slices.Clone(h.ended), slices.Clone(h.waited)
 }
 
-// TestObserverHearsEvictionsAndTheQueue: with a zone rate of one eviction a
-// minute, the first binding is evicted at once and the second waits in the
+// TestObserverHearsEvictionsAndTheQueue: with a ceiling of one eviction a
+// minute per zone, the first binding is evicted at once and the second waits in the
 // eviction queue (depth 1) until the fake clock allows it, a minute later;
 // the observer hears both evictions with their reason and zone, the wait,
 // and the tasks' outcomes.
@@ -63,7 +65,7 @@ func TestObserverHearsEvictionsAndTheQueue(t *testing.T) {
 	f := newFixture(t)
 	clk := clocktesting.NewFakeClock(f.T0)
 	cfg := testConfig()
-	cfg.Zones.Rate = 1.0 / 60
+	cfg.Zones.BindingRate = 1.0 / 60
 	f.cluster("member-1", true)
 	f.cluster("member-2", true)
 	for _, name := range []string{"a", "b"} {
@@ -95,7 +97,7 @@ func TestObserverHearsEvictionsAndTheQueue(t *testing.T) {
 		t.Errorf("evictions heard (-want +got):\n%s", diff)
 	}
 	if waited[0] != time.Minute {
-		t.Errorf("the held eviction waited %v, want 1m (the zone's rate)", waited[0])
+		t.Errorf("the held eviction waited %v, want 1m (the ceiling)", waited[0])
 	}
 	if n := f.ctl.EvictionsWaiting()["default"]; n != 0 {
 		t.Errorf("%d evictions still waiting", n)

@@ -79,7 +79,9 @@ func (c *Controller) countCluster(old, cur *v1alpha1.Cluster) {
 func (c *Controller) observeZones() bool {
 	c.mu.Lock()
 	changes := c.zones.ObserveCounts(c.fleet.zones, c.clock.Now())
+	admissions := c.zones.TakeChanges() // leaving isolation takes them back
 	c.mu.Unlock()
+	c.admissionsChanged(admissions)
 	for _, ch := range changes {
 		c.logger.Info("zone mode changed", "zone", zoneName(ch.Zone), "from", ch.From, "to", ch.To, "notReady", ch.NotReady, "clusters", ch.Total)
 		if ch.To == "" || ch.From == "" && ch.To == eviction.ModeNormal {

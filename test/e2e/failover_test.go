@@ -17,11 +17,13 @@ import (
 // evicted when the default toleration of testToleration runs out.
 const testToleration = 2 * time.Second
 
-// failoverFlags are the hub flags of the failover tests.
+// failoverFlags are the hub flags of the failover tests: clusters that
+// fail one after the other are admitted to eviction without waiting for
+// the zone's rate (0.1 clusters/s by default).
 var failoverFlags = []string{
 	fmt.Sprintf("--default-unreachable-toleration-seconds=%d", int(testToleration/time.Second)),
 	fmt.Sprintf("--default-not-ready-toleration-seconds=%d", int(testToleration/time.Second)),
-	"--graceful-eviction-timeout=2m", "--eviction-rate=50",
+	"--graceful-eviction-timeout=2m", "--cluster-eviction-rate=50",
 }
 
 // failbackStabilization is nginx-fb's failback.stabilizationSeconds.

@@ -70,13 +70,14 @@ func (f *failoverOptions) validate(clusters int) error {
 }
 
 // hubArgs are the hub flags of the failover run: evict at once (no
-// toleration), with a rate that does not limit, after a short grace.
+// toleration) after a short grace. The rates are the hub's defaults: the
+// one failed cluster is admitted to eviction at once, and every binding
+// on it goes as fast as the API allows.
 func (f *failoverOptions) hubArgs() []string {
 	if !f.enabled {
 		return nil
 	}
 	return []string{
-		"--eviction-rate=10000",
 		"--default-unreachable-toleration-seconds=0",
 		"--default-not-ready-toleration-seconds=0",
 		"--cluster-monitor-grace-period=" + f.grace.String(),
