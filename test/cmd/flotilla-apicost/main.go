@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -47,6 +48,9 @@ func main() {
 		return
 	}
 	opts, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "flotilla-apicost:", err)
 		os.Exit(2)
@@ -66,8 +70,8 @@ Measures the API server's CPU per write (create; update = GET from the
 watch cache + PUT; status update) of a ResourceBinding with spec and
 aggregated status for 3 clusters (~1.6 KB), served as:
   crd           a CRD on the hub's embedded kube-apiserver, JSON (today)
-  crd-cbor      the same with CBORServingAndStorage on: CBOR on the wire (CRDs
-                are stored as JSON whatever the flag)
+  crd-cbor      the same with CBORServingAndStorage on: CBOR on the wire (CRD
+                objects are still stored as JSON)
   builtin       compiled into a k8s.io/apiserver generic API server, JSON
   builtin-cbor  the same, CBOR on the wire and in storage
 The crd servers also measure a ConfigMap of the same size, the built-in
