@@ -7,6 +7,7 @@
 package apiwrites
 
 import (
+	"cmp"
 	"net/http"
 	"strings"
 
@@ -34,6 +35,20 @@ const (
 // ("resourcebindings"), its subresource ("status", or "") and its verb.
 type Write struct {
 	Resource, Subresource, Verb string
+}
+
+// Compare orders writes by resource, subresource and verb (for
+// slices.SortFunc).
+func Compare(a, b Write) int {
+	return cmp.Or(cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.Subresource, b.Subresource), cmp.Compare(a.Verb, b.Verb))
+}
+
+// String is the write as "verb resource[/subresource]".
+func (w Write) String() string {
+	if w.Subresource == "" {
+		return w.Verb + " " + w.Resource
+	}
+	return w.Verb + " " + w.Resource + "/" + w.Subresource
 }
 
 // resolver is the API server's own reading of a request path, so that

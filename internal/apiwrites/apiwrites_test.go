@@ -136,3 +136,17 @@ func TestTable(t *testing.T) {
 		t.Errorf("Table of nothing per 0 = %q, want a total n/a", got)
 	}
 }
+
+func TestWriteStringAndOrder(t *testing.T) {
+	status := Write{Resource: "resourcebindings", Subresource: "status", Verb: Update}
+	spec := Write{Resource: "resourcebindings", Verb: Update}
+	if got, want := status.String(), "update resourcebindings/status"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	if got, want := spec.String(), "update resourcebindings"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	if Compare(spec, status) >= 0 || Compare(status, spec) <= 0 || Compare(spec, spec) != 0 {
+		t.Errorf("Compare does not order %v before %v", spec, status)
+	}
+}

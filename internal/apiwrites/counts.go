@@ -1,7 +1,6 @@
 package apiwrites
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -72,9 +71,7 @@ func Table(succeeded, conflicts Counts, n float64, per string) string {
 			kinds = append(kinds, w)
 		}
 	}
-	slices.SortFunc(kinds, func(a, b Write) int {
-		return cmp.Or(cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.Subresource, b.Subresource), cmp.Compare(a.Verb, b.Verb))
-	})
+	slices.SortFunc(kinds, Compare)
 	var b strings.Builder
 	fmt.Fprintf(&b, "| resource | subresource | verb | writes | per %s | conflicts |\n|---|---|---|---:|---:|---:|\n", per)
 	ratio := func(v float64) string {

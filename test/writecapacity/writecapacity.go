@@ -10,7 +10,6 @@
 package writecapacity
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -162,7 +161,7 @@ func run(ctx context.Context, plan []apiwrites.Write, workers []*worker, d time.
 				case !errors.Is(err, errPoolEmpty):
 					failed++
 					if firstErr == nil {
-						firstErr = fmt.Errorf("%s %s: %w", kind.Verb, kind.Resource+suffix(kind.Subresource), err)
+						firstErr = fmt.Errorf("%v: %w", kind, err)
 					}
 				}
 			}
@@ -183,13 +182,6 @@ func run(ctx context.Context, plan []apiwrites.Write, workers []*worker, d time.
 	return res
 }
 
-func suffix(subresource string) string {
-	if subresource == "" {
-		return ""
-	}
-	return "/" + subresource
-}
-
 // planOf spreads the kinds of mix it can make over one cycle of 1,000
 // writes in their proportions, interleaved (smooth weighted round
 // robin), and lists the kinds it cannot make.
@@ -206,8 +198,8 @@ func planOf(mix apiwrites.Counts) (plan []apiwrites.Write, skipped []apiwrites.W
 			total += n
 		}
 	}
-	slices.SortFunc(kinds, compareWrites)
-	slices.SortFunc(skipped, compareWrites)
+	slices.SortFunc(kinds, apiwrites.Compare)
+	slices.SortFunc(skipped, apiwrites.Compare)
 	if len(kinds) == 0 {
 		return nil, skipped
 	}
@@ -224,10 +216,6 @@ func planOf(mix apiwrites.Counts) (plan []apiwrites.Write, skipped []apiwrites.W
 		plan = append(plan, kinds[best])
 	}
 	return plan, skipped
-}
-
-func compareWrites(a, b apiwrites.Write) int {
-	return cmp.Or(cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.Subresource, b.Subresource), cmp.Compare(a.Verb, b.Verb))
 }
 
 // retryConflict calls write; on a conflict it calls refresh (a GET) and
