@@ -1,7 +1,6 @@
 package membercluster
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/moby/sys/mountinfo"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -165,41 +166,14 @@ func unmountUnder(dir string) error {
 // eachMount calls f with the mount point and file system type of each
 // mount of this process's mount namespace.
 func eachMount(f func(mountPoint, fsType string)) error {
-	file, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.GetMounts(nil)
 	if err != nil {
 		return fmt.Errorf("mounts: %w", err)
 	}
-	defer file.Close()
-	scanner := bufio.NewScanner(file)
-	for scanner.Scan() {
-		// id parent major:minor root mountpoint options [optional...] - fstype source superoptions
-		fields := strings.Fields(scanner.Text())
-		sep := slices.Index(fields, "-")
-		if len(fields) < 5 || sep < 0 || sep+1 >= len(fields) {
-			continue
-		}
-		f(unescapeMount(fields[4]), fields[sep+1])
+	for _, m := range mounts {
+		f(m.Mountpoint, m.FSType)
 	}
-	return scanner.Err()
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return nil
 }
 
 // cleanNode removes what a real node leaves on the host once its daemons
@@ -210,7 +184,7 @@ func cleanNode(ctx context.Context, name string) error {
 	killMentioning(stateDir)
 	errs := []error{removeCgroup(ctx, name), unmountUnder(stateDir)}
 	if _, err := os.Stat("/run/netns/" + name); err == nil {
-		errs = append(errs, runSteps(ctx, [][]string{{"ip", "netns", "del", name}}))
+		errs = append(errs, netbed.RunSteps(ctx, [][]string{{"ip", "netns", "del", name}}))
 	}
 	if err := os.RemoveAll(stateDir); err != nil {
 		errs = append(errs, fmt.Errorf("remove %s: %w", stateDir, err))
@@ -250,7 +224,7 @@ func sweepRealNodes(ctx context.Context) error {
 	bridges, err := staleBridges(ctx)
 	errs = append(errs, err)
 	for _, b := range bridges {
-		errs = append(errs, runSteps(ctx, [][]string{{"ip", "link", "del", b}}))
+		errs = append(errs, netbed.RunSteps(ctx, [][]string{{"ip", "link", "del", b}}))
 	}
 	return errors.Join(errs...)
 }

@@ -94,7 +94,7 @@ func newRealNet(ctx context.Context) (*realNet, error) {
 		{"ip", "addr", "add", n.hostAddr().String() + "/24", "dev", n.bridge},
 		{"ip", "link", "set", n.bridge, "up"},
 	}
-	if err := runSteps(ctx, steps); err != nil {
+	if err := netbed.RunSteps(ctx, steps); err != nil {
 		return nil, errors.Join(fmt.Errorf("real nodes: bridge: %w", err), n.close(ctx))
 	}
 	return n, nil
@@ -153,7 +153,7 @@ func (n *realNet) addNode(ctx context.Context, i int) (*netbed.Namespace, error)
 		// The node routes its pods' traffic out (the CNI bridge masquerades it).
 		{"ip", "netns", "exec", ns.Name, "sysctl", "-qw", "net.ipv4.ip_forward=1"},
 	}
-	if err := runSteps(ctx, steps); err != nil {
+	if err := netbed.RunSteps(ctx, steps); err != nil {
 		return nil, fmt.Errorf("real node %s: network: %w", ns.Name, err)
 	}
 	return ns, nil
@@ -164,7 +164,7 @@ func (n *realNet) close(ctx context.Context) error {
 	if _, err := os.Stat("/sys/class/net/" + n.bridge); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	return runSteps(ctx, [][]string{{"ip", "link", "del", n.bridge}})
+	return netbed.RunSteps(ctx, [][]string{{"ip", "link", "del", n.bridge}})
 }
 
 // staleBridges lists the host bridges of real nodes whose test binary is
@@ -188,15 +188,4 @@ func staleBridges(ctx context.Context) ([]string, error) {
 		}
 	}
 	return stale, nil
-}
-
-// runSteps runs commands in order and stops at the first failure, with its
-// output in the error.
-func runSteps(ctx context.Context, steps [][]string) error {
-	for _, s := range steps {
-		if out, err := exec.CommandContext(ctx, s[0], s[1:]...).CombinedOutput(); err != nil {
-			return fmt.Errorf("%s: %w: %s", strings.Join(s, " "), err, strings.TrimSpace(string(out)))
-		}
-	}
-	return nil
 }

@@ -153,12 +153,7 @@ func (b *Bed) build(ctx context.Context) error {
 		// MASQUERADE takes wan0's primary address, PublicAddrs[0].
 		ipt("-t", "nat", "-A", "POSTROUTING", "-o", "wan0", "-j", "MASQUERADE"),
 	)
-	for _, s := range steps {
-		if _, err := run(ctx, s[0], s[1:]...); err != nil {
-			return err
-		}
-	}
-	return nil
+	return RunSteps(ctx, steps)
 }
 
 func (b *Bed) namespaces() []*Namespace {

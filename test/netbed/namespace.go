@@ -115,6 +115,17 @@ func setns(f *os.File) error {
 	return unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
 }
 
+// RunSteps runs commands (each a program and its arguments) in order and
+// stops at the first failure, with its output in the error.
+func RunSteps(ctx context.Context, steps [][]string) error {
+	for _, s := range steps {
+		if _, err := run(ctx, s[0], s[1:]...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // run runs a command and returns its combined output, with the output in
 // the error when it fails.
 func run(ctx context.Context, name string, args ...string) (string, error) {
