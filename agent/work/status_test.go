@@ -16,30 +16,46 @@ import (
 	"github.com/flotilla-io/flotilla/protocol"
 )
 
-// TestStatusIsCoalesced: a second change within StatusInterval of a
-// WorkStatus is not sent at once but looked at again once the interval has
-// passed, and then sent if anything differs.
-func TestStatusIsCoalesced(t *testing.T) {
-	const interval = 100 * time.Millisecond
+// statusEngine is an engine of cfg (its clients fakes) holding Work "w"
+// of one ConfigMap, applied and never reported, with its status queue and
+// watcher (synced) running until the test ends, and a subscription to what
+// it sends.
+func statusEngine(t *testing.T, cfg Config) (*Engine, *Feed) {
+	t.Helper()
 	conf := cmRefOf("n", "c")
 	obj := &unstructured.Unstructured{Object: configMap("c", "n", nil)}
 	obj.SetLabels(map[string]string{LabelManagedBy: ManagedBy, LabelWork: "w"})
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{conf.gvr(): "ConfigMapList"}, obj)
-	e, err := NewEngine(Config{Kube: fake.NewClientset(), Dynamic: dyn, StatusInterval: interval})
+	cfg.Kube, cfg.Dynamic = fake.NewClientset(), dyn
+	e, err := NewEngine(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	e.ctx, e.statusQ = ctx, workqueue.NewTypedDelayingQueue[string]()
-	e.watch = newWatcher(ctx, dyn, false, func(string) {}, func(schema.GroupVersionResource) {})
+	synced := make(chan struct{})
+	e.watch = newWatcher(ctx, dyn, false, func(string) {}, func(schema.GroupVersionResource) { close(synced) })
 	t.Cleanup(func() {
 		cancel()
 		e.statusQ.ShutDown()
 		e.watch.wait()
 	})
+	// The first report must see the ConfigMap, not "waiting for the
+	// watch": a later one that does would differ in health.
+	e.watch.ensure(conf)
+	<-synced
 	feed := e.Subscribe()
 	e.state("w").current = &manifestSet{generation: 1, entries: []manifestEntry{{result: conf.result(0)}}}
+	return e, feed
+}
+
+// TestStatusIsCoalesced: a second change within StatusInterval of a
+// WorkStatus is not sent at once but looked at again once the interval has
+// passed, and then sent if anything differs.
+func TestStatusIsCoalesced(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	e, feed := statusEngine(t, Config{StatusInterval: interval})
 
 	e.refreshStatus("w")
 	first, ok := feed.Pop()
@@ -72,25 +88,7 @@ func TestStatusIsCoalesced(t *testing.T) {
 // goes after StatusInterval.
 func TestProgressWaitsLonger(t *testing.T) {
 	const interval = 100 * time.Millisecond
-	conf := cmRefOf("n", "c")
-	obj := &unstructured.Unstructured{Object: configMap("c", "n", nil)}
-	obj.SetLabels(map[string]string{LabelManagedBy: ManagedBy, LabelWork: "w"})
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{conf.gvr(): "ConfigMapList"}, obj)
-	e, err := NewEngine(Config{Kube: fake.NewClientset(), Dynamic: dyn, StatusInterval: interval, ProgressInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	e.ctx, e.statusQ = ctx, workqueue.NewTypedDelayingQueue[string]()
-	e.watch = newWatcher(ctx, dyn, false, func(string) {}, func(schema.GroupVersionResource) {})
-	t.Cleanup(func() {
-		cancel()
-		e.statusQ.ShutDown()
-		e.watch.wait()
-	})
-	feed := e.Subscribe()
-	e.state("w").current = &manifestSet{generation: 1, entries: []manifestEntry{{result: conf.result(0)}}}
+	e, feed := statusEngine(t, Config{StatusInterval: interval, ProgressInterval: time.Hour})
 	e.refreshStatus("w")
 	first, ok := feed.Pop()
 	if !ok {
