@@ -538,8 +538,11 @@ func (r *failoverReport) evictedTimes() []time.Time {
 
 // evictionRate is the evictions a second from the first Evicted event to
 // the last (0 with fewer than two).
-func (r *failoverReport) evictionRate() float64 {
-	evicted := r.evictedTimes()
+func (r *failoverReport) evictionRate() float64 { return rateOf(r.evictedTimes()) }
+
+// rateOf is the events a second from the first of sorted times to the
+// last (0 with fewer than two).
+func rateOf(evicted []time.Time) float64 {
 	if len(evicted) < 2 {
 		return 0
 	}
@@ -884,7 +887,7 @@ func (r *failoverReport) print(o options, names []string) {
 		fmt.Printf("  kill → first eviction     %s (expected ≤ grace + eviction timeout = %v%s)\n",
 			ms(first.Sub(r.killAt)), o.failover.grace+o.failover.evictionTimeout, sinceTaint)
 		rate := "n/a"
-		if r := r.evictionRate(); r > 0 {
+		if r := rateOf(evicted); r > 0 {
 			rate = fmt.Sprintf("%.0f/s", r)
 		}
 		fmt.Printf("  evictions                 %d of %d bindings in %s (first → last Evicted event): %s\n", len(evicted), o.bindings, ms(last.Sub(first)), rate)
