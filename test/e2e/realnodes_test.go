@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -90,9 +91,12 @@ func TestRealNodePodReachesAPIServer(t *testing.T) {
 				Name:            "agent",
 				Image:           projectImage("flotilla-agent"),
 				ImagePullPolicy: corev1.PullNever,
-				// Nothing answers at --hub: the agent keeps dialling,
-				// and leader election needs only the member API server.
+				// Nothing answers at --hub: with a bootstrap token and no
+				// certificate yet the agent keeps retrying the join (without
+				// one it would exit at once, wanting the hub's CA), and
+				// leader election needs only the member API server.
 				Args: []string{"--hub=127.0.0.1:9", "--cluster-name=real-1", "--cert-secret=flotilla-agent-certs",
+					"--bootstrap-token=abcdef.0123456789abcdef", "--hub-ca-hash=sha256:" + strings.Repeat("0", 64),
 					"--leader-elect", "--system-namespace=" + ns, "--http-addr="},
 			}},
 		},
@@ -101,6 +105,7 @@ func TestRealNodePodReachesAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	podStarted := time.Now()
+	t.Cleanup(func() { logContainerOnFailure(t, client, ns, name, "agent") })
 	waitFor(t, 2*time.Minute, "the agent pod running with an IP", func() (bool, string) {
 		p, err := client.CoreV1().Pods(ns).Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
@@ -109,18 +114,27 @@ func TestRealNodePodReachesAPIServer(t *testing.T) {
 		return p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "", fmt.Sprintf("phase %s, IP %q, %s", p.Status.Phase, p.Status.PodIP, containerStates(p))
 	})
 	t.Logf("pod running %v after its creation", time.Since(podStarted).Round(time.Millisecond))
-	waitFor(t, time.Minute, "the agent's leader Lease held by the pod", func() (bool, string) {
+	// Held and renewed by one holder: an agent that took the Lease and
+	// exited (releasing it) would pass a look at the holder alone.
+	var holder string
+	var acquired time.Time
+	waitFor(t, time.Minute, "the agent's leader Lease held and renewed by the pod", func() (bool, string) {
 		lease, err := client.CoordinationV1().Leases(ns).Get(t.Context(), "flotilla-agent", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		holder := ""
+		now := ""
 		if lease.Spec.HolderIdentity != nil {
-			holder = *lease.Spec.HolderIdentity
+			now = *lease.Spec.HolderIdentity
 		}
-		return strings.HasPrefix(holder, name), "holder " + holder
+		if now != holder || !strings.HasPrefix(now, name) || lease.Spec.AcquireTime == nil || lease.Spec.RenewTime == nil {
+			holder = now
+			return false, "holder " + now
+		}
+		acquired = lease.Spec.AcquireTime.Time
+		return lease.Spec.RenewTime.After(lease.Spec.AcquireTime.Time), "holder " + now + ", not renewed yet"
 	})
-	t.Logf("Lease held %v after the pod's creation; test wall time so far %v", time.Since(podStarted).Round(time.Millisecond), time.Since(started).Round(time.Millisecond))
+	t.Logf("Lease taken %v after the pod's creation and renewed since; test wall time so far %v", acquired.Sub(podStarted).Round(time.Millisecond), time.Since(started).Round(time.Millisecond))
 	logRealNodeMemory(t, c)
 }
 
@@ -181,4 +195,22 @@ func logRealNodeMemory(t *testing.T, c *membercluster.Cluster) {
 		}
 		t.Logf("real node %s: %.0f MiB RSS (%s)", n.Name, total, strings.Join(parts, ", "))
 	}
+}
+
+// logContainerOnFailure logs the end of a container's log (the API server
+// fetches it from the real node's kubelet) when the test has failed.
+func logContainerOnFailure(t *testing.T, client kubernetes.Interface, ns, pod, container string) {
+	t.Helper()
+	if !t.Failed() {
+		return
+	}
+	tail := int64(40)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, TailLines: &tail}).DoRaw(ctx)
+	if err != nil {
+		t.Logf("log of %s/%s container %s: %v", ns, pod, container, err)
+		return
+	}
+	t.Logf("last lines of %s/%s container %s:\n%s", ns, pod, container, out)
 }

@@ -186,6 +186,9 @@ func (c *Cluster) apiserverProcess(env clusterEnv, files clusterFiles, host neti
 			"--service-account-signing-key-file=" + files.saPrivate,
 			"--authorization-mode=RBAC",
 			"--allow-privileged=true",
+			// Nodes' names do not resolve: logs, exec and port-forward
+			// reach a real node's kubelet at its address.
+			"--kubelet-preferred-address-types=InternalIP",
 			"--profiling=false",
 			"--v=1",
 		}, env.apiServerArgs...),
