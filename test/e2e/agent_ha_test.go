@@ -52,23 +52,32 @@ type haReplica struct {
 // metric reads one series (name and labels as exposed) from the replica's
 // /metrics; -1 if absent or unreachable.
 func (r *haReplica) metric(series string) float64 {
-	resp, err := http.Get("http://" + r.httpAddr + "/metrics")
+	if v, ok := scrapeSeries("http://"+r.httpAddr+"/metrics", series); ok {
+		return v
+	}
+	return -1
+}
+
+// scrapeSeries reads one series (name and labels as exposed) from a
+// /metrics URL, outside the test's goroutine if need be (no t); false if
+// absent or unreachable.
+func scrapeSeries(url, series string) (float64, bool) {
+	resp, err := http.Get(url)
 	if err != nil {
-		return -1
+		return 0, false
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return -1
+		return 0, false
 	}
 	for line := range strings.Lines(string(body)) {
 		if value, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
-			if v, err := strconv.ParseFloat(value, 64); err == nil {
-				return v
-			}
+			v, err := strconv.ParseFloat(value, 64)
+			return v, err == nil
 		}
 	}
-	return -1
+	return 0, false
 }
 
 // clusterWatch records every state of a Cluster the hub's API shows from

@@ -22,13 +22,16 @@ import (
 )
 
 // imageTag tags the project images the tests build; nothing pulls them.
-const imageTag = "e2e"
+// The same agent image is also tagged nextImageTag, a "new version" for
+// upgrades.
+const imageTag, nextImageTag = "e2e", "e2e-next"
 
 // projectImages builds the flotilla-agent image as `make images` does
-// (static, packed by the testbin's images tool) once per test binary. The
-// first static build after a change compiles the agent's packages again
-// (minutes on 2 cores); the hub's, which embed kube-apiserver, are left out.
-var projectImages = sync.OnceValues(func() (map[string]string, error) {
+// (static, packed by the testbin's images tool) once per test binary, and
+// returns its tarballs, one per tag. The first static build after a
+// change compiles the agent's packages again (minutes on 2 cores); the
+// hub's, which embed kube-apiserver, are left out.
+var projectImages = sync.OnceValues(func() ([]string, error) {
 	dir := filepath.Join(binDir, "images")
 	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "static")+"/", "../../cmd/flotilla-agent")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -36,14 +39,15 @@ var projectImages = sync.OnceValues(func() (map[string]string, error) {
 		return nil, fmt.Errorf("build static binaries: %w\n%s", err, out)
 	}
 	tool := filepath.Join(os.Getenv(membercluster.BinDirEnv), "images")
-	tarballs := map[string]string{}
-	for _, name := range []string{"flotilla-agent"} {
-		tarballs[name] = filepath.Join(dir, name+".tar")
-		pack := exec.Command(tool, "--binary", filepath.Join(dir, "static", name),
-			"--repository", "ghcr.io/flotilla-io/"+name, "--tag", imageTag, "--out", tarballs[name])
+	var tarballs []string
+	for _, tag := range []string{imageTag, nextImageTag} {
+		tarball := filepath.Join(dir, "flotilla-agent-"+tag+".tar")
+		pack := exec.Command(tool, "--binary", filepath.Join(dir, "static", "flotilla-agent"),
+			"--repository", "ghcr.io/flotilla-io/flotilla-agent", "--tag", tag, "--out", tarball)
 		if out, err := pack.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("pack %s: %w\n%s", name, err, out)
+			return nil, fmt.Errorf("pack flotilla-agent:%s: %w\n%s", tag, err, out)
 		}
+		tarballs = append(tarballs, tarball)
 	}
 	return tarballs, nil
 })
@@ -60,10 +64,7 @@ func startRealNodeClusters(t *testing.T, specs ...membercluster.ClusterSpec) *me
 	if err != nil {
 		t.Fatal(err)
 	}
-	return membercluster.StartOptionsForTest(t, membercluster.Options{
-		Clusters: specs,
-		Images:   []string{tarballs["flotilla-agent"]},
-	})
+	return membercluster.StartOptionsForTest(t, membercluster.Options{Clusters: specs, Images: tarballs})
 }
 
 // TestRealNodePodReachesAPIServer: on a cluster with one real node, the

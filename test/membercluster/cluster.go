@@ -306,3 +306,14 @@ func (c *Cluster) RealNodes() []RealNode {
 	}
 	return nodes
 }
+
+// PodReachableAddr is the host's address on the bridge of the cluster's
+// real nodes, where their pods reach the host (the API server listens
+// there): a test serves something to pods, e.g. a hub, on it. It is not
+// valid (IsValid false) when the cluster has no real nodes.
+func (c *Cluster) PodReachableAddr() netip.Addr {
+	if c.net == nil {
+		return netip.Addr{}
+	}
+	return c.net.hostAddr()
+}

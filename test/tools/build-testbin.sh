@@ -3,7 +3,8 @@
 # ../../.testbin): kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubectl (for end-to-end tests against the hub), kubelet and kube-proxy (for
 # real nodes beside the KWOK ones), etcd, kwok, and the KWOK stages file; and
-# chartrender (renders the Helm charts with the Helm Go SDK), images (packs a
+# chartrender (renders the Helm charts with the Helm Go SDK), helmrelease
+# (helm install, upgrade and uninstall with the SDK), images (packs a
 # static binary as an OCI image tarball), pause.tar (the real nodes' sandbox
 # image) and promtool (Prometheus' rule checker, its own module in
 # promtool/), rebuilt incrementally on every run (seconds when warm) so
@@ -29,6 +30,8 @@ key=$( { cat go.mod go.sum cmd/kwok-stages/main.go; sed '/^small_tools() {$/,/^}
 small_tools() {
 	step "chartrender"
 	go build -o "$out/chartrender.tmp" ./cmd/chartrender && mv -f "$out/chartrender.tmp" "$out/chartrender"
+	step "helmrelease"
+	go build -o "$out/helmrelease.tmp" ./cmd/helmrelease && mv -f "$out/helmrelease.tmp" "$out/helmrelease"
 	step "images, and the pause image of real nodes (pause.tar)"
 	go build -o "$out/images.tmp" ./cmd/images && mv -f "$out/images.tmp" "$out/images"
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/pause" ./cmd/pause
