@@ -4,12 +4,12 @@
 # kubectl (for end-to-end tests against the hub), kubelet and kube-proxy (for
 # real nodes beside the KWOK ones), etcd, kwok, and the KWOK stages file; and
 # chartrender (renders the Helm charts with the Helm Go SDK), helmrelease
-# (helm install, upgrade and uninstall with the SDK), images (packs a
-# static binary as an OCI image tarball), pause.tar (the real nodes' sandbox
-# image) and promtool (Prometheus' rule checker, its own module in
-# promtool/), rebuilt incrementally on every run (seconds when warm) so
-# editing them, or the small_tools function, does not invalidate the cached
-# Kubernetes binaries.
+# (helm install, upgrade and uninstall with the SDK), images (packs a static
+# binary as an OCI image tarball), pause.tar (the real nodes' sandbox image),
+# web.tar (their workload: an HTTP server) and promtool (Prometheus' rule
+# checker, its own module in promtool/), rebuilt incrementally on every run
+# (seconds when warm) so editing them, or the small_tools function, does not
+# invalidate the cached Kubernetes binaries.
 #
 # Idempotent and fast when warm: the output folder remembers the key (a hash
 # of this module's go.mod/go.sum, this script but small_tools, and the Go
@@ -37,6 +37,10 @@ small_tools() {
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/pause" ./cmd/pause
 	"$out/images" --binary "$out/pause" --repository registry.k8s.io/pause --tag 3.10 \
 		--description "pause: the sandbox of the test clusters' real nodes" --out "$out/pause.tar"
+	step "the web server image of real nodes' workloads (web.tar)"
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/webserver" ./cmd/webserver
+	"$out/images" --binary "$out/webserver" --repository flotilla.test/web --tag 1 \
+		--description "webserver: a workload that answers with its pod and node" --out "$out/web.tar"
 	step "promtool (cold: about 5 minutes)"
 	go build -C promtool -o "$out/promtool.tmp" github.com/prometheus/prometheus/cmd/promtool && mv -f "$out/promtool.tmp" "$out/promtool"
 }
