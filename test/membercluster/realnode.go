@@ -48,6 +48,11 @@ var realNodeBinaries = map[string]string{
 // realNodeTestbin are the files of the testbin a real node needs.
 var realNodeTestbin = []string{"kubelet", "kube-proxy", "pause.tar"}
 
+// CheckRealNodes says what this machine lacks to run real nodes with the
+// test binaries in binDir (root, Debian packages, testbin files), or nil:
+// a program that can do without real nodes asks before it asks for them.
+func CheckRealNodes(binDir string) error { return requireRealNodes(binDir, nil) }
+
 // requireRealNodes names what this machine lacks to run real nodes.
 func requireRealNodes(binDir string, images []string) error {
 	var missing []string

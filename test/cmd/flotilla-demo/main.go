@@ -27,6 +27,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	flotillaclient "github.com/flotilla-io/flotilla/api/client/clientset/versioned"
@@ -46,6 +47,7 @@ type options struct {
 	failCluster        string
 	failAfter, outage  time.Duration
 	every              time.Duration
+	realNodes          string
 }
 
 func main() {
@@ -64,7 +66,12 @@ func main() {
 	flags.DurationVar(&o.failAfter, "fail-after", 20*time.Second, "when to kill that agent (0: never)")
 	flags.DurationVar(&o.outage, "outage", 80*time.Second, "how long that agent stays down")
 	flags.DurationVar(&o.every, "print-every", 5*time.Second, "how often to print the cluster table")
+	flags.StringVar(&o.realNodes, "real-nodes", "auto", "give member-1 and member-2 a real node each (kubelet, containerd, kube-proxy; needs root and Debian's containerd, runc and containernetworking-plugins) running a web server that really fails over: auto (when the machine can), on or off")
 	_ = flags.Parse(os.Args[1:])
+	if !slices.Contains([]string{"auto", "on", "off"}, o.realNodes) {
+		fmt.Fprintf(os.Stderr, "flotilla-demo: --real-nodes %q: want auto, on or off\n", o.realNodes)
+		os.Exit(2)
+	}
 	if !slices.Contains(clusterNames(o.clusters), o.failCluster) {
 		fmt.Fprintf(os.Stderr, "flotilla-demo: --fail-cluster %s: no such cluster (member-1 ... member-%d)\n", o.failCluster, o.clusters)
 		os.Exit(2)
@@ -171,15 +178,33 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	say("starting %d member clusters (kube-apiserver, controller-manager, scheduler, KWOK) in %s", o.clusters, dir)
-	env, err := membercluster.Start(ctx, membercluster.Options{
-		Dir: filepath.Join(dir, "clusters"), Clusters: membercluster.Specs(o.clusters),
+	real, err := useRealNodes(o.realNodes)
+	if err != nil {
+		return err
+	}
+	opts := membercluster.Options{
+		Dir: filepath.Join(dir, "clusters"), Clusters: demoSpecs(o.clusters, real),
 		Logger: slog.New(slog.NewTextHandler(os.Stdout, nil)),
-	})
+	}
+	say("starting %d member clusters (kube-apiserver, controller-manager, scheduler, KWOK) in %s", o.clusters, dir)
+	if real {
+		opts.Images = webTarball()
+		say("%v also get a real node each (kubelet, containerd, kube-proxy), where the web server %s runs as real containers", realClusters, webImage)
+	}
+	env, err := membercluster.Start(ctx, opts)
 	if err != nil {
 		return err
 	}
 	defer env.Stop()
+	members := map[string]kubernetes.Interface{}
+	for _, c := range env.Clusters() {
+		if c.RealNodes() == nil {
+			continue
+		}
+		if members[c.Name], err = c.Clientset(); err != nil {
+			return err
+		}
+	}
 
 	agents := map[string]*process.Process{}
 	for i, c := range env.Clusters() {
@@ -230,7 +255,13 @@ func run(ctx context.Context, o options) error {
 		"    .testbin/kubectl get clusters -w                  # the hub is a Kubernetes API server\n"+
 		"    .testbin/kubectl --kubeconfig %[4]s get deployments -A   # a member cluster", bin("flotilla"), o.kubeconfig, o.clusters, env.Clusters()[0].Kubeconfig,
 		o.httpAddr, filepath.Join(dir, "dashboard-token"))
-	return script(ctx, o, bin("flotilla"), agents[o.failCluster])
+	if real {
+		if err := applyHello(ctx, dir, bin("flotilla"), o.kubeconfig); err != nil {
+			return err
+		}
+		say("hello, the web server, runs as real containers on the real nodes of %v; each table below lists its pods and what they answer", realClusters)
+	}
+	return script(ctx, o, bin("flotilla"), agents[o.failCluster], members)
 }
 
 // rebalanceAfter is how long after the failed agent's return the demo
@@ -238,7 +269,8 @@ func run(ctx context.Context, o options) error {
 const rebalanceAfter = 15 * time.Second
 
 // script prints the cluster table regularly and plays the failure.
-func script(ctx context.Context, o options, cli string, victim *process.Process) error {
+// members are the clusters with real nodes, whose hello pods it lists.
+func script(ctx context.Context, o options, cli string, victim *process.Process, members map[string]kubernetes.Interface) error {
 	start := time.Now()
 	ticker := time.NewTicker(o.every)
 	defer ticker.Stop()
@@ -280,6 +312,9 @@ func script(ctx context.Context, o options, cli string, victim *process.Process)
 			table := exec.CommandContext(ctx, cli, append([]string{"--kubeconfig", o.kubeconfig}, args...)...)
 			table.Stdout, table.Stderr = os.Stdout, io.Discard
 			_ = table.Run()
+		}
+		if len(members) > 0 {
+			printHello(ctx, os.Stdout, members)
 		}
 	}
 }

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/flotilla-io/flotilla/test/membercluster"
+)
+
+// realClusters are the demo's clusters that get a real node (kubelet,
+// containerd, kube-proxy) beside their KWOK nodes, to run helloExample.
+var realClusters = []string{"member-1", "member-2"}
+
+// webImage is the testbin's web server image (web.tar).
+const webImage = "flotilla.test/web:1"
+
+// helloExample is a web server that really runs: 3 replicas divided 1:2
+// over the real nodes of member-1 and member-2, like nginx.
+const helloExample = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: hello, namespace: default, labels: {app: hello}}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: hello}}
+  template:
+    metadata: {labels: {app: hello}}
+    spec:
+      nodeSelector: {` + membercluster.NodeTypeLabel + `: ` + membercluster.RealNodeType + `}
+      terminationGracePeriodSeconds: 5
+      containers:
+        - name: web
+          image: ` + webImage + `
+          imagePullPolicy: Never
+          readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 2}
+          env:
+            - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+            - {name: NODE_NAME, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: hello-propagation, namespace: default}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: hello}]
+  placement:
+    clusterAffinity: {clusterNames: [member-1, member-2]}
+    replicaScheduling:
+      replicaSchedulingType: Divided
+      replicaDivisionPreference: Weighted
+      weightPreference:
+        staticWeightList:
+          - {targetCluster: {clusterNames: [member-1]}, weight: 1}
+          - {targetCluster: {clusterNames: [member-2]}, weight: 2}
+`
+
+// useRealNodes decides --real-nodes: auto uses them when the machine can
+// (root, containerd, runc, the CNI plugins, the testbin's kubelet), and
+// says what is missing otherwise; on requires them; off never.
+func useRealNodes(mode string) (bool, error) {
+	if mode == "off" {
+		return false, nil
+	}
+	binDir, err := membercluster.FindBinDir()
+	if err == nil {
+		err = membercluster.CheckRealNodes(binDir)
+	}
+	if err == nil {
+		_, err = os.Stat(filepath.Join(binDir, "web.tar"))
+	}
+	switch {
+	case err == nil:
+		return true, nil
+	case mode == "on":
+		return false, fmt.Errorf("--real-nodes on: %w", err)
+	default:
+		say("no real nodes, only KWOK ones (--real-nodes auto): %v", err)
+		return false, nil
+	}
+}
+
+// demoSpecs are the member clusters: realClusters get a real node beside
+// their KWOK nodes when real is set.
+func demoSpecs(n int, real bool) []membercluster.ClusterSpec {
+	specs := membercluster.Specs(n)
+	for i := range specs {
+		if real && slices.Contains(realClusters, specs[i].Name) {
+			specs[i].Nodes, specs[i].RealNodes = membercluster.DefaultNodes, 1
+		}
+	}
+	return specs
+}
+
+// applyHello writes helloExample to DIR/hello.yaml and applies it.
+func applyHello(ctx context.Context, dir, cli, kubeconfig string) error {
+	path := filepath.Join(dir, "hello.yaml")
+	if err := os.WriteFile(path, []byte(helloExample), 0o644); err != nil {
+		return err
+	}
+	say("propagating a web server to the real nodes: flotilla apply -f %s", path)
+	apply := exec.CommandContext(ctx, cli, "--kubeconfig", kubeconfig, "apply", "-f", path)
+	apply.Stdout, apply.Stderr = os.Stdout, os.Stderr
+	if err := retry(ctx, apply); err != nil {
+		return fmt.Errorf("apply %s: %w", path, err)
+	}
+	return nil
+}
+
+// webTarball is the web server image in the testbin.
+func webTarball() []string {
+	binDir, err := membercluster.FindBinDir()
+	if err != nil {
+		return nil
+	}
+	return []string{filepath.Join(binDir, "web.tar")}
+}
+
+// printHello lists hello's pods on the real nodes and what each answers
+// when asked (pods are reachable by IP from this machine).
+func printHello(ctx context.Context, out io.Writer, clients map[string]kubernetes.Interface) {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "CLUSTER\tPOD\tNODE\tIP\tPHASE\tGET http://IP:8080/")
+	for _, cluster := range realClusters {
+		client := clients[cluster]
+		if client == nil {
+			continue
+		}
+		pods, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=hello"})
+		if err != nil {
+			fmt.Fprintf(w, "%s\t(unreachable: %v)\t\t\t\t\n", cluster, err)
+			continue
+		}
+		for _, p := range pods.Items {
+			answer := "-"
+			if p.Status.PodIP != "" {
+				answer = ask("http://" + p.Status.PodIP + ":8080/")
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", cluster, p.Name, p.Spec.NodeName, p.Status.PodIP, p.Status.Phase, answer)
+		}
+	}
+	_ = w.Flush()
+}
+
+// ask GETs url with a short timeout: the answer's first line, or the error.
+func ask(url string) string {
+	client := http.Client{Timeout: time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return "no answer"
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+	return strings.TrimSpace(strings.SplitN(string(body), "\n", 2)[0])
+}
