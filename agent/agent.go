@@ -126,7 +126,7 @@ func newAgent(cfg Config, tlsConf *tls.Config, clients kubeClients, probe cluste
 	caps := clusterstatus.NewCapacity(watchClient)
 	log := cfg.Logger.With("cluster", cfg.ClusterName)
 	m := cfg.metrics
-	works, err := work.NewEngine(work.Config{Kube: client, Dynamic: dyn, SystemNamespace: cfg.SystemNamespace,
+	works, err := work.NewEngine(work.Config{Kube: client, Dynamic: dyn, SystemNamespace: cfg.SystemNamespace, Owner: clients.owner,
 		Logger: log.With("component", "work"), Clock: cfg.Clock, ObserveApply: m.observeApply, Policy: cfg.MemberPolicy})
 	if err != nil {
 		return nil, err
@@ -136,7 +136,7 @@ func newAgent(cfg Config, tlsConf *tls.Config, clients kubeClients, probe cluste
 		cfg:      cfg,
 		log:      log,
 		clock:    cfg.Clock,
-		store:    newCredentialStore(cfg, client),
+		store:    newCredentialStore(cfg, clients),
 		token:    tokenSecret(cfg, client),
 		tls:      tlsConf,
 		status:   clusterstatus.NewCollector(client, caps, probe, cfg.Clock, log),
@@ -152,11 +152,12 @@ func newAgent(cfg Config, tlsConf *tls.Config, clients kubeClients, probe cluste
 }
 
 // newCredentialStore is the store cfg (with defaults) names: a Secret in
-// the system namespace read and written with client, or a directory.
-func newCredentialStore(cfg Config, client kubernetes.Interface) credstore.Store {
+// the system namespace read and written with clients.kube, owned by
+// clients.owner, or a directory.
+func newCredentialStore(cfg Config, clients kubeClients) credstore.Store {
 	log := cfg.Logger.With("cluster", cfg.ClusterName)
 	if cfg.CertSecret != "" {
-		return credstore.NewSecret(client, cfg.SystemNamespace, cfg.CertSecret, log)
+		return credstore.NewSecret(clients.kube, cfg.SystemNamespace, cfg.CertSecret, clients.owner, log)
 	}
 	return credstore.NewDir(cfg.CertDir, log)
 }

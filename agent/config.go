@@ -111,6 +111,16 @@ type Config struct {
 	// its records of the Works it applied, its credential Secret and its
 	// election Lease (default flotilla-system). It is created if missing.
 	SystemNamespace string
+	// OwnerServiceAccount names a ServiceAccount in SystemNamespace (the
+	// Helm release's) that becomes the owner of the objects the agent
+	// makes there for itself: its election Lease, its certificate Secret
+	// and its Work records; ones made without it get it on the agent's
+	// next start or write. Deleting the ServiceAccount (uninstalling the
+	// release) then has the member cluster's garbage collector delete
+	// them. Empty: no owner; they stay until deleted by hand. An owner
+	// that cannot be read is warned of once, and the objects are written
+	// without it.
+	OwnerServiceAccount string
 	// MemberPolicy bounds what the hub may write in the member cluster
 	// (see package memberpolicy). Nil: the default policy, which refuses
 	// kube-system, kube-public, kube-node-lease and SystemNamespace, every
@@ -271,6 +281,11 @@ func (cfg Config) validate() error {
 	case cfg.CertSecret != "":
 		if msgs := validation.IsDNS1123Subdomain(cfg.CertSecret); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("certificate Secret name %q is not a DNS-1123 subdomain: %s", cfg.CertSecret, strings.Join(msgs, "; ")))
+		}
+	}
+	if cfg.OwnerServiceAccount != "" {
+		if msgs := validation.IsDNS1123Subdomain(cfg.OwnerServiceAccount); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("owner ServiceAccount name %q is not a DNS-1123 subdomain: %s", cfg.OwnerServiceAccount, strings.Join(msgs, "; ")))
 		}
 	}
 	if cfg.BootstrapTokenSecret != "" {

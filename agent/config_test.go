@@ -52,6 +52,8 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 			[]string{"status interval -1s"}},
 		{"system namespace not a DNS-1123 label", func(_ *testing.T, cfg *Config) { cfg.SystemNamespace = "flotilla.system" },
 			[]string{`system namespace "flotilla.system" is not a DNS-1123 label`}},
+		{"owner ServiceAccount not DNS-1123", func(_ *testing.T, cfg *Config) { cfg.OwnerServiceAccount = "Agent_SA" },
+			[]string{`owner ServiceAccount name "Agent_SA" is not a DNS-1123 subdomain`}},
 		{"several problems at once", func(_ *testing.T, cfg *Config) { cfg.Hub, cfg.ClusterName = "", "" },
 			[]string{"hub address is required", "cluster name is required"}},
 		{"no CA file", func(t *testing.T, cfg *Config) { remove(t, cfg.CertDir, credstore.CAFile) },

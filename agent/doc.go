@@ -38,6 +38,9 @@
 //     status stream reports about the member cluster: the API server's
 //     health probe, its version and served APIs, and the node and pod
 //     capacity sums, kept by watches that run for the whole of Run.
+//   - [github.com/flotilla-io/flotilla/agent/ownerref]: the owner
+//     (--owner-service-account) of what the agent makes in its namespace
+//     for itself, so that removing the installation removes it too.
 //
 // This package keeps the session (dial, Hello, the control, status and work
 // streams), join and rotation, leader election, the configuration and Run.

@@ -7,17 +7,22 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
 
 	"github.com/flotilla-io/flotilla/agent/clusterstatus"
+	"github.com/flotilla-io/flotilla/agent/ownerref"
 )
 
 // kubeClients are the member cluster clients: a typed one, a dynamic one
 // for the Works' objects of any kind, and a typed one speaking protobuf for
-// the node and pod watches (nil: kube; see clusterstatus.NewWatchClient).
+// the node and pod watches (nil: kube; see clusterstatus.NewWatchClient);
+// and the owner of the objects the agent makes for itself (nil: none),
+// shared by every agent the process runs so that it is read once.
 type kubeClients struct {
 	kube    kubernetes.Interface
 	dynamic dynamic.Interface
 	watch   kubernetes.Interface
+	owner   *ownerref.Owner
 }
 
 // newKubeClients builds the member cluster clients from cfg.Kubeconfig, or
@@ -44,7 +49,8 @@ func newKubeClients(cfg Config) (kubeClients, error) {
 	if err != nil {
 		return kubeClients{}, fmt.Errorf("member cluster watch client: %w", err)
 	}
-	return kubeClients{kube: client, dynamic: dyn, watch: watch}, nil
+	owner := ownerref.New(client, cfg.SystemNamespace, cfg.OwnerServiceAccount, cfg.Logger.With("cluster", cfg.ClusterName), clock.RealClock{})
+	return kubeClients{kube: client, dynamic: dyn, watch: watch, owner: owner}, nil
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

@@ -113,10 +113,8 @@ func (r *runner) newElection(ctx context.Context) (*election, error) {
 	if err := work.EnsureNamespace(ctx, r.clients.kube, r.cfg.SystemNamespace); err != nil && ctx.Err() == nil {
 		e.log.Warn("cannot make sure the system namespace exists", "err", err)
 	}
-	e.lock = &observedLock{Interface: &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: r.cfg.SystemNamespace, Name: le.LeaseName},
-		Client:     r.clients.kube.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+	e.lock = &observedLock{Interface: &ownedLeaseLock{client: r.clients.kube.CoordinationV1(),
+		namespace: r.cfg.SystemNamespace, name: le.LeaseName, identity: id, owner: r.clients.owner,
 	}, seen: r.lockSeen.Store}
 	e.elector, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: e.lock, Name: le.LeaseName, WatchDog: r.watchdog,

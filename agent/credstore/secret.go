@@ -11,9 +11,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/flotilla-io/flotilla/agent/ownerref"
 	"github.com/flotilla-io/flotilla/agent/work"
 )
 
@@ -25,17 +27,20 @@ import (
 // concurrency); on a conflict it reads again and reapplies the change,
 // whose preconditions are checked against what it read. The first write
 // creates the Secret (type Opaque); data keys other than the items are
-// left alone.
+// left alone. With an owner, the Secret is created owned by it, and a
+// Secret without it gets it when loaded or written.
 type secretStore struct {
 	client          kubernetes.Interface
 	namespace, name string
+	owner           *ownerref.Owner
 	log             *slog.Logger
 }
 
 // NewSecret is the store in Secret namespace/name of the member cluster,
-// read and written with client; log hears of a renewal it finishes.
-func NewSecret(client kubernetes.Interface, namespace, name string, log *slog.Logger) Store {
-	return &secretStore{client: client, namespace: namespace, name: name, log: log}
+// read and written with client, and owned by owner (nil: none); log hears
+// of a renewal it finishes.
+func NewSecret(client kubernetes.Interface, namespace, name string, owner *ownerref.Owner, log *slog.Logger) Store {
+	return &secretStore{client: client, namespace: namespace, name: name, owner: owner, log: log}
 }
 
 func (s *secretStore) Location(item string) string {
@@ -65,9 +70,15 @@ func (s *secretStore) get(ctx context.Context) (*corev1.Secret, Credentials, err
 }
 
 func (s *secretStore) Load(ctx context.Context) (Credentials, error) {
-	_, c, err := s.get(ctx)
+	secret, c, err := s.get(ctx)
 	if err != nil {
 		return Credentials{}, err
+	}
+	if secret != nil {
+		s.owner.Adopt(ctx, fmt.Sprintf("Secret %s/%s", s.namespace, s.name), secret.OwnerReferences, func(ctx context.Context, patch []byte) error {
+			_, err := s.client.CoreV1().Secrets(s.namespace).Patch(ctx, s.name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: work.FieldManager})
+			return err
+		})
 	}
 	if _, changed := settleRotation(c); !changed {
 		return c, nil
@@ -152,6 +163,7 @@ func (s *secretStore) update(ctx context.Context, change func(*Credentials) erro
 				Type: corev1.SecretTypeOpaque,
 			}
 		}
+		secret.OwnerReferences = ownerref.With(secret.OwnerReferences, s.owner.Ref(ctx))
 		if secret.Data == nil {
 			secret.Data = map[string][]byte{}
 		}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/flotilla-io/flotilla/agent/memberpolicy"
+	"github.com/flotilla-io/flotilla/agent/ownerref"
 	"github.com/flotilla-io/flotilla/protocol"
 )
 
@@ -42,6 +43,9 @@ type Config struct {
 	// SystemNamespace holds the Work records (default flotilla-system). It
 	// is created if missing.
 	SystemNamespace string
+	// Owner owns the records (nil: none): a record is written owned by
+	// it, and one without it gets it when the records are loaded.
+	Owner *ownerref.Owner
 	// RetryInitial is the wait before retrying a failed apply or checking
 	// again on a deletion that has not finished; it doubles up to RetryMax
 	// (defaults 1s and 1m).
@@ -162,7 +166,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		kube:    cfg.Kube,
 		dyn:     cfg.Dynamic,
 		mapper:  restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cfg.Kube.Discovery())),
-		records: recordStore{client: cfg.Kube, namespace: cfg.SystemNamespace},
+		records: recordStore{client: cfg.Kube, namespace: cfg.SystemNamespace, owner: cfg.Owner},
 		loaded:  make(chan struct{}),
 		works:   map[string]*workState{},
 		clock:   cfg.Clock,

@@ -7,10 +7,14 @@ import (
 	"strconv"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/flotilla-io/flotilla/agent/ownerref"
 )
 
 // record is what the member cluster remembers of a Work, so that a
@@ -126,14 +130,16 @@ func parseRecord(data map[string]string) (*record, error) {
 }
 
 // recordStore keeps one ConfigMap per Work in the system namespace, named
-// after the Work.
+// after the Work, owned by owner (nil: none).
 type recordStore struct {
 	client    kubernetes.Interface
 	namespace string
+	owner     *ownerref.Owner
 }
 
-// load ensures the system namespace exists and reads every record. A record
-// that cannot be read is reported in bad and left alone.
+// load ensures the system namespace exists and reads every record, adding
+// the owner to those without it. A record that cannot be read is reported
+// in bad and left alone (but for the owner).
 func (s recordStore) load(ctx context.Context) (records map[string]*record, bad map[string]error, err error) {
 	if err := EnsureNamespace(ctx, s.client, s.namespace); err != nil {
 		return nil, nil, err
@@ -144,6 +150,7 @@ func (s recordStore) load(ctx context.Context) (records map[string]*record, bad 
 	}
 	records, bad = map[string]*record{}, map[string]error{}
 	for _, cm := range list.Items {
+		s.adopt(ctx, &cm)
 		r, err := parseRecord(cm.Data)
 		if err != nil {
 			bad[cm.Name] = err
@@ -154,7 +161,8 @@ func (s recordStore) load(ctx context.Context) (records map[string]*record, bad 
 	return records, bad, nil
 }
 
-// save writes the record of work.
+// save writes the record of work, and adds the owner to a record made
+// without it.
 func (s recordStore) save(ctx context.Context, work string, r *record) error {
 	data, err := r.data()
 	if err != nil {
@@ -163,11 +171,23 @@ func (s recordStore) save(ctx context.Context, work string, r *record) error {
 	cm := corev1ac.ConfigMap(work, s.namespace).
 		WithLabels(map[string]string{LabelWorkRecord: "true", LabelManagedBy: ManagedBy}).
 		WithData(data)
-	_, err = s.client.CoreV1().ConfigMaps(s.namespace).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	saved, err := s.client.CoreV1().ConfigMaps(s.namespace).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	if err != nil {
 		return fmt.Errorf("write record of Work %s to ConfigMap %s/%s: %w", work, s.namespace, work, err)
 	}
+	s.adopt(ctx, saved)
 	return nil
+}
+
+// adopt adds the owner to the record cm if it lacks it. The owner is added
+// by a patch of its own rather than in the apply: the apply would take the
+// reference away again whenever a later agent cannot read the owner.
+func (s recordStore) adopt(ctx context.Context, cm *corev1.ConfigMap) {
+	what := fmt.Sprintf("Work record ConfigMap %s/%s", s.namespace, cm.Name)
+	s.owner.Adopt(ctx, what, cm.OwnerReferences, func(ctx context.Context, patch []byte) error {
+		_, err := s.client.CoreV1().ConfigMaps(s.namespace).Patch(ctx, cm.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+		return err
+	})
 }
 
 // remove deletes the record of work; a missing record is no error.

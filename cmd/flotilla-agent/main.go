@@ -142,6 +142,7 @@ func newFlags(cfg *agent.Config, o *options) *pflag.FlagSet {
 	fs.DurationVar(&cfg.StatusInterval, "status-interval", agent.DefaultStatusInterval, "how often to collect cluster health and capacity; a report goes to the hub when it changed, else every "+agent.UnchangedReportEvery.String())
 	fs.StringVar(&cfg.SystemNamespace, "system-namespace", work.DefaultSystemNamespace,
 		"namespace of the member cluster where the agent records the Works it applied (created if missing)")
+	fs.StringVar(&cfg.OwnerServiceAccount, "owner-service-account", "", "ServiceAccount in --system-namespace (the Helm release's) that owns the objects the agent makes there for itself: the election Lease, --cert-secret and the Work records; deleting it (helm uninstall) has the garbage collector delete them (see Owner below). Empty: no owner")
 	fs.Float32Var(&cfg.KubeQPS, "kube-api-qps", agent.DefaultKubeQPS, "requests per second to the member cluster's API server (each of the agent's three clients: typed, dynamic, and the node and pod watches)")
 	fs.IntVar(&cfg.KubeBurst, "kube-api-burst", agent.DefaultKubeBurst, "burst of requests to the member cluster's API server")
 	fs.BoolVar(&cfg.LeaderElection.Enabled, "leader-elect", false, "run as one of several replicas: only the leader of a Lease in --system-namespace runs the agent (see Leader election below)")
@@ -236,7 +237,7 @@ Files in --cert-dir (data keys of the Secret --cert-secret):
   (and, in a directory, ` + credstore.NextCertFile + ` the new certificate for a moment): a
   restart finishes or abandons the renewal. The Secret (type Opaque, created
   by the first join) is updated with optimistic concurrency; the agent needs
-  get, create and update on it.
+  get, create and update on it (and patch, with --owner-service-account).
 
 Joining:
   With all three items in --cert-dir (or --cert-secret) the agent starts
@@ -289,6 +290,19 @@ Leader election (--leader-elect):
   restart as a standby. The new leader applies nothing again: its Work
   records (ConfigMaps in --system-namespace) tell the hub what is applied.
   The agent needs get, create and update on the Lease.
+
+Owner (--owner-service-account):
+  The agent makes owner references to this ServiceAccount (blockOwnerDeletion
+  false) on what it makes in --system-namespace for itself: the election
+  Lease, the Secret --cert-secret and the Work records (ConfigMaps labelled
+  ` + work.LabelWorkRecord + `). It adds the owner to such objects made without it
+  (by an agent without the flag): to the Secret and the records when it
+  starts, to the Lease at its next renewal. Deleting the ServiceAccount then
+  has the member cluster's garbage collector delete them, the certificate
+  with them: an agent installed again joins again, with a new token. What
+  Works applied is never owned, and stays. The agent needs get on the
+  ServiceAccount; while it cannot read it, it warns once, makes the objects
+  without an owner, and reads it again every minute.
 
 HTTP endpoints (--http-addr, plain HTTP, no authentication):
   /healthz  200 while the process serves; with --leader-elect, 500 once a

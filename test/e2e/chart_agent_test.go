@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -34,6 +35,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/flotilla-io/flotilla/agent/work"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/test/freeport"
 	"github.com/flotilla-io/flotilla/test/membercluster"
@@ -351,6 +353,12 @@ func TestAgentChartRender(t *testing.T) {
 				t.Errorf("the default RBAC grants everything: %v", got)
 			}
 		}},
+		{name: "defaults: the ServiceAccount owns the agent's objects", check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			checkAgentOwner(t, objs, "flotilla-agent")
+		}},
+		{name: "a ServiceAccount of the user's owns nothing", sets: []string{"serviceAccount.create=false", "serviceAccount.name=mine"}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			checkAgentOwner(t, objs, "")
+		}},
 		{name: "rbac.clusterAdmin=true grants everything", sets: []string{"rbac.clusterAdmin=true"}, check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			if got := grantsEverything(t, objs); len(got) == 0 {
 				t.Error("rbac.clusterAdmin=true grants no * on *")
@@ -413,6 +421,36 @@ func TestAgentChartRender(t *testing.T) {
 			}
 			tc.check(t, decodeManifests(t, out))
 		})
+	}
+}
+
+// checkAgentOwner checks that the agent is told to make ServiceAccount
+// owner the owner of its Lease, certificate Secret and records, and that
+// its Role lets it read exactly that one; owner "": neither.
+func checkAgentOwner(t *testing.T, objs []*unstructured.Unstructured, owner string) {
+	t.Helper()
+	var d appsv1.Deployment
+	findObject(t, objs, "Deployment", "flotilla-agent", &d)
+	if got := argValue(d.Spec.Template.Spec.Containers[0].Args, "--owner-service-account"); got != owner {
+		t.Errorf("--owner-service-account=%q, want %q", got, owner)
+	}
+	var role rbacv1.Role
+	findObject(t, objs, "Role", "flotilla-agent", &role)
+	var readable []string
+	for _, rule := range role.Rules {
+		if slices.Contains(rule.Resources, "serviceaccounts") {
+			if !slices.Equal(rule.Verbs, []string{"get"}) || !slices.Equal(rule.APIGroups, []string{""}) {
+				t.Errorf("the agent's Role grants %v on serviceaccounts in groups %q, want get alone", rule.Verbs, rule.APIGroups)
+			}
+			readable = append(readable, rule.ResourceNames...)
+		}
+	}
+	want := []string{owner}
+	if owner == "" {
+		want = nil
+	}
+	if !slices.Equal(readable, want) {
+		t.Errorf("the agent's Role lets it read ServiceAccounts %q, want %q", readable, want)
 	}
 }
 
@@ -644,6 +682,115 @@ func TestAgentChart(t *testing.T) {
 			t.Errorf("the agent exited: %v", agentPod.ExitError())
 		}
 	})
+
+	t.Run("an uninstall leaves nothing the agent made; the workloads stay", func(t *testing.T) {
+		uninstallAgentChart(t, c, inst)
+		if d := f.deployment("member-1", "web", "nginx"); d == nil {
+			t.Error("nginx on member-1 went with the agent, want it kept")
+		}
+	})
+}
+
+// uninstallAgentChart does what helm uninstall of inst does once the
+// agent's pods are gone: it stops the agent, deletes what the chart
+// created, and checks that the member cluster's garbage collector then
+// deletes what the agent made for itself in the release namespace (its
+// Lease, certificate Secret and Work records), all owned by the chart's
+// ServiceAccount.
+func uninstallAgentChart(t *testing.T, c *membercluster.Cluster, inst installedAgent) {
+	t.Helper()
+	member, err := c.Clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := inst.helm.namespace
+	made := agentMadeObjects(t, member, ns, work.LabelManagedBy+"="+work.ManagedBy)
+	if len(made) < 3 { // the Lease, the Secret, a record at least
+		t.Fatalf("the agent made %v in %s, want its Lease, certificate Secret and Work records", made, ns)
+	}
+	sa, err := member.CoreV1().ServiceAccounts(ns).Get(t.Context(), inst.deployment.Spec.Template.Spec.ServiceAccountName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for obj, owners := range made {
+		if !slices.ContainsFunc(owners, func(o metav1.OwnerReference) bool { return o.Kind == "ServiceAccount" && o.UID == sa.UID }) {
+			t.Errorf("%s is owned by %v, want ServiceAccount %s", obj, owners, sa.Name)
+		}
+	}
+	t.Logf("the agent made %v", slices.Sorted(maps.Keys(made)))
+	if err := inst.container.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	deleteObjects(t, c, ns, inst.objects)
+	waitFor(t, 60*time.Second, "the garbage collector to delete what the agent made", func() (bool, string) {
+		left := agentMadeObjects(t, member, ns, "") // labelled or not
+		return len(left) == 0, fmt.Sprintf("left: %v", slices.Sorted(maps.Keys(left)))
+	})
+}
+
+// agentMadeObjects lists, by kind and name, the owners of the Leases,
+// Secrets and ConfigMaps in namespace that match selector: labelled as
+// the agent's, what the agent makes for itself.
+func agentMadeObjects(t *testing.T, client kubernetes.Interface, namespace, selector string) map[string][]metav1.OwnerReference {
+	t.Helper()
+	opts := metav1.ListOptions{LabelSelector: selector}
+	made := map[string][]metav1.OwnerReference{}
+	leases, err := client.CoordinationV1().Leases(namespace).List(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range leases.Items {
+		made["Lease "+o.Name] = o.OwnerReferences
+	}
+	secrets, err := client.CoreV1().Secrets(namespace).List(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range secrets.Items {
+		made["Secret "+o.Name] = o.OwnerReferences
+	}
+	configMaps, err := client.CoreV1().ConfigMaps(namespace).List(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range configMaps.Items {
+		if o.Name != "kube-root-ca.crt" { // every namespace's, from the controller-manager
+			made["ConfigMap "+o.Name] = o.OwnerReferences
+		}
+	}
+	return made
+}
+
+// deleteObjects deletes objs from c, as helm uninstall does (dependents
+// in the background).
+func deleteObjects(t *testing.T, c *membercluster.Cluster, namespace string, objs []*unstructured.Unstructured) {
+	t.Helper()
+	cfg, err := c.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discovery.NewDiscoveryClientForConfigOrDie(cfg)))
+	background := metav1.DeletePropagationBackground
+	for _, obj := range objs {
+		gvk := obj.GroupVersionKind()
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Fatalf("%s %s: %v", gvk, obj.GetName(), err)
+		}
+		var res dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
+		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			ns := obj.GetNamespace()
+			if ns == "" {
+				ns = namespace
+			}
+			res = dyn.Resource(mapping.Resource).Namespace(ns)
+		}
+		err = res.Delete(t.Context(), obj.GetName(), metav1.DeleteOptions{PropagationPolicy: &background})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete %s %s: %v", gvk.Kind, obj.GetName(), err)
+		}
+	}
 }
 
 // installedAgent is the agent chart installed in a member cluster and its
@@ -654,6 +801,8 @@ type installedAgent struct {
 	pod        *corev1.Pod
 	container  *podrun.Container
 	httpPort   int
+	// objects are what the chart rendered and the install applied.
+	objects []*unstructured.Unstructured
 }
 
 // installAgentChart installs charts/flotilla-agent into c as the helm
@@ -699,7 +848,7 @@ func helmInstallAgent(t *testing.T, c *membercluster.Cluster, install helmInstal
 	if slices.ContainsFunc(ctr.Args, func(a string) bool { return strings.HasPrefix(a, "--kubeconfig") || strings.HasPrefix(a, "--cert-dir") }) {
 		t.Fatalf("the chart's args use a kubeconfig or cert dir: %q", ctr.Args)
 	}
-	return installedAgent{helm: install, deployment: d, pod: pod, container: ctr, httpPort: httpPort}
+	return installedAgent{helm: install, deployment: d, pod: pod, container: ctr, httpPort: httpPort, objects: objs}
 }
 
 // workOf is the Work of a cluster holding the object of kind and name, or
