@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,31 +14,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/flotilla-io/flotilla/test/membercluster"
+	"github.com/flotilla-io/flotilla/test/webapp"
 )
 
-// webYAML is the web server image as a Deployment of 2 replicas, one on
-// each of real-a and real-b, on their real nodes.
-var webYAML = `apiVersion: apps/v1
-kind: Deployment
-metadata: {name: hello, namespace: web, labels: {app: hello}}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: hello}}
-  template:
-    metadata: {labels: {app: hello}}
-    spec:
-      nodeSelector: {` + membercluster.NodeTypeLabel + `: ` + membercluster.RealNodeType + `}
-      terminationGracePeriodSeconds: 5
-      containers:
-        - name: web
-          image: ` + webImage + `
-          imagePullPolicy: Never
-          ports: [{containerPort: 8080}]
-          readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 1}
-          env:
-            - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
-            - {name: NODE_NAME, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
----
+// webYAML is the web server as a Deployment of 2 replicas, one on each of
+// real-a and real-b, on their real nodes.
+var webYAML = webapp.DeploymentYAML("web", "hello", 2) + `---
 apiVersion: flotilla.io/v1alpha1
 kind: PropagationPolicy
 metadata: {name: hello, namespace: web}
@@ -109,7 +91,7 @@ func TestRealWorkloadFailsOver(t *testing.T) {
 				states = append(states, p.Name+" "+string(p.Status.Phase))
 				continue
 			}
-			body, err := askPod("http://" + p.Status.PodIP + ":8080/")
+			body, err := askPod("http://" + p.Status.PodIP + ":" + strconv.Itoa(webapp.Port) + "/")
 			if err == nil {
 				answer, answered = body, time.Since(killed)
 				return true, ""
@@ -124,7 +106,7 @@ func TestRealWorkloadFailsOver(t *testing.T) {
 		t.Errorf("the new copy answered %q, want it %s", answer, want)
 	}
 	// Nothing could reach real-a's copy: it still serves.
-	if body, err := askPod("http://" + old.Status.PodIP + ":8080/"); err != nil {
+	if body, err := askPod("http://" + old.Status.PodIP + ":" + strconv.Itoa(webapp.Port) + "/"); err != nil {
 		t.Errorf("real-a's old copy %s after the failover: %v, want it still answering", old.Name, err)
 	} else if !strings.Contains(body, old.Name) {
 		t.Errorf("real-a's old copy answered %q", body)
@@ -141,7 +123,7 @@ func TestRealWorkloadFailsOver(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		_, err = askPod("http://" + old.Status.PodIP + ":8080/")
+		_, err = askPod("http://" + old.Status.PodIP + ":" + strconv.Itoa(webapp.Port) + "/")
 		return d == nil && len(pods.Items) == 0 && err != nil, fmt.Sprintf("deployment %s, %d pods, old copy answers: %v", deploymentState(d), len(pods.Items), err == nil)
 	})
 	t.Logf("test wall time %v", time.Since(started).Round(time.Millisecond))
@@ -165,7 +147,7 @@ func answeringPods(t *testing.T, client kubernetes.Interface, cluster string, wa
 				states = append(states, p.Name+" "+string(p.Status.Phase)+" "+containerStates(&p))
 				continue
 			}
-			body, err := askPod("http://" + p.Status.PodIP + ":8080/")
+			body, err := askPod("http://" + p.Status.PodIP + ":" + strconv.Itoa(webapp.Port) + "/")
 			if err == nil && strings.Contains(body, p.Name) {
 				answering++
 			}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/test/membercluster"
 	"github.com/flotilla-io/flotilla/test/procstat"
+	"github.com/flotilla-io/flotilla/test/webapp"
 )
 
 // imageTag tags the project images the tests build; nothing pulls them.
@@ -52,17 +53,12 @@ var projectImages = sync.OnceValues(func() ([]string, error) {
 	return tarballs, nil
 })
 
-// webImage is the testbin's HTTP server (web.tar): GET / answers "hello
-// from POD on NODE" (downward-API variables POD_NAME and NODE_NAME), GET
-// /healthz 200, on port 8080.
-const webImage = "flotilla.test/web:1"
-
 // projectImage is the reference of a project image projectImages built.
 func projectImage(name string) string { return "ghcr.io/flotilla-io/" + name + ":" + imageTag }
 
 // startRealNodeClusters starts member clusters whose specs ask for real
 // nodes, with the project's images and the testbin's web server image
-// (webImage) loaded into each.
+// (package webapp) loaded into each.
 func startRealNodeClusters(t *testing.T, specs ...membercluster.ClusterSpec) *membercluster.Environment {
 	t.Helper()
 	testbinTool(t, "images")
@@ -70,7 +66,7 @@ func startRealNodeClusters(t *testing.T, specs ...membercluster.ClusterSpec) *me
 	if err != nil {
 		t.Fatal(err)
 	}
-	web := testbinTool(t, "web.tar")
+	web := testbinTool(t, webapp.Tarball)
 	return membercluster.StartOptionsForTest(t, membercluster.Options{Clusters: specs, Images: append(tarballs, web)})
 }
 

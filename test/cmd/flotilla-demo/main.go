@@ -34,6 +34,7 @@ import (
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/test/membercluster"
 	"github.com/flotilla-io/flotilla/test/process"
+	"github.com/flotilla-io/flotilla/test/webapp"
 )
 
 type options struct {
@@ -189,7 +190,7 @@ func run(ctx context.Context, o options) error {
 	say("starting %d member clusters (kube-apiserver, controller-manager, scheduler, KWOK) in %s", o.clusters, dir)
 	if real {
 		opts.Images = webTarball()
-		say("%v also get a real node each (kubelet, containerd, kube-proxy), where the web server %s runs as real containers", realClusters, webImage)
+		say("%v also get a real node each (kubelet, containerd, kube-proxy), where the web server %s runs as real containers", realClusters, webapp.Image)
 	}
 	env, err := membercluster.Start(ctx, opts)
 	if err != nil {

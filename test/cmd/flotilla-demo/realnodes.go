@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,37 +18,16 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/flotilla-io/flotilla/test/membercluster"
+	"github.com/flotilla-io/flotilla/test/webapp"
 )
 
 // realClusters are the demo's clusters that get a real node (kubelet,
 // containerd, kube-proxy) beside their KWOK nodes, to run helloExample.
 var realClusters = []string{"member-1", "member-2"}
 
-// webImage is the testbin's web server image (web.tar).
-const webImage = "flotilla.test/web:1"
-
 // helloExample is a web server that really runs: 3 replicas divided 1:2
 // over the real nodes of member-1 and member-2, like nginx.
-const helloExample = `apiVersion: apps/v1
-kind: Deployment
-metadata: {name: hello, namespace: default, labels: {app: hello}}
-spec:
-  replicas: 3
-  selector: {matchLabels: {app: hello}}
-  template:
-    metadata: {labels: {app: hello}}
-    spec:
-      nodeSelector: {` + membercluster.NodeTypeLabel + `: ` + membercluster.RealNodeType + `}
-      terminationGracePeriodSeconds: 5
-      containers:
-        - name: web
-          image: ` + webImage + `
-          imagePullPolicy: Never
-          readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 2}
-          env:
-            - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
-            - {name: NODE_NAME, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
----
+var helloExample = webapp.DeploymentYAML("default", "hello", 3) + `---
 apiVersion: policy.karmada.io/v1alpha1
 kind: PropagationPolicy
 metadata: {name: hello-propagation, namespace: default}
@@ -76,7 +56,7 @@ func useRealNodes(mode string) (bool, error) {
 		err = membercluster.CheckRealNodes(binDir)
 	}
 	if err == nil {
-		_, err = os.Stat(filepath.Join(binDir, "web.tar"))
+		_, err = os.Stat(filepath.Join(binDir, webapp.Tarball))
 	}
 	switch {
 	case err == nil:
@@ -122,14 +102,14 @@ func webTarball() []string {
 	if err != nil {
 		return nil
 	}
-	return []string{filepath.Join(binDir, "web.tar")}
+	return []string{filepath.Join(binDir, webapp.Tarball)}
 }
 
 // printHello lists hello's pods on the real nodes and what each answers
 // when asked (pods are reachable by IP from this machine).
 func printHello(ctx context.Context, out io.Writer, clients map[string]kubernetes.Interface) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "CLUSTER\tPOD\tNODE\tIP\tPHASE\tGET http://IP:8080/")
+	fmt.Fprintln(w, "CLUSTER\tPOD\tNODE\tIP\tPHASE\tANSWER TO GET /")
 	for _, cluster := range realClusters {
 		client := clients[cluster]
 		if client == nil {
@@ -143,7 +123,7 @@ func printHello(ctx context.Context, out io.Writer, clients map[string]kubernete
 		for _, p := range pods.Items {
 			answer := "-"
 			if p.Status.PodIP != "" {
-				answer = ask("http://" + p.Status.PodIP + ":8080/")
+				answer = ask("http://" + p.Status.PodIP + ":" + strconv.Itoa(webapp.Port) + "/")
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", cluster, p.Name, p.Spec.NodeName, p.Status.PodIP, p.Status.Phase, answer)
 		}
