@@ -23,8 +23,7 @@ type fixture struct {
 	conflicts controllertest.ConflictCounter // the controller's
 	retries   atomic.Int64
 	ctl       *Controller
-	heard     heard  // what the controller's observer was told
-	placer    Placer // the scheduler's placement, if set before start
+	heard     heard // what the controller's observer was told
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -47,7 +46,6 @@ func (f *fixture) start(clk clock.WithTicker, cfg Config, workers int) {
 	f.Start(f.conflicts.Wrap, workers, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
 		f.ctl = New(clients, informers, f.Events, clk, controllertest.LoggerCountingRetries(f.T, &f.retries), cfg)
 		f.ctl.SetObserver(f.heard.observer())
-		f.ctl.SetPlacer(f.placer)
 		return f.ctl
 	})
 }
