@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/kubectl/pkg/util/podutils"
 
 	"github.com/flotilla-io/flotilla/test/freeport"
 	"github.com/flotilla-io/flotilla/test/membercluster"
@@ -191,7 +192,7 @@ func runningPods(t *testing.T, client kubernetes.Interface, ns, selector string,
 		var states []string
 		ready := 0
 		for _, p := range pods {
-			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && podReady(&p) {
+			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && podutils.IsPodReady(&p) {
 				ready++
 			}
 			states = append(states, fmt.Sprintf("%s on %s: %s %s", p.Name, p.Spec.NodeName, p.Status.Phase, containerStates(&p)))
@@ -199,15 +200,6 @@ func runningPods(t *testing.T, client kubernetes.Interface, ns, selector string,
 		return ready == want && len(pods) == want, strings.Join(states, "; ")
 	})
 	return pods
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // leaseHolderPod is the pod named by the agent's leader Lease in ns (the

@@ -2,9 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"io"
-	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -91,7 +88,7 @@ func TestRealWorkloadFailsOver(t *testing.T) {
 				states = append(states, p.Name+" "+string(p.Status.Phase))
 				continue
 			}
-			body, err := askPod("http://" + p.Status.PodIP + ":" + strconv.Itoa(webapp.Port) + "/")
+			body, err := webapp.Ask(p.Status.PodIP, askTimeout)
 			if err == nil {
 				answer, answered = body, time.Since(killed)
 				return true, ""
@@ -106,7 +103,7 @@ func TestRealWorkloadFailsOver(t *testing.T) {
 		t.Errorf("the new copy answered %q, want it %s", answer, want)
 	}
 	// Nothing could reach real-a's copy: it still serves.
-	if body, err := askPod("http://" + old.Status.PodIP + ":" + strconv.Itoa(webapp.Port) + "/"); err != nil {
+	if body, err := webapp.Ask(old.Status.PodIP, askTimeout); err != nil {
 		t.Errorf("real-a's old copy %s after the failover: %v, want it still answering", old.Name, err)
 	} else if !strings.Contains(body, old.Name) {
 		t.Errorf("real-a's old copy answered %q", body)
@@ -123,7 +120,7 @@ func TestRealWorkloadFailsOver(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		_, err = askPod("http://" + old.Status.PodIP + ":" + strconv.Itoa(webapp.Port) + "/")
+		_, err = webapp.Ask(old.Status.PodIP, askTimeout)
 		return d == nil && len(pods.Items) == 0 && err != nil, fmt.Sprintf("deployment %s, %d pods, old copy answers: %v", deploymentState(d), len(pods.Items), err == nil)
 	})
 	t.Logf("test wall time %v", time.Since(started).Round(time.Millisecond))
@@ -147,7 +144,7 @@ func answeringPods(t *testing.T, client kubernetes.Interface, cluster string, wa
 				states = append(states, p.Name+" "+string(p.Status.Phase)+" "+containerStates(&p))
 				continue
 			}
-			body, err := askPod("http://" + p.Status.PodIP + ":" + strconv.Itoa(webapp.Port) + "/")
+			body, err := webapp.Ask(p.Status.PodIP, askTimeout)
 			if err == nil && strings.Contains(body, p.Name) {
 				answering++
 			}
@@ -158,20 +155,5 @@ func answeringPods(t *testing.T, client kubernetes.Interface, cluster string, wa
 	return pods
 }
 
-// askPod GETs a URL with a short timeout and returns the body of a 200.
-func askPod(url string) (string, error) {
-	client := http.Client{Timeout: 2 * time.Second}
-	resp, err := client.Get(url)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("%s: %s", resp.Status, body)
-	}
-	return string(body), nil
-}
+// askTimeout bounds one request to a pod.
+const askTimeout = 2 * time.Second

@@ -6,6 +6,11 @@ package webapp
 
 import (
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/flotilla-io/flotilla/test/membercluster"
 )
@@ -43,4 +48,23 @@ spec:
             - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
             - {name: NODE_NAME, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
 `, namespace, name, replicas, membercluster.NodeTypeLabel, membercluster.RealNodeType, Image, Port)
+}
+
+// Ask GETs / from the web server at a pod's IP, waiting at most timeout,
+// and returns the body of a 200 (at most 4 KiB).
+func Ask(podIP string, timeout time.Duration) (string, error) {
+	client := http.Client{Timeout: timeout}
+	resp, err := client.Get("http://" + net.JoinHostPort(podIP, strconv.Itoa(Port)) + "/")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", resp.Status, body)
+	}
+	return string(body), nil
 }

@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -123,7 +121,7 @@ func printHello(ctx context.Context, out io.Writer, clients map[string]kubernete
 		for _, p := range pods.Items {
 			answer := "-"
 			if p.Status.PodIP != "" {
-				answer = ask("http://" + p.Status.PodIP + ":" + strconv.Itoa(webapp.Port) + "/")
+				answer = ask(p.Status.PodIP)
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", cluster, p.Name, p.Spec.NodeName, p.Status.PodIP, p.Status.Phase, answer)
 		}
@@ -131,14 +129,12 @@ func printHello(ctx context.Context, out io.Writer, clients map[string]kubernete
 	_ = w.Flush()
 }
 
-// ask GETs url with a short timeout: the answer's first line, or the error.
-func ask(url string) string {
-	client := http.Client{Timeout: time.Second}
-	resp, err := client.Get(url)
+// ask is the first line of what the web server at podIP answers, or "no
+// answer".
+func ask(podIP string) string {
+	body, err := webapp.Ask(podIP, time.Second)
 	if err != nil {
 		return "no answer"
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-	return strings.TrimSpace(strings.SplitN(string(body), "\n", 2)[0])
+	return strings.TrimSpace(strings.SplitN(body, "\n", 2)[0])
 }
