@@ -51,6 +51,9 @@ type wsConn struct {
 	remote net.Addr
 	ctx    context.Context
 	cancel context.CancelFunc
+	// cut closes the TCP connection under the WebSocket: the library's
+	// wait for the peer's close frame ends only with it.
+	cut func()
 
 	closeOnce sync.Once
 	closed    atomic.Pointer[ClosedError]
@@ -58,10 +61,10 @@ type wsConn struct {
 
 // newWSConn starts the yamux session of ws, a client's when client is
 // true. tlsState is the TLS connection's, with NegotiatedProtocol set to
-// the WebSocket subprotocol.
-func newWSConn(ws *websocket.Conn, tlsState tls.ConnectionState, remote net.Addr, client bool) (*wsConn, error) {
+// the WebSocket subprotocol; cut closes the connection under ws.
+func newWSConn(ws *websocket.Conn, tlsState tls.ConnectionState, remote net.Addr, cut func(), client bool) (*wsConn, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &wsConn{ws: ws, tls: tlsState, remote: remote, ctx: ctx, cancel: cancel}
+	c := &wsConn{ws: ws, tls: tlsState, remote: remote, ctx: ctx, cancel: cancel, cut: cut}
 	c.raw = &countingConn{Conn: websocket.NetConn(ctx, ws, websocket.MessageBinary), readEnded: make(chan struct{})}
 	cfg := yamux.DefaultConfig()
 	cfg.AcceptBacklog = maxIncomingStreams
@@ -151,9 +154,13 @@ func (c *wsConn) CloseWithError(code quic.ApplicationErrorCode, reason string) e
 		if len(reason) > maxCloseReason {
 			reason = reason[:maxCloseReason]
 		}
-		// Ending the context the WebSocket reads under closes the
-		// connection, which ends the wait for the peer's close frame.
-		cut := time.AfterFunc(closeHandshakeTimeout, c.cancel)
+		// The library waits up to 5 s for the peer's close frame, and
+		// ending our reads' context does not end that wait when no read
+		// of ours is under way: closing the TCP connection does.
+		cut := time.AfterFunc(closeHandshakeTimeout, func() {
+			c.cancel()
+			c.cut()
+		})
 		defer cut.Stop()
 		err = c.ws.Close(websocket.StatusCode(closeCodeBase+int(code)), reason)
 		c.mux.Close()

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -34,8 +36,10 @@ func DialWebSocket(ctx context.Context, hostport string, tlsConf *tls.Config) (C
 	subprotocol := tlsConf.NextProtos[0]
 	conf := tlsConf.Clone()
 	conf.NextProtos = []string{"http/1.1"}
+	var dialed underlyingConn
 	client := &http.Client{Transport: &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         dialed.dial,
 		TLSClientConfig:     conf,
 		TLSHandshakeTimeout: handshakeTimeout,
 		DisableKeepAlives:   true,
@@ -57,7 +61,7 @@ func DialWebSocket(ctx context.Context, hostport string, tlsConf *tls.Config) (C
 	if err != nil {
 		remote = &net.TCPAddr{}
 	}
-	return newWSConn(ws, state, remote, true)
+	return newWSConn(ws, state, remote, dialed.close, true)
 }
 
 // AnsweredError is a WebSocket dial that a server answered over HTTP
@@ -103,7 +107,8 @@ func (s *WebSocketServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this is a Flotilla hub's agent endpoint: agents connect over TLS at "+WebSocketPath, http.StatusNotFound)
 		return
 	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: s.subprotocols})
+	hijacked := &hijackRecorder{ResponseWriter: w}
+	ws, err := websocket.Accept(hijacked, r, &websocket.AcceptOptions{Subprotocols: s.subprotocols})
 	if err != nil {
 		return // Accept answered the request
 	}
@@ -118,7 +123,7 @@ func (s *WebSocketServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		remote = &net.TCPAddr{}
 	}
-	c, err := newWSConn(ws, state, remote, false)
+	c, err := newWSConn(ws, state, remote, hijacked.conn.close, false)
 	if err != nil {
 		return
 	}
@@ -141,4 +146,52 @@ func (s *WebSocketServer) Accept(ctx context.Context) (Conn, error) {
 	case <-s.done:
 		return nil, net.ErrClosed
 	}
+}
+
+// underlyingConn holds the TCP connection under a WebSocket, to cut it
+// when the close handshake takes too long.
+type underlyingConn struct {
+	mu   sync.Mutex
+	conn net.Conn
+}
+
+// dial is an http.Transport's DialContext that records the connection
+// (the proxy's, when the request goes through one: closing it ends the
+// tunnel too).
+func (u *underlyingConn) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, addr)
+	if err == nil {
+		u.set(conn)
+	}
+	return conn, err
+}
+
+func (u *underlyingConn) set(conn net.Conn) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.conn = conn
+}
+
+func (u *underlyingConn) close() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.conn != nil {
+		_ = u.conn.Close()
+	}
+}
+
+// hijackRecorder is the ResponseWriter given to websocket.Accept: it
+// records the connection the upgrade takes over.
+type hijackRecorder struct {
+	http.ResponseWriter
+	conn underlyingConn
+}
+
+func (h *hijackRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	if err == nil {
+		h.conn.set(conn)
+	}
+	return conn, rw, err
 }
