@@ -55,9 +55,12 @@ func TestWebSocketTransport(t *testing.T) {
 			return readyOf(cl) == metav1.ConditionUnknown && hasTaint(cl, v1alpha1.TaintClusterUnreachable, corev1.TaintEffectNoSchedule), describe(cl)
 		})
 		// The last renewal went at most a renew interval (a quarter lease)
-		// before the kill; Unknown comes one grace period after it.
+		// before the kill; Unknown comes one grace period after it. The
+		// upper bound leaves 2 s for a loaded machine (race detector, three
+		// API servers on two cores), as the hub-replica tests do: detection a
+		// grace period late would still fail.
 		after := unknownAt.Sub(killed)
-		if after < testGrace-testLeaseDuration/4-time.Second || after > testGrace+time.Second {
+		if after < testGrace-testLeaseDuration/4-time.Second || after > testGrace+2*time.Second {
 			t.Errorf("Unknown %v after the kill, want about the grace period %v", after, testGrace)
 		}
 		t.Logf("WebSocket agent killed → Unknown %v later (grace %v)", after.Round(time.Millisecond), testGrace)
