@@ -48,7 +48,11 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	build := exec.Command("go", "build", "-o", dir+"/", "../../cmd/flotilla-hub", "../../cmd/flotilla-agent", "../../cmd/flotilla", "../../test/cmd/hubwatch")
+	// Static, as `make images` builds them: the real-node tests pack these
+	// very binaries into their images, so they cost no second build (that
+	// would compile the embedded kube-apiserver again).
+	build := exec.Command("go", "build", "-trimpath", "-o", dir+"/", "../../cmd/flotilla-hub", "../../cmd/flotilla-agent", "../../cmd/flotilla", "../../test/cmd/hubwatch")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build binaries:", err)

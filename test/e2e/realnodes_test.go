@@ -27,31 +27,32 @@ import (
 // upgrades.
 const imageTag, nextImageTag = "e2e", "e2e-next"
 
-// projectImages builds the flotilla-agent image as `make images` does
-// (static, packed by the testbin's images tool) once per test binary, and
-// returns its tarballs, one per tag. The first static build after a
-// change compiles the agent's packages again (minutes on 2 cores); the
-// hub's, which embed kube-apiserver, are left out.
+// projectImages packs the flotilla-agent image as `make images` does
+// (the static binary TestMain built, packed by the testbin's images tool)
+// once per test binary, and returns its tarballs, one per tag.
 var projectImages = sync.OnceValues(func() ([]string, error) {
-	dir := filepath.Join(binDir, "images")
-	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "static")+"/", "../../cmd/flotilla-agent")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build static binaries: %w\n%s", err, out)
-	}
-	tool := filepath.Join(os.Getenv(membercluster.BinDirEnv), "images")
 	var tarballs []string
 	for _, tag := range []string{imageTag, nextImageTag} {
-		tarball := filepath.Join(dir, "flotilla-agent-"+tag+".tar")
-		pack := exec.Command(tool, "--binary", filepath.Join(dir, "static", "flotilla-agent"),
-			"--repository", "ghcr.io/flotilla-io/flotilla-agent", "--tag", tag, "--out", tarball)
-		if out, err := pack.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("pack flotilla-agent:%s: %w\n%s", tag, err, out)
+		tarball, err := packImage("flotilla-agent", tag)
+		if err != nil {
+			return nil, err
 		}
 		tarballs = append(tarballs, tarball)
 	}
 	return tarballs, nil
 })
+
+// packImage packs binDir's binary into the image
+// ghcr.io/flotilla-io/binary:tag and returns the tarball's path.
+func packImage(binary, tag string) (string, error) {
+	tarball := filepath.Join(binDir, "images", binary+"-"+tag+".tar")
+	pack := exec.Command(filepath.Join(os.Getenv(membercluster.BinDirEnv), "images"), "--binary", filepath.Join(binDir, binary),
+		"--repository", "ghcr.io/flotilla-io/"+binary, "--tag", tag, "--out", tarball)
+	if out, err := pack.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("pack %s:%s: %w\n%s", binary, tag, err, out)
+	}
+	return tarball, nil
+}
 
 // projectImage is the reference of a project image projectImages built.
 func projectImage(name string) string { return "ghcr.io/flotilla-io/" + name + ":" + imageTag }
