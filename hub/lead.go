@@ -180,6 +180,7 @@ func (t *term) buildControllers(context.Context, context.Context) error {
 	}
 	t.failover = failover.New(clients, informers, recorder, cfg.Clock, logger, cfg.Failover)
 	scheduler := scheduling.New(clients, informers, recorder, cfg.Clock, logger)
+	t.failover.SetPlacer(scheduler.Place)
 	taintPolicies := taintpolicy.New(clients, informers, recorder, cfg.Clock, logger, taintpolicy.Options{HubNoExecute: cfg.Health.NoExecuteTaints})
 	works := binding.New(clients, informers, recorder, cfg.Clock, logger)
 	t.metrics.observe(t.registry, t.front.Dispatcher(), scheduler, t.failover, works)

@@ -26,6 +26,12 @@
 // keeps its placement when a task ends or is purged. The controller knows
 // that from memory; after a hub restart, a binding whose generation was not
 // yet observed is scheduled, as before.
+//
+// The failover controller writes an eviction together with its
+// replacement, computed with Place: the schedule of that generation finds
+// the placement already in spec.clusters and only records it in the
+// status, as a placement of its own (lastScheduledTime, the Scheduled
+// event), since the condition names another placement than before.
 package scheduling
 
 import (
@@ -237,12 +243,7 @@ func (c *Controller) schedule(ctx context.Context, key string, b controller.Bind
 	if err != nil {
 		return fmt.Errorf("schedule %s: %w", key, err)
 	}
-	result, schedErr := scheduler.Schedule(scheduler.Input{
-		Placement: spec.Placement, Replicas: spec.Replicas, Previous: spec.Clusters, Fleet: fleet,
-		Requirements: spec.ReplicaRequirements, Fresh: fresh, Evicted: spec.EvictingClusters(),
-		ObservedAffinity: status.SchedulerObservedAffinityName,
-		APIVersion:       spec.Resource.APIVersion, Kind: spec.Resource.Kind, TemplateUID: spec.Resource.UID,
-	})
+	result, schedErr := scheduler.Schedule(input(spec, status, fleet))
 	now := metav1.NewTime(c.clock.Now())
 	cond := metav1.Condition{Type: v1alpha1.BindingConditionScheduled, LastTransitionTime: now}
 	var unschedulable *scheduler.UnschedulableError
@@ -269,7 +270,7 @@ func (c *Controller) schedule(ctx context.Context, key string, b controller.Bind
 		observed, placed = updated, true
 		c.markPlaced(key, updated.Object())
 	case schedErr == nil:
-		placed = c.placedBefore(key, b.Object())
+		placed = c.placedBefore(key, b.Object()) || unrecorded(b.Object().GetGeneration(), status, cond)
 	}
 
 	// The status, of the generation the placement made.
@@ -312,6 +313,48 @@ func (c *Controller) schedule(ctx context.Context, key string, b controller.Bind
 		c.logger.Info("binding scheduled", "binding", key, "scheduled", cond.Status, "result", summary(observed.Spec().Clusters), "reason", cond.Reason)
 	}
 	return nil
+}
+
+// Place returns the placement the scheduler would give a binding with
+// this spec and status, without storing anything, and false when it has
+// none (unschedulable, or the fleet cannot be read). The failover
+// controller writes an eviction together with its replacement with it, so
+// that the binding is written once; the scheduler then finds the placement
+// already there and records the schedule in the status as usual
+// (see unrecorded).
+func (c *Controller) Place(spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus) ([]v1alpha1.TargetCluster, bool) {
+	fleet, err := c.fleet.get()
+	if err != nil {
+		return nil, false
+	}
+	result, err := scheduler.Schedule(input(spec, status, fleet))
+	if err != nil {
+		return nil, false
+	}
+	return result.Clusters, true
+}
+
+// input is what the scheduler is given for a binding.
+func input(spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus, fleet *scheduler.Fleet) scheduler.Input {
+	return scheduler.Input{
+		Placement: spec.Placement, Replicas: spec.Replicas, Previous: spec.Clusters, Fleet: fleet,
+		Requirements: spec.ReplicaRequirements, Fresh: freshRequested(spec, status), Evicted: spec.EvictingClusters(),
+		ObservedAffinity: status.SchedulerObservedAffinityName,
+		APIVersion:       spec.Resource.APIVersion, Kind: spec.Resource.Kind, TemplateUID: spec.Resource.UID,
+	}
+}
+
+// unrecorded reports whether a successful schedule of a new generation
+// that kept spec.clusters as they are still has to be recorded as a
+// placement (lastScheduledTime, the Scheduled event): the placement its
+// Scheduled condition names differs from the one the last schedule
+// recorded. That is the case when another controller wrote the placement
+// (the failover controller writes an eviction with its replacement, or
+// gives a cluster back), or when this controller wrote it before a
+// restart and its status write was lost.
+func unrecorded(generation int64, status *v1alpha1.ResourceBindingStatus, cond metav1.Condition) bool {
+	prev := meta.FindStatusCondition(status.Conditions, v1alpha1.BindingConditionScheduled)
+	return status.SchedulerObservedGeneration != generation && prev != nil && prev.Status == metav1.ConditionTrue && prev.Message != cond.Message
 }
 
 // updateSpec writes want (b with a new placement) with Update. A conflict
