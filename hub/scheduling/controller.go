@@ -27,8 +27,9 @@
 // that from memory; after a hub restart, a binding whose generation was not
 // yet observed is scheduled, as before.
 //
-// The failover controller writes an eviction together with its
-// replacement, computed with Place: the schedule of that generation finds
+// The detector creates a binding with its placement, and the failover
+// controller writes an eviction together with its replacement, both
+// computed with Place: the schedule of that generation finds
 // the placement already in spec.clusters and only records it in the
 // status, as a placement of its own (lastScheduledTime, the Scheduled
 // event), since the condition names another placement than before.
@@ -317,12 +318,18 @@ func (c *Controller) schedule(ctx context.Context, key string, b controller.Bind
 
 // Place returns the placement the scheduler would give a binding with
 // this spec and status, without storing anything, and false when it has
-// none (unschedulable, or the fleet cannot be read). The failover
-// controller writes an eviction together with its replacement with it, so
-// that the binding is written once; the scheduler then finds the placement
-// already there and records the schedule in the status as usual
-// (see unrecorded).
+// none (unschedulable, the clusters not listed yet, or the fleet cannot be
+// read). The detector creates a binding with it, and the failover
+// controller writes an eviction together with its replacement, so that
+// the placement costs no write of its own; the scheduler then finds it
+// already there and records the schedule in the status as usual (see
+// unrecorded).
 func (c *Controller) Place(spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus) ([]v1alpha1.TargetCluster, bool) {
+	select {
+	case <-c.clusters.Synced():
+	default:
+		return nil, false // a placement over the clusters listed so far could stick
+	}
 	fleet, err := c.fleet.get()
 	if err != nil {
 		return nil, false
@@ -348,13 +355,17 @@ func input(spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingS
 // that kept spec.clusters as they are still has to be recorded as a
 // placement (lastScheduledTime, the Scheduled event): the placement its
 // Scheduled condition names differs from the one the last schedule
-// recorded. That is the case when another controller wrote the placement
-// (the failover controller writes an eviction with its replacement, or
-// gives a cluster back), or when this controller wrote it before a
-// restart and its status write was lost.
+// recorded, or none was. That is the case when another controller wrote
+// the placement (the detector creates a binding already placed, the
+// failover controller writes an eviction with its replacement or gives a
+// cluster back), or when this controller wrote it before a restart and
+// its status write was lost.
 func unrecorded(generation int64, status *v1alpha1.ResourceBindingStatus, cond metav1.Condition) bool {
 	prev := meta.FindStatusCondition(status.Conditions, v1alpha1.BindingConditionScheduled)
-	return status.SchedulerObservedGeneration != generation && prev != nil && prev.Status == metav1.ConditionTrue && prev.Message != cond.Message
+	if status.SchedulerObservedGeneration == generation {
+		return false
+	}
+	return prev == nil || prev.Status == metav1.ConditionTrue && prev.Message != cond.Message
 }
 
 // updateSpec writes want (b with a new placement) with Update. A conflict

@@ -1,6 +1,7 @@
 package scheduling
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
@@ -162,6 +164,41 @@ func TestEvictionWrittenWithReplacement(t *testing.T) {
 	}
 }
 
+// TestCreatedPlaced: the detector creates a binding with the placement
+// Place gives it; the scheduler records it as its schedule without a spec
+// write of its own.
+func TestCreatedPlaced(t *testing.T) {
+	f := newFixture(t)
+	f.CreateCluster("member-1")
+	f.CreateCluster("member-2")
+	var ctl *Controller
+	f.Start(f.conflicts.Wrap, 1, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
+		ctl = New(clients, informers, f.Events, f.clk, controllertest.LoggerCountingRetries(f.T, &f.retries))
+		return ctl
+	})
+	spec := v1alpha1.ResourceBindingSpec{Replicas: 3, Placement: divided(map[string]int64{"member-1": 1, "member-2": 2})}
+	want := []v1alpha1.TargetCluster{{Name: "member-1", Replicas: 1}, {Name: "member-2", Replicas: 2}}
+	err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, controllertest.WaitTimeout, true, func(context.Context) (bool, error) {
+		clusters, ok := ctl.Place(&spec, &v1alpha1.ResourceBindingStatus{})
+		if ok {
+			spec.Clusters = clusters
+		}
+		return ok, nil // not before the clusters are listed
+	})
+	if err != nil || !cmp.Equal(want, spec.Clusters) {
+		t.Fatalf("Place: %v (-want +got):\n%s", err, cmp.Diff(want, spec.Clusters))
+	}
+	b := f.CreateDeploymentBinding("placed", spec)
+	b = f.AwaitBinding(b.Name, "recorded", func(b *v1alpha1.ResourceBinding) bool { return observed(b) })
+	if b.Generation != 1 || !cmp.Equal(want, b.Spec.Clusters) {
+		t.Errorf("generation %d, clusters %v: want 1, %v (no placement write)", b.Generation, b.Spec.Clusters, want)
+	}
+	if lst := b.Status.LastScheduledTime; lst == nil || !lst.Time.Equal(f.clk.Now()) {
+		t.Errorf("lastScheduledTime %v, want the clock's %v", lst, f.clk.Now())
+	}
+	f.AwaitEvents(0, "Normal Scheduled ResourceBinding placed-deployment: placed on {member-2:2, member-1:1}")
+}
+
 func TestUnrecorded(t *testing.T) {
 	placed := func(message string) []metav1.Condition {
 		return []metav1.Condition{{Type: v1alpha1.BindingConditionScheduled, Status: metav1.ConditionTrue, Message: message}}
@@ -175,7 +212,7 @@ func TestUnrecorded(t *testing.T) {
 		{"new generation, another placement", v1alpha1.ResourceBindingStatus{SchedulerObservedGeneration: 1, Conditions: placed("placed on {member-1:1, member-2:2}")}, true},
 		{"new generation, same placement", v1alpha1.ResourceBindingStatus{SchedulerObservedGeneration: 1, Conditions: placed("placed on {member-2:3}")}, false},
 		{"generation already recorded", v1alpha1.ResourceBindingStatus{SchedulerObservedGeneration: 2, Conditions: placed("placed on {member-1:3}")}, false},
-		{"never scheduled", v1alpha1.ResourceBindingStatus{}, false},
+		{"created placed", v1alpha1.ResourceBindingStatus{}, true},
 		{"unschedulable before", v1alpha1.ResourceBindingStatus{SchedulerObservedGeneration: 1, Conditions: []metav1.Condition{{Type: v1alpha1.BindingConditionScheduled, Status: metav1.ConditionFalse, Message: "no cluster fits"}}}, false},
 	}
 	for _, tt := range tests {
