@@ -48,7 +48,7 @@ type fixture struct {
 	// clusterBindings of every ClusterResourceBinding.
 	bindings, clusterBindings <-chan watch.Event
 	// placer, if set before start, is the detector's placement.
-	placer func(*v1alpha1.ResourceBindingSpec, *v1alpha1.ResourceBindingStatus) ([]v1alpha1.TargetCluster, bool)
+	placer Placer
 }
 
 // newFixture makes a namespace for the test and watches bindings; start
@@ -314,9 +314,12 @@ func TestBindingCreatedPlaced(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
-			f.placer = func(spec *v1alpha1.ResourceBindingSpec, _ *v1alpha1.ResourceBindingStatus) ([]v1alpha1.TargetCluster, bool) {
+			f.placer = func(key string, generation int64, spec *v1alpha1.ResourceBindingSpec, _ *v1alpha1.ResourceBindingStatus) ([]v1alpha1.TargetCluster, bool) {
 				if spec.Replicas != 3 || placedOn(&v1alpha1.ResourceBinding{Spec: *spec}) == nil {
 					t.Errorf("placer asked about replicas %d, placement %v: want the detector's spec", spec.Replicas, spec.Placement)
+				}
+				if !strings.HasSuffix(key, "/nginx-deployment") || generation != 1 {
+					t.Errorf("placer asked about %s, generation %d: want the binding nginx-deployment as created", key, generation)
 				}
 				return tt.placed, tt.placed != nil
 			}

@@ -317,7 +317,7 @@ func (c *Controller) reconcileBinding(ctx context.Context, key string, read cont
 	}
 	failedBack := c.failback(spec, status, evicted, now, &wake)
 	if len(evicted) > 0 {
-		c.placeReplacement(spec, status)
+		c.placeReplacement(key, read.Object(), spec, status)
 	}
 	if stamped || len(ended) > 0 || len(evicted) > 0 || len(failedBack) > 0 ||
 		!equality.Semantic.DeepEqual(read.Status().FailbackClusters, status.FailbackClusters) {

@@ -1,10 +1,15 @@
 package failover
 
-import "github.com/flotilla-io/flotilla/api/v1alpha1"
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-// Placer returns the placement the scheduler would give a binding with
-// this spec and status, and false when it has none.
-type Placer func(spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus) ([]v1alpha1.TargetCluster, bool)
+	"github.com/flotilla-io/flotilla/api/v1alpha1"
+)
+
+// Placer returns the placement the scheduler would give the binding key
+// with this spec and status, and false when it has none; generation is
+// the one the binding has once written with that placement.
+type Placer func(key string, generation int64, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus) ([]v1alpha1.TargetCluster, bool)
 
 // SetPlacer sets the scheduler's placement, with which an eviction is
 // written together with its replacement; call it before Run. Without one
@@ -21,11 +26,13 @@ func (c *Controller) SetPlacer(p Placer) { c.place = p }
 // (the fleet changed meanwhile). With no placement (nowhere to go) the
 // cluster is only removed, and the scheduler says why in its condition,
 // as before.
-func (c *Controller) placeReplacement(spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus) {
+func (c *Controller) placeReplacement(key string, read metav1.Object, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus) {
 	if c.place == nil {
 		return
 	}
-	if clusters, ok := c.place(spec, status); ok {
+	// The spec write makes the next generation (store refuses to write
+	// over another).
+	if clusters, ok := c.place(key, read.GetGeneration()+1, spec, status); ok {
 		spec.Clusters = clusters
 	}
 }

@@ -30,7 +30,10 @@ func TestEvictionCarriesReplacement(t *testing.T) {
 			f.cluster("member-2", true)
 			f.binding("nginx", []v1alpha1.TargetCluster{{Name: "member-1", Replicas: 1}, {Name: "member-2", Replicas: 2}}, nil)
 			asked := make(chan v1alpha1.ResourceBindingSpec, 10)
-			f.placer = func(spec *v1alpha1.ResourceBindingSpec, _ *v1alpha1.ResourceBindingStatus) ([]v1alpha1.TargetCluster, bool) {
+			f.placer = func(key string, generation int64, spec *v1alpha1.ResourceBindingSpec, _ *v1alpha1.ResourceBindingStatus) ([]v1alpha1.TargetCluster, bool) {
+				if key != f.Namespace+"/nginx-deployment" || generation != 2 {
+					t.Errorf("placer asked about %s, generation %d: want %s/nginx-deployment, 2 (the eviction's)", key, generation, f.Namespace)
+				}
 				asked <- *spec.DeepCopy()
 				return tt.placed, tt.placed != nil
 			}

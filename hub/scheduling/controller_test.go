@@ -128,13 +128,13 @@ func TestEvictionWrittenWithReplacement(t *testing.T) {
 		return ctl
 	})
 	f.binding("nginx", 3, divided(map[string]int64{"member-1": 1, "member-2": 2}))
-	f.AwaitBinding("nginx-deployment", "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 1}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 2}))
+	scheduled := f.AwaitBinding("nginx-deployment", "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 1}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 2}))
 
 	f.clk.Step(time.Minute)
 	evicted := f.EditBindingSpec("nginx-deployment", func(s *v1alpha1.ResourceBindingSpec) {
 		s.Clusters = []v1alpha1.TargetCluster{{Name: "member-2", Replicas: 2}}
 		s.GracefulEvictionTasks = []v1alpha1.GracefulEvictionTask{{FromCluster: "member-1", Reason: "TaintUntolerated", Producer: "TaintManager"}}
-		clusters, ok := ctl.Place(s, &v1alpha1.ResourceBindingStatus{})
+		clusters, ok := ctl.Place(f.Namespace+"/nginx-deployment", scheduled.Generation+1, s, &v1alpha1.ResourceBindingStatus{})
 		if !ok {
 			t.Fatal("no placement for the eviction")
 		}
@@ -179,7 +179,7 @@ func TestCreatedPlaced(t *testing.T) {
 	spec := v1alpha1.ResourceBindingSpec{Replicas: 3, Placement: divided(map[string]int64{"member-1": 1, "member-2": 2})}
 	want := []v1alpha1.TargetCluster{{Name: "member-1", Replicas: 1}, {Name: "member-2", Replicas: 2}}
 	err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, controllertest.WaitTimeout, true, func(context.Context) (bool, error) {
-		clusters, ok := ctl.Place(&spec, &v1alpha1.ResourceBindingStatus{})
+		clusters, ok := ctl.Place(f.Namespace+"/placed-deployment", 1, &spec, &v1alpha1.ResourceBindingStatus{})
 		if ok {
 			spec.Clusters = clusters
 		}
