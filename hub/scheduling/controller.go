@@ -319,6 +319,9 @@ func (c *Controller) schedule(ctx context.Context, key string, b controller.Bind
 		return fmt.Errorf("store the schedule status of %s: %w", key, err)
 	}
 	c.remember(key, memo{uid: observed.Object().GetUID(), observed: observedGeneration, inputs: inputsDigest(observed.Spec())})
+	if byPlace {
+		c.dropPlacing(key, observedGeneration)
+	}
 
 	ref := controller.BindingRef(observed.Object())
 	switch {
@@ -368,6 +371,16 @@ func (c *Controller) Place(key string, generation int64, spec *v1alpha1.Resource
 	return result.Clusters, true
 }
 
+// dropPlacing forgets the placing of the binding's generation once its
+// schedule is recorded.
+func (c *Controller) dropPlacing(key string, generation int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.placings[key]; ok && p.generation <= generation {
+		delete(c.placings, key)
+	}
+}
+
 // placing is a placement Place gave for a binding's generation.
 type placing struct {
 	generation int64
@@ -377,9 +390,12 @@ type placing struct {
 }
 
 // placedBy returns the clusters Place was given for the binding's
-// generation, if the binding has the placement Place gave it. A placing
-// of an earlier generation is dropped: it was written over, or never
-// written.
+// generation, if the binding has the placement Place gave it and that
+// generation's schedule is not recorded yet. A placing of an earlier
+// generation is dropped (it was written over, or never written), and so
+// is one whose schedule is recorded: the schedules after it start from
+// spec.clusters, as any other (a cluster tainted NoSchedule since keeps
+// the replicas it has).
 func (c *Controller) placedBy(key string, b controller.Binding) ([]v1alpha1.TargetCluster, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -388,7 +404,7 @@ func (c *Controller) placedBy(key string, b controller.Binding) ([]v1alpha1.Targ
 	switch {
 	case !ok || p.generation > generation:
 		return nil, false
-	case p.generation < generation:
+	case p.generation < generation || b.Status().SchedulerObservedGeneration >= generation:
 		delete(c.placings, key)
 		return nil, false
 	}

@@ -97,15 +97,15 @@ func overflowSpec(replicas int32) v1alpha1.ResourceBindingSpec {
 }
 
 // awaitPlace asks ctl to place the binding NAME of the test's namespace,
-// created with spec, until it gives want (the scheduler's view of the
-// fleet lags the API), and returns it.
+// created with spec, until it gives want, or none when want is nil (the
+// scheduler's view of the fleet lags the API), and returns it.
 func (f *fixture) awaitPlace(ctl *Controller, name string, spec v1alpha1.ResourceBindingSpec, want []v1alpha1.TargetCluster) []v1alpha1.TargetCluster {
 	f.T.Helper()
 	var got []v1alpha1.TargetCluster
 	err := wait.PollUntilContextTimeout(f.T.Context(), 5*time.Millisecond, controllertest.WaitTimeout, true, func(context.Context) (bool, error) {
 		clusters, ok := ctl.Place(controller.Key(f.Namespace, name), 1, &spec, &v1alpha1.ResourceBindingStatus{})
 		got = clusters
-		return ok && cmp.Equal(want, clusters), nil
+		return ok == (want != nil) && cmp.Equal(want, clusters), nil
 	})
 	if err != nil {
 		f.T.Fatalf("Place: %v (-want +got):\n%s", err, cmp.Diff(want, got))
@@ -141,4 +141,43 @@ func (f *fixture) setAllocated(name, allocated string) {
 	if err != nil {
 		f.T.Fatal(err)
 	}
+}
+
+// TestPlacedThenTainted: once the schedule of a placement Place gave is
+// recorded, later schedules start from spec.clusters as any other, so a
+// cluster tainted NoSchedule since keeps the replicas it has (the
+// StatefulSet failover e2e test saw its binding moved at the taint, before
+// any eviction).
+func TestPlacedThenTainted(t *testing.T) {
+	f := newFixture(t)
+	f.CreateCluster("member-1")
+	f.CreateCluster("member-2")
+	var ctl *Controller
+	f.Start(f.conflicts.Wrap, 1, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
+		ctl = New(clients, informers, f.Events, f.clk, controllertest.LoggerCountingRetries(f.T, &f.retries))
+		return ctl
+	})
+	on := func(cluster string) v1alpha1.ResourceBindingSpec {
+		return v1alpha1.ResourceBindingSpec{Replicas: 1, Placement: &v1alpha1.Placement{
+			ClusterAffinity:   &v1alpha1.ClusterAffinity{ClusterNames: []string{cluster}},
+			ReplicaScheduling: &v1alpha1.ReplicaSchedulingStrategy{ReplicaSchedulingType: v1alpha1.ReplicaSchedulingTypeDuplicated},
+		}}
+	}
+	want := []v1alpha1.TargetCluster{{Name: "member-1", Replicas: 1}}
+	spec := on("member-1")
+	spec.Clusters = f.awaitPlace(ctl, "placed-deployment", on("member-1"), want)
+	f.CreateDeploymentBinding("placed", spec)
+	f.AwaitBinding("placed-deployment", "recorded", observed)
+
+	f.SetTaints("member-1", corev1.Taint{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoSchedule})
+	f.awaitPlace(ctl, "probe", on("member-1"), nil) // the scheduler's fleet has the taint
+	f.CreateDeploymentBinding("later", on("member-2"))
+	f.AwaitBinding("later-deployment", "scheduled", observed) // one worker: after the tainted cluster's schedules
+
+	b := f.AwaitBinding("placed-deployment", "recorded", observed)
+	if diff := cmp.Diff(want, b.Spec.Clusters); diff != "" {
+		t.Errorf("clusters after the taint (-want +got):\n%s", diff)
+	}
+	f.AwaitEvents(0, "Normal Scheduled ResourceBinding placed-deployment: placed on {member-1:1}",
+		"Normal Scheduled ResourceBinding later-deployment: placed on {member-2:1}")
 }
