@@ -180,12 +180,15 @@ func (t *term) buildControllers(context.Context, context.Context) error {
 	}
 	t.failover = failover.New(clients, informers, recorder, cfg.Clock, logger, cfg.Failover)
 	scheduler := scheduling.New(clients, informers, recorder, cfg.Clock, logger)
+	t.failover.SetPlacer(scheduler.Place)
+	detect := detector.New(clients, informers, recorder, cfg.Clock, logger)
+	detect.SetPlacer(scheduler.Place)
 	taintPolicies := taintpolicy.New(clients, informers, recorder, cfg.Clock, logger, taintpolicy.Options{HubNoExecute: cfg.Health.NoExecuteTaints})
 	works := binding.New(clients, informers, recorder, cfg.Clock, logger)
 	t.metrics.observe(t.registry, t.front.Dispatcher(), scheduler, t.failover, works)
 	taintPolicies.SetObserver(func(policy, operation string) { t.metrics.policyTaints.WithLabelValues(policy, operation).Inc() })
 	t.controllers = []interface{ Run(context.Context, int) }{
-		detector.New(clients, informers, recorder, cfg.Clock, logger),
+		detect,
 		scheduler,
 		works,
 		status.New(clients, informers, recorder, cfg.Clock, logger),

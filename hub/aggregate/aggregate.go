@@ -35,12 +35,12 @@ func Items(spec *v1alpha1.ResourceBindingSpec, workOf func(cluster string) *v1al
 		w := workOf(tc.Name)
 		switch {
 		case w == nil || w.DeletionTimestamp != nil:
-			item.AppliedMessage = "no Work yet"
+			item.AppliedMessage = msgNoWork
 		default:
 			item.Applied, item.AppliedMessage = applied(w)
 			if got := w.Annotations[v1alpha1.AnnotationWorkReplicas]; got != strconv.Itoa(int(tc.Replicas)) {
 				// The Work still renders an earlier placement.
-				item.Applied, item.AppliedMessage = false, fmt.Sprintf("Work not yet rendered for %d replicas (has %s)", tc.Replicas, got)
+				item.Applied, item.AppliedMessage = false, fmt.Sprintf("%s for %d replicas (has %s)", prefixNotRendered, tc.Replicas, got)
 			}
 			if len(w.Status.ManifestStatuses) > 0 {
 				ms := w.Status.ManifestStatuses[0]
@@ -68,13 +68,30 @@ func applied(w *v1alpha1.Work) (bool, string) {
 	cond := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.WorkConditionApplied)
 	switch {
 	case cond == nil:
-		return false, "waiting for the agent"
+		return false, msgWaitingForAgent
 	case cond.Status != metav1.ConditionTrue:
 		return false, cond.Message
 	case w.Status.ObservedGeneration != w.Generation:
-		return false, fmt.Sprintf("agent applied generation %d, current is %d", w.Status.ObservedGeneration, w.Generation)
+		return false, fmt.Sprintf("%s %d, current is %d", prefixEarlierGen, w.Status.ObservedGeneration, w.Generation)
 	}
 	return true, ""
+}
+
+// Messages of an item whose Work is on its way, not failed.
+const (
+	msgNoWork          = "no Work yet"
+	msgWaitingForAgent = "waiting for the agent"
+	prefixNotRendered  = "Work not yet rendered"
+	prefixEarlierGen   = "agent applied generation"
+)
+
+// inProgress reports whether an item's message says its Work is on its
+// way: not created, not rendered for the current placement, or not yet
+// applied by the agent in its current generation. A new placement (an
+// eviction's replacement, a scale) goes through these; they are not
+// failures, so no ApplyFailed warning is recorded for them.
+func inProgress(msg string) bool {
+	return msg == msgNoWork || msg == msgWaitingForAgent || strings.HasPrefix(msg, prefixNotRendered) || strings.HasPrefix(msg, prefixEarlierGen)
 }
 
 // FullyApplied is the binding's FullyApplied condition over its Items.
@@ -84,7 +101,7 @@ func FullyApplied(items []v1alpha1.AggregatedStatusItem, generation int64) metav
 	for _, it := range items {
 		switch {
 		case it.Applied:
-		case it.AppliedMessage == "waiting for the agent" || it.AppliedMessage == "no Work yet":
+		case inProgress(it.AppliedMessage):
 			pending = append(pending, it.ClusterName)
 		default:
 			failed = append(failed, it.ClusterName+": "+it.AppliedMessage)

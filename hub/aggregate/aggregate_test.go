@@ -56,8 +56,10 @@ func TestItems(t *testing.T) {
 	if diff := cmp.Diff(map[string]any{"readyReplicas": int64(2), "replicas": int64(3)}, SummedStatus(items)); diff != "" {
 		t.Errorf("summed (-want +got):\n%s", diff)
 	}
+	// An earlier generation applied and no Work yet: on their way, not
+	// failed.
 	cond := FullyApplied(items, 4)
-	if cond.Status != metav1.ConditionFalse || cond.Reason != v1alpha1.ReasonFullyAppliedFailed {
+	if cond.Status != metav1.ConditionFalse || cond.Reason != v1alpha1.ReasonFullyAppliedProgress || cond.Message != "waiting for [member2 member3]" {
 		t.Errorf("FullyApplied = %s/%s %q", cond.Status, cond.Reason, cond.Message)
 	}
 	works["member2"] = work("2", 3, 3, metav1.ConditionTrue, v1alpha1.HealthHealthy, "")
@@ -75,6 +77,9 @@ func TestItems(t *testing.T) {
 	items = Items(spec, func(c string) *v1alpha1.Work { return works[c] }, reachable)
 	if it := items[2]; it.Applied || it.AppliedMessage != "Work not yet rendered for 1 replicas (has 4)" {
 		t.Errorf("stale Work: applied %v %q", it.Applied, it.AppliedMessage)
+	}
+	if cond := FullyApplied(items, 4); cond.Reason != v1alpha1.ReasonFullyAppliedProgress || cond.Message != "waiting for [member3]" {
+		t.Errorf("stale Work: FullyApplied = %s %q, want it waiting for member3", cond.Reason, cond.Message)
 	}
 	// An unreachable cluster's health is Unknown, whatever was last said.
 	items = Items(spec, func(c string) *v1alpha1.Work { return works[c] }, func(c string) bool { return c != "member2" })

@@ -105,6 +105,7 @@ func startPipeline(tb testing.TB, clusters ...string) *pipeline {
 	recorder, clk := controller.DiscardRecorder{}, clock.RealClock{}
 	det := detector.New(clients, informers, recorder, clk, logger)
 	sched := scheduling.New(clients, informers, recorder, clk, logger)
+	det.SetPlacer(sched.Place) // as the hub wires them
 	bind := binding.New(clients, informers, recorder, clk, logger)
 	bind.SetWaitObserver(p.waits.observer())
 	ctx, cancel := context.WithCancel(context.Background())

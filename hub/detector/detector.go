@@ -48,6 +48,22 @@ type Detector struct {
 	bindings        *controller.Shared[*v1alpha1.ResourceBinding]
 	clusterBindings *controller.Shared[*v1alpha1.ClusterResourceBinding]
 	queue           *controller.Queue
+	// place, when set, is the scheduler's placement of a new binding.
+	place Placer
+}
+
+// Placer returns the placement the scheduler would give the binding key
+// with this spec and status, and false when it has none; generation is
+// the one the binding has once written with that placement.
+type Placer func(key string, generation int64, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus) ([]v1alpha1.TargetCluster, bool)
+
+// SetPlacer sets the scheduler's placement, with which a binding is
+// created already placed (one write instead of the create and the
+// scheduler's placement); call it before Run. Without one (unit tests),
+// or when it has none, a binding is created unplaced and the scheduler
+// places it.
+func (d *Detector) SetPlacer(place Placer) {
+	d.place = place
 }
 
 // New returns a detector over the shared informers (informers.Templates
@@ -294,6 +310,11 @@ func syncBinding[PT bindingObject](ctx context.Context, d *Detector, api binding
 	bindingKey := controller.Key(objMeta.Namespace, objMeta.Name)
 	stored := api.cached(objMeta.Name)
 	if stored == zero {
+		if d.place != nil {
+			if clusters, ok := d.place(bindingKey, 1, &want, &v1alpha1.ResourceBindingStatus{}); ok {
+				want.Clusters = clusters
+			}
+		}
 		err := api.create(ctx, api.build(objMeta, want))
 		if err == nil {
 			d.logger.Info("binding created", "binding", bindingKey, "policy", objMeta.Annotations[names.AnnotationPolicy])

@@ -47,6 +47,8 @@ type fixture struct {
 	// bindings delivers every change of the namespace's ResourceBindings,
 	// clusterBindings of every ClusterResourceBinding.
 	bindings, clusterBindings <-chan watch.Event
+	// placer, if set before start, is the detector's placement.
+	placer Placer
 }
 
 // newFixture makes a namespace for the test and watches bindings; start
@@ -97,6 +99,7 @@ func (f *fixture) startWith(workers int, recorder controller.Recorder) {
 		f.t.Fatal(err)
 	}
 	d := New(f.clients, informers, recorder, clock.RealClock{}, logger)
+	d.SetPlacer(f.placer)
 	ctx, cancel := context.WithCancel(context.Background())
 	informers.Start(ctx)
 	source.Start(ctx)
@@ -294,6 +297,45 @@ func TestDetectorFollowsTemplatesAndPolicies(t *testing.T) {
 	// Without the template, the binding goes.
 	f.delete(nginx)
 	f.next(deleted)
+}
+
+// TestBindingCreatedPlaced: with the scheduler's placement, a binding is
+// created already placed (one write); a later change of the detector's
+// part of the spec keeps the placement; with no placement to be had, the
+// binding is created unplaced for the scheduler.
+func TestBindingCreatedPlaced(t *testing.T) {
+	tests := []struct {
+		name   string
+		placed []v1alpha1.TargetCluster // the placer's answer; nil: none
+	}{
+		{"placed", []v1alpha1.TargetCluster{{Name: "member3", Replicas: 3}}},
+		{"nowhere to go", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.placer = func(key string, generation int64, spec *v1alpha1.ResourceBindingSpec, _ *v1alpha1.ResourceBindingStatus) ([]v1alpha1.TargetCluster, bool) {
+				if spec.Replicas != 3 || placedOn(&v1alpha1.ResourceBinding{Spec: *spec}) == nil {
+					t.Errorf("placer asked about replicas %d, placement %v: want the detector's spec", spec.Replicas, spec.Placement)
+				}
+				if !strings.HasSuffix(key, "/nginx-deployment") || generation != 1 {
+					t.Errorf("placer asked about %s, generation %d: want the binding nginx-deployment as created", key, generation)
+				}
+				return tt.placed, tt.placed != nil
+			}
+			f.start(1)
+			f.apply(nginx, clusterWide)
+			b := f.next(added)
+			if diff := cmp.Diff(tt.placed, b.Spec.Clusters); diff != "" || b.Generation != 1 {
+				t.Errorf("created with generation %d, clusters (-want +got):\n%s", b.Generation, diff)
+			}
+			f.apply(strings.Replace(nginx, "replicas: 3", "replicas: 9", 1))
+			b = f.next(func(_ watch.EventType, b *v1alpha1.ResourceBinding) bool { return b.Spec.Replicas == 9 })
+			if diff := cmp.Diff(tt.placed, b.Spec.Clusters); diff != "" {
+				t.Errorf("clusters after a scale (-want +got):\n%s", diff)
+			}
+		})
+	}
 }
 
 func TestTemplateWithoutPolicyGetsNoBinding(t *testing.T) {

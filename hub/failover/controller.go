@@ -111,6 +111,8 @@ type Controller struct {
 
 	evictions, tasksEnded atomic.Int64
 	observer              Observer
+	// place, when set, is the scheduler's placement (placement.go).
+	place Placer
 	// kube reads a cluster's Lease: when the hub last heard from an
 	// unreachable cluster whose state an eviction preserves.
 	kube kubernetes.Interface
@@ -314,6 +316,9 @@ func (c *Controller) reconcileBinding(ctx context.Context, key string, read cont
 		eviction.Evict(spec, e, now)
 	}
 	failedBack := c.failback(spec, status, evicted, now, &wake)
+	if len(evicted) > 0 {
+		c.placeReplacement(key, read.Object(), spec, status)
+	}
 	if stamped || len(ended) > 0 || len(evicted) > 0 || len(failedBack) > 0 ||
 		!equality.Semantic.DeepEqual(read.Status().FailbackClusters, status.FailbackClusters) {
 		// Every spec change makes a new generation, which the scheduler

@@ -23,7 +23,8 @@ type fixture struct {
 	conflicts controllertest.ConflictCounter // the controller's
 	retries   atomic.Int64
 	ctl       *Controller
-	heard     heard // what the controller's observer was told
+	heard     heard  // what the controller's observer was told
+	placer    Placer // the scheduler's placement, if set before start
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -46,6 +47,7 @@ func (f *fixture) start(clk clock.WithTicker, cfg Config, workers int) {
 	f.Start(f.conflicts.Wrap, workers, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
 		f.ctl = New(clients, informers, f.Events, clk, controllertest.LoggerCountingRetries(f.T, &f.retries), cfg)
 		f.ctl.SetObserver(f.heard.observer())
+		f.ctl.SetPlacer(f.placer)
 		return f.ctl
 	})
 }

@@ -26,6 +26,17 @@
 // keeps its placement when a task ends or is purged. The controller knows
 // that from memory; after a hub restart, a binding whose generation was not
 // yet observed is scheduled, as before.
+//
+// The detector creates a binding with its placement, and the failover
+// controller writes an eviction together with its replacement, both
+// computed with Place. The schedule of that generation divides the
+// replicas from the clusters Place was given, as it would have without
+// Place (the replicas Place added are not in the agents' reports yet:
+// counted as replicas a cluster has, on top of its room, they would be
+// counted twice), finds the placement already in spec.clusters and only
+// records it in the status, as a placement of its own (lastScheduledTime,
+// the Scheduled event). Which placement Place gave is kept in memory;
+// after a hub restart, the schedule starts from spec.clusters.
 package scheduling
 
 import (
@@ -72,6 +83,9 @@ type Controller struct {
 
 	mu    sync.Mutex
 	memos map[string]memo // by binding key; guarded by mu
+	// placings are the placements Place gave, by binding key; guarded by
+	// mu.
+	placings map[string]placing
 	// observeLatency, if set, is told how long each scheduling attempt
 	// took (computing and storing the placement) and whether it was
 	// stored ("scheduled") or failed ("error").
@@ -105,7 +119,7 @@ type memo struct {
 func New(clients *kube.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.PassiveClock, logger *slog.Logger) *Controller {
 	c := &Controller{api: controller.BindingAPI{Client: clients.Flotilla.FlotillaV1alpha1()}, recorder: recorder, clock: clk,
 		logger: logger.With("controller", "scheduling"), bindings: informers.Bindings, clusterBindings: informers.ClusterBindings,
-		clusters: informers.Clusters, fleet: &fleetCache{clusters: informers.Clusters}, memos: map[string]memo{}}
+		clusters: informers.Clusters, fleet: &fleetCache{clusters: informers.Clusters}, memos: map[string]memo{}, placings: map[string]placing{}}
 	c.queue = controller.NewQueue("scheduling", c.reconcile, logger)
 	// Only spec changes matter: status writes come every few seconds
 	// during a rollout and would each cost a schedule.
@@ -237,12 +251,16 @@ func (c *Controller) schedule(ctx context.Context, key string, b controller.Bind
 	if err != nil {
 		return fmt.Errorf("schedule %s: %w", key, err)
 	}
-	result, schedErr := scheduler.Schedule(scheduler.Input{
-		Placement: spec.Placement, Replicas: spec.Replicas, Previous: spec.Clusters, Fleet: fleet,
-		Requirements: spec.ReplicaRequirements, Fresh: fresh, Evicted: spec.EvictingClusters(),
-		ObservedAffinity: status.SchedulerObservedAffinityName,
-		APIVersion:       spec.Resource.APIVersion, Kind: spec.Resource.Kind, TemplateUID: spec.Resource.UID,
-	})
+	in := input(spec, status, fleet)
+	// A placement Place gave is scheduled again from the clusters Place
+	// was given: the replicas it added are not in the room the agents
+	// report yet, and counting them as replicas the clusters have would
+	// count them twice (a tier with room for 3 would hold 6).
+	previous, byPlace := c.placedBy(key, b)
+	if byPlace {
+		in.Previous = previous
+	}
+	result, schedErr := scheduler.Schedule(in)
 	now := metav1.NewTime(c.clock.Now())
 	cond := metav1.Condition{Type: v1alpha1.BindingConditionScheduled, LastTransitionTime: now}
 	var unschedulable *scheduler.UnschedulableError
@@ -269,7 +287,8 @@ func (c *Controller) schedule(ctx context.Context, key string, b controller.Bind
 		observed, placed = updated, true
 		c.markPlaced(key, updated.Object())
 	case schedErr == nil:
-		placed = c.placedBefore(key, b.Object())
+		placed = c.placedBefore(key, b.Object()) || byPlace && !equality.Semantic.DeepEqual(previous, result.Clusters) ||
+			unrecorded(b.Object().GetGeneration(), status, cond)
 	}
 
 	// The status, of the generation the placement made.
@@ -300,6 +319,9 @@ func (c *Controller) schedule(ctx context.Context, key string, b controller.Bind
 		return fmt.Errorf("store the schedule status of %s: %w", key, err)
 	}
 	c.remember(key, memo{uid: observed.Object().GetUID(), observed: observedGeneration, inputs: inputsDigest(observed.Spec())})
+	if byPlace {
+		c.dropPlacing(key, observedGeneration)
+	}
 
 	ref := controller.BindingRef(observed.Object())
 	switch {
@@ -312,6 +334,111 @@ func (c *Controller) schedule(ctx context.Context, key string, b controller.Bind
 		c.logger.Info("binding scheduled", "binding", key, "scheduled", cond.Status, "result", summary(observed.Spec().Clusters), "reason", cond.Reason)
 	}
 	return nil
+}
+
+// Place returns the placement the scheduler would give the binding key
+// with this spec and status, without storing anything, and false when it
+// has none (unschedulable, the clusters not listed yet, or the fleet
+// cannot be read). The detector creates a binding with it, and the
+// failover controller writes an eviction together with its replacement,
+// so that the placement costs no write of its own; generation is the one
+// that write makes.
+//
+// The scheduler then schedules that generation as it would have without
+// Place: from the clusters Place was given (spec.clusters before the
+// placement), not from the placement, over the fleet as it is then. With
+// the fleet unchanged it finds the placement already there and only
+// records it in the status; if the fleet changed meanwhile, it writes its
+// own, as it would have.
+func (c *Controller) Place(key string, generation int64, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus) ([]v1alpha1.TargetCluster, bool) {
+	select {
+	case <-c.clusters.Synced():
+	default:
+		return nil, false // a placement over the clusters listed so far could stick
+	}
+	fleet, err := c.fleet.get()
+	if err != nil {
+		return nil, false
+	}
+	result, err := scheduler.Schedule(input(spec, status, fleet))
+	if err != nil {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.placings[key] = placing{generation: generation, replicas: spec.Replicas,
+		previous: slices.Clone(spec.Clusters), placement: slices.Clone(result.Clusters)}
+	return result.Clusters, true
+}
+
+// dropPlacing forgets the placing of the binding's generation once its
+// schedule is recorded.
+func (c *Controller) dropPlacing(key string, generation int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.placings[key]; ok && p.generation <= generation {
+		delete(c.placings, key)
+	}
+}
+
+// placing is a placement Place gave for a binding's generation.
+type placing struct {
+	generation int64
+	replicas   int32
+	// previous are the clusters Place was given, placement its result.
+	previous, placement []v1alpha1.TargetCluster
+}
+
+// placedBy returns the clusters Place was given for the binding's
+// generation, if the binding has the placement Place gave it and that
+// generation's schedule is not recorded yet. A placing of an earlier
+// generation is dropped (it was written over, or never written), and so
+// is one whose schedule is recorded: the schedules after it start from
+// spec.clusters, as any other (a cluster tainted NoSchedule since keeps
+// the replicas it has).
+func (c *Controller) placedBy(key string, b controller.Binding) ([]v1alpha1.TargetCluster, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.placings[key]
+	generation := b.Object().GetGeneration()
+	switch {
+	case !ok || p.generation > generation:
+		return nil, false
+	case p.generation < generation || b.Status().SchedulerObservedGeneration >= generation:
+		delete(c.placings, key)
+		return nil, false
+	}
+	if spec := b.Spec(); p.replicas != spec.Replicas || !equality.Semantic.DeepEqual(p.placement, spec.Clusters) {
+		return nil, false
+	}
+	return p.previous, true
+}
+
+// input is what the scheduler is given for a binding.
+func input(spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus, fleet *scheduler.Fleet) scheduler.Input {
+	return scheduler.Input{
+		Placement: spec.Placement, Replicas: spec.Replicas, Previous: spec.Clusters, Fleet: fleet,
+		Requirements: spec.ReplicaRequirements, Fresh: freshRequested(spec, status), Evicted: spec.EvictingClusters(),
+		ObservedAffinity: status.SchedulerObservedAffinityName,
+		APIVersion:       spec.Resource.APIVersion, Kind: spec.Resource.Kind, TemplateUID: spec.Resource.UID,
+	}
+}
+
+// unrecorded reports whether a successful schedule of a new generation
+// that kept spec.clusters as they are still has to be recorded as a
+// placement (lastScheduledTime, the Scheduled event): the placement its
+// Scheduled condition names differs from the one the last schedule
+// recorded, or none was. That is the case when another controller wrote
+// the placement (the detector creates a binding already placed, the
+// failover controller writes an eviction with its replacement or gives a
+// cluster back), or when this controller wrote it before a restart and
+// its status write was lost.
+func unrecorded(generation int64, status *v1alpha1.ResourceBindingStatus, cond metav1.Condition) bool {
+	prev := meta.FindStatusCondition(status.Conditions, v1alpha1.BindingConditionScheduled)
+	if status.SchedulerObservedGeneration == generation {
+		return false
+	}
+	return prev == nil || prev.Status == metav1.ConditionTrue && prev.Message != cond.Message
 }
 
 // updateSpec writes want (b with a new placement) with Update. A conflict
@@ -375,6 +502,7 @@ func (c *Controller) forget(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.memos, key)
+	delete(c.placings, key)
 }
 
 // markPlaced remembers that the placement of the binding's generation

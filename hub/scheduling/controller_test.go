@@ -1,6 +1,7 @@
 package scheduling
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -10,9 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
+	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 func placedOn(want ...v1alpha1.TargetCluster) func(*v1alpha1.ResourceBinding) bool {
@@ -107,6 +111,117 @@ func TestTaskEndKeepsPlacement(t *testing.T) {
 	// A real change still schedules: a policy edit moving it to member-1.
 	f.EditBindingSpec("nginx-deployment", func(s *v1alpha1.ResourceBindingSpec) { s.Placement = divided(map[string]int64{"member-1": 1}) })
 	f.AwaitBinding("nginx-deployment", "moved", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 3}))
+}
+
+// TestEvictionWrittenWithReplacement: failover writes an eviction
+// together with the placement Place gives it; the scheduler records that
+// placement as its own schedule (lastScheduledTime, the Scheduled event)
+// without writing the spec again, and a later generation that changes
+// nothing but the tasks is not recorded as a placement.
+func TestEvictionWrittenWithReplacement(t *testing.T) {
+	f := newFixture(t)
+	f.CreateCluster("member-1")
+	f.CreateCluster("member-2")
+	var ctl *Controller
+	f.Start(f.conflicts.Wrap, 1, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
+		ctl = New(clients, informers, f.Events, f.clk, controllertest.LoggerCountingRetries(f.T, &f.retries))
+		return ctl
+	})
+	f.binding("nginx", 3, divided(map[string]int64{"member-1": 1, "member-2": 2}))
+	scheduled := f.AwaitBinding("nginx-deployment", "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 1}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 2}))
+
+	f.clk.Step(time.Minute)
+	evicted := f.EditBindingSpec("nginx-deployment", func(s *v1alpha1.ResourceBindingSpec) {
+		s.Clusters = []v1alpha1.TargetCluster{{Name: "member-2", Replicas: 2}}
+		s.GracefulEvictionTasks = []v1alpha1.GracefulEvictionTask{{FromCluster: "member-1", Reason: "TaintUntolerated", Producer: "TaintManager"}}
+		clusters, ok := ctl.Place(f.Namespace+"/nginx-deployment", scheduled.Generation+1, s, &v1alpha1.ResourceBindingStatus{})
+		if !ok {
+			t.Fatal("no placement for the eviction")
+		}
+		s.Clusters = clusters
+	})
+	if diff := cmp.Diff([]v1alpha1.TargetCluster{{Name: "member-2", Replicas: 3}}, evicted.Spec.Clusters); diff != "" {
+		t.Fatalf("Place (-want +got):\n%s", diff)
+	}
+	b := f.AwaitBinding("nginx-deployment", "the replacement recorded", func(b *v1alpha1.ResourceBinding) bool {
+		return observed(b) && b.Generation == evicted.Generation
+	})
+	if lst := b.Status.LastScheduledTime; lst == nil || !lst.Time.Equal(f.clk.Now()) {
+		t.Errorf("lastScheduledTime %v, want the clock's %v", lst, f.clk.Now())
+	}
+	f.AwaitEvents(1, "Normal Scheduled ResourceBinding nginx-deployment: placed on {member-2:3}")
+
+	f.clk.Step(time.Minute)
+	ended := f.EditBindingSpec("nginx-deployment", func(s *v1alpha1.ResourceBindingSpec) { s.GracefulEvictionTasks = nil })
+	b = f.AwaitBinding("nginx-deployment", "the task's end observed", func(b *v1alpha1.ResourceBinding) bool {
+		return observed(b) && b.Generation == ended.Generation
+	})
+	if lst := b.Status.LastScheduledTime; lst == nil || !lst.Time.Equal(f.clk.Now().Add(-time.Minute)) {
+		t.Errorf("lastScheduledTime %v after the task ended, want the replacement's %v", lst, f.clk.Now().Add(-time.Minute))
+	}
+	if e := f.Events.List()[2:]; len(e) > 0 {
+		t.Errorf("events after the task ended: %q", e)
+	}
+}
+
+// TestCreatedPlaced: the detector creates a binding with the placement
+// Place gives it; the scheduler records it as its schedule without a spec
+// write of its own.
+func TestCreatedPlaced(t *testing.T) {
+	f := newFixture(t)
+	f.CreateCluster("member-1")
+	f.CreateCluster("member-2")
+	var ctl *Controller
+	f.Start(f.conflicts.Wrap, 1, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
+		ctl = New(clients, informers, f.Events, f.clk, controllertest.LoggerCountingRetries(f.T, &f.retries))
+		return ctl
+	})
+	spec := v1alpha1.ResourceBindingSpec{Replicas: 3, Placement: divided(map[string]int64{"member-1": 1, "member-2": 2})}
+	want := []v1alpha1.TargetCluster{{Name: "member-1", Replicas: 1}, {Name: "member-2", Replicas: 2}}
+	err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, controllertest.WaitTimeout, true, func(context.Context) (bool, error) {
+		clusters, ok := ctl.Place(f.Namespace+"/placed-deployment", 1, &spec, &v1alpha1.ResourceBindingStatus{})
+		if ok {
+			spec.Clusters = clusters
+		}
+		return ok, nil // not before the clusters are listed
+	})
+	if err != nil || !cmp.Equal(want, spec.Clusters) {
+		t.Fatalf("Place: %v (-want +got):\n%s", err, cmp.Diff(want, spec.Clusters))
+	}
+	b := f.CreateDeploymentBinding("placed", spec)
+	b = f.AwaitBinding(b.Name, "recorded", func(b *v1alpha1.ResourceBinding) bool { return observed(b) })
+	if b.Generation != 1 || !cmp.Equal(want, b.Spec.Clusters) {
+		t.Errorf("generation %d, clusters %v: want 1, %v (no placement write)", b.Generation, b.Spec.Clusters, want)
+	}
+	if lst := b.Status.LastScheduledTime; lst == nil || !lst.Time.Equal(f.clk.Now()) {
+		t.Errorf("lastScheduledTime %v, want the clock's %v", lst, f.clk.Now())
+	}
+	f.AwaitEvents(0, "Normal Scheduled ResourceBinding placed-deployment: placed on {member-2:2, member-1:1}")
+}
+
+func TestUnrecorded(t *testing.T) {
+	placed := func(message string) []metav1.Condition {
+		return []metav1.Condition{{Type: v1alpha1.BindingConditionScheduled, Status: metav1.ConditionTrue, Message: message}}
+	}
+	cond := metav1.Condition{Type: v1alpha1.BindingConditionScheduled, Status: metav1.ConditionTrue, Message: "placed on {member-2:3}"}
+	tests := []struct {
+		name   string
+		status v1alpha1.ResourceBindingStatus
+		want   bool
+	}{
+		{"new generation, another placement", v1alpha1.ResourceBindingStatus{SchedulerObservedGeneration: 1, Conditions: placed("placed on {member-1:1, member-2:2}")}, true},
+		{"new generation, same placement", v1alpha1.ResourceBindingStatus{SchedulerObservedGeneration: 1, Conditions: placed("placed on {member-2:3}")}, false},
+		{"generation already recorded", v1alpha1.ResourceBindingStatus{SchedulerObservedGeneration: 2, Conditions: placed("placed on {member-1:3}")}, false},
+		{"created placed", v1alpha1.ResourceBindingStatus{}, true},
+		{"unschedulable before", v1alpha1.ResourceBindingStatus{SchedulerObservedGeneration: 1, Conditions: []metav1.Condition{{Type: v1alpha1.BindingConditionScheduled, Status: metav1.ConditionFalse, Message: "no cluster fits"}}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := unrecorded(2, &tt.status, cond); got != tt.want {
+				t.Errorf("unrecorded = %v, want %v", got, tt.want)
+			}
+		})
+	}
 }
 
 func TestDuplicatedFollowsClusters(t *testing.T) {

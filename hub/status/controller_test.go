@@ -183,14 +183,15 @@ func TestStatusAggregatesReports(t *testing.T) {
 	}
 
 	// Another controller moves a replica: its spec write stands, and the
-	// status says the Works are not rendered for it yet.
+	// status says the Works are not rendered for it yet: applying, not
+	// failed.
 	b.Spec.Clusters = []v1alpha1.TargetCluster{{Name: one, Replicas: 2}, {Name: two, Replicas: 1}}
 	if _, err := f.env.Flotilla.FlotillaV1alpha1().ResourceBindings(f.namespace).Update(t.Context(), b, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	b = f.await(t, "web-deployment", "FullyApplied=False for the new placement", func(b *v1alpha1.ResourceBinding) bool {
 		c := fullyAppliedOf(b)
-		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonFullyAppliedFailed && c.ObservedGeneration == b.Generation
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonFullyAppliedProgress && c.ObservedGeneration == b.Generation
 	})
 	if diff := cmp.Diff([]v1alpha1.TargetCluster{{Name: one, Replicas: 2}, {Name: two, Replicas: 1}}, b.Spec.Clusters); diff != "" {
 		t.Errorf("spec.clusters after the status write (-want +got):\n%s", diff)
