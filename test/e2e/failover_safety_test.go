@@ -238,14 +238,18 @@ func TestFailoverSafety(t *testing.T) {
 			t.Fatal(err)
 		}
 		var task v1alpha1.GracefulEvictionTask
+		// The eviction and its replacement are one write: wait for its event
+		// too, which the hub sends after the write, so that the count below
+		// is of evictions, not of events a kill lost.
 		waitFor(t, 30*time.Second, "stuck evicted from member-2 to member-3", func() (bool, string) {
 			b := f.binding("safe", "stuck-deployment")
 			tk := taskFrom(b, "member-2")
 			if tk != nil {
 				task = *tk
 			}
-			return tk != nil && cmp.Equal(b.Spec.Clusters, []v1alpha1.TargetCluster{{Name: "member-3", Replicas: 1}}),
-				fmt.Sprintf("clusters %v tasks %v", b.Spec.Clusters, b.Spec.EvictingClusters())
+			events := eventCount(t, f.hub, "ResourceBinding", "safe", "stuck-deployment", "Evicted")
+			return tk != nil && cmp.Equal(b.Spec.Clusters, []v1alpha1.TargetCluster{{Name: "member-3", Replicas: 1}}) && events == 1,
+				fmt.Sprintf("clusters %v tasks %v, %d Evicted events", b.Spec.Clusters, b.Spec.EvictingClusters(), events)
 		})
 		// The replacement's pod is Pending (member-3 is full): the task waits.
 		if err := f.hub.Kill(); err != nil {
