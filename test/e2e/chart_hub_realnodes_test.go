@@ -25,25 +25,10 @@ import (
 	"github.com/flotilla-io/flotilla/test/membercluster"
 )
 
-// hubImage builds the flotilla-hub image as `make images` does (static,
-// packed by the testbin's images tool) once per test binary and returns
-// its tarball. Its first static build after a change compiles the embedded
-// kube-apiserver and etcd again: many minutes on 2 cores.
-var hubImage = sync.OnceValues(func() (string, error) {
-	dir := filepath.Join(binDir, "images")
-	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "static")+"/", "../../cmd/flotilla-hub")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build static flotilla-hub: %w\n%s", err, out)
-	}
-	tarball := filepath.Join(dir, "flotilla-hub-"+imageTag+".tar")
-	pack := exec.Command(filepath.Join(os.Getenv(membercluster.BinDirEnv), "images"), "--binary", filepath.Join(dir, "static", "flotilla-hub"),
-		"--repository", "ghcr.io/flotilla-io/flotilla-hub", "--tag", imageTag, "--out", tarball)
-	if out, err := pack.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("pack flotilla-hub:%s: %w\n%s", imageTag, err, out)
-	}
-	return tarball, nil
-})
+// hubImage packs the flotilla-hub image as `make images` does (the
+// static binary TestMain built) once per test binary and returns its
+// tarball.
+var hubImage = sync.OnceValues(func() (string, error) { return packImage("flotilla-hub", imageTag) })
 
 // The hub's release as an operator installs it on a small cluster without
 // a cloud load balancer: agents dial a fixed NodePort (UDP for QUIC, TCP
