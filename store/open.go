@@ -137,7 +137,15 @@ func startEmbedded(ctx context.Context, dir string, quota int64) (*embed.Etcd, e
 	cfg.Dir = dir
 	peer := url.URL{Scheme: "unix", Path: filepath.Join(dir, "peer.sock")}
 	client := url.URL{Scheme: "unix", Path: filepath.Join(dir, "client.sock")}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	// etcd listens for peers on the URL's host alone (for clients, host and
+	// path): the path in the host makes the peer socket a file here. With
+	// an empty host it was an abstract socket whose close tried to remove
+	// a file of its name in the working directory, which fails on a
+	// read-only root (a pod's): the listener stayed open and etcd's Close
+	// hung until the process was killed. The advertised URL keeps the form
+	// existing members recorded.
+	listenPeer := url.URL{Scheme: "unix", Host: peer.Path}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{listenPeer}, []url.URL{peer}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.AutoCompactionMode = embed.CompactorModePeriodic
