@@ -14,9 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
-	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
-	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 func placedOn(want ...v1alpha1.TargetCluster) func(*v1alpha1.ResourceBinding) bool {
@@ -122,11 +120,7 @@ func TestEvictionWrittenWithReplacement(t *testing.T) {
 	f := newFixture(t)
 	f.CreateCluster("member-1")
 	f.CreateCluster("member-2")
-	var ctl *Controller
-	f.Start(f.conflicts.Wrap, 1, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
-		ctl = New(clients, informers, f.Events, f.clk, controllertest.LoggerCountingRetries(f.T, &f.retries))
-		return ctl
-	})
+	ctl := f.start(1)
 	f.binding("nginx", 3, divided(map[string]int64{"member-1": 1, "member-2": 2}))
 	scheduled := f.AwaitBinding("nginx-deployment", "scheduled", placedOn(v1alpha1.TargetCluster{Name: "member-1", Replicas: 1}, v1alpha1.TargetCluster{Name: "member-2", Replicas: 2}))
 
@@ -171,11 +165,7 @@ func TestCreatedPlaced(t *testing.T) {
 	f := newFixture(t)
 	f.CreateCluster("member-1")
 	f.CreateCluster("member-2")
-	var ctl *Controller
-	f.Start(f.conflicts.Wrap, 1, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
-		ctl = New(clients, informers, f.Events, f.clk, controllertest.LoggerCountingRetries(f.T, &f.retries))
-		return ctl
-	})
+	ctl := f.start(1)
 	spec := v1alpha1.ResourceBindingSpec{Replicas: 3, Placement: divided(map[string]int64{"member-1": 1, "member-2": 2})}
 	want := []v1alpha1.TargetCluster{{Name: "member-1", Replicas: 1}, {Name: "member-2", Replicas: 2}}
 	err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, controllertest.WaitTimeout, true, func(context.Context) (bool, error) {

@@ -29,12 +29,15 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-// start runs the controller on informers of its own.
-func (f *fixture) start(workers int) {
+// start runs the controller on informers of its own and returns it.
+func (f *fixture) start(workers int) *Controller {
 	f.T.Helper()
+	var ctl *Controller
 	f.Start(f.conflicts.Wrap, workers, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
-		return New(clients, informers, f.Events, f.clk, controllertest.LoggerCountingRetries(f.T, &f.retries))
+		ctl = New(clients, informers, f.Events, f.clk, controllertest.LoggerCountingRetries(f.T, &f.retries))
+		return ctl
 	})
+	return ctl
 }
 
 // binding creates a ResourceBinding of a Deployment in the test's namespace.

@@ -15,7 +15,6 @@ import (
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/controller/controllertest"
-	"github.com/flotilla-io/flotilla/internal/kube"
 )
 
 // TestPlacedCountsRoomOnce: a binding created with the placement Place
@@ -47,11 +46,7 @@ func TestPlacedCountsRoomOnce(t *testing.T) {
 			f := newFixture(t)
 			f.roomyCluster("member-1", "18")
 			f.roomyCluster("member-2", "0")
-			var ctl *Controller
-			f.Start(f.conflicts.Wrap, 1, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
-				ctl = New(clients, informers, f.Events, f.clk, controllertest.LoggerCountingRetries(f.T, &f.retries))
-				return ctl
-			})
+			ctl := f.start(1)
 			spec := overflowSpec(7)
 			placed := []v1alpha1.TargetCluster{{Name: "member-1", Replicas: 3}, {Name: "member-2", Replicas: 4}}
 			spec.Clusters = f.awaitPlace(ctl, "placed-deployment", overflowSpec(7), placed)
@@ -152,11 +147,7 @@ func TestPlacedThenTainted(t *testing.T) {
 	f := newFixture(t)
 	f.CreateCluster("member-1")
 	f.CreateCluster("member-2")
-	var ctl *Controller
-	f.Start(f.conflicts.Wrap, 1, func(clients *kube.Clients, informers *controller.Informers) controllertest.Controller {
-		ctl = New(clients, informers, f.Events, f.clk, controllertest.LoggerCountingRetries(f.T, &f.retries))
-		return ctl
-	})
+	ctl := f.start(1)
 	on := func(cluster string) v1alpha1.ResourceBindingSpec {
 		return v1alpha1.ResourceBindingSpec{Replicas: 1, Placement: &v1alpha1.Placement{
 			ClusterAffinity:   &v1alpha1.ClusterAffinity{ClusterNames: []string{cluster}},
