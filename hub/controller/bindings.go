@@ -114,3 +114,10 @@ func LookupBinding(bindings Source[*v1alpha1.ResourceBinding], clusterBindings S
 
 // KeyOf is an object's key.
 func KeyOf(o metav1.Object) string { return Key(o.GetNamespace(), o.GetName()) }
+
+// Placer returns the placement the scheduler would give the binding key
+// with this spec and status, and false when it has none; generation is
+// the one the binding has once written with that placement. The detector
+// creates bindings with it and the failover controller writes evictions
+// with it, so that a placement costs no write of its own.
+type Placer func(key string, generation int64, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus) ([]v1alpha1.TargetCluster, bool)

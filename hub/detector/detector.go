@@ -49,20 +49,15 @@ type Detector struct {
 	clusterBindings *controller.Shared[*v1alpha1.ClusterResourceBinding]
 	queue           *controller.Queue
 	// place, when set, is the scheduler's placement of a new binding.
-	place Placer
+	place controller.Placer
 }
-
-// Placer returns the placement the scheduler would give the binding key
-// with this spec and status, and false when it has none; generation is
-// the one the binding has once written with that placement.
-type Placer func(key string, generation int64, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus) ([]v1alpha1.TargetCluster, bool)
 
 // SetPlacer sets the scheduler's placement, with which a binding is
 // created already placed (one write instead of the create and the
 // scheduler's placement); call it before Run. Without one (unit tests),
 // or when it has none, a binding is created unplaced and the scheduler
 // places it.
-func (d *Detector) SetPlacer(place Placer) {
+func (d *Detector) SetPlacer(place controller.Placer) {
 	d.place = place
 }
 

@@ -48,7 +48,7 @@ type fixture struct {
 	// clusterBindings of every ClusterResourceBinding.
 	bindings, clusterBindings <-chan watch.Event
 	// placer, if set before start, is the detector's placement.
-	placer Placer
+	placer controller.Placer
 }
 
 // newFixture makes a namespace for the test and watches bindings; start

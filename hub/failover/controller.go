@@ -112,7 +112,7 @@ type Controller struct {
 	evictions, tasksEnded atomic.Int64
 	observer              Observer
 	// place, when set, is the scheduler's placement (placement.go).
-	place Placer
+	place controller.Placer
 	// kube reads a cluster's Lease: when the hub last heard from an
 	// unreachable cluster whose state an eviction preserves.
 	kube kubernetes.Interface

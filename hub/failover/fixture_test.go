@@ -23,8 +23,8 @@ type fixture struct {
 	conflicts controllertest.ConflictCounter // the controller's
 	retries   atomic.Int64
 	ctl       *Controller
-	heard     heard  // what the controller's observer was told
-	placer    Placer // the scheduler's placement, if set before start
+	heard     heard             // what the controller's observer was told
+	placer    controller.Placer // the scheduler's placement, if set before start
 }
 
 func newFixture(t *testing.T) *fixture {

@@ -4,18 +4,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
+	"github.com/flotilla-io/flotilla/hub/controller"
 )
-
-// Placer returns the placement the scheduler would give the binding key
-// with this spec and status, and false when it has none; generation is
-// the one the binding has once written with that placement.
-type Placer func(key string, generation int64, spec *v1alpha1.ResourceBindingSpec, status *v1alpha1.ResourceBindingStatus) ([]v1alpha1.TargetCluster, bool)
 
 // SetPlacer sets the scheduler's placement, with which an eviction is
 // written together with its replacement; call it before Run. Without one
 // (unit tests) an eviction only removes the cluster and the scheduler
 // places the replacement with a write of its own.
-func (c *Controller) SetPlacer(p Placer) { c.place = p }
+func (c *Controller) SetPlacer(p controller.Placer) { c.place = p }
 
 // placeReplacement puts the scheduler's placement of spec, which has just
 // lost the clusters it is evicted from, into spec.clusters: the eviction
