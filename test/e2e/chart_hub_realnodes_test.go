@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -100,14 +99,7 @@ func TestHubChartOnRealNodes(t *testing.T) {
 	agentAddr := net.JoinHostPort(nodeIP, strconv.Itoa(hubNodePort))
 	helm := func(t *testing.T, c *membercluster.Cluster, ns, release, verb string, args ...string) {
 		t.Helper()
-		args = append([]string{verb, "--kubeconfig", c.Kubeconfig, "--namespace", ns, "--name", release, "--wait", "--timeout", "5m"}, args...)
-		begun := time.Now()
-		out, err := exec.Command(helmrelease, args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("helm %s %s: %v\n%s", verb, release, err, out)
-		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		t.Logf("helm %s %s took %v: %s", verb, release, time.Since(begun).Round(time.Millisecond), lines[len(lines)-1])
+		helmRelease(t, helmrelease, c, ns, release, "5m", verb, args...)
 	}
 	t.Cleanup(func() { logContainerOnFailure(t, mgmtClient, hubNamespace, hubPod, "hub") })
 	helm(t, mgmt, hubNamespace, hubRelease, "install", "--create-namespace",
@@ -155,14 +147,7 @@ func TestHubChartOnRealNodes(t *testing.T) {
 		if !slices.Contains(install.sets, "hub.address="+agentAddr) {
 			t.Fatalf("the printed command sets %q, want hub.address=%s", install.sets, agentAddr)
 		}
-		args := []string{filepath.Join("..", "..", install.chart), "--set", "image.tag=" + imageTag}
-		for _, s := range install.sets {
-			args = append(args, "--set", s)
-		}
-		if install.createNamespace {
-			args = append(args, "--create-namespace")
-		}
-		helm(t, edge, install.namespace, install.release, "install", args...)
+		helm(t, edge, install.namespace, install.release, "install", install.args("image.tag="+imageTag)...)
 		runningPods(t, edgeClient, install.namespace, "app.kubernetes.io/instance="+install.release, 2)
 		waitHubClusterReady(t, mgmt, node, kubectlBin, hubKubeconfig, "edge-1", time.Time{})
 		t.Logf("edge-1 Ready on the hub %v after the test began", time.Since(started).Round(time.Millisecond))

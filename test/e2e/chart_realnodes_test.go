@@ -76,24 +76,10 @@ func TestAgentChartOnRealNodes(t *testing.T) {
 	}
 	helm := func(t *testing.T, verb string, args ...string) {
 		t.Helper()
-		args = append([]string{verb, "--kubeconfig", c.Kubeconfig, "--namespace", install.namespace, "--name", install.release, "--wait", "--timeout", "3m"}, args...)
-		begun := time.Now()
-		out, err := exec.Command(helmrelease, args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("helm %s: %v\n%s", verb, err, out)
-		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		t.Logf("helm %s took %v: %s", verb, time.Since(begun).Round(time.Millisecond), lines[len(lines)-1])
+		helmRelease(t, helmrelease, c, install.namespace, install.release, "3m", verb, args...)
 	}
 	chart := filepath.Join("..", "..", install.chart)
-	var sets []string
-	for _, s := range append(install.sets, "image.tag="+imageTag) {
-		sets = append(sets, "--set", s)
-	}
-	if install.createNamespace {
-		sets = append(sets, "--create-namespace")
-	}
-	helm(t, "install", append(sets, chart)...)
+	helm(t, "install", install.args("image.tag="+imageTag)...)
 	ns := install.namespace
 	selector := "app.kubernetes.io/instance=" + install.release
 
@@ -328,4 +314,32 @@ func (s *metricSampler) stop() float64 {
 	}
 	close(s.stopped)
 	return <-s.highest
+}
+
+// helmRelease runs the testbin's helmrelease tool (the Helm SDK): verb
+// (install, upgrade, uninstall) of release in namespace of cluster c,
+// waiting up to timeout for its resources, and logs how long it took.
+func helmRelease(t *testing.T, tool string, c *membercluster.Cluster, namespace, release, timeout, verb string, args ...string) {
+	t.Helper()
+	args = append([]string{verb, "--kubeconfig", c.Kubeconfig, "--namespace", namespace, "--name", release, "--wait", "--timeout", timeout}, args...)
+	begun := time.Now()
+	out, err := exec.Command(tool, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm %s %s: %v\n%s", verb, release, err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	t.Logf("helm %s %s took %v: %s", verb, release, time.Since(begun).Round(time.Millisecond), lines[len(lines)-1])
+}
+
+// args are helmrelease's install arguments for the printed command, with
+// the values in extra set after its own.
+func (i helmInstall) args(extra ...string) []string {
+	var args []string
+	for _, s := range append(slices.Clone(i.sets), extra...) {
+		args = append(args, "--set", s)
+	}
+	if i.createNamespace {
+		args = append(args, "--create-namespace")
+	}
+	return append(args, filepath.Join("..", "..", i.chart))
 }
