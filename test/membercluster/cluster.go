@@ -56,6 +56,7 @@ type clusterEnv struct {
 	etcdURL       string
 	apiServerOnly bool
 	apiServerArgs []string
+	tuning        tuning   // extra flags of the other components (Options.Tuned)
 	images        []string // tarballs for real nodes
 	logger        *slog.Logger
 }
@@ -102,12 +103,12 @@ func startCluster(ctx context.Context, env clusterEnv, spec ClusterSpec, dir str
 	if env.apiServerOnly {
 		return c, nil
 	}
-	c.controllerManager = c.component(env, "kube-controller-manager",
-		"--service-account-private-key-file="+files.saPrivate,
-		"--root-ca-file="+files.caCert,
-		"--cluster-name="+spec.Name,
-		"--use-service-account-credentials=false")
-	c.scheduler = c.component(env, "kube-scheduler")
+	c.controllerManager = c.component(env, "kube-controller-manager", append([]string{
+		"--service-account-private-key-file=" + files.saPrivate,
+		"--root-ca-file=" + files.caCert,
+		"--cluster-name=" + spec.Name,
+		"--use-service-account-credentials=false"}, env.tuning.controllerManager...)...)
+	c.scheduler = c.component(env, "kube-scheduler", env.tuning.scheduler...)
 	c.kwok = &process.Process{
 		Name:   spec.Name + "/kwok",
 		Binary: filepath.Join(env.binDir, "kwok"),

@@ -94,6 +94,13 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 		// lifecycle controller does not wait for a status rewrite.
 		kwokArgs = []string{fmt.Sprintf("--node-lease-duration-seconds=%d", nodeLeaseSeconds)}
 	}
+	var tuned tuning
+	if opts.Tuned && !opts.APIServerOnly {
+		if tuned, err = tunedComponents(opts.Dir); err != nil {
+			return nil, err
+		}
+		kwokArgs = append(kwokArgs, tuned.kwok...)
+	}
 
 	started := time.Now()
 	env := &Environment{logger: opts.Logger}
@@ -109,6 +116,7 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 		etcdURL:       env.etcd.clientURL,
 		apiServerOnly: opts.APIServerOnly,
 		apiServerArgs: opts.APIServerArgs,
+		tuning:        tuned,
 		images:        opts.Images,
 		logger:        opts.Logger,
 	}

@@ -858,6 +858,7 @@ func (r *failoverReport) print(o options, names []string) {
 	fmt.Printf("machine                     %d CPUs, %s/%s, %s\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
 	fmt.Printf("member clusters             %d (3 KWOK nodes each), %d Deployments of %d replicas (1 per cluster, Divided by equal static weights, requests 10m/16Mi)\n",
 		len(names), o.bindings, len(names))
+	fmt.Printf("member components           %s\n", o.memberComponents())
 	fmt.Printf("hub flags                   %s\n", strings.Join(append(o.failover.hubArgs(), o.hubExtraArgs...), " "))
 	if o.hubNice != 0 {
 		fmt.Printf("hub nice                    %d (the member clusters, agents and this tool at 0)\n", o.hubNice)

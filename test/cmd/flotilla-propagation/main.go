@@ -38,9 +38,18 @@ type options struct {
 	dir, binDir, hubLogLevel           string
 	hubExtraArgs                       []string
 	hubNice                            int
+	tunedMembers                       bool
 	kubeQPS                            float32
 	writeCapacity                      time.Duration
 	failover                           failoverOptions
+}
+
+// memberComponents says how the member clusters' own components ran.
+func (o options) memberComponents() string {
+	if o.tunedMembers {
+		return "tuned (--tuned-members)"
+	}
+	return "Kubernetes' and KWOK's defaults"
 }
 
 func main() {
@@ -54,6 +63,7 @@ func main() {
 	flags.StringVar(&o.binDir, "bin-dir", "bin", "folder with flotilla-hub and flotilla-agent (make build)")
 	flags.Float32Var(&o.kubeQPS, "kube-api-qps", 50, "the agents' --kube-api-qps (burst is twice that)")
 	flags.StringVar(&o.hubLogLevel, "hub-log-level", "warn", "the hub's --log-level (its log is hub.log in the working folder)")
+	flags.BoolVar(&o.tunedMembers, "tuned-members", false, "raise the member clusters' own throughput (controller-manager and scheduler client rate limits 1,000/s, 25 deployment and replica set workers, KWOK moving 32 pods through their stages at once), so that they do not bound the time to replacement pods Available")
 	flags.IntVar(&o.hubNice, "hub-nice", 0, "run the hub at this nice value (e.g. -10: the hub first when the member clusters, which share its cores here, want the same CPU; needs root)")
 	flags.StringArrayVar(&o.hubExtraArgs, "hub-arg", nil, "one more hub flag, after the tool's own (repeat it; e.g. --hub-arg=--enable-profiling to profile the hub on 127.0.0.1:7081)")
 	flags.DurationVar(&o.writeCapacity, "write-capacity", 20*time.Second, "after the run, replay its mix of API writes on the hub's API server for this long, as fast as it answers, on scratch objects, and print the most bindings (or evictions) a second those writes would allow and how close the run came (0: skip)")
@@ -111,7 +121,7 @@ func run(ctx context.Context, o options) error {
 	}
 	logf("starting %d member clusters", o.clusters)
 	env, err := membercluster.Start(ctx, membercluster.Options{Dir: filepath.Join(dir, "clusters"), Clusters: specs,
-		Logger: slog.New(slog.DiscardHandler)})
+		Tuned: o.tunedMembers, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
 	}
@@ -145,6 +155,7 @@ func run(ctx context.Context, o options) error {
 	rss, peak, _ := procstat.Memory(h.hub.Pid())
 	fmt.Printf("machine                     %d CPUs, %s/%s, %s\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
 	fmt.Printf("member clusters             %d (3 KWOK nodes each), Deployments of 1 replica per cluster (Divided, equal weights)\n", o.clusters)
+	fmt.Printf("member components           %s\n", o.memberComponents())
 	fmt.Printf("apply → Available           p50 %v  p99 %v  max %v  (%d samples, one at a time)\n",
 		pct(latencies, 0.5), pct(latencies, 0.99), latencies[len(latencies)-1], len(latencies))
 	fmt.Printf("throughput                  %d bindings, %d Works\n", o.bindings, o.bindings*o.clusters)
