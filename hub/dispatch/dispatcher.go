@@ -40,6 +40,8 @@ type Dispatcher struct {
 	// released holds deleted clusters whose Works must lose their
 	// finalizer.
 	released *controller.Queue
+	// writes runs the API writes the agents' reports cause.
+	writes *statusWrites
 
 	mu       sync.Mutex
 	sessions map[string]*session // by cluster: the newest session
@@ -95,7 +97,8 @@ func (d *Dispatcher) Counts() Counts {
 // stamps.
 func New(clients *kube.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.PassiveClock, logger *slog.Logger) *Dispatcher {
 	d := &Dispatcher{clients: clients, recorder: recorder, clock: clk, logger: logger.With("component", "dispatch"),
-		works: informers.Works, clusters: informers.Clusters, sessions: map[string]*session{}, paces: map[string]statusLimiter{}}
+		works: informers.Works, clusters: informers.Clusters, sessions: map[string]*session{}, paces: map[string]statusLimiter{},
+		writes: newStatusWrites()}
 	d.released = controller.NewQueue("dispatch-released", d.release, logger)
 	d.works.AddHandler(func(old, cur *v1alpha1.Work) {
 		w := controller.Subject(old, cur)
@@ -139,13 +142,17 @@ func (d *Dispatcher) revoked(cluster string) bool {
 	return cl == nil || cl.DeletionTimestamp != nil
 }
 
-// Run waits for the informers the dispatcher reads, then releases the
-// Works of deleted clusters, until ctx ends.
+// Run waits for the informers the dispatcher reads, then stores what the
+// agents report and releases the Works of deleted clusters, until ctx
+// ends.
 func (d *Dispatcher) Run(ctx context.Context) {
 	if !controller.StartAndSync(ctx, d.works, d.clusters) {
 		return
 	}
+	var wg sync.WaitGroup
+	wg.Go(func() { d.writes.run(ctx, controller.DefaultWorkers) })
 	d.released.Run(ctx, 1)
+	wg.Wait()
 }
 
 // release removes the finalizer from every Work being deleted of a

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -15,23 +16,15 @@ import (
 	"github.com/flotilla-io/flotilla/protocol"
 )
 
-// record acts on one message from the agent.
-func (s *session) record(ctx context.Context, m protocol.Message) {
-	switch m := m.(type) {
-	case *protocol.WorkApplied:
-		s.recordApplied(ctx, m, false)
-	case *protocol.WorkStatus:
-		s.updateStatus(ctx, m.Name, func(w *v1alpha1.Work) bool {
-			if m.Generation != w.Status.ObservedGeneration {
-				return false // the agent will report the newer generation
-			}
-			return s.setManifests(w, m.Manifests)
-		})
-	case *protocol.WorkDeleted:
-		s.resendDropped(m.Name)
-	default:
-		s.logger.Warn("unexpected message on the work stream; ignored", "type", m.Type())
-	}
+// recordStatus stores what the agent reports of a Work's objects, for the
+// generation the Work's status says was applied.
+func (s *session) recordStatus(ctx context.Context, m *protocol.WorkStatus) {
+	s.updateStatus(ctx, m.Name, func(w *v1alpha1.Work) bool {
+		if m.Generation != w.Status.ObservedGeneration {
+			return false // the agent will report the newer generation
+		}
+		return s.setManifests(w, m.Manifests)
+	})
 }
 
 // recordApplied stores the generation the agent applied and how it went.
@@ -136,12 +129,12 @@ func (s *session) setManifests(w *v1alpha1.Work, results []protocol.ManifestResu
 }
 
 // recordDeleted removes the finalizer of a deleted Work whose objects the
-// agent has deleted, so the Work goes. A Work created anew meanwhile is
-// sent afresh. The Work is read from the informer: an agent's answers cost
-// the API a write only where a finalizer goes, and a read only when the
-// informer's copy was behind.
+// agent has deleted, so the Work goes; the session's loop has forgotten
+// the Work already. A Work created anew meanwhile is sent afresh. The Work
+// is read from the informer: an agent's answers cost the API a write only
+// where a finalizer goes, and a read only when the informer's copy was
+// behind.
 func (s *session) recordDeleted(ctx context.Context, name string) {
-	s.forget(name)
 	w := s.d.works.Get(s.namespace + "/" + name)
 	if w == nil {
 		// Gone, or never there (a Work only the agent listed); one created
@@ -195,7 +188,7 @@ func (s *session) resendDropped(name string) {
 // forget drops what the session knows the agent holds of a Work.
 func (s *session) forget(name string) {
 	delete(s.sent, name)
-	delete(s.written, name)
+	s.written.drop(name)
 	delete(s.answered, name)
 }
 
@@ -216,10 +209,10 @@ func (s *session) updateStatus(ctx context.Context, name string, change func(*v1
 		updated, err := works.UpdateStatus(ctx, w, metav1.UpdateOptions{FieldManager: controller.FieldManager})
 		switch {
 		case err == nil:
-			s.written[name] = updated
+			s.written.set(name, updated)
 			return
 		case apierrors.IsNotFound(err):
-			delete(s.written, name)
+			s.written.drop(name)
 			return
 		case !apierrors.IsConflict(err):
 			s.logger.Error("store Work status", "work", name, "err", err)
@@ -230,7 +223,7 @@ func (s *session) updateStatus(ctx context.Context, name string, change func(*v1
 		}
 		w, err = works.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			delete(s.written, name)
+			s.written.drop(name)
 			return
 		}
 		if err != nil {
@@ -248,17 +241,45 @@ func (s *session) updateStatus(ctx context.Context, name string, change func(*v1
 // conflicts and reads the Work again).
 func (s *session) latest(name string) *v1alpha1.Work {
 	cached := s.d.works.Get(s.namespace + "/" + name)
-	mine, ok := s.written[name]
+	mine, ok := s.written.get(name)
 	switch {
 	case !ok:
 	case cached == nil || cached.Generation < mine.Generation ||
 		cached.Generation == mine.Generation && cached.ResourceVersion != mine.ResourceVersion:
 		return mine.DeepCopy()
 	default:
-		delete(s.written, name) // the informer has it, or something newer
+		s.written.drop(name) // the informer has it, or something newer
 	}
 	if cached == nil {
 		return nil
 	}
 	return cached.DeepCopy()
+}
+
+// writtenWorks holds the Works as a session last wrote them, until the
+// informer has caught up: the next report about a Work builds on the
+// status just written, not on an older one. The status writers of several
+// Works use it at once.
+type writtenWorks struct {
+	mu    sync.Mutex
+	works map[string]*v1alpha1.Work
+}
+
+func (w *writtenWorks) get(name string) (*v1alpha1.Work, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	work, ok := w.works[name]
+	return work, ok
+}
+
+func (w *writtenWorks) set(name string, work *v1alpha1.Work) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.works[name] = work
+}
+
+func (w *writtenWorks) drop(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.works, name)
 }

@@ -54,13 +54,13 @@ type session struct {
 	sent map[string]int64
 	// fenced are the Works the inventory reported fenced, until resync.
 	fenced map[string]bool
-	// written holds the Works as this session last wrote them, until the
-	// informer has caught up: the next report about a Work builds on the
-	// status just written, not on an older one.
-	written map[string]*v1alpha1.Work
+	// written is shared with the status writers (statusWrites), which
+	// store what the agent reports.
+	written *writtenWorks
 	// answered is the generation of each Work whose WorkApplied answer
-	// was recorded: answers to what the hub sent are written at once,
-	// anything else the agent reports is queued and paced.
+	// was handed over: answers to what the hub sent go to the status
+	// writers at once, anything else the agent reports is queued and
+	// paced.
 	answered map[string]int64
 	// queued holds the newest report per Work not yet written; limit
 	// (the cluster's) paces their writes and retry fires when it allows
@@ -88,7 +88,7 @@ func (s *session) notify(name string) {
 // here last.
 func (d *Dispatcher) Serve(ctx context.Context, cluster string, seq uint64, stream Stream) error {
 	s := &session{d: d, cluster: cluster, seq: seq, namespace: v1alpha1.ExecutionNamespace(cluster), stream: stream, logger: d.logger.With("cluster", cluster),
-		pending: map[string]time.Time{}, wake: make(chan struct{}, 1), sent: map[string]int64{}, fenced: map[string]bool{}, written: map[string]*v1alpha1.Work{},
+		pending: map[string]time.Time{}, wake: make(chan struct{}, 1), sent: map[string]int64{}, fenced: map[string]bool{}, written: &writtenWorks{works: map[string]*v1alpha1.Work{}},
 		answered: map[string]int64{}, queued: map[string]protocol.Message{}, limit: d.paceOf(cluster)}
 	reader := protocol.NewAgentReader(stream) // large frames go only to the agent
 	defer func() {
@@ -157,14 +157,14 @@ func (d *Dispatcher) Serve(ctx context.Context, cluster string, seq uint64, stre
 	}
 }
 
-// receive records an answer to what the hub sent at once, and queues any
-// other report.
+// receive hands an answer to what the hub sent to the status writers at
+// once, and queues any other report.
 func (s *session) receive(ctx context.Context, m protocol.Message) {
 	switch m := m.(type) {
 	case *protocol.WorkApplied:
 		if s.sent[m.Name] == m.Generation && s.answered[m.Name] != m.Generation {
 			s.answered[m.Name] = m.Generation
-			s.record(ctx, m)
+			s.store(m)
 			return
 		}
 		s.queue(ctx, m.Name, m)
@@ -173,7 +173,9 @@ func (s *session) receive(ctx context.Context, m protocol.Message) {
 	case *protocol.WorkDeleted:
 		switch have, held := s.sent[m.Name]; {
 		case held && have == deleteSent:
-			s.recordDeleted(ctx, m.Name) // the answer to a delete the hub sent
+			// The answer to a delete the hub sent.
+			s.forget(m.Name)
+			s.later(m.Name, func(ctx context.Context) { s.recordDeleted(ctx, m.Name) })
 		case held:
 			// The agent dropped a Work the hub wants it to hold: sent
 			// again, at the pace of its reports, for a looping agent.
@@ -183,7 +185,7 @@ func (s *session) receive(ctx context.Context, m protocol.Message) {
 			s.d.limits.unrequestedDeletes.Add(1) // nothing there, or already recorded
 		}
 	default:
-		s.record(ctx, m)
+		s.logger.Warn("unexpected message on the work stream; ignored", "type", m.Type())
 	}
 }
 
@@ -217,8 +219,27 @@ func (s *session) writeQueued(ctx context.Context) {
 			return
 		}
 		delete(s.queued, name)
-		s.record(ctx, m)
+		s.store(m)
 	}
+}
+
+// store hands a report to the status writers; a Work the agent says it
+// dropped is sent again from the loop, which owns what was sent.
+func (s *session) store(m protocol.Message) {
+	switch m := m.(type) {
+	case *protocol.WorkApplied:
+		s.later(m.Name, func(ctx context.Context) { s.recordApplied(ctx, m, false) })
+	case *protocol.WorkStatus:
+		s.later(m.Name, func(ctx context.Context) { s.recordStatus(ctx, m) })
+	case *protocol.WorkDeleted:
+		s.resendDropped(m.Name)
+	}
+}
+
+// later has the status writers run write for the Work name, after the
+// writes for it already handed over.
+func (s *session) later(name string, write func(context.Context)) {
+	s.d.writes.add(s.namespace+"/"+name, write)
 }
 
 // queuedSize is what writing a queued report costs in bytes: the status
@@ -262,13 +283,14 @@ func (s *session) resync(ctx context.Context) error {
 			// finds it and marks the Work restored.
 			s.logger.Warn("the agent stopped this Work's workloads while it was cut off from the hub; sending the Work again to restore them",
 				"work", name, "generation", w.Generation)
-			s.recordFenced(ctx, name)
+			s.later(name, func(ctx context.Context) { s.recordFenced(ctx, name) })
 			restored++
 		}
 		if w.DeletionTimestamp == nil && s.sent[name] == w.Generation {
 			acked++
 			if w.Status.ObservedGeneration != w.Generation {
-				s.recordApplied(ctx, &protocol.WorkApplied{Name: name, Generation: w.Generation, Applied: true}, true)
+				applied := &protocol.WorkApplied{Name: name, Generation: w.Generation, Applied: true}
+				s.later(name, func(ctx context.Context) { s.recordApplied(ctx, applied, true) })
 			}
 			continue
 		}
@@ -346,7 +368,8 @@ func (s *session) sync(ctx context.Context, name string, w *v1alpha1.Work) error
 		// The agent would drop the session over it: keep the session, and
 		// say on the Work why it is not applied.
 		s.logger.Error("Work cannot be sent", "work", name, "err", err)
-		s.recordApplied(ctx, &protocol.WorkApplied{Name: name, Generation: w.Generation, Message: "not sent: " + err.Error()}, false)
+		refused := &protocol.WorkApplied{Name: name, Generation: w.Generation, Message: "not sent: " + err.Error()}
+		s.later(name, func(ctx context.Context) { s.recordApplied(ctx, refused, false) })
 		return nil
 	}
 	s.d.upserts.Add(1)

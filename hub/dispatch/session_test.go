@@ -89,6 +89,23 @@ type fixture struct {
 type apiCalls struct {
 	mu       sync.Mutex
 	byMethod map[string]int
+	// held, while set, holds every status write until it is closed.
+	held chan struct{}
+}
+
+// holdStatusWrites holds the dispatcher's status writes, as a busy API
+// server would, until the returned release is called.
+func (c *apiCalls) holdStatusWrites() (release func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	held := make(chan struct{})
+	c.held = held
+	return sync.OnceFunc(func() {
+		c.mu.Lock()
+		c.held = nil
+		c.mu.Unlock()
+		close(held)
+	})
 }
 
 func (c *apiCalls) wrap(cfg *rest.Config) *rest.Config {
@@ -98,7 +115,15 @@ func (c *apiCalls) wrap(cfg *rest.Config) *rest.Config {
 			if strings.Contains(req.URL.Path, "/works/") {
 				c.mu.Lock()
 				c.byMethod[req.Method]++
+				held := c.held
 				c.mu.Unlock()
+				if held != nil && strings.HasSuffix(req.URL.Path, "/status") {
+					select {
+					case <-held:
+					case <-req.Context().Done():
+						return nil, req.Context().Err()
+					}
+				}
 			}
 			return next.RoundTrip(req)
 		})
@@ -316,6 +341,49 @@ func TestResyncSendsOnlyWhatDiffers(t *testing.T) {
 	})
 	// "same" was held at its generation: the inventory acknowledged it.
 	f.await(t, "same", "observed generation 1", func(w *v1alpha1.Work) bool { return w != nil && w.Status.ObservedGeneration == 1 })
+}
+
+// TestHeldStatusWritesKeepTheStreamRead: while the API server does not
+// answer the status writes the agent's reports cause, the hub keeps
+// reading the agent's stream (an agent that cannot write drops its
+// connection, as healthy agents did during a failover of 1,000 Works),
+// and once it answers, every report is stored.
+func TestHeldStatusWritesKeepTheStreamRead(t *testing.T) {
+	const works = 40
+	specs := make([]workSpec, works)
+	for i := range specs {
+		specs[i] = workSpec{name: fmt.Sprintf("work-%02d", i), generation: 1}
+	}
+	f := startSession(t, specs, nil)
+	f.agent.nextMessages(works) // the upserts of the resync
+	release := f.calls.holdStatusWrites()
+	t.Cleanup(release)
+
+	// The stream is a pipe: a write returns once the hub has read it.
+	sent := make(chan error, 1)
+	go func() {
+		for _, ws := range specs {
+			answer := &protocol.WorkApplied{Name: ws.name, Generation: 1, Applied: true, Message: strings.Repeat("m", 2<<10)}
+			if err := protocol.WriteMessage(f.agent.w, answer); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
+	select {
+	case err := <-sent:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hub stopped reading the agent's answers while their status writes were held")
+	}
+
+	release()
+	for _, ws := range specs {
+		f.await(t, ws.name, "observed generation 1", func(w *v1alpha1.Work) bool { return w != nil && w.Status.ObservedGeneration == 1 })
+	}
 }
 
 // TestReplacedSessionServedLast: the work stream of a session replaced by
