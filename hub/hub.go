@@ -19,6 +19,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/agentserver"
 	"github.com/flotilla-io/flotilla/hub/apiserver"
 	"github.com/flotilla-io/flotilla/hub/ca"
+	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/hub/failover"
 	"github.com/flotilla-io/flotilla/hub/health"
 	"github.com/flotilla-io/flotilla/hub/podlabel"
@@ -136,11 +137,8 @@ const (
 var DefaultHTTPLimits = netlimit.DefaultServerLimits(DefaultHTTPMaxConns, DefaultHTTPMaxConnsPerSource)
 
 // DefaultControllerWorkers is how many keys each controller reconciles at
-// once unless Config.ControllerWorkers says otherwise. A reconcile mostly
-// waits for the API server's answer to its write, so with 4 a failover
-// left the hub's cores half idle while evictions queued
-// (docs/performance.md, "Controller workers").
-const DefaultControllerWorkers = 16
+// once unless Config.ControllerWorkers says otherwise.
+const DefaultControllerWorkers = controller.DefaultWorkers
 
 // Run runs the hub until ctx ends, then says goodbye to the agents, stores
 // what changed and stops. ready, if not nil, is called with the bound

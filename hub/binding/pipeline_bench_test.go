@@ -24,9 +24,9 @@ import (
 // reports bindings/s and Works/s, and the controllers' API writes per
 // binding (counted on their clients' transport until they stop writing;
 // the Deployment's create is the benchmark's, not counted), with their
-// breakdown by resource, subresource and verb in the log. The controllers share one set of clients
-// (QPS 500, burst 1000, as the hub's) and run 2 workers each (the hub runs
-// 4), as this benchmark did over the old store. The API server runs on
+// breakdown by resource, subresource and verb in the log. The controllers
+// share one set of clients (QPS 500, burst 1000, as the hub's) and run the
+// hub's workers (controller.DefaultWorkers each). The API server runs on
 // the same machine, so its CPU counts too.
 func BenchmarkPipeline(b *testing.B) {
 	const bindings, clusters, writers = 1000, 3, 8

@@ -111,9 +111,9 @@ func startPipeline(tb testing.TB, clusters ...string) *pipeline {
 	ctx, cancel := context.WithCancel(context.Background())
 	informers.Start(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { det.Run(ctx, 2) })
-	wg.Go(func() { sched.Run(ctx, 2) })
-	wg.Go(func() { bind.Run(ctx, 2) })
+	wg.Go(func() { det.Run(ctx, controller.DefaultWorkers) })
+	wg.Go(func() { sched.Run(ctx, controller.DefaultWorkers) })
+	wg.Go(func() { bind.Run(ctx, controller.DefaultWorkers) })
 	p.stop = sync.OnceFunc(func() {
 		cancel()
 		wg.Wait()

@@ -20,6 +20,13 @@ const (
 	retryMax  = 30 * time.Second
 )
 
+// DefaultWorkers is how many keys each of the hub's controllers reconciles
+// at once unless told otherwise. A reconcile mostly waits for the API
+// server's answer to its write, so with 4 a failover left the hub's cores
+// half idle while evictions queued (docs/performance.md, "Controller
+// workers").
+const DefaultWorkers = 16
+
 // Queue is a rate-limited queue of object keys with its worker loop, in
 // the shape of kubernetes/sample-controller: Get, reconcile, then Forget
 // on success or AddRateLimited on failure, and always Done.
