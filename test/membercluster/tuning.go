@@ -28,7 +28,17 @@ type tuning struct {
 // flags that raise the controller-manager's, the scheduler's and KWOK's
 // throughput.
 func tunedComponents(dir string) (tuning, error) {
-	config := fmt.Sprintf("apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions:\n  podPlayStageParallelism: %d\n", tunedPodStages)
+	// KWOK 0.8 takes a configuration's options as they are: the ones
+	// left out are zero, not KWOK's defaults (which these are).
+	config := fmt.Sprintf(`apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  podPlayStageParallelism: %d
+  nodePlayStageParallelism: 4
+  nodeLeaseParallelism: 4
+  podsOnNodeSyncParallelism: 1
+  enablePodsOnNodeSyncListPager: true
+`, tunedPodStages)
 	path := filepath.Join(dir, kwokConfigFile)
 	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
 		return tuning{}, fmt.Errorf("KWOK configuration: %w", err)
