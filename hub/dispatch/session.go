@@ -164,7 +164,7 @@ func (s *session) receive(ctx context.Context, m protocol.Message) {
 	case *protocol.WorkApplied:
 		if s.sent[m.Name] == m.Generation && s.answered[m.Name] != m.Generation {
 			s.answered[m.Name] = m.Generation
-			s.store(m)
+			s.store(m, false)
 			return
 		}
 		s.queue(ctx, m.Name, m)
@@ -175,7 +175,7 @@ func (s *session) receive(ctx context.Context, m protocol.Message) {
 		case held && have == deleteSent:
 			// The answer to a delete the hub sent.
 			s.forget(m.Name)
-			s.later(m.Name, func(ctx context.Context) { s.recordDeleted(ctx, m.Name) })
+			s.later(m.Name, func(ctx context.Context) { s.recordDeleted(ctx, m.Name) }, false)
 		case held:
 			// The agent dropped a Work the hub wants it to hold: sent
 			// again, at the pace of its reports, for a looping agent.
@@ -219,27 +219,29 @@ func (s *session) writeQueued(ctx context.Context) {
 			return
 		}
 		delete(s.queued, name)
-		s.store(m)
+		s.store(m, true)
 	}
 }
 
-// store hands a report to the status writers; a Work the agent says it
-// dropped is sent again from the loop, which owns what was sent.
-func (s *session) store(m protocol.Message) {
+// store hands the agent's answer to what the hub sent, or a paced report,
+// to the status writers; a Work the agent says it dropped is sent again
+// from the loop, which owns what was sent.
+func (s *session) store(m protocol.Message, paced bool) {
 	switch m := m.(type) {
 	case *protocol.WorkApplied:
-		s.later(m.Name, func(ctx context.Context) { s.recordApplied(ctx, m, false) })
+		s.later(m.Name, func(ctx context.Context) { s.recordApplied(ctx, m, false) }, paced)
 	case *protocol.WorkStatus:
-		s.later(m.Name, func(ctx context.Context) { s.recordStatus(ctx, m) })
+		s.later(m.Name, func(ctx context.Context) { s.recordStatus(ctx, m) }, paced)
 	case *protocol.WorkDeleted:
 		s.resendDropped(m.Name)
 	}
 }
 
 // later has the status writers run write for the Work name, after the
-// writes for it already handed over.
-func (s *session) later(name string, write func(context.Context)) {
-	s.d.writes.add(s.namespace+"/"+name, write)
+// writes for it already handed over; a paced report replaces the one
+// still waiting (statusWrites.add).
+func (s *session) later(name string, write func(context.Context), paced bool) {
+	s.d.writes.add(s.namespace+"/"+name, write, paced)
 }
 
 // queuedSize is what writing a queued report costs in bytes: the status
@@ -283,14 +285,14 @@ func (s *session) resync(ctx context.Context) error {
 			// finds it and marks the Work restored.
 			s.logger.Warn("the agent stopped this Work's workloads while it was cut off from the hub; sending the Work again to restore them",
 				"work", name, "generation", w.Generation)
-			s.later(name, func(ctx context.Context) { s.recordFenced(ctx, name) })
+			s.later(name, func(ctx context.Context) { s.recordFenced(ctx, name) }, false)
 			restored++
 		}
 		if w.DeletionTimestamp == nil && s.sent[name] == w.Generation {
 			acked++
 			if w.Status.ObservedGeneration != w.Generation {
 				applied := &protocol.WorkApplied{Name: name, Generation: w.Generation, Applied: true}
-				s.later(name, func(ctx context.Context) { s.recordApplied(ctx, applied, true) })
+				s.later(name, func(ctx context.Context) { s.recordApplied(ctx, applied, true) }, false)
 			}
 			continue
 		}
@@ -369,7 +371,7 @@ func (s *session) sync(ctx context.Context, name string, w *v1alpha1.Work) error
 		// say on the Work why it is not applied.
 		s.logger.Error("Work cannot be sent", "work", name, "err", err)
 		refused := &protocol.WorkApplied{Name: name, Generation: w.Generation, Message: "not sent: " + err.Error()}
-		s.later(name, func(ctx context.Context) { s.recordApplied(ctx, refused, false) })
+		s.later(name, func(ctx context.Context) { s.recordApplied(ctx, refused, false) }, false)
 		return nil
 	}
 	s.d.upserts.Add(1)

@@ -15,24 +15,37 @@ import (
 // the agent's stream, and the agent, unable to write, would drop a healthy
 // connection.
 //
-// What waits is bounded by what the sessions hand over: one answer per
-// Work generation sent, and reports paced and coalesced per Work.
+// What waits is bounded by what the sessions hand over, however slow the
+// API server: one answer per Work generation sent, and reports, which
+// replace the Work's report still waiting, as the newest report says all
+// an older one did.
 type statusWrites struct {
 	queue workqueue.TypedInterface[string]
 
 	mu      sync.Mutex
-	pending map[string][]func(context.Context) // by Work key, in the order handed over
+	pending map[string][]statusWrite // by Work key, in the order handed over
+}
+
+type statusWrite struct {
+	write  func(context.Context)
+	report bool // a report, which a newer one replaces
 }
 
 func newStatusWrites() *statusWrites {
-	return &statusWrites{queue: workqueue.NewTyped[string](), pending: map[string][]func(context.Context){}}
+	return &statusWrites{queue: workqueue.NewTyped[string](), pending: map[string][]statusWrite{}}
 }
 
 // add queues write for the Work key, after the writes of that Work
-// already queued.
-func (w *statusWrites) add(key string, write func(context.Context)) {
+// already queued; a report replaces the last one queued if nothing was
+// queued after it.
+func (w *statusWrites) add(key string, write func(context.Context), report bool) {
 	w.mu.Lock()
-	w.pending[key] = append(w.pending[key], write)
+	queued := w.pending[key]
+	if n := len(queued); report && n > 0 && queued[n-1].report {
+		queued[n-1].write = write
+	} else {
+		w.pending[key] = append(queued, statusWrite{write: write, report: report})
+	}
 	w.mu.Unlock()
 	w.queue.Add(key)
 }
@@ -66,11 +79,11 @@ func (w *statusWrites) next(ctx context.Context) bool {
 	writes := w.pending[key]
 	delete(w.pending, key)
 	w.mu.Unlock()
-	for _, write := range writes {
+	for _, queued := range writes {
 		if ctx.Err() != nil {
 			return true
 		}
-		write(ctx)
+		queued.write(ctx)
 	}
 	return true
 }
