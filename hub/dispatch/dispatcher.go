@@ -98,7 +98,7 @@ func (d *Dispatcher) Counts() Counts {
 func New(clients *kube.Clients, informers *controller.Informers, recorder controller.Recorder, clk clock.PassiveClock, logger *slog.Logger) *Dispatcher {
 	d := &Dispatcher{clients: clients, recorder: recorder, clock: clk, logger: logger.With("component", "dispatch"),
 		works: informers.Works, clusters: informers.Clusters, sessions: map[string]*session{}, paces: map[string]statusLimiter{},
-		writes: newStatusWrites()}
+		writes: newStatusWrites(logger)}
 	d.released = controller.NewQueue("dispatch-released", d.release, logger)
 	d.works.AddHandler(func(old, cur *v1alpha1.Work) {
 		w := controller.Subject(old, cur)

@@ -2,9 +2,10 @@ package dispatch
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 
-	"k8s.io/client-go/util/workqueue"
+	"github.com/flotilla-io/flotilla/hub/controller"
 )
 
 // statusWrites runs the API writes that agents' reports cause (a Work's
@@ -20,7 +21,7 @@ import (
 // replace the Work's report still waiting, as the newest report says all
 // an older one did.
 type statusWrites struct {
-	queue workqueue.TypedInterface[string]
+	queue *controller.Queue
 
 	mu      sync.Mutex
 	pending map[string][]statusWrite // by Work key, in the order handed over
@@ -31,8 +32,10 @@ type statusWrite struct {
 	report bool // a report, which a newer one replaces
 }
 
-func newStatusWrites() *statusWrites {
-	return &statusWrites{queue: workqueue.NewTyped[string](), pending: map[string][]statusWrite{}}
+func newStatusWrites(logger *slog.Logger) *statusWrites {
+	w := &statusWrites{pending: map[string][]statusWrite{}}
+	w.queue = controller.NewQueue("dispatch-status", w.runKey, logger)
+	return w
 }
 
 // add queues write for the Work key, after the writes of that Work
@@ -50,40 +53,25 @@ func (w *statusWrites) add(key string, write func(context.Context), report bool)
 	w.queue.Add(key)
 }
 
-// run writes with workers goroutines until ctx ends; the workqueue gives a
+// run writes with workers goroutines until ctx ends; the queue gives a
 // key to one worker at a time, which keeps each Work's writes in order.
 // What is still queued then is dropped: the agents report again to the
 // next leader.
-func (w *statusWrites) run(ctx context.Context, workers int) {
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for w.next(ctx) {
-			}
-		})
-	}
-	<-ctx.Done()
-	w.queue.ShutDown()
-	wg.Wait()
-}
+func (w *statusWrites) run(ctx context.Context, workers int) { w.queue.Run(ctx, workers) }
 
-// next runs the queued writes of one Work; false once the queue is shut
-// down.
-func (w *statusWrites) next(ctx context.Context) bool {
-	key, shutdown := w.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer w.queue.Done(key)
+// runKey runs the queued writes of one Work. Each write handles its own
+// errors (a status write logs what it could not store): there is nothing
+// to retry here.
+func (w *statusWrites) runKey(ctx context.Context, key string) error {
 	w.mu.Lock()
 	writes := w.pending[key]
 	delete(w.pending, key)
 	w.mu.Unlock()
 	for _, queued := range writes {
 		if ctx.Err() != nil {
-			return true
+			return nil
 		}
 		queued.write(ctx)
 	}
-	return true
+	return nil
 }

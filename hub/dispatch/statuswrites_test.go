@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"testing"
 
@@ -25,7 +26,7 @@ func TestStatusWritesOrderAndReplace(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w := newStatusWrites()
+			w := newStatusWrites(slog.New(slog.DiscardHandler))
 			var mu sync.Mutex
 			var ran []string
 			for _, a := range tt.adds {
@@ -58,7 +59,7 @@ type statusAdd struct {
 // TestStatusWritesOfOtherWorksGoOn: a Work whose write waits holds up
 // only that Work's writes.
 func TestStatusWritesOfOtherWorksGoOn(t *testing.T) {
-	w := newStatusWrites()
+	w := newStatusWrites(slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { w.run(ctx, 2); close(done) }()
