@@ -67,10 +67,11 @@ e2e: testbin ## end-to-end tests only (real member clusters)
 bench: ## Go benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-perf: testbin build ## the failover and propagation figures of docs/performance.md: writes per binding and per eviction, rates, and the API server's write capacity for each (about 30 min on 2 cores)
+perf: testbin build ## the failover and propagation figures of docs/performance.md: writes per binding and per eviction, rates, and the API server's write capacity for each, the failover with the member clusters' defaults and tuned (about 40 min on 2 cores)
 	$(GO) test -run '^$$' -bench '^BenchmarkPipeline$$' -benchtime 1x ./hub/binding/
 	bin/flotilla-propagation --bin-dir bin
 	bin/flotilla-propagation --bin-dir bin --failover
+	bin/flotilla-propagation --bin-dir bin --failover --tuned-members
 
 diagram: ## render each docs/*.d2 to the SVG beside it (D2's Go library, its own module in test/tools/diagram)
 	cd test/tools/diagram && for f in ../../../docs/*.d2; do $(GO) run . "$$f" "$${f%.d2}.svg" || exit 1; done
