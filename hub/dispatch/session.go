@@ -131,7 +131,7 @@ func (d *Dispatcher) Serve(ctx context.Context, cluster string, seq uint64, stre
 	incoming := make(chan protocol.Message)
 	readErr := make(chan error, 1)
 	go func() { readErr <- s.readLoop(ctx, reader, incoming) }()
-	if err := s.resync(ctx); err != nil {
+	if err := s.resync(); err != nil {
 		return err
 	}
 	for {
@@ -145,10 +145,10 @@ func (d *Dispatcher) Serve(ctx context.Context, cluster string, seq uint64, stre
 		case err := <-readErr:
 			return err
 		case m := <-incoming:
-			s.receive(ctx, m)
+			s.receive(m)
 		case <-retry:
 			s.retry = nil
-			s.writeQueued(ctx)
+			s.writeQueued()
 		case <-s.wake:
 			if err := s.sendPending(ctx); err != nil {
 				return err
@@ -159,7 +159,7 @@ func (d *Dispatcher) Serve(ctx context.Context, cluster string, seq uint64, stre
 
 // receive hands an answer to what the hub sent to the status writers at
 // once, and queues any other report.
-func (s *session) receive(ctx context.Context, m protocol.Message) {
+func (s *session) receive(m protocol.Message) {
 	switch m := m.(type) {
 	case *protocol.WorkApplied:
 		if s.sent[m.Name] == m.Generation && s.answered[m.Name] != m.Generation {
@@ -167,9 +167,9 @@ func (s *session) receive(ctx context.Context, m protocol.Message) {
 			s.store(m, false)
 			return
 		}
-		s.queue(ctx, m.Name, m)
+		s.queue(m.Name, m)
 	case *protocol.WorkStatus:
-		s.queue(ctx, m.Name, m)
+		s.queue(m.Name, m)
 	case *protocol.WorkDeleted:
 		switch have, held := s.sent[m.Name]; {
 		case held && have == deleteSent:
@@ -180,7 +180,7 @@ func (s *session) receive(ctx context.Context, m protocol.Message) {
 			// The agent dropped a Work the hub wants it to hold: sent
 			// again, at the pace of its reports, for a looping agent.
 			s.d.limits.unrequestedDeletes.Add(1)
-			s.queue(ctx, m.Name, m)
+			s.queue(m.Name, m)
 		default:
 			s.d.limits.unrequestedDeletes.Add(1) // nothing there, or already recorded
 		}
@@ -191,7 +191,7 @@ func (s *session) receive(ctx context.Context, m protocol.Message) {
 
 // queue keeps m as the newest report about a Work of this cluster (others
 // are ignored) and writes what the pace allows.
-func (s *session) queue(ctx context.Context, name string, m protocol.Message) {
+func (s *session) queue(name string, m protocol.Message) {
 	if s.d.works.Get(s.namespace+"/"+name) == nil {
 		return // no such Work: nothing to store it on
 	}
@@ -199,12 +199,12 @@ func (s *session) queue(ctx context.Context, name string, m protocol.Message) {
 		s.d.limits.coalesced.Add(1)
 	}
 	s.queued[name] = m
-	s.writeQueued(ctx)
+	s.writeQueued()
 }
 
 // writeQueued writes queued reports while the session's pace allows, and
 // arms retry for the rest.
-func (s *session) writeQueued(ctx context.Context) {
+func (s *session) writeQueued() {
 	if len(s.queued) > 0 && s.d.storeFull() {
 		s.d.limits.dropped.Add(int64(len(s.queued)))
 		clear(s.queued) // the store is too full for what agents report
@@ -276,7 +276,7 @@ func (s *session) readLoop(ctx context.Context, reader *protocol.Reader, out cha
 // resync brings the agent in step with the API after its inventory:
 // Works it lacks or holds at another generation or fenced, tombstones, and
 // Works it holds that the hub no longer knows.
-func (s *session) resync(ctx context.Context) error {
+func (s *session) resync() error {
 	works := s.d.worksOf(s.cluster)
 	acked, restored := 0, 0
 	for name, w := range works {
@@ -296,13 +296,13 @@ func (s *session) resync(ctx context.Context) error {
 			}
 			continue
 		}
-		if err := s.sync(ctx, name, w); err != nil {
+		if err := s.sync(name, w); err != nil {
 			return err
 		}
 	}
 	for name := range s.sent {
 		if _, known := works[name]; !known {
-			if err := s.sync(ctx, name, nil); err != nil {
+			if err := s.sync(name, nil); err != nil {
 				return err
 			}
 		}
@@ -324,7 +324,7 @@ func (s *session) sendPending(ctx context.Context) error {
 		}
 		w := s.d.works.Get(s.namespace + "/" + name)
 		before, held := s.sent[name]
-		if err := s.sync(ctx, name, w); err != nil {
+		if err := s.sync(name, w); err != nil {
 			return err
 		}
 		if observe := s.d.observeLatency.Load(); observe != nil {
@@ -341,7 +341,7 @@ func (s *session) sendPending(ctx context.Context) error {
 }
 
 // sync sends one Work, or its deletion, if the agent does not have it so.
-func (s *session) sync(ctx context.Context, name string, w *v1alpha1.Work) error {
+func (s *session) sync(name string, w *v1alpha1.Work) error {
 	have, held := s.sent[name]
 	switch {
 	case w == nil && !held:
