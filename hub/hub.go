@@ -5,6 +5,7 @@
 package hub
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -27,6 +28,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/sharedfiles"
 	"github.com/flotilla-io/flotilla/internal/netlimit"
 	"github.com/flotilla-io/flotilla/internal/pki"
+	"github.com/flotilla-io/flotilla/internal/writelimit"
 	"github.com/flotilla-io/flotilla/store"
 )
 
@@ -107,6 +109,10 @@ type Config struct {
 	// ControllerWorkers is how many bindings (or Works, templates...)
 	// each controller reconciles at once; 0: DefaultControllerWorkers.
 	ControllerWorkers int
+	// ReportWriteSlots is how many writes of reported status (agents' Work
+	// status, bindings' aggregated status, templates' status) the hub has
+	// in flight at once; 0: DefaultReportWriteSlots.
+	ReportWriteSlots int
 	// Store guards etcd against agent-driven growth (quota, threshold,
 	// check interval).
 	Store store.GuardConfig
@@ -139,6 +145,12 @@ var DefaultHTTPLimits = netlimit.DefaultServerLimits(DefaultHTTPMaxConns, Defaul
 // DefaultControllerWorkers is how many keys each controller reconciles at
 // once unless Config.ControllerWorkers says otherwise.
 const DefaultControllerWorkers = controller.DefaultWorkers
+
+// DefaultReportWriteSlots bounds the hub's writes of reported status in
+// flight unless Config.ReportWriteSlots says otherwise. When a failover
+// floods the API server, the reports wait in the hub (each Work's and
+// binding's latest one) and the evictions, placements and Works go first.
+const DefaultReportWriteSlots = 4
 
 // Run runs the hub until ctx ends, then says goodbye to the agents, stores
 // what changed and stops. ready, if not nil, is called with the bound
@@ -190,7 +202,8 @@ func Run(ctx context.Context, cfg Config, ready func(quicAddr, httpAddr net.Addr
 		<-api.Done()
 		logger.Info("API server stopped", "took", time.Since(stopping).Round(time.Millisecond))
 	}()
-	r := &replica{cfg: cfg, store: s, api: api, ca: hubCA, agentCA: agentCA, http: &switchHandler{}, ready: ready}
+	r := &replica{cfg: cfg, store: s, api: api, ca: hubCA, agentCA: agentCA, http: &switchHandler{}, ready: ready,
+		reportWrites: writelimit.New(cmp.Or(cfg.ReportWriteSlots, DefaultReportWriteSlots))}
 	if cfg.LabelLeaderPod {
 		if r.labeler, err = podlabel.InCluster(logger); err != nil {
 			return err
@@ -316,6 +329,9 @@ type replica struct {
 	// leads or stands by (serveAgents); without, lead opens the listeners.
 	front *agentserver.Front
 	relay *replicas.Relay
+	// reportWrites bounds the writes of reported status in flight: the
+	// dispatcher's and the status controller's clients share its slots.
+	reportWrites *writelimit.Limiter
 }
 
 // cas are the CAs the agents' front uses.

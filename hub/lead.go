@@ -41,6 +41,7 @@ type term struct {
 	metrics *hubMetrics
 
 	clients   *kube.Clients
+	reports   *kube.Clients // clients.Config with few writes in flight: reported status
 	templates *templates.Source
 	informers *controller.Informers
 	recorder  controller.DroppingRecorder
@@ -63,7 +64,7 @@ type term struct {
 // sessions then go to the registry from now on (r.relay), and so do what
 // the other replicas relay about theirs.
 func (r *replica) lead(ctx context.Context) error {
-	t := &term{r: r, cfg: r.cfg, metrics: newHubMetrics()}
+	t := &term{r: r, cfg: r.cfg, metrics: newHubMetrics(r.reportWrites)}
 	t.cfg.Health.HubStarted = time.Time{}
 	// Events and the registry's writes outlive the controllers: the final
 	// flush runs after everything else has stopped.
@@ -112,6 +113,9 @@ func (t *term) connect(context.Context, context.Context) error {
 	if t.clients, err = kube.NewClients(config); err != nil {
 		return err
 	}
+	if t.reports, err = kube.NewClients(reportsConfig(config, t.r.reportWrites)); err != nil {
+		return err
+	}
 	crdClient, err := apiextensionsclient.NewForConfig(config)
 	if err != nil {
 		return err
@@ -154,7 +158,7 @@ func (t *term) openFront(ctx, _ context.Context) error {
 	t.front = t.r.front
 	if t.front == nil {
 		var err error
-		if t.front, err = agentserver.Open(ctx, t.cfg.agentServer(), t.r.cas(), t.clients, t.informers, t.recorder, t.registry); err != nil {
+		if t.front, err = agentserver.Open(ctx, t.cfg.agentServer(), t.r.cas(), t.clients, t.reports, t.informers, t.recorder, t.registry); err != nil {
 			return err
 		}
 		t.ownFront = true
@@ -191,7 +195,7 @@ func (t *term) buildControllers(context.Context, context.Context) error {
 		detect,
 		scheduler,
 		works,
-		status.New(clients, informers, recorder, cfg.Clock, logger),
+		status.New(t.reports, informers, recorder, cfg.Clock, logger),
 		t.failover,
 		rebalancer.New(clients, informers, recorder, cfg.Clock, logger),
 		purge.New(clients, informers, recorder, cfg.Clock, logger),

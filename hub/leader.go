@@ -148,11 +148,15 @@ func (r *replica) serveAgents(ctx context.Context) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
+	reports, err := kube.NewClients(reportsConfig(r.api.HubConfig, r.reportWrites))
+	if err != nil {
+		return nil, err
+	}
 	frontCtx, stopFront := context.WithCancel(context.WithoutCancel(ctx))
 	informers := controller.NewAgentInformers(clients)
 	recorder := controller.StartEventRecorder(frontCtx, clients.Kube)
 	r.relay = replicas.NewRelay(cfg.HubID, r.identity, clients.Flotilla.FlotillaV1alpha1().Clusters(), informers.Clusters.Get, r.sessions.SendTo, cfg.Clock, cfg.Logger)
-	if r.front, err = agentserver.Open(frontCtx, cfg.agentServer(), r.cas(), clients, informers, recorder, r.relay); err != nil {
+	if r.front, err = agentserver.Open(frontCtx, cfg.agentServer(), r.cas(), clients, reports, informers, recorder, r.relay); err != nil {
 		stopFront()
 		return nil, err
 	}

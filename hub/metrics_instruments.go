@@ -14,6 +14,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/registry"
 	"github.com/flotilla-io/flotilla/hub/scheduling"
 	"github.com/flotilla-io/flotilla/internal/apiwrites"
+	"github.com/flotilla-io/flotilla/internal/writelimit"
 )
 
 // hubMetrics are the instruments one hub observes into, in a registry of
@@ -36,10 +37,13 @@ type hubMetrics struct {
 	stateLost        *prometheus.CounterVec
 	directlyWaiting  prometheus.Gauge
 	directlyWait     prometheus.Histogram
+	reportsWaiting   prometheus.GaugeFunc
 	karmada          karmadaEvictionInstruments
 }
 
-func newHubMetrics() *hubMetrics {
+// newHubMetrics makes the instruments; reportWrites is the limiter of the
+// writes of reported status, whose waiting writes a gauge shows.
+func newHubMetrics(reportWrites *writelimit.Limiter) *hubMetrics {
 	m := &hubMetrics{
 		registry: prometheus.NewRegistry(),
 		detectionDelay: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "flotilla_cluster_detection_delay_seconds",
@@ -78,6 +82,9 @@ func newHubMetrics() *hubMetrics {
 		directlyWait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "flotilla_old_copy_wait_seconds",
 			Help:    "Time a binding's new copies waited for the copy in a cluster it left with purgeMode Directly to be gone (confirmed deleted, stopped by fencing, or its cluster deleted).",
 			Buckets: prometheus.ExponentialBuckets(0.1, 2, 16)}),
+		reportsWaiting: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "flotilla_report_writes_waiting",
+			Help: "Writes of reported status (agents' Work status, bindings' aggregated status, templates' status) waiting in the hub for one of --report-write-slots: while the API server is busy, evictions, placements and Works go first."},
+			func() float64 { return float64(reportWrites.Waiting()) }),
 		karmada: newKarmadaEvictionInstruments(),
 	}
 	m.registry.MustRegister(m.instruments()...)
@@ -88,7 +95,7 @@ func newHubMetrics() *hubMetrics {
 // (docs/reference/metrics.md is generated from them.)
 func (m *hubMetrics) instruments() []prometheus.Collector {
 	return []prometheus.Collector{m.detectionDelay, m.scheduleLatency, m.dispatchLatency, m.evictions, m.evictionWait, m.clustersAdmitted, m.tasksEnded, m.apiRequests, m.apiLatency, m.apiWrites, m.apiConflicts,
-		m.policyTaints, m.stateLost, m.directlyWaiting, m.directlyWait, m.karmada.latency, m.karmada.total}
+		m.policyTaints, m.stateLost, m.directlyWaiting, m.directlyWait, m.reportsWaiting, m.karmada.latency, m.karmada.total}
 }
 
 // observe hooks the instruments into the parts of the hub that observe.

@@ -11,6 +11,7 @@ import (
 	"github.com/flotilla-io/flotilla/hub/replicas"
 	"github.com/flotilla-io/flotilla/internal/docgen"
 	"github.com/flotilla-io/flotilla/internal/netlimit"
+	"github.com/flotilla-io/flotilla/internal/writelimit"
 )
 
 // TestReferenceMetrics: docs/reference/metrics.md lists the hub's metric
@@ -28,7 +29,7 @@ func TestReferenceMetrics(t *testing.T) {
 		documented = append(documented, m.collector())
 	}
 	documented = append(documented, zoneCollector{oneZone{}}, karmadaQueueCollector{oneZone{}}, connCollector{oneListener})
-	documented = append(documented, newHubMetrics().instruments()...)
+	documented = append(documented, newHubMetrics(writelimit.New(1)).instruments()...)
 	families, err := docgen.Families(documented...)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/flotilla-io/flotilla/hub/controller"
 	"github.com/flotilla-io/flotilla/internal/promcheck"
+	"github.com/flotilla-io/flotilla/internal/writelimit"
 )
 
 // TestWorkqueueMetricsCoverTheHubsQueues: the work queue metrics of the
@@ -60,7 +61,7 @@ func TestInstrumentCountsWrites(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	m := newHubMetrics()
+	m := newHubMetrics(writelimit.New(1))
 	client, err := rest.HTTPClientFor(m.instrument(&rest.Config{Host: srv.URL}))
 	if err != nil {
 		t.Fatal(err)

@@ -140,6 +140,7 @@ func newFlags(cfg *hub.Config, o *serveOptions, hostname string) *pflag.FlagSet 
 	flags.IntVar(&cfg.HTTPLimits.MaxConns, "http-max-conns", hub.DefaultHTTPMaxConns, "connections --http-addr holds at once; beyond it new ones wait in the kernel's accept queue (1 to 1000000)")
 	flags.IntVar(&cfg.HTTPLimits.MaxConnsPerSource, "http-max-conns-per-source", hub.DefaultHTTPMaxConnsPerSource, "connections of one source address (an IPv6 /64) --http-addr holds at once; beyond it one is closed as soon as accepted (1 to 1000000)")
 	flags.IntVar(&cfg.ControllerWorkers, "controller-workers", hub.DefaultControllerWorkers, "bindings (and Works, templates...) each controller reconciles at once: each waits for its writes to the API server, so more workers help when those answers are slow and cores are free (1 to 256)")
+	flags.IntVar(&cfg.ReportWriteSlots, "report-write-slots", hub.DefaultReportWriteSlots, "writes of reported status (agents' Work status, bindings' aggregated status, templates' status) the hub has in flight at once: when the API server is busy, reports wait in the hub (each object's latest) and evictions, placements and Works go first (1 to 256)")
 	flags.Int64Var(&cfg.Store.Quota, "store-quota-bytes", store.DefaultQuota, "etcd's backend quota: set on the embedded etcd; with --etcd-endpoints, give the external etcd's --quota-backend-bytes")
 	flags.Float64Var(&cfg.Store.AgentThreshold, "store-agent-write-threshold", store.DefaultAgentThreshold, "fraction of --store-quota-bytes in use above which what agents drive (Work status reports, events about agents) is no longer stored, so health changes always have room (stored again below 80 % of it)")
 	flags.DurationVar(&cfg.Store.Interval, "store-check-interval", 10*time.Second, "how often the hub checks etcd's size and alarms (and defragments or disarms NOSPACE when that helps)")
@@ -324,6 +325,9 @@ func setAPIServer(cfg *hub.Config) error {
 	}
 	if cfg.ControllerWorkers < 1 || cfg.ControllerWorkers > 256 {
 		return fmt.Errorf("--controller-workers %d: want 1 to 256", cfg.ControllerWorkers)
+	}
+	if cfg.ReportWriteSlots < 1 || cfg.ReportWriteSlots > 256 {
+		return fmt.Errorf("--report-write-slots %d: want 1 to 256", cfg.ReportWriteSlots)
 	}
 	if cfg.LeaseWritesPerSecond < 0 {
 		return fmt.Errorf("--lease-writes-per-second %v: want zero (no limit) or a positive rate", cfg.LeaseWritesPerSecond)

@@ -99,7 +99,7 @@ type Front struct {
 
 // Open listens for agents. Its dispatcher and its handlers on informers'
 // Clusters are added before they start; Start serves.
-func Open(ctx context.Context, cfg Config, cas CAs, clients *kube.Clients, informers *controller.Informers,
+func Open(ctx context.Context, cfg Config, cas CAs, clients, reports *kube.Clients, informers *controller.Informers,
 	recorder controller.Recorder, backend Backend) (*Front, error) {
 	logger := cfg.Logger
 	cert, err := ca.ServingCertificate(cas.Hub, cfg.TLSSANs)
@@ -151,7 +151,7 @@ func Open(ctx context.Context, cfg Config, cas CAs, clients *kube.Clients, infor
 	if f.ws, err = listenWebSocket(agentsCtx, wsConfig, handshakes, logger); err != nil {
 		return nil, err
 	}
-	f.dispatcher = dispatch.New(clients, informers, recorder, cfg.Clock, logger)
+	f.dispatcher = dispatch.New(reports, informers, recorder, cfg.Clock, logger)
 	f.joins = join.New(clients, join.Config{CA: cas.Hub, AgentCA: cas.Agent, HubUser: cfg.HubUser, CertTTL: cfg.AgentCertTTL, Approval: cfg.AgentCSRApproval, Wait: joinWait, Recorder: recorder}, cfg.Clock, logger)
 	f.agents = newAgentServer(cfg, backend, f.dispatcher, f.joins)
 	f.agents.handshakes = handshakes
