@@ -904,6 +904,9 @@ func (r *failoverReport) print(o options, names []string) {
 		fmt.Printf("    of which eviction → rescheduled (Scheduled event)  p50 %s  p99 %s  max %s  (%d bindings)\n",
 			pct(lat, 0.5), pct(lat, 0.99), ms(lat[len(lat)-1]), len(lat))
 	}
+	if last, n := r.lastRescheduled(); n > 0 && !r.noExecuteAt.IsZero() {
+		fmt.Printf("    NoExecute → last binding rescheduled  %s (%d bindings rescheduled)\n", ms(last.Sub(r.noExecuteAt)), n)
+	}
 	if lat := r.span(func(t *bindingTimes) (time.Time, time.Time) { return t.rescheduled, t.ended }); len(lat) > 0 {
 		fmt.Printf("    and rescheduled → task end (agents, member clusters, status)  p50 %s  p99 %s  max %s\n",
 			pct(lat, 0.5), pct(lat, 0.99), ms(lat[len(lat)-1]))
@@ -955,4 +958,19 @@ func (r *failoverReport) print(o options, names []string) {
 			fmt.Printf("  %s\n", m)
 		}
 	}
+}
+
+// lastRescheduled is the latest first Scheduled event after an eviction,
+// and how many bindings had one.
+func (r *failoverReport) lastRescheduled() (last time.Time, n int) {
+	for _, t := range r.bindings {
+		if t.rescheduled.IsZero() {
+			continue
+		}
+		n++
+		if t.rescheduled.After(last) {
+			last = t.rescheduled
+		}
+	}
+	return last, n
 }
