@@ -41,7 +41,7 @@ type term struct {
 	metrics *hubMetrics
 
 	clients   *kube.Clients
-	reports   *kube.Clients // clients.Config with few writes in flight: reported status
+	reports   *kube.Clients // as clients, with few writes in flight: for reported status
 	templates *templates.Source
 	informers *controller.Informers
 	recorder  controller.DroppingRecorder

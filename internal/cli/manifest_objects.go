@@ -377,22 +377,29 @@ func kindGroup(gvk schema.GroupVersionKind) string {
 	return s
 }
 
-// waitEstablished waits until the CRD name is served, then makes the
-// mapper read discovery again.
+// waitEstablished waits until the CRD name is Established and discovery
+// maps its kind (the API server updates discovery a moment after the
+// condition), so that the objects of that kind applied next find it.
 func waitEstablished(ctx context.Context, c *hubClients, name string) error {
 	err := poll(ctx, crdEstablishTimeout, func(ctx context.Context) (bool, error) {
 		u, err := c.dynamic.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
-		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-		for _, c := range conds {
-			cond, _ := c.(map[string]any)
-			if cond["type"] == "Established" && cond["status"] == "True" {
-				return true, nil
-			}
+		if !established(u) {
+			return false, nil
 		}
-		return false, nil
+		gvk, ok := servedKind(u)
+		if !ok {
+			return true, nil // no served version: nothing to map
+		}
+		c.invalidateMapper()
+		if _, err := c.mapping(gvk); meta.IsNoMatchError(err) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+		return true, nil
 	})
 	if errors.Is(err, errWaitTimedOut) {
 		return fmt.Errorf("customresourcedefinition %s is not served %s after it was applied", name, crdEstablishTimeout)
@@ -402,4 +409,32 @@ func waitEstablished(ctx context.Context, c *hubClients, name string) error {
 	}
 	c.invalidateMapper()
 	return nil
+}
+
+// established reports whether a CRD's condition Established is True.
+func established(crd *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+	for _, c := range conds {
+		cond, _ := c.(map[string]any)
+		if cond["type"] == "Established" && cond["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// servedKind is the kind a CRD defines, in its first served version.
+func servedKind(crd *unstructured.Unstructured) (schema.GroupVersionKind, bool) {
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	for _, v := range versions {
+		version, _ := v.(map[string]any)
+		if served, _ := version["served"].(bool); served && kind != "" {
+			if name, _ := version["name"].(string); name != "" {
+				return schema.GroupVersionKind{Group: group, Version: name, Kind: kind}, true
+			}
+		}
+	}
+	return schema.GroupVersionKind{}, false
 }
