@@ -8,9 +8,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/flotilla-io/flotilla/internal/crdstate"
 )
 
 // A CRD is usually established and served within a second of its creation.
@@ -44,11 +44,11 @@ func (e *Engine) waitServed(ctx context.Context, crd objectRef) error {
 			last = err
 			return false, nil
 		}
-		if !established(obj) {
+		if !crdstate.Established(obj) {
 			last = errors.New("not Established")
 			return false, nil
 		}
-		_, err = e.mapper.RESTMapping(servedKind(obj))
+		_, err = e.mapper.RESTMapping(crdstate.Kind(obj))
 		if meta.IsNoMatchError(err) {
 			e.mapper.Reset()
 			last = err
@@ -63,22 +63,4 @@ func (e *Engine) waitServed(ctx context.Context, crd objectRef) error {
 		return fmt.Errorf("not served within %v: %w", crdTimeout, last)
 	}
 	return err
-}
-
-// established reports whether a CRD's Established condition is True.
-func established(crd *unstructured.Unstructured) bool {
-	conditions, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
-	for _, c := range conditions {
-		if cond, ok := c.(map[string]any); ok && cond["type"] == "Established" && cond["status"] == "True" {
-			return true
-		}
-	}
-	return false
-}
-
-// servedKind is the group and kind a CRD defines.
-func servedKind(crd *unstructured.Unstructured) schema.GroupKind {
-	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
-	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
-	return schema.GroupKind{Group: group, Kind: kind}
 }

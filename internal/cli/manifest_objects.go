@@ -21,6 +21,7 @@ import (
 	appsv1alpha1 "github.com/flotilla-io/flotilla/api/apps/v1alpha1"
 	"github.com/flotilla-io/flotilla/api/v1alpha1"
 	"github.com/flotilla-io/flotilla/api/validation"
+	"github.com/flotilla-io/flotilla/internal/crdstate"
 )
 
 // What apply and delete did with an object, as kubectl says it.
@@ -386,14 +387,14 @@ func waitEstablished(ctx context.Context, c *hubClients, name string) error {
 		if err != nil {
 			return false, err
 		}
-		if !established(u) {
+		if !crdstate.Established(u) {
 			return false, nil
 		}
+		c.invalidateMapper() // discovery is read again from here on
 		gvk, ok := servedKind(u)
 		if !ok {
 			return true, nil // no served version: nothing to map
 		}
-		c.invalidateMapper()
 		if _, err := c.mapping(gvk); meta.IsNoMatchError(err) {
 			return false, nil
 		} else if err != nil {
@@ -404,35 +405,18 @@ func waitEstablished(ctx context.Context, c *hubClients, name string) error {
 	if errors.Is(err, errWaitTimedOut) {
 		return fmt.Errorf("customresourcedefinition %s is not served %s after it was applied", name, crdEstablishTimeout)
 	}
-	if err != nil {
-		return err
-	}
-	c.invalidateMapper()
-	return nil
-}
-
-// established reports whether a CRD's condition Established is True.
-func established(crd *unstructured.Unstructured) bool {
-	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
-	for _, c := range conds {
-		cond, _ := c.(map[string]any)
-		if cond["type"] == "Established" && cond["status"] == "True" {
-			return true
-		}
-	}
-	return false
+	return err
 }
 
 // servedKind is the kind a CRD defines, in its first served version.
 func servedKind(crd *unstructured.Unstructured) (schema.GroupVersionKind, bool) {
-	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
-	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+	gk := crdstate.Kind(crd)
 	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
 	for _, v := range versions {
 		version, _ := v.(map[string]any)
-		if served, _ := version["served"].(bool); served && kind != "" {
+		if served, _ := version["served"].(bool); served && gk.Kind != "" {
 			if name, _ := version["name"].(string); name != "" {
-				return schema.GroupVersionKind{Group: group, Version: name, Kind: kind}, true
+				return gk.WithVersion(name), true
 			}
 		}
 	}
